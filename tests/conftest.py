@@ -1,0 +1,49 @@
+"""Shared fixtures: a real SeaweedFS S3 server on loopback, unique buckets, cleanup."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from fusecache.locals3 import LocalS3
+
+
+@pytest.fixture(scope="session")
+def local_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    """One SeaweedFS for the whole session (it takes seconds to start and stop)."""
+    s3 = LocalS3(data_dir=tmp_path_factory.mktemp("seaweedfs"))
+    s3.start()
+    try:
+        yield s3
+    finally:
+        s3.cleanup()
+
+
+@pytest.fixture()
+def s3_env(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Point boto3's standard chain (and so fusecache) at the local server."""
+    env = local_s3.env()
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    return env
+
+
+@pytest.fixture()
+def bucket(local_s3: LocalS3) -> str:
+    """A fresh, empty bucket for one test."""
+    name = "t-" + secrets.token_hex(6)
+    local_s3.client().create_bucket(Bucket=name)
+    return name
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        skip = pytest.mark.skip(reason="needs root and /dev/fuse")
+        for item in items:
+            if "fuse" in item.keywords:
+                item.add_marker(skip)
