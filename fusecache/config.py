@@ -1,0 +1,133 @@
+"""Configuration of a mount and of the node cache, with the reasons for each default.
+
+The CLI starts from these defaults and overrides only what the user passed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fusecache.errors import ConfigError
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "ki": KiB, "kib": KiB,
+    "m": 1000**2, "mb": 1000**2, "mi": MiB, "mib": MiB,
+    "g": 1000**3, "gb": 1000**3, "gi": GiB, "gib": GiB,
+    "t": 1000**4, "tb": 1000**4, "ti": 1024**4, "tib": 1024**4,
+}
+
+
+def parse_size(text: str | int, what: str = "size") -> int:
+    """Parse '512MiB', '20GiB', '4M', '1000' into bytes; ConfigError names *what*."""
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ConfigError(f"invalid {what} {text!r}: expected a number with an optional unit "
+                          "such as 512MiB, 20GiB, 4M")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def parse_ttl(text: str | float) -> float:
+    """Parse a metadata TTL: seconds (float) or 'indefinite' (math.inf)."""
+    if isinstance(text, int | float):
+        value = float(text)
+    elif str(text).strip().lower() in ("indefinite", "inf", "infinite", "forever"):
+        return math.inf
+    else:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(f"invalid --metadata-ttl {text!r}: expected seconds or "
+                              "'indefinite'") from None
+    if value < 0 or math.isnan(value):
+        raise ConfigError(f"invalid --metadata-ttl {text!r}: must be >= 0")
+    return value
+
+
+def default_cache_dir() -> Path:
+    """/var/lib/fusecache for root (a node cache), else the user's cache dir."""
+    if os.geteuid() == 0:
+        return Path("/var/lib/fusecache")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "fusecache"
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """Where a mount's objects live: bucket and a key prefix ('' or ending in '/')."""
+
+    bucket: str
+    prefix: str = ""
+
+    @classmethod
+    def parse(cls, uri: str) -> S3Location:
+        m = re.fullmatch(r"s3://([^/]+)(?:/(.*))?", uri or "")
+        if not m:
+            raise ConfigError(f"invalid S3 URI {uri!r}: expected s3://BUCKET[/PREFIX]")
+        bucket, prefix = m.group(1), m.group(2) or ""
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.\-_]{1,254}[a-z0-9]", bucket):
+            raise ConfigError(f"invalid bucket name {bucket!r} in {uri!r}")
+        prefix = prefix.lstrip("/")
+        if "//" in prefix or any(seg in (".", "..") for seg in prefix.split("/") if seg):
+            raise ConfigError(f"invalid prefix {prefix!r} in {uri!r}")
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        return cls(bucket, prefix)
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+@dataclass
+class CacheConfig:
+    """The node cache (LMDB tier) and the per-process RAM tier."""
+
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    # 20 GiB: a typical node-local SSD share; the LMDB file never grows past it by much.
+    disk_cache_size: int = 20 * GiB
+    # 256 MiB per process: enough to hold the read-ahead window of a few sequential
+    # readers and the hot small files; the node-wide working set lives in LMDB.
+    ram_cache_size: int = 256 * MiB
+    # 4 MiB: large enough that one ranged GET amortises S3's per-request latency,
+    # small enough that a random 4 KiB read does not pull much more than it needs.
+    block_size: int = 4 * MiB
+
+
+@dataclass
+class MountConfig:
+    """One mount: location, endpoint and the tunables of the read path."""
+
+    location: S3Location
+    mountpoint: Path
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    endpoint_url: str | None = None
+    region: str | None = None
+    # 60 s: like Mountpoint's default for mutable data; 'indefinite' for datasets
+    # that never change (the training case) removes all revalidation traffic.
+    metadata_ttl: float = 60.0
+    allow_other: bool = False
+    metrics_port: int | None = None
+    # Read-ahead budget per mount: bytes in flight or fetched ahead of the reader.
+    # 96 MiB: enough for 24 parallel 4 MiB GETs (saturates a 10 Gb/s link at
+    # ~40 ms latency) while keeping RSS within RAM tier + 200 MiB.
+    readahead_budget: int = 96 * MiB
+    # Largest read-ahead window of one sequential reader.
+    readahead_max: int = 64 * MiB
+    # Parallel GETs to S3 across the whole mount (boto3 connection pool size).
+    max_connections: int = 24
+    # A FUSE read that cannot be served within this time returns EIO (never hangs).
+    read_timeout: float = 60.0
+    # Per-request S3 timeouts and retry budget (backoff with jitter within read_timeout).
+    connect_timeout: float = 5.0
+    request_timeout: float = 20.0
+    max_attempts: int = 6

@@ -1,0 +1,249 @@
+"""The pyfuse3 adapter: unpack the request, call the core, build the reply.
+
+All errno translation happens in ``_errno`` (one table). pyfuse3 lets any
+exception other than FUSEError escape its main loop and end the mount, so every
+handler funnels through ``_guard``, which turns unexpected errors into EIO after
+logging them once.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import math
+import os
+import stat
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import pyfuse3
+
+from fusecache import errors
+from fusecache.listings import DirRecord
+from fusecache.namespace import Namespace, Node
+from fusecache.reader import BlockReader, ReadState
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_ERRNO: list[tuple[type[BaseException], int]] = [
+    (errors.ObjectNotFound, errno.ENOENT),
+    (errors.BucketNotFound, errno.ENOENT),
+    (errors.ObjectChanged, errno.ESTALE),
+    (errors.AccessDenied, errno.EACCES),
+    (errors.DeadlineExceeded, errno.EIO),
+    (errors.IntegrityError, errno.EIO),
+    (errors.StoreError, errno.EIO),
+]
+# The kernel caches entries and attributes this long at most, even with an
+# indefinite TTL, so that a forgotten inode cannot pin stale metadata forever.
+_MAX_KERNEL_TTL = 24 * 3600.0
+
+
+def _errno(e: BaseException) -> int:
+    for cls, code in _ERRNO:
+        if isinstance(e, cls):
+            return code
+    return errno.EIO
+
+
+async def _guard(what: str, fn: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await fn()
+    except pyfuse3.FUSEError:
+        raise
+    except errors.ObjectNotFound:
+        raise pyfuse3.FUSEError(errno.ENOENT) from None
+    except errors.FusecacheError as e:
+        log.warning("%s: %s", what, e)
+        raise pyfuse3.FUSEError(_errno(e)) from None
+    except Exception:
+        log.exception("%s: unexpected error (returning EIO)", what)
+        raise pyfuse3.FUSEError(errno.EIO) from None
+
+
+@dataclass
+class _FileHandle:
+    node: Node
+    oid: object
+    state: ReadState
+
+
+@dataclass
+class _DirHandle:
+    node: Node
+    rec: DirRecord | None = None
+    position: int = 0           # entries already returned
+    after: str | None = None    # name of the last one returned
+
+
+class FuseOperations(pyfuse3.Operations):
+    """Read-only operations over a Namespace and a BlockReader."""
+
+    supports_dot_lookup = False
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, namespace: Namespace, reader: BlockReader, *, uid: int | None = None,
+                 gid: int | None = None) -> None:
+        super().__init__()
+        self.ns = namespace
+        self.reader = reader
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
+        self.kernel_ttl = min(namespace.ttl, _MAX_KERNEL_TTL)
+        self._fh = itertools.count(1)
+        self._files: dict[int, _FileHandle] = {}
+        self._dirs: dict[int, _DirHandle] = {}
+
+    # -- attributes ---------------------------------------------------------------
+
+    def _attrs(self, node: Node) -> pyfuse3.EntryAttributes:
+        a = pyfuse3.EntryAttributes()
+        a.st_ino = node.ino
+        a.generation = 0
+        a.entry_timeout = self.kernel_ttl
+        a.attr_timeout = self.kernel_ttl
+        if node.is_dir:
+            a.st_mode = stat.S_IFDIR | 0o555
+            a.st_nlink = 2
+            a.st_size = 0
+        else:
+            a.st_mode = stat.S_IFREG | 0o444
+            a.st_nlink = 1
+            a.st_size = node.size
+        a.st_uid = self.uid
+        a.st_gid = self.gid
+        a.st_blksize = 1 << 20
+        a.st_blocks = (a.st_size + 511) // 512
+        ns = int((node.mtime if math.isfinite(node.mtime) else 0) * 1e9)
+        a.st_atime_ns = a.st_mtime_ns = a.st_ctime_ns = ns
+        return a
+
+    async def lookup(self, parent_inode, name, ctx=None):
+        async def go():
+            node = await self.ns.lookup(parent_inode, os.fsdecode(name))
+            return self._attrs(node)
+        return await _guard(f"lookup {name!r}", go)
+
+    async def forget(self, inode_list):
+        for ino, n in inode_list:
+            self.ns.forget(ino, n)
+
+    async def getattr(self, inode, ctx=None):
+        async def go():
+            node = self.ns.get(inode)
+            if not node.is_dir:
+                node = await self.ns.revalidate(node)
+            return self._attrs(node)
+        return await _guard(f"getattr {inode}", go)
+
+    async def statfs(self, ctx):
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = s.f_frsize = 1 << 20
+        s.f_blocks = s.f_bfree = s.f_bavail = 0
+        s.f_files = s.f_ffree = s.f_favail = 0
+        s.f_namemax = 255
+        return s
+
+    # -- files --------------------------------------------------------------------------
+
+    async def open(self, inode, flags, ctx):
+        if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
+            raise pyfuse3.FUSEError(errno.EROFS)
+
+        async def go():
+            node = self.ns.get(inode)
+            if node.is_dir:
+                raise pyfuse3.FUSEError(errno.EISDIR)
+            node = await self.ns.revalidate(node)
+            # The kernel may keep its page cache only while the bytes are the same.
+            keep = node.opened_etag == node.etag
+            node.opened_etag = node.etag
+            fh = next(self._fh)
+            self._files[fh] = _FileHandle(node, self.ns.object_id(node), ReadState())
+            return pyfuse3.FileInfo(fh=fh, keep_cache=keep)
+        return await _guard(f"open {inode}", go)
+
+    async def read(self, fh, off, size):
+        handle = self._files.get(fh)
+        if handle is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+        return await _guard(
+            f"read {handle.node.key}@{off}",
+            lambda: self.reader.read(handle.oid, off, size, handle.state))
+
+    async def release(self, fh):
+        self._files.pop(fh, None)
+
+    # -- directories ---------------------------------------------------------------------
+
+    async def opendir(self, inode, ctx):
+        node = await _guard(f"opendir {inode}", _wrap(self.ns.get, inode))
+        if not node.is_dir:
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        fh = next(self._fh)
+        self._dirs[fh] = _DirHandle(node)
+        return fh
+
+    async def readdir(self, fh, start_id, token):
+        handle = self._dirs.get(fh)
+        if handle is None:
+            raise pyfuse3.FUSEError(errno.EBADF)
+
+        async def go():
+            if start_id == 0 or handle.rec is None:
+                handle.rec = await self.ns.ensure_listing(handle.node)
+                handle.position, handle.after = 0, None
+            if start_id != handle.position:  # a seek: walk from the start
+                handle.position, handle.after = 0, None
+                while handle.position < start_id:
+                    batch = await self.ns.dir_entries(handle.node, handle.rec, handle.after,
+                                                      min(1024, start_id - handle.position))
+                    if not batch:
+                        return
+                    handle.position += len(batch)
+                    handle.after = batch[-1].name
+            while True:
+                batch = await self.ns.dir_entries(handle.node, handle.rec, handle.after)
+                if not batch:
+                    return
+                for entry in batch:
+                    node = self.ns.node_for_entry(handle.node, entry)
+                    if not pyfuse3.readdir_reply(token, os.fsencode(entry.name),
+                                                 self._attrs(node), handle.position + 1):
+                        return
+                    node.lookups += 1  # readdirplus: the kernel now holds a reference
+                    handle.position += 1
+                    handle.after = entry.name
+        await _guard(f"readdir {handle.node.key}", go)
+
+    async def releasedir(self, fh):
+        self._dirs.pop(fh, None)
+
+    # -- everything that would write ---------------------------------------------------------
+
+    async def _erofs(self, *args, **kwargs):
+        raise pyfuse3.FUSEError(errno.EROFS)
+
+    setattr = mknod = mkdir = unlink = rmdir = symlink = rename = link = _erofs
+    write = create = setxattr = removexattr = _erofs
+
+    async def access(self, inode, mode, ctx):
+        if mode & os.W_OK:
+            raise pyfuse3.FUSEError(errno.EROFS)
+        return True
+
+    async def flush(self, fh):
+        return None
+
+
+def _wrap(fn: Callable[..., T], *args: object) -> Callable[[], Awaitable[T]]:
+    async def go() -> T:
+        return fn(*args)
+    return go
+
+
+

@@ -1,0 +1,215 @@
+"""Directory listings in the node cache, shared by every mount and by prefetchd.
+
+A prefix listed once (by any process on the node) is served from here while fresh,
+so a remount or a second pod does not list S3 again: listing a dataset of a million
+objects takes minutes, a lookup here takes microseconds.
+
+Layout in the node cache's LMDB environment:
+
+- ``dirs``     dir digest -> JSON {gen, at, n}       (the committed listing)
+- ``dirents``  dir digest + gen (8 bytes) + name -> entry
+
+One entry per key means a lookup is one get and a readdir a cursor walk from any
+name, with no whole-listing value to load. A listing is written under a new
+generation (its start time) page by page, in short transactions, then committed by
+pointing ``dirs`` at it; older generations are swept afterwards. A writer that finds
+a newer generation already committed discards its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import lmdb
+
+from fusecache.store import ObjectInfo
+
+log = logging.getLogger(__name__)
+
+_GEN = struct.Struct(">Q")
+_ENTRY = struct.Struct("<BQd")  # is_dir, size, mtime; then the etag
+_FLUSH_EVERY = 1000
+_SWEEP_CHUNK = 5000
+_MAX_NAME = 255
+
+
+def valid_name(name: str) -> bool:
+    """Whether *name* can be a POSIX file name (non-empty, not . or .., <= 255 bytes)."""
+    return bool(name) and name not in (".", "..") and "\0" not in name \
+        and len(name.encode("utf-8", "surrogateescape")) <= _MAX_NAME
+
+
+def dir_digest(bucket: str, prefix: str) -> bytes:
+    return hashlib.blake2b(f"{bucket}\0{prefix}".encode(), digest_size=16).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class DirEntry:
+    name: str
+    is_dir: bool
+    size: int = 0
+    etag: str = ""
+    mtime: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DirRecord:
+    gen: int
+    listed_at: float
+    count: int
+
+
+def _pack(e: DirEntry) -> bytes:
+    return _ENTRY.pack(1 if e.is_dir else 0, e.size, e.mtime) + e.etag.encode()
+
+
+def _unpack(name: str, raw: bytes) -> DirEntry:
+    is_dir, size, mtime = _ENTRY.unpack_from(raw)
+    return DirEntry(name, bool(is_dir), size, bytes(raw[_ENTRY.size:]).decode(), mtime)
+
+
+class ListingCache:
+    """Listings per (bucket, prefix). Methods block briefly; call from a thread."""
+
+    def __init__(self, env: lmdb.Environment) -> None:
+        self.env = env
+        self._dirs = env.open_db(b"dirs")
+        self._ents = env.open_db(b"dirents")
+
+    def get_dir(self, bucket: str, prefix: str) -> DirRecord | None:
+        with self.env.begin(db=self._dirs) as txn:
+            raw = txn.get(dir_digest(bucket, prefix))
+        if raw is None:
+            return None
+        d = json.loads(raw)
+        return DirRecord(d["gen"], d["at"], d["n"])
+
+    def lookup(self, bucket: str, prefix: str, rec: DirRecord, name: str) -> DirEntry | None:
+        key = dir_digest(bucket, prefix) + _GEN.pack(rec.gen) + name.encode()
+        with self.env.begin(db=self._ents) as txn:
+            raw = txn.get(key)
+        return None if raw is None else _unpack(name, raw)
+
+    def entries(self, bucket: str, prefix: str, rec: DirRecord, after: str | None = None,
+                limit: int = 1000) -> list[DirEntry]:
+        """Up to *limit* entries in name (byte) order, strictly after *after*."""
+        base = dir_digest(bucket, prefix) + _GEN.pack(rec.gen)
+        start = base + (after.encode() + b"\0" if after is not None else b"")
+        out: list[DirEntry] = []
+        with self.env.begin(db=self._ents) as txn:
+            cur = txn.cursor()
+            if not cur.set_range(start):
+                return out
+            for key, raw in cur:
+                if not key.startswith(base) or len(out) >= limit:
+                    break
+                out.append(_unpack(key[len(base):].decode(), raw))
+        return out
+
+    def writer(self, bucket: str, prefix: str) -> ListingWriter:
+        return ListingWriter(self, bucket, prefix)
+
+    def invalidate(self, bucket: str, prefix: str) -> None:
+        with self.env.begin(write=True, db=self._dirs) as txn:
+            txn.delete(dir_digest(bucket, prefix))
+
+    def store_recursive(self, bucket: str, prefix: str, objects: Iterable[ObjectInfo]) -> int:
+        """Store the listing of every directory under *prefix* from a flat listing.
+
+        *objects* is a recursive (no delimiter) listing of *prefix*, as prefetchd
+        makes it. Keys that cannot be POSIX paths are skipped. Returns the number
+        of directories written.
+        """
+        writers: dict[str, ListingWriter] = {}
+        subdirs: dict[str, set[str]] = {}
+
+        def writer_for(p: str) -> ListingWriter:
+            w = writers.get(p)
+            if w is None:
+                w = writers[p] = self.writer(bucket, p)
+                subdirs[p] = set()
+            return w
+
+        writer_for(prefix)
+        for obj in objects:
+            rel = obj.key[len(prefix):]
+            parts = rel.split("/")
+            if rel.endswith("/") or not all(valid_name(p) for p in parts):
+                continue  # directory markers and non-POSIX keys
+            cur = prefix
+            for part in parts[:-1]:
+                if part not in subdirs[cur]:
+                    subdirs[cur].add(part)
+                    writer_for(cur).add(DirEntry(part, True))
+                cur = cur + part + "/"
+            writer_for(cur).add(DirEntry(parts[-1], False, obj.size, obj.etag, obj.mtime))
+        for w in writers.values():
+            w.commit()
+        return len(writers)
+
+
+class ListingWriter:
+    """Collects one directory's entries and commits them as a new generation."""
+
+    def __init__(self, cache: ListingCache, bucket: str, prefix: str) -> None:
+        self.cache = cache
+        self.digest = dir_digest(bucket, prefix)
+        self.gen = time.time_ns()
+        self._base = self.digest + _GEN.pack(self.gen)
+        self._buf: list[DirEntry] = []
+        self.count = 0
+
+    def add(self, entry: DirEntry) -> None:
+        self._buf.append(entry)
+        if len(self._buf) >= _FLUSH_EVERY:
+            self.flush()
+
+    def add_many(self, entries: Iterable[DirEntry]) -> None:
+        for e in entries:
+            self.add(e)
+
+    def flush(self) -> None:
+        if not self._buf:
+            return
+        with self.cache.env.begin(write=True, db=self.cache._ents) as txn:
+            for e in self._buf:
+                # A directory shadows a file of the same name (as Mountpoint does).
+                if txn.put(self._base + e.name.encode(), _pack(e), overwrite=e.is_dir):
+                    self.count += 1
+        self._buf.clear()
+
+    def commit(self) -> bool:
+        """Publish this listing; False if a newer one was committed meanwhile."""
+        self.flush()
+        with self.cache.env.begin(write=True, db=self.cache._dirs) as txn:
+            raw = txn.get(self.digest)
+            current = json.loads(raw)["gen"] if raw else -1
+            newer = current > self.gen
+            if not newer:
+                txn.put(self.digest, json.dumps(
+                    {"gen": self.gen, "at": time.time(), "n": self.count}).encode())
+        self._sweep(keep=current if newer else self.gen)
+        return not newer
+
+    def _sweep(self, keep: int) -> None:
+        """Delete this directory's generations older than *keep*, in short txns.
+
+        Newer generations are left alone: they belong to a writer still at work.
+        """
+        stop = self.digest + _GEN.pack(keep)
+        while True:
+            n = 0
+            with self.cache.env.begin(write=True, db=self.cache._ents) as txn:
+                cur = txn.cursor()
+                ok = cur.set_range(self.digest)
+                while ok and n < _SWEEP_CHUNK and cur.key() < stop:
+                    ok = cur.delete()
+                    n += 1
+            if n < _SWEEP_CHUNK:
+                return

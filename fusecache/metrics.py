@@ -1,0 +1,76 @@
+"""Prometheus metrics of one mount, plus counters shared through the node cache.
+
+Each process keeps its own registry (so tests can run several mounts in one
+process). Counter deltas are also flushed periodically into the node cache's
+totals, which is what ``fusecache stats`` prints for the whole node.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter as _Tally
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+log = logging.getLogger(__name__)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.hits = Counter("fusecache_cache_hits", "Block reads served by a cache tier",
+                            ["tier"], registry=r)
+        self.misses = Counter("fusecache_cache_misses", "Block reads a cache tier missed",
+                              ["tier"], registry=r)
+        self.s3_bytes = Counter("fusecache_s3_bytes", "Bytes received from S3", registry=r)
+        self.s3_requests = Counter("fusecache_s3_requests", "S3 requests", ["op"],
+                                   registry=r)
+        self.s3_latency = Histogram(
+            "fusecache_s3_request_seconds", "S3 request latency", ["op"], registry=r,
+            buckets=(.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.s3_errors = Counter("fusecache_s3_errors", "S3 requests that failed for good",
+                                 registry=r)
+        self.evictions = Counter("fusecache_cache_evictions",
+                                 "Blocks evicted from the disk tier (node-wide total seen)",
+                                 registry=r)
+        self.cache_bytes = Gauge("fusecache_cache_bytes", "Cache bytes used and limit",
+                                 ["tier", "kind"], registry=r)
+        self.readahead_bytes = Gauge("fusecache_readahead_inflight_bytes",
+                                     "Bytes reserved by read-ahead", registry=r)
+        self._pending = _Tally()
+        self._last_evictions: int | None = None
+
+    def hit(self, tier: str) -> None:
+        self.hits.labels(tier).inc()
+        self._pending[f"{tier}_hits"] += 1
+
+    def miss(self, tier: str) -> None:
+        self.misses.labels(tier).inc()
+        self._pending[f"{tier}_misses"] += 1
+
+    def observe_s3(self, op: str, seconds: float, nbytes: int) -> None:
+        """Called from worker threads; prometheus_client metrics are thread-safe."""
+        self.s3_requests.labels(op).inc()
+        self.s3_latency.labels(op).observe(seconds)
+        if nbytes:
+            self.s3_bytes.inc(nbytes)
+
+    def take_pending(self) -> dict[str, int]:
+        """Counter deltas since the last call (for the node cache's shared totals)."""
+        out, self._pending = dict(self._pending), _Tally()
+        return out
+
+    def add_pending(self, name: str, value: int) -> None:
+        self._pending[name] += value
+
+    def set_node_totals(self, used: int, limit: int, evictions: int) -> None:
+        self.cache_bytes.labels("disk", "used").set(used)
+        self.cache_bytes.labels("disk", "limit").set(limit)
+        if self._last_evictions is not None and evictions > self._last_evictions:
+            self.evictions.inc(evictions - self._last_evictions)
+        self._last_evictions = evictions
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
+        start_http_server(port, addr=addr, registry=self.registry)
+        log.info("metrics on http://%s:%d/metrics", addr, port)

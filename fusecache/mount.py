@@ -1,0 +1,300 @@
+"""Mount lifecycle: validate, build the components, run the FUSE loop, clean up.
+
+The entry point owns the structured concurrency: one nursery holds the FUSE
+main loop, the reader's background work (read-ahead, write-behind), the periodic
+flush of access times and counters to the node cache, and the signal watcher.
+Everything that can fail because of user input (URI, bucket, credentials,
+endpoint, mountpoint) is checked before the kernel mount happens.
+
+``spawn_background`` starts the same code in a detached process (own session, so
+it outlives its caller, e.g. the CSI plugin) and returns once that process
+reports the mount ready, or with its one-line error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.handlers
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from fusecache import errors
+from fusecache.config import MountConfig
+from fusecache.listings import ListingCache
+from fusecache.metrics import Metrics
+from fusecache.nodecache import CacheUnavailable, NodeCache
+from fusecache.ramcache import RamCache
+from fusecache.reader import BlockReader
+from fusecache.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+_FLUSH_INTERVAL = 1.0
+_GAUGE_INTERVAL = 5.0
+
+
+def check_mountpoint(path: Path) -> Path:
+    """The mountpoint must exist, be a directory and not be mounted already."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise errors.ConfigError(f"mountpoint {path} does not exist") from None
+    except OSError as e:
+        raise errors.ConfigError(
+            f"mountpoint {path} is not usable ({e.strerror}); a stale mount? "
+            f"try: fusecache umount {path}") from None
+    import stat as _stat
+    if not _stat.S_ISDIR(st.st_mode):
+        raise errors.ConfigError(f"mountpoint {path} is not a directory")
+    if is_mounted(path):
+        raise errors.ConfigError(f"mountpoint {path} is already mounted")
+    return path.resolve()
+
+
+def mount_entry(path: Path) -> tuple[str, str] | None:
+    """(fstype, source) of the mount at *path*, from /proc/self/mountinfo."""
+    target = os.path.realpath(path)
+    found = None
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                mp = fields[4].encode().decode("unicode_escape")
+                if mp == target:
+                    sep = fields.index("-")
+                    found = (fields[sep + 1], fields[sep + 2])
+    except OSError:
+        return None
+    return found
+
+
+def is_mounted(path: Path) -> bool:
+    return mount_entry(path) is not None
+
+
+def _fuse_options(cfg: MountConfig) -> set[str]:
+    opts = {"default_permissions", "ro", "noatime", "subtype=fusecache"}
+    src = f"s3://{cfg.location.bucket}/{cfg.location.prefix}".rstrip("/")
+    opts.add("fsname=" + (src if re.fullmatch(r"[A-Za-z0-9_./:\-]+", src) else "fusecache"))
+    if cfg.allow_other:
+        opts.add("allow_other")
+    return opts
+
+
+class MountedFilesystem:
+    """Everything one mount owns; built before the kernel mount, closed after it."""
+
+    def __init__(self, cfg: MountConfig) -> None:
+        self.cfg = cfg
+        self.metrics = Metrics()
+        self.store = S3Store(
+            cfg.location.bucket, endpoint_url=cfg.endpoint_url, region=cfg.region,
+            max_connections=cfg.max_connections, connect_timeout=cfg.connect_timeout,
+            request_timeout=cfg.request_timeout, max_attempts=cfg.max_attempts,
+            op_deadline=cfg.read_timeout, observe=self.metrics.observe_s3)
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self.disk: NodeCache | None = None
+        self.cache_env: NodeCache
+
+    def prepare(self) -> None:
+        """Checks that need the network and the cache dir; raises on bad input."""
+        self.store.check_bucket()
+        c = self.cfg.cache
+        try:
+            self.disk = NodeCache.open(c.cache_dir, limit_bytes=c.disk_cache_size,
+                                       block_size=c.block_size)
+            self.cache_env = self.disk
+        except CacheUnavailable as e:
+            log.warning("%s: serving from S3 without the disk cache", e)
+            self._tmp = tempfile.TemporaryDirectory(prefix="fusecache-private-")
+            self.cache_env = NodeCache.open(self._tmp.name, limit_bytes=0,
+                                            block_size=c.block_size)
+        from fusecache.fs import FuseOperations
+        from fusecache.namespace import Namespace
+        self.listings = ListingCache(self.cache_env.env)
+        self.ram = RamCache(c.ram_cache_size)
+        self.reader = BlockReader(
+            self.store, self.ram, self.disk, self.metrics, block_size=c.block_size,
+            readahead_budget=self.cfg.readahead_budget, readahead_max=self.cfg.readahead_max,
+            max_connections=self.cfg.max_connections, read_timeout=self.cfg.read_timeout)
+        self.namespace = Namespace(self.store, self.listings, self.cfg.location,
+                                   self.cfg.metadata_ttl)
+        self.ops = FuseOperations(self.namespace, self.reader)
+
+    async def _flusher(self) -> None:
+        """Access times and counters to the node cache, gauges to Prometheus."""
+        last_gauge = 0.0
+        while True:
+            await trio.sleep(_FLUSH_INTERVAL)
+            await trio.to_thread.run_sync(self._flush_once)
+            self.metrics.cache_bytes.labels("ram", "used").set(self.ram.used_bytes)
+            self.metrics.cache_bytes.labels("ram", "limit").set(self.ram.limit_bytes)
+            if self.disk is not None and time.monotonic() - last_gauge > _GAUGE_INTERVAL:
+                last_gauge = time.monotonic()
+                st = await trio.to_thread.run_sync(self.disk.stats)
+                self.metrics.set_node_totals(st.used_bytes, st.limit_bytes,
+                                             st.counters.get("evictions", 0))
+
+    def _flush_once(self) -> None:
+        if self.disk is None:
+            return
+        try:
+            self.disk.flush_touches()
+            self.disk.add_counters(self.metrics.take_pending())
+        except Exception as e:  # noqa: BLE001 - a full disk must not end the mount
+            log.warning("could not update the node cache's bookkeeping: %s", e)
+
+    async def serve(self) -> None:
+        import pyfuse3
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.reader.run)
+            nursery.start_soon(self._flusher, name="fusecache-flusher")
+            nursery.start_soon(self._watch_signals, name="fusecache-signals")
+            await pyfuse3.main(min_tasks=4, max_tasks=64)
+            nursery.cancel_scope.cancel()
+
+    async def _watch_signals(self) -> None:
+        import pyfuse3
+
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+            async for sig in sigs:
+                log.info("signal %s: unmounting", signal.Signals(sig).name)
+                pyfuse3.terminate()
+                return
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._flush_once()
+        if self.disk is not None:
+            self.disk.close()
+        if self._tmp is not None:
+            self.cache_env.close()
+            self._tmp.cleanup()
+
+
+def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
+    """Mount and serve until unmounted or signalled. Reports readiness on *ready_fd*."""
+    import pyfuse3
+
+    def report(msg: str) -> None:
+        if ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(ready_fd, msg.encode() + b"\n")
+                os.close(ready_fd)
+
+    try:
+        mountpoint = check_mountpoint(cfg.mountpoint)
+        fs = MountedFilesystem(cfg)
+        fs.prepare()
+        if cfg.metrics_port:
+            fs.metrics.serve(cfg.metrics_port)
+        pyfuse3.init(fs.ops, str(mountpoint), _fuse_options(cfg))
+    except (errors.FusecacheError, OSError, RuntimeError) as e:
+        msg = _one_line(e)
+        report("error: " + msg)
+        if ready_fd is None:
+            print(f"fusecache: error: {msg}", file=sys.stderr)
+        return 1
+    log.info("mounted %s on %s", cfg.location, mountpoint)
+    report("ok")
+    unmount = True
+    try:
+        trio.run(fs.serve)
+    except BaseException:
+        log.exception("FUSE loop ended with an error")
+        unmount = False
+        raise
+    finally:
+        pyfuse3.close(unmount=unmount)
+        fs.close()
+        log.info("unmounted %s", mountpoint)
+    return 0
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return " ".join(text.split())
+
+
+def spawn_background(argv: list[str], log_file: Path, timeout: float = 120.0) -> int:
+    """Run ``fusecache mount ... --foreground`` detached; wait for its ready line."""
+    r, w = os.pipe()
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as logf:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fusecache.cli", *argv, "--foreground",
+             "--ready-fd", str(w), "--log-file", str(log_file)],
+            stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, pass_fds=(w,),
+            start_new_session=True, close_fds=True)
+    os.close(w)
+    deadline = time.monotonic() + timeout
+    buf = b""
+    try:
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                proc.kill()
+                print(f"fusecache: error: mount did not become ready in {timeout:g}s "
+                      f"(log: {log_file})", file=sys.stderr)
+                return 1
+            ready, _, _ = select.select([r], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(r, 4096)
+                if not chunk:
+                    break
+                buf += chunk
+    finally:
+        os.close(r)
+    line = buf.decode(errors="replace").strip()
+    if line == "ok":
+        return 0
+    if line.startswith("error: "):
+        print(f"fusecache: {line}", file=sys.stderr)
+        proc.wait(timeout=30)
+        return 1
+    rc = proc.wait(timeout=30)
+    print(f"fusecache: error: mount process exited with status {rc} before it was ready "
+          f"(log: {log_file})", file=sys.stderr)
+    return 1
+
+
+def unmount(path: Path, lazy: bool = False) -> None:
+    """Unmount a fusecache mount; ConfigError if *path* is not one."""
+    entry = mount_entry(path)
+    if entry is None:
+        raise errors.ConfigError(f"{path} is not mounted")
+    if entry[0] != "fuse.fusecache":
+        raise errors.ConfigError(f"{path} is not a fusecache mount (it is {entry[0]})")
+    cmd = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [str(path)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise errors.ConfigError(f"unmount of {path} failed: {r.stderr.strip()}")
+
+
+def setup_logging(level: str, log_file: Path | None) -> None:
+    handler: logging.Handler
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=10 << 20,
+                                                       backupCount=3)
+    else:
+        handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # botocore logs request details (never credentials, but noisy) at DEBUG.
+    for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
+        logging.getLogger(noisy).setLevel(max(logging.INFO, root.level))

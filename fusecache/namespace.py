@@ -1,0 +1,272 @@
+"""Inodes and names: the S3 prefix tree seen as directories and files.
+
+Who calls it: the FUSE adapter for lookup/getattr/open/readdir. How a name is
+resolved under a directory prefix P:
+
+1. A fresh listing of P in the node cache (``listings``) answers yes or no with
+   one LMDB get, for every process on the node.
+2. Otherwise a recent negative answer (RAM, TTL-bound) answers no.
+3. Otherwise HEAD P+name and LIST P+name+'/' (max 1 key) run in parallel: a
+   directory wins over a file of the same name. A lookup never lists the whole
+   of P, so a prefix of a million objects costs two small requests.
+
+Readdir lists P fully (paginated), streaming pages into the node cache, then walks
+the cached entries; a listing is shared with other mounts and prefetchd while it
+is fresh under ``metadata_ttl``.
+
+Inode numbers are a hash of the key (directories end in '/'), so they are stable
+for the life of the mount, and the table only holds nodes the kernel still
+references (lookup counts, ``forget``): memory is bounded by the kernel's inode
+cache, not by the size of the bucket. A file node re-checks its ETag with HEAD
+when older than the TTL; a changed ETag gives a new ObjectId, so old cached
+blocks are never served for new content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import trio
+
+from fusecache import errors
+from fusecache.config import S3Location
+from fusecache.listings import DirEntry, DirRecord, ListingCache, valid_name
+from fusecache.nodecache import ObjectId
+from fusecache.store import ObjectInfo, ObjectStore
+
+log = logging.getLogger(__name__)
+
+ROOT_INODE = 1
+_NEGATIVE_CACHE_MAX = 100_000
+_WARNED_MAX = 10_000
+
+
+@dataclass(slots=True)
+class Node:
+    ino: int
+    parent: int
+    name: str
+    is_dir: bool
+    key: str            # object key, or the directory's prefix ending in '/' ('' at a root)
+    size: int = 0
+    etag: str = ""
+    mtime: float = 0.0
+    checked_at: float = 0.0   # wall-clock time of the last confirmation from S3 or cache
+    lookups: int = 0
+    opened_etag: str | None = None  # ETag when last opened: decides keep_cache
+
+
+def _ino_for(key: str, is_dir: bool) -> int:
+    h = hashlib.blake2b((key + ("/" if is_dir and not key.endswith("/") else "")).encode(),
+                        digest_size=8).digest()
+    ino = int.from_bytes(h, "little") & 0x7FFF_FFFF_FFFF_FFFF
+    return ino if ino > ROOT_INODE else ino + 2
+
+
+class Namespace:
+    def __init__(self, store: ObjectStore, listings: ListingCache, location: S3Location,
+                 ttl: float, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.listings = listings
+        self.location = location
+        self.ttl = ttl
+        self.clock = clock
+        now = clock()
+        self.root = Node(ROOT_INODE, ROOT_INODE, "", True, location.prefix, mtime=now,
+                         checked_at=now, lookups=1)
+        self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
+        self._negative: OrderedDict[tuple[int, str], float] = OrderedDict()
+        self._listing_flights: dict[str, trio.Event] = {}
+        self._warned: set[str] = set()
+
+    # -- inode table -----------------------------------------------------------------
+
+    def get(self, ino: int) -> Node:
+        try:
+            return self._nodes[ino]
+        except KeyError:
+            raise errors.ObjectNotFound(f"inode {ino} unknown") from None
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def forget(self, ino: int, n: int) -> None:
+        node = self._nodes.get(ino)
+        if node is None or ino == ROOT_INODE:
+            return
+        node.lookups -= n
+        if node.lookups <= 0:
+            del self._nodes[ino]
+
+    def _child(self, parent: Node, name: str, is_dir: bool, size: int = 0, etag: str = "",
+               mtime: float = 0.0) -> Node:
+        key = parent.key + name + ("/" if is_dir else "")
+        ino = _ino_for(key, is_dir)
+        node = self._nodes.get(ino)
+        while node is not None and node.key != key:  # hash collision: probe
+            ino = ino + 1 if ino < 0x7FFF_FFFF_FFFF_FFFF else 2
+            node = self._nodes.get(ino)
+        now = self.clock()
+        if node is None:
+            node = Node(ino, parent.ino, name, is_dir, key, size, etag, mtime or now, now)
+            self._nodes[ino] = node
+        elif not is_dir:
+            node.size, node.etag, node.checked_at = size, etag, now
+            node.mtime = mtime or node.mtime
+        return node
+
+    def fresh(self, when: float) -> bool:
+        return math.isinf(self.ttl) or self.clock() - when < self.ttl
+
+    # -- lookup --------------------------------------------------------------------------
+
+    async def lookup(self, parent_ino: int, name: str) -> Node:
+        """Resolve *name* in a directory; the caller owns one more lookup reference."""
+        parent = self.get(parent_ino)
+        if not parent.is_dir:
+            raise errors.ObjectNotFound(f"{parent.key} is not a directory")
+        if not valid_name(name):
+            raise errors.ObjectNotFound(name)
+        # LMDB reads of small values stay on the loop: cheaper than a thread hop.
+        rec = self._listing_if_fresh(parent.key)
+        if rec is not None:
+            entry = self.listings.lookup(self.location.bucket, parent.key, rec, name)
+            if entry is None:
+                raise errors.ObjectNotFound(parent.key + name)
+            node = self._node_for_entry(parent, entry)
+        else:
+            node = await self._lookup_remote(parent, name)
+        node.lookups += 1
+        return node
+
+    def _listing_if_fresh(self, prefix: str) -> DirRecord | None:
+        rec = self.listings.get_dir(self.location.bucket, prefix)
+        return rec if rec is not None and self.fresh(rec.listed_at) else None
+
+    async def _lookup_remote(self, parent: Node, name: str) -> Node:
+        neg_key = (parent.ino, name)
+        expiry = self._negative.get(neg_key)
+        if expiry is not None:
+            if self.clock() < expiry:
+                raise errors.ObjectNotFound(parent.key + name)
+            del self._negative[neg_key]
+        key = parent.key + name
+        head: ObjectInfo | None = None
+        is_dir = False
+
+        async def do_head() -> None:
+            nonlocal head
+            try:
+                head = await trio.to_thread.run_sync(self.store.head, key,
+                                                     abandon_on_cancel=True)
+            except errors.ObjectNotFound:
+                head = None
+
+        async def do_list() -> None:
+            nonlocal is_dir
+            page = await trio.to_thread.run_sync(
+                lambda: self.store.list_page(key + "/", max_keys=1), abandon_on_cancel=True)
+            is_dir = bool(page.objects or page.prefixes)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(do_head)
+            nursery.start_soon(do_list)
+        if is_dir:
+            return self._child(parent, name, True)
+        if head is not None:
+            return self._child(parent, name, False, head.size, head.etag, head.mtime)
+        if self.ttl > 0:
+            self._negative[neg_key] = self.clock() + min(self.ttl, 3600.0)
+            if len(self._negative) > _NEGATIVE_CACHE_MAX:
+                self._negative.popitem(last=False)
+        raise errors.ObjectNotFound(key)
+
+    def _node_for_entry(self, parent: Node, e: DirEntry) -> Node:
+        return self._child(parent, e.name, e.is_dir, e.size, e.etag, e.mtime)
+
+    # -- files ------------------------------------------------------------------------------
+
+    async def revalidate(self, node: Node) -> Node:
+        """Confirm a file's size and ETag with S3 when its metadata is older than the TTL."""
+        if node.is_dir or self.fresh(node.checked_at):
+            return node
+        info = await trio.to_thread.run_sync(self.store.head, node.key, abandon_on_cancel=True)
+        if info.etag != node.etag:
+            log.info("s3://%s/%s changed (ETag %s -> %s)", self.location.bucket, node.key,
+                     node.etag, info.etag)
+        node.size, node.etag, node.mtime = info.size, info.etag, info.mtime or node.mtime
+        node.checked_at = self.clock()
+        return node
+
+    def object_id(self, node: Node) -> ObjectId:
+        return ObjectId(self.location.bucket, node.key, node.etag, node.size)
+
+    # -- directories ---------------------------------------------------------------------------
+
+    async def ensure_listing(self, node: Node) -> DirRecord:
+        """A fresh listing of a directory, from the node cache or listed from S3 now."""
+        while True:
+            rec = self._listing_if_fresh(node.key)
+            if rec is not None:
+                return rec
+            flight = self._listing_flights.get(node.key)
+            if flight is None:
+                break
+            await flight.wait()
+        flight = self._listing_flights[node.key] = trio.Event()
+        try:
+            await trio.to_thread.run_sync(self._list_into_cache, node.key,
+                                          abandon_on_cancel=True)
+        finally:
+            del self._listing_flights[node.key]
+            flight.set()
+        rec = self.listings.get_dir(self.location.bucket, node.key)
+        if rec is None:
+            raise errors.StoreError(f"listing of {node.key!r} vanished")
+        return rec
+
+    def _list_into_cache(self, prefix: str) -> None:
+        """List *prefix* page by page into the node cache. Runs in a worker thread."""
+        writer = self.listings.writer(self.location.bucket, prefix)
+        token: str | None = None
+        while True:
+            page = self.store.list_page(prefix, token)
+            for p in page.prefixes:
+                name = p[len(prefix):].rstrip("/")
+                if not p.endswith("/") or not valid_name(name) or "/" in name:
+                    self._warn_skip(p)
+                    continue
+                writer.add(DirEntry(name, True))
+            for o in page.objects:
+                name = o.key[len(prefix):]
+                if not name:
+                    continue  # the directory marker object itself
+                if not valid_name(name):
+                    self._warn_skip(o.key)
+                    continue
+                writer.add(DirEntry(name, False, o.size, o.etag, o.mtime))
+            token = page.next_token
+            if token is None:
+                break
+        writer.commit()
+
+    def _warn_skip(self, key: str) -> None:
+        if key in self._warned:
+            return
+        if len(self._warned) < _WARNED_MAX:
+            self._warned.add(key)
+        log.warning("skipping S3 key %r: not a valid POSIX name (empty segment, '.', '..' "
+                    "or over 255 bytes)", key)
+
+    async def dir_entries(self, node: Node, rec: DirRecord, after: str | None,
+                          limit: int = 256) -> list[DirEntry]:
+        return self.listings.entries(self.location.bucket, node.key, rec, after, limit)
+
+    def node_for_entry(self, parent: Node, entry: DirEntry) -> Node:
+        return self._node_for_entry(parent, entry)

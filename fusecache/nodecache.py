@@ -1,0 +1,471 @@
+"""The node cache: one LMDB environment per cache dir, shared by every process on the node.
+
+Who uses it: each ``fusecache mount`` (through ``reader.BlockReader``), prefetchd
+(to fill and pin), ``fusecache stats`` and the CSI plugin. Every process opens the
+same environment; LMDB serialises writers across processes with its lock file and
+gives readers a consistent snapshot without locks.
+
+Layout (named databases in one environment):
+
+- ``blocks``  block key -> the block's bytes
+- ``bmeta``   block key -> (last access ns, length, crc32)
+- ``lru``     access ns (8 bytes, big-endian) + block key -> b''   (eviction order)
+- ``pins``    object digest or block key -> JSON {owner: expiry (0 = never)}
+- ``objects`` object digest -> JSON {bucket, key, etag, size}       (for status)
+- ``meta``    format version, used bytes, limit, shared counters
+
+A block key is ``digest(bucket, key, etag, size)[16] + block size[4] + index[4]``, so a
+changed object (new ETag) can never be served from an old block, and mounts with
+different block sizes never mix blocks.
+
+Invariants:
+- ``used`` in ``meta`` equals the sum of the lengths in ``bmeta``: every put and every
+  eviction updates both in the same write transaction.
+- Writes are short transactions (one block plus the evictions it needs, scanning
+  at most ``_MAX_EVICT_SCAN`` LRU entries) so no process waits long on another.
+- Pinned blocks are never evicted; a put that cannot make room without evicting
+  pinned data is refused (returns False).
+- Reads verify the crc32 and the length; a bad block is deleted and reported as a
+  miss, so wrong bytes are never returned.
+- Access times of hits are recorded in memory and written in batches
+  (``flush_touches``), so a cache hit never takes the write lock.
+
+Durability: opened with ``sync=False``; a killed process never leaves a half-written
+block (LMDB commits are atomic), a power loss may lose the last commits. A file that
+cannot be opened or has another format is moved aside and a fresh cache created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import lmdb
+
+from fusecache import errors
+
+log = logging.getLogger(__name__)
+
+FORMAT = b"fusecache-node-cache-1"
+_ENV_DIR = "cache.lmdb"
+_MAX_EVICT_SCAN = 4096
+_MAX_PENDING_TOUCHES = 65536
+_BMETA = struct.Struct("<QII")  # atime ns, length, crc32
+_U64 = struct.Struct("<Q")
+_ATIME = struct.Struct(">Q")
+_BKEY_TAIL = struct.Struct(">II")  # block size, index
+# The map is a reservation of address space, not disk: 1 TiB, or twice the limit
+# when someone asks for more. All openers must agree on "at least the file size".
+_DEFAULT_MAP_SIZE = 1 << 40
+
+COUNTERS = ("ram_hits", "ram_misses", "disk_hits", "disk_misses", "s3_bytes", "s3_gets",
+            "evictions", "integrity_errors")
+
+
+@dataclass(frozen=True)
+class ObjectId:
+    """The identity of an object's bytes: where it is and which version (ETag)."""
+
+    bucket: str
+    key: str
+    etag: str
+    size: int
+
+    @cached_property
+    def digest(self) -> bytes:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{self.bucket}\0{self.key}\0{self.etag}\0{self.size}".encode())
+        return h.digest()
+
+    def block_count(self, block_size: int) -> int:
+        """Number of blocks; an empty object has none, a small one exactly one."""
+        return (self.size + block_size - 1) // block_size
+
+    def block_span(self, index: int, block_size: int) -> tuple[int, int]:
+        """Byte range [start, end) of block *index*."""
+        start = index * block_size
+        return start, min(self.size, start + block_size)
+
+
+def block_key(oid: ObjectId, index: int, block_size: int) -> bytes:
+    return oid.digest + _BKEY_TAIL.pack(block_size, index)
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """A snapshot of the node cache, shared by all processes."""
+
+    path: str
+    used_bytes: int
+    limit_bytes: int
+    blocks: int
+    objects: int
+    pinned_entries: int
+    file_bytes: int
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path, "used_bytes": self.used_bytes, "limit_bytes": self.limit_bytes,
+            "blocks": self.blocks, "objects": self.objects,
+            "pinned_entries": self.pinned_entries, "file_bytes": self.file_bytes,
+            **self.counters,
+        }
+
+
+class NodeCache:
+    """The LMDB tier. Thread-safe; every method blocks briefly (call from a thread)."""
+
+    def __init__(self, env: lmdb.Environment, path: Path, limit_bytes: int,
+                 block_size: int) -> None:
+        self.env = env
+        self.path = path
+        self.limit_bytes = limit_bytes
+        self.block_size = block_size
+        self._blocks = env.open_db(b"blocks")
+        self._bmeta = env.open_db(b"bmeta")
+        self._lru = env.open_db(b"lru")
+        self._pins = env.open_db(b"pins")
+        self._objects = env.open_db(b"objects")
+        self._meta = env.open_db(b"meta")
+        self._lock = threading.Lock()
+        self._pending_touch: OrderedDict[bytes, int] = OrderedDict()
+        self._closed = False
+
+    # -- opening ---------------------------------------------------------------
+
+    @classmethod
+    def open(cls, cache_dir: str | os.PathLike, *, limit_bytes: int | None = None,
+             block_size: int = 4 << 20) -> NodeCache:
+        """Open (or create) the node cache in *cache_dir*.
+
+        A corrupt or incompatible environment is moved aside (``cache.lmdb.bad-<ts>``)
+        with a warning and a fresh one created. Raises ``errors.CacheUnavailable`` when
+        the directory cannot be created or written.
+        """
+        root = Path(cache_dir)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise CacheUnavailable(f"cannot create cache dir {root}: {e.strerror}") from None
+        if not os.access(root, os.W_OK | os.X_OK):
+            raise CacheUnavailable(f"cache dir {root} is not writable")
+        path = root / _ENV_DIR
+        try:
+            env = _open_env(path, limit_bytes)
+            cache = cls._init(env, path, limit_bytes, block_size)
+        except (lmdb.Error, ValueError, struct.error, IncompatibleCache) as e:
+            if isinstance(e, lmdb.DiskError | lmdb.ReadonlyError) or (
+                    isinstance(e, lmdb.Error) and "Permission denied" in str(e)):
+                raise CacheUnavailable(f"cache {path} not usable: {e}") from None
+            aside = path.with_name(f"{_ENV_DIR}.bad-{int(time.time())}")
+            log.warning("node cache %s is corrupt or incompatible (%s); moved it to %s "
+                        "and starting a fresh cache", path, e, aside)
+            try:
+                os.replace(path, aside)
+            except OSError as e2:
+                raise CacheUnavailable(f"cannot move aside bad cache {path}: {e2}") from None
+            env = _open_env(path, limit_bytes)
+            cache = cls._init(env, path, limit_bytes, block_size)
+        return cache
+
+    @classmethod
+    def _init(cls, env: lmdb.Environment, path: Path, limit_bytes: int | None,
+              block_size: int) -> NodeCache:
+        meta = env.open_db(b"meta")
+        with env.begin(write=True, db=meta) as txn:
+            fmt = txn.get(b"format")
+            if fmt is None:
+                if env.stat()["entries"] > 1:  # other databases but no marker: not ours
+                    raise IncompatibleCache("no fusecache format marker")
+                txn.put(b"format", FORMAT)
+                txn.put(b"used", _U64.pack(0))
+            elif fmt != FORMAT:
+                raise IncompatibleCache(f"format {fmt!r}, expected {FORMAT!r}")
+            if limit_bytes is not None:
+                txn.put(b"limit", _U64.pack(limit_bytes))
+            else:
+                raw = txn.get(b"limit")
+                limit_bytes = _U64.unpack(raw)[0] if raw else 20 << 30
+        # Readers left behind by killed processes pin old pages; clear them now.
+        env.reader_check()
+        return cls(env, path, limit_bytes, block_size)
+
+    def close(self) -> None:
+        if not self._closed:
+            try:
+                self.flush_touches()
+            except lmdb.Error as e:
+                log.warning("could not record access times on close: %s", e)
+            self._closed = True
+            self.env.close()
+
+    # -- blocks ----------------------------------------------------------------
+
+    def block_key(self, oid: ObjectId, index: int) -> bytes:
+        return block_key(oid, index, self.block_size)
+
+    def get_block(self, oid: ObjectId, index: int) -> bytes | None:
+        """The verified bytes of a cached block, or None (miss or bad block)."""
+        key = self.block_key(oid, index)
+        with self.env.begin(buffers=True) as txn:
+            buf = txn.get(key, db=self._blocks)
+            if buf is None:
+                return None
+            data = bytes(buf)
+            raw = txn.get(key, db=self._bmeta)
+            meta = _BMETA.unpack(bytes(raw)) if raw is not None else None
+        start, end = oid.block_span(index, self.block_size)
+        if meta is None or meta[1] != len(data) or len(data) != end - start \
+                or zlib.crc32(data) != meta[2]:
+            log.warning("cached block %d of s3://%s/%s failed verification; dropping it",
+                        index, oid.bucket, oid.key)
+            self._drop(key)
+            return None
+        with self._lock:
+            self._pending_touch[key] = time.time_ns()
+            self._pending_touch.move_to_end(key)
+            if len(self._pending_touch) > _MAX_PENDING_TOUCHES:
+                self._pending_touch.popitem(last=False)
+        return data
+
+    def contains_block(self, oid: ObjectId, index: int) -> bool:
+        with self.env.begin(db=self._bmeta) as txn:
+            return txn.get(self.block_key(oid, index)) is not None
+
+    def missing_blocks(self, oid: ObjectId) -> list[int]:
+        """Indices of the object's blocks not in the cache (one read transaction)."""
+        n = oid.block_count(self.block_size)
+        with self.env.begin(db=self._bmeta) as txn:
+            return [i for i in range(n) if txn.get(self.block_key(oid, i)) is None]
+
+    def contains_object(self, oid: ObjectId) -> bool:
+        return not self.missing_blocks(oid)
+
+    def put_block(self, oid: ObjectId, index: int, data: bytes) -> bool:
+        """Store one block, evicting unpinned LRU blocks as needed.
+
+        Returns False (and stores nothing) when the block does not fit without
+        evicting pinned data. Raises lmdb.Error on disk problems (caller decides).
+        """
+        start, end = oid.block_span(index, self.block_size)
+        if len(data) != end - start:
+            raise ValueError(f"block {index} of {oid.key}: {len(data)} bytes, "
+                             f"expected {end - start}")
+        key = self.block_key(oid, index)
+        now = time.time_ns()
+        with self.env.begin(write=True) as txn:
+            old = txn.get(key, db=self._bmeta)
+            if old is not None:
+                return True  # another process stored it first: same bytes by identity
+            used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+            if used + len(data) > self.limit_bytes:
+                used, freed = self._evict(txn, used, len(data), now)
+                if used + len(data) > self.limit_bytes:
+                    txn.put(b"used", _U64.pack(used), db=self._meta)
+                    return False
+            txn.put(key, data, db=self._blocks)
+            txn.put(key, _BMETA.pack(now, len(data), zlib.crc32(data)), db=self._bmeta)
+            txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
+            txn.put(b"used", _U64.pack(used + len(data)), db=self._meta)
+            if txn.get(oid.digest, db=self._objects) is None:
+                txn.put(oid.digest, json.dumps(
+                    {"bucket": oid.bucket, "key": oid.key, "etag": oid.etag,
+                     "size": oid.size}).encode(), db=self._objects)
+        return True
+
+    def _evict(self, txn: lmdb.Transaction, used: int, need: int, now: int) -> tuple[int, int]:
+        """Evict LRU unpinned blocks until *need* fits; pinned ones move to the tail."""
+        evicted = 0
+        rotate: list[tuple[bytes, bytes]] = []
+        cur = txn.cursor(db=self._lru)
+        ok = cur.first()
+        scanned = 0
+        while ok and used + need > self.limit_bytes and scanned < _MAX_EVICT_SCAN:
+            scanned += 1
+            lru_key = cur.key()
+            key = lru_key[8:]
+            if self._pinned_in(txn, key, now):
+                rotate.append((lru_key, key))
+                ok = cur.next()
+                continue
+            raw = txn.get(key, db=self._bmeta)
+            if raw is not None:
+                used -= _BMETA.unpack(raw)[1]
+            txn.delete(key, db=self._blocks)
+            txn.delete(key, db=self._bmeta)
+            ok = cur.delete()
+            evicted += 1
+        for lru_key, key in rotate:
+            txn.delete(lru_key, db=self._lru)
+            txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
+            raw = txn.get(key, db=self._bmeta)
+            if raw is not None:
+                _, length, crc = _BMETA.unpack(raw)
+                txn.put(key, _BMETA.pack(now, length, crc), db=self._bmeta)
+        if evicted:
+            _add_counter(txn, self._meta, "evictions", evicted)
+        return used, evicted
+
+    def _drop(self, key: bytes) -> None:
+        with self.env.begin(write=True) as txn:
+            raw = txn.get(key, db=self._bmeta)
+            if raw is not None:
+                atime, length, _ = _BMETA.unpack(raw)
+                txn.delete(_ATIME.pack(atime) + key, db=self._lru)
+                used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+                txn.put(b"used", _U64.pack(max(0, used - length)), db=self._meta)
+            txn.delete(key, db=self._bmeta)
+            txn.delete(key, db=self._blocks)
+            _add_counter(txn, self._meta, "integrity_errors", 1)
+
+    def flush_touches(self) -> int:
+        """Write batched access times of hits to the LRU order. Returns how many."""
+        with self._lock:
+            pending, self._pending_touch = self._pending_touch, OrderedDict()
+        if not pending:
+            return 0
+        with self.env.begin(write=True) as txn:
+            for key, ns in pending.items():
+                raw = txn.get(key, db=self._bmeta)
+                if raw is None:
+                    continue
+                atime, length, crc = _BMETA.unpack(raw)
+                if ns <= atime:
+                    continue
+                txn.delete(_ATIME.pack(atime) + key, db=self._lru)
+                txn.put(_ATIME.pack(ns) + key, b"", db=self._lru)
+                txn.put(key, _BMETA.pack(ns, length, crc), db=self._bmeta)
+        return len(pending)
+
+    # -- pins --------------------------------------------------------------------
+
+    def pin_object(self, oid: ObjectId, owner: str = "default",
+                   ttl: float | None = None) -> None:
+        """Protect every block of *oid* (present or future) from eviction."""
+        self._pin(oid.digest, owner, ttl)
+
+    def unpin_object(self, oid: ObjectId, owner: str | None = None) -> None:
+        """Drop *owner*'s pin (or every pin when owner is None)."""
+        self._unpin(oid.digest, owner)
+
+    def pin_block(self, oid: ObjectId, index: int, owner: str = "default",
+                  ttl: float | None = None) -> None:
+        self._pin(self.block_key(oid, index), owner, ttl)
+
+    def unpin_block(self, oid: ObjectId, index: int, owner: str | None = None) -> None:
+        self._unpin(self.block_key(oid, index), owner)
+
+    def is_pinned(self, oid: ObjectId, index: int | None = None) -> bool:
+        now = time.time_ns()
+        with self.env.begin() as txn:
+            if index is None:
+                return _pin_live(txn.get(oid.digest, db=self._pins), now)
+            return self._pinned_in(txn, self.block_key(oid, index), now)
+
+    def _pin(self, pkey: bytes, owner: str, ttl: float | None) -> None:
+        expiry = 0 if ttl is None else time.time_ns() + int(ttl * 1e9)
+        with self.env.begin(write=True, db=self._pins) as txn:
+            raw = txn.get(pkey)
+            owners = json.loads(raw) if raw else {}
+            owners[owner] = expiry
+            txn.put(pkey, json.dumps(owners).encode())
+
+    def _unpin(self, pkey: bytes, owner: str | None) -> None:
+        with self.env.begin(write=True, db=self._pins) as txn:
+            raw = txn.get(pkey)
+            if raw is None:
+                return
+            owners = json.loads(raw)
+            if owner is None:
+                owners = {}
+            else:
+                owners.pop(owner, None)
+            if owners:
+                txn.put(pkey, json.dumps(owners).encode())
+            else:
+                txn.delete(pkey)
+
+    def _pinned_in(self, txn: lmdb.Transaction, key: bytes, now: int) -> bool:
+        return (_pin_live(txn.get(key[:16], db=self._pins), now)
+                or _pin_live(txn.get(key, db=self._pins), now))
+
+    # -- counters and stats -----------------------------------------------------------
+
+    def add_counters(self, deltas: dict[str, int]) -> None:
+        """Add a process's counter deltas to the node-wide totals (one short txn)."""
+        deltas = {k: v for k, v in deltas.items() if v}
+        if not deltas:
+            return
+        with self.env.begin(write=True) as txn:
+            for name, value in deltas.items():
+                _add_counter(txn, self._meta, name, value)
+
+    def stats(self) -> CacheStats:
+        with self.env.begin() as txn:
+            used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+            counters = {}
+            for name in COUNTERS:
+                raw = txn.get(b"c:" + name.encode(), db=self._meta)
+                counters[name] = _U64.unpack(raw)[0] if raw else 0
+            blocks = txn.stat(self._bmeta)["entries"]
+            objects = txn.stat(self._objects)["entries"]
+            pins = txn.stat(self._pins)["entries"]
+        try:
+            file_bytes = (self.path / "data.mdb").stat().st_size
+        except OSError:
+            file_bytes = 0
+        return CacheStats(str(self.path), used, self.limit_bytes, blocks, objects, pins,
+                          file_bytes, counters)
+
+    def iter_objects(self) -> Iterable[ObjectId]:
+        """Every object with at least one cached block (or that had one)."""
+        with self.env.begin(db=self._objects) as txn:
+            for _, raw in txn.cursor():
+                d = json.loads(raw)
+                yield ObjectId(d["bucket"], d["key"], d["etag"], d["size"])
+
+
+class CacheUnavailable(errors.FusecacheError):
+    """The cache dir cannot be used (unwritable, disk error): serve from S3 only."""
+
+
+class IncompatibleCache(errors.FusecacheError):
+    """The environment exists but was not written by this format of fusecache."""
+
+
+def _open_env(path: Path, limit_bytes: int | None) -> lmdb.Environment:
+    map_size = max(_DEFAULT_MAP_SIZE, 2 * (limit_bytes or 0))
+    try:
+        map_size = max(map_size, (path / "data.mdb").stat().st_size)
+    except OSError:
+        pass
+    return lmdb.open(
+        str(path), map_size=map_size, max_dbs=16, max_readers=1024, subdir=True,
+        readahead=True,  # measured: without it a cold 4 MiB value pages in 8x slower
+        sync=False, metasync=False, lock=True, max_spare_txns=8,
+    )
+
+
+def _pin_live(raw: bytes | None, now: int) -> bool:
+    if raw is None:
+        return False
+    owners = json.loads(raw)
+    return any(exp == 0 or exp > now for exp in owners.values())
+
+
+def _add_counter(txn: lmdb.Transaction, db: object, name: str, value: int) -> None:
+    key = b"c:" + name.encode()
+    raw = txn.get(key, db=db)
+    txn.put(key, _U64.pack((_U64.unpack(raw)[0] if raw else 0) + value), db=db)

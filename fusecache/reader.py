@@ -1,0 +1,253 @@
+"""The read path: RAM tier, then the node cache (LMDB), then ranged GETs to S3.
+
+Who calls it: the FUSE adapter (``fs.py``) for every read, with a per-open-file
+``ReadState``. Data flow for one block:
+
+    RamCache.get ──hit──> bytes
+        │miss
+    NodeCache.get_block ──hit──> RamCache.put ──> bytes
+        │miss
+    single flight: the first task for a block GETs it (in a worker thread, under
+    the connection limiter); later tasks for the same block wait for that result.
+        └─> RamCache.put, queue write-behind to the node cache ──> bytes
+
+Read-ahead: a reader whose reads follow each other gets the next blocks fetched
+in the background, in parallel, with a window that doubles per sequential read up
+to ``readahead_max``. Every read-ahead block first reserves its size from one
+per-mount byte budget (``readahead_budget``) and gives it back when the block has
+landed in the RAM tier; when the budget is spent, read-ahead simply does not
+start more. That bounds memory regardless of the number of open files: RSS stays
+within RAM tier + budget + write-behind queue. A large cold object read from the
+start therefore turns into up to budget/block_size parallel ranged GETs, which
+is what lets one reader use the whole link.
+
+Failures: each S3 call retries with backoff inside the store; a read that cannot
+finish within ``read_timeout`` raises DeadlineExceeded (EIO for the caller). A
+failed fetch is not cached and wakes its waiters with the error. Bytes are
+checked for length before they are served or cached.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import lmdb
+import trio
+
+from fusecache import errors
+from fusecache.metrics import Metrics
+from fusecache.nodecache import NodeCache, ObjectId, block_key
+from fusecache.ramcache import RamCache
+from fusecache.store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+# Blocks up to this size are read from LMDB on the trio thread: a memory-mapped
+# read of a small value costs less than a hop to a worker thread (measured: small
+# files/s doubled). Larger blocks may fault in megabytes from disk, so they go to
+# a thread and the loop keeps serving other requests.
+_INLINE_DISK_READ = 512 * 1024
+_WRITE_QUEUE_BLOCKS = 16
+_DISK_RETRY_AFTER = 30.0
+
+
+@dataclass
+class ReadState:
+    """Per open file: where the last read ended and the current read-ahead window."""
+
+    next_offset: int = 0
+    window: int = 0          # blocks of read-ahead
+    ahead_until: int = 0     # first block index not yet scheduled for read-ahead
+
+
+class _Flight:
+    __slots__ = ("done", "data", "error")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.data: bytes | None = None
+        self.error: BaseException | None = None
+
+
+class BlockReader:
+    """Serves byte ranges of objects through the tiers. Lives on the trio thread."""
+
+    def __init__(self, store: ObjectStore, ram: RamCache, disk: NodeCache | None,
+                 metrics: Metrics, *, block_size: int, readahead_budget: int,
+                 readahead_max: int, max_connections: int, read_timeout: float) -> None:
+        self.store = store
+        self.ram = ram
+        self.disk = disk
+        self.metrics = metrics
+        self.block_size = block_size
+        self.read_timeout = read_timeout
+        # Read-ahead never asks for more than a quarter of the RAM tier, so blocks
+        # fetched ahead are still there when the reader arrives.
+        self.readahead_max_blocks = max(0, min(readahead_max, ram.limit_bytes // 4)
+                                        // block_size)
+        self._budget = trio.Semaphore(max(0, readahead_budget // block_size))
+        self._connections = trio.CapacityLimiter(max_connections)
+        self._disk_threads = trio.CapacityLimiter(4)
+        self._inflight: dict[bytes, _Flight] = {}
+        self._nursery: trio.Nursery | None = None
+        self._write_send, self._write_recv = trio.open_memory_channel[
+            tuple[ObjectId, int, bytes]](_WRITE_QUEUE_BLOCKS)
+        self._disk_off_until = 0.0
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Own the background work (read-ahead, write-behind) until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._write_behind, name="fusecache-write-behind")
+            task_status.started()
+
+    # -- public --------------------------------------------------------------------
+
+    async def read(self, oid: ObjectId, offset: int, size: int,
+                   state: ReadState | None = None) -> bytes:
+        """Exactly the bytes [offset, offset+size) of *oid* (short only at EOF)."""
+        end = min(oid.size, offset + size)
+        if offset >= end:
+            return b""
+        bs = self.block_size
+        first, last = offset // bs, (end - 1) // bs
+        if state is not None:
+            self._plan_readahead(oid, state, offset, end, first, last)
+        with trio.move_on_after(self.read_timeout) as scope:
+            if first == last:
+                block = await self.get_block(oid, first)
+                start = first * bs
+                return block[offset - start:end - start] if (
+                    offset - start or end - start < len(block)) else block
+            parts = []
+            for idx in range(first, last + 1):
+                block = await self.get_block(oid, idx)
+                start = idx * bs
+                parts.append(memoryview(block)[max(0, offset - start):min(bs, end - start)])
+            return b"".join(parts)
+        assert scope.cancelled_caught
+        raise errors.DeadlineExceeded(
+            f"read of s3://{oid.bucket}/{oid.key} at {offset} timed out after "
+            f"{self.read_timeout:g}s")
+
+    async def get_block(self, oid: ObjectId, idx: int) -> bytes:
+        key = block_key(oid, idx, self.block_size)
+        data = self.ram.get(key)
+        if data is not None:
+            self.metrics.hit("ram")
+            return data
+        self.metrics.miss("ram")
+        flight = self._inflight.get(key)
+        if flight is not None:
+            await flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            assert flight.data is not None
+            return flight.data
+        flight = self._inflight[key] = _Flight()
+        try:
+            data = await self._load(oid, idx)
+            flight.data = data
+            self.ram.put(key, data)
+            return data
+        except BaseException as e:
+            flight.error = e if isinstance(e, Exception) else errors.StoreError("cancelled")
+            raise
+        finally:
+            del self._inflight[key]
+            flight.done.set()
+
+    # -- loading -------------------------------------------------------------------
+
+    async def _load(self, oid: ObjectId, idx: int) -> bytes:
+        start, end = oid.block_span(idx, self.block_size)
+        if self.disk is not None:
+            data = await self._disk_get(oid, idx, end - start)
+            if data is not None:
+                self.metrics.hit("disk")
+                return data
+            self.metrics.miss("disk")
+        async with self._connections:
+            data = await trio.to_thread.run_sync(
+                self.store.get_range, oid.key, start, end, oid.etag, abandon_on_cancel=True)
+        if len(data) != end - start:  # the store checks too; never cache a short block
+            raise errors.StoreError(f"short block {idx} of {oid.key}")
+        self.metrics.add_pending("s3_bytes", len(data))
+        self.metrics.add_pending("s3_gets", 1)
+        if self.disk is not None and trio.current_time() >= self._disk_off_until:
+            try:
+                self._write_send.send_nowait((oid, idx, data))
+            except trio.WouldBlock:
+                await self._queue_write(oid, idx, data)
+        return data
+
+    async def _queue_write(self, oid: ObjectId, idx: int, data: bytes) -> None:
+        """Back-pressure from a slow disk, but never stall a read for long."""
+        with trio.move_on_after(1.0):
+            await self._write_send.send((oid, idx, data))
+            return
+        log.debug("write-behind queue full; block %d of %s not cached", idx, oid.key)
+
+    async def _disk_get(self, oid: ObjectId, idx: int, length: int) -> bytes | None:
+        assert self.disk is not None
+        try:
+            if length <= _INLINE_DISK_READ:
+                return self.disk.get_block(oid, idx)
+            async with self._disk_threads:
+                return await trio.to_thread.run_sync(self.disk.get_block, oid, idx)
+        except lmdb.Error as e:
+            log.warning("node cache read failed (%s); reading from S3", e)
+            return None
+
+    async def _write_behind(self) -> None:
+        """Store fetched blocks in the node cache; on disk errors keep serving from S3."""
+        async for oid, idx, data in self._write_recv:
+            if self.disk is None or trio.current_time() < self._disk_off_until:
+                continue
+            try:
+                stored = await trio.to_thread.run_sync(self.disk.put_block, oid, idx, data)
+                if not stored:
+                    log.debug("node cache full of pinned data; block %d of %s not cached",
+                              idx, oid.key)
+            except (lmdb.Error, OSError) as e:
+                self._disk_off_until = trio.current_time() + _DISK_RETRY_AFTER
+                log.warning("cannot write to the node cache (%s); serving from S3 only, "
+                            "retrying in %.0fs", e, _DISK_RETRY_AFTER)
+
+    # -- read-ahead -----------------------------------------------------------------
+
+    def _plan_readahead(self, oid: ObjectId, state: ReadState, offset: int, end: int,
+                        first: int, last: int) -> None:
+        sequential = offset == state.next_offset
+        state.next_offset = end
+        if not sequential or self.readahead_max_blocks == 0 or self._nursery is None:
+            state.window = 0
+            state.ahead_until = last + 1
+            return
+        state.window = min(self.readahead_max_blocks, max(1, state.window * 2))
+        total = math.ceil(oid.size / self.block_size)
+        target = min(total, last + 1 + state.window)
+        idx = max(state.ahead_until, last + 1)
+        while idx < target:
+            key = block_key(oid, idx, self.block_size)
+            if key not in self.ram and key not in self._inflight:
+                try:
+                    self._budget.acquire_nowait()
+                except trio.WouldBlock:
+                    break  # budget spent: do not queue more, the reader catches up
+                self.metrics.readahead_bytes.inc(self.block_size)
+                self._nursery.start_soon(self._prefetch, oid, idx)
+            idx += 1
+        state.ahead_until = idx
+
+    async def _prefetch(self, oid: ObjectId, idx: int) -> None:
+        try:
+            with trio.move_on_after(self.read_timeout):
+                await self.get_block(oid, idx)
+        except Exception as e:  # noqa: BLE001 - read-ahead is best effort; the reader retries
+            log.debug("read-ahead of block %d of %s failed: %s", idx, oid.key, e)
+        finally:
+            self._budget.release()
+            self.metrics.readahead_bytes.dec(self.block_size)

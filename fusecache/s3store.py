@@ -1,0 +1,183 @@
+"""The boto3-backed ObjectStore: the only module that talks to S3.
+
+Credentials come from boto3's standard chain (environment, profile, instance or
+pod identity) and are never logged or put in an error message. botocore's own
+retries are switched off so that one policy (``retry.call_with_retry``) with one
+deadline governs every request; a FUSE read must end with bytes or EIO in a
+bounded time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import boto3
+import botocore.exceptions as bce
+from botocore.config import Config
+
+from fusecache import errors, retry
+from fusecache.store import ListPage, ObjectInfo
+
+log = logging.getLogger(__name__)
+
+_NOT_FOUND = {"NoSuchKey", "404", "NotFound"}
+_NO_BUCKET = {"NoSuchBucket"}
+_DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
+           "InvalidToken", "ExpiredToken", "AllAccessDisabled", "Forbidden"}
+_CHANGED = {"PreconditionFailed", "412"}
+
+Observer = Callable[[str, float, int], None]
+
+
+def _noop_observe(op: str, seconds: float, nbytes: int) -> None:
+    return None
+
+
+class S3Store:
+    """One bucket through one boto3 client (thread-safe, pooled connections)."""
+
+    def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None,
+                 max_connections: int = 24, connect_timeout: float = 5.0,
+                 request_timeout: float = 20.0, max_attempts: int = 6,
+                 op_deadline: float = 60.0, observe: Observer = _noop_observe) -> None:
+        self.bucket = bucket
+        self.max_attempts = max_attempts
+        self.op_deadline = op_deadline
+        self._observe = observe
+        session = boto3.session.Session(region_name=region)
+        cfg = Config(
+            retries={"max_attempts": 1, "mode": "standard"},
+            connect_timeout=connect_timeout,
+            read_timeout=request_timeout,
+            max_pool_connections=max_connections,
+            tcp_keepalive=True,
+        )
+        self._client = session.client("s3", endpoint_url=endpoint_url, config=cfg)
+        self.endpoint_url = self._client.meta.endpoint_url
+
+    # -- classification -------------------------------------------------------
+
+    def _translate(self, e: BaseException, key: str | None) -> BaseException:
+        """Map a boto/urllib3 error to a domain error, or TemporaryFailure."""
+        where = f"s3://{self.bucket}/{key}" if key is not None else f"bucket {self.bucket!r}"
+        if isinstance(e, bce.ClientError):
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code in _NO_BUCKET:
+                return errors.BucketNotFound(f"bucket {self.bucket!r} does not exist")
+            if code in _NOT_FOUND or status == 404:
+                if key is None:
+                    return errors.BucketNotFound(f"bucket {self.bucket!r} does not exist")
+                return errors.ObjectNotFound(f"{where} not found")
+            if code in _DENIED or status == 403:
+                return errors.AccessDenied(
+                    f"access denied to {where} ({code or status}): check the credentials")
+            if code in _CHANGED or status == 412:
+                return errors.ObjectChanged(f"{where} changed on the server")
+            if status >= 500 or code in ("SlowDown", "RequestTimeout", "InternalError",
+                                         "ServiceUnavailable", "503", "500"):
+                return retry.TemporaryFailure(e)
+            return errors.StoreError(f"{where}: {code or status}")
+        if isinstance(e, bce.NoCredentialsError | bce.PartialCredentialsError):
+            return errors.AccessDenied("no usable AWS credentials found in the standard chain")
+        if isinstance(e, bce.EndpointConnectionError | bce.ConnectTimeoutError
+                      | bce.ReadTimeoutError | bce.ConnectionClosedError
+                      | bce.ResponseStreamingError | bce.IncompleteReadError
+                      | bce.HTTPClientError | ConnectionError | TimeoutError):
+            return retry.TemporaryFailure(e)
+        return e
+
+    def _call(self, what: str, key: str | None, fn: Callable[[], object]):
+        def attempt():
+            try:
+                return fn()
+            except retry.TemporaryFailure:
+                raise
+            except Exception as e:  # noqa: BLE001 - classified below
+                raise self._translate(e, key) from None
+
+        def give_up(cause: BaseException) -> BaseException:
+            if isinstance(cause, bce.EndpointConnectionError | bce.ConnectTimeoutError):
+                return errors.StoreUnavailable(
+                    f"cannot reach S3 endpoint {self.endpoint_url}: {cause}")
+            return errors.StoreUnavailable(f"{what} failed: {cause}")
+
+        return retry.call_with_retry(attempt, what=what,
+                                     deadline=time.monotonic() + self.op_deadline,
+                                     max_attempts=self.max_attempts, on_give_up=give_up)
+
+    # -- ObjectStore ----------------------------------------------------------
+
+    def check_bucket(self) -> None:
+        def go():
+            t = time.monotonic()
+            self._client.list_objects_v2(Bucket=self.bucket, MaxKeys=1)
+            self._observe("list", time.monotonic() - t, 0)
+        # One quick attempt budget: bad input must fail fast at mount time.
+        saved = self.max_attempts
+        self.max_attempts = min(saved, 3)
+        try:
+            self._call(f"checking bucket {self.bucket!r}", None, go)
+        finally:
+            self.max_attempts = saved
+
+    def head(self, key: str) -> ObjectInfo:
+        def go():
+            t = time.monotonic()
+            r = self._client.head_object(Bucket=self.bucket, Key=key)
+            self._observe("head", time.monotonic() - t, 0)
+            return ObjectInfo(key, int(r["ContentLength"]), r.get("ETag", "").strip('"'),
+                              _ts(r.get("LastModified")))
+        return self._call(f"HEAD s3://{self.bucket}/{key}", key, go)
+
+    def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        want = end - start
+        if want <= 0:
+            return b""
+
+        def go():
+            t = time.monotonic()
+            kw = {"Bucket": self.bucket, "Key": key, "Range": f"bytes={start}-{end - 1}"}
+            if etag:
+                kw["IfMatch"] = f'"{etag}"'
+            r = self._client.get_object(**kw)
+            body = r["Body"]
+            try:
+                data = body.read()
+            finally:
+                body.close()
+            if len(data) != want:
+                # A short body is never served: retry the range.
+                raise retry.TemporaryFailure(
+                    OSError(f"short read {len(data)} of {want} bytes"))
+            self._observe("get", time.monotonic() - t, len(data))
+            return data
+        return self._call(f"GET s3://{self.bucket}/{key} [{start},{end})", key, go)
+
+    def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
+                  max_keys: int = 1000) -> ListPage:
+        def go():
+            t = time.monotonic()
+            kw: dict = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
+            if delimiter:
+                kw["Delimiter"] = delimiter
+            if token:
+                kw["ContinuationToken"] = token
+            r = self._client.list_objects_v2(**kw)
+            self._observe("list", time.monotonic() - t, 0)
+            page = ListPage()
+            for o in r.get("Contents", ()):
+                page.objects.append(ObjectInfo(o["Key"], int(o["Size"]),
+                                               o.get("ETag", "").strip('"'),
+                                               _ts(o.get("LastModified"))))
+            page.prefixes = [p["Prefix"] for p in r.get("CommonPrefixes", ())]
+            page.next_token = r.get("NextContinuationToken") if r.get("IsTruncated") else None
+            return page
+        return self._call(f"LIST s3://{self.bucket}/{prefix}", None, go)
+
+
+def _ts(value: object) -> float:
+    return value.timestamp() if isinstance(value, datetime) else 0.0

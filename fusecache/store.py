@@ -1,0 +1,49 @@
+"""The object-store interface the core reads through, and its value types.
+
+Only ``s3store`` imports boto3; unit tests use ``tests/fakes.FakeStore``, which
+counts requests and fails on cue. All methods are blocking and are called from
+worker threads (``trio.to_thread.run_sync``), never from the trio loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One object as listed or HEADed: enough to identify its bytes."""
+
+    key: str
+    size: int
+    etag: str
+    mtime: float = 0.0
+
+
+@dataclass(slots=True)
+class ListPage:
+    """One page of ListObjectsV2 with a delimiter."""
+
+    objects: list[ObjectInfo] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    next_token: str | None = None
+
+
+class ObjectStore(Protocol):
+    """A bucket, read-only. Raises the ``errors.Store*`` family, never botocore errors."""
+
+    bucket: str
+
+    def check_bucket(self) -> None:
+        """Fail fast (BucketNotFound, AccessDenied, StoreUnavailable) before mounting."""
+
+    def head(self, key: str) -> ObjectInfo:
+        """Metadata of *key*; ObjectNotFound if absent."""
+
+    def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        """Bytes [start, end) of *key*, exactly; ObjectChanged if the ETag moved on."""
+
+    def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
+                  max_keys: int = 1000) -> ListPage:
+        """One page of the listing under *prefix*."""
