@@ -1,0 +1,226 @@
+"""``fusecache-csi``: serve the CSI Identity, Controller and/or Node services.
+
+Configuration is read and validated once, here, from flags and environment
+variables (flags win); a bad setting stops the process at start with one clear
+line instead of failing later inside an RPC. Start-up order:
+
+1. bind the unix socket and start gRPC (Probe answers ready=false),
+2. node mode: re-establish every staged volume (``NodeServicer.reconcile``),
+3. mark ready; node mode then repairs dead mounts every ``--health-interval`` s.
+
+SIGTERM/SIGINT stop the gRPC server gracefully. FUSE mounts are deliberately
+left running: pods keep reading while the plugin is restarted or upgraded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from csi import DRIVER_NAME, vendor_version
+from csi._proto import csi_pb2_grpc
+from csi.controller import ControllerServicer
+from csi.identity import IdentityServicer
+from csi.mounts import FusecacheCommand
+from csi.node import NodeConfig, NodeServicer
+from csi.rpc import Readiness
+from csi.state import ControllerRegistry, NodeStateStore
+
+log = logging.getLogger("csi")
+
+
+class ConfigError(Exception):
+    """A start-up setting is wrong; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated plugin settings (see ``--help`` for each)."""
+
+    endpoint: str
+    socket_path: Path
+    mode: str
+    node_id: str
+    cache_dir: Path
+    state_dir: Path
+    secrets_dir: Path
+    fusecache_bin: str
+    disk_cache_size: str
+    mount_timeout_s: float
+    health_interval_s: float
+    log_level: str
+
+    @property
+    def serves_node(self) -> bool:
+        return self.mode in ("node", "all")
+
+    @property
+    def serves_controller(self) -> bool:
+        return self.mode in ("controller", "all")
+
+
+def _parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="fusecache-csi", description=__doc__.splitlines()[0])
+    p.add_argument("--endpoint", default=env("CSI_ENDPOINT", "unix:///csi/csi.sock"),
+                   help="gRPC endpoint, unix:///path (env CSI_ENDPOINT)")
+    p.add_argument("--node-id", default=env("NODE_ID", ""),
+                   help="this node's id, usually spec.nodeName (env NODE_ID; default: "
+                        "the host name)")
+    p.add_argument("--mode", choices=("node", "controller", "all"),
+                   default=env("FUSECACHE_CSI_MODE", "all"), help="which services to serve")
+    p.add_argument("--cache-dir", default=env("FUSECACHE_CACHE_DIR", "/var/lib/fusecache"),
+                   help="the node cache shared by every volume (env FUSECACHE_CACHE_DIR)")
+    p.add_argument("--state-dir", default=env("FUSECACHE_CSI_STATE_DIR",
+                                              "/var/lib/fusecache-csi"),
+                   help="where staged volumes and mountpoints live (must survive restarts)")
+    p.add_argument("--secrets-dir", default=env("FUSECACHE_CSI_SECRETS_DIR", ""),
+                   help="where node-stage credentials are kept for remounts (root-only; "
+                        "default STATE_DIR/secrets; put it on tmpfs)")
+    p.add_argument("--fusecache-bin", default=env("FUSECACHE_BIN", ""),
+                   help="the fusecache CLI (default: found next to this program or on PATH)")
+    p.add_argument("--disk-cache-size", default=env("FUSECACHE_DISK_CACHE_SIZE", ""),
+                   help="node cache size limit passed to every mount, e.g. 20GiB")
+    p.add_argument("--mount-timeout", type=float, default=120.0,
+                   help="seconds a fusecache mount may take before NodeStage fails")
+    p.add_argument("--health-interval", type=float, default=15.0,
+                   help="seconds between checks for dead FUSE mounts (0: only at start)")
+    p.add_argument("--log-level", default=env("FUSECACHE_CSI_LOG_LEVEL", "INFO"),
+                   help="DEBUG, INFO, WARNING or ERROR")
+    return p
+
+
+def _find_fusecache(explicit: str) -> str:
+    candidates = [explicit] if explicit else [
+        str(Path(sys.executable).parent / "fusecache"), shutil.which("fusecache") or ""]
+    for c in candidates:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    raise ConfigError(f"fusecache CLI not found (tried {', '.join(c for c in candidates if c)}"
+                      "); set --fusecache-bin or FUSECACHE_BIN")
+
+
+def load_config(argv: list[str] | None = None) -> Config:
+    """Parse flags and environment once; ConfigError for anything unusable."""
+    a = _parser().parse_args(argv)
+    if not a.endpoint.startswith("unix://") or len(a.endpoint) <= len("unix://"):
+        raise ConfigError(f"--endpoint {a.endpoint!r} must be unix:///absolute/path")
+    sock = Path(a.endpoint[len("unix://"):])
+    if not sock.is_absolute():
+        raise ConfigError(f"--endpoint {a.endpoint!r} must name an absolute path")
+    level = a.log_level.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError(f"--log-level {a.log_level!r} is not DEBUG, INFO, WARNING or ERROR")
+    state_dir = Path(a.state_dir)
+    node_id = a.node_id or socket.gethostname()
+    binary = ""
+    if a.mode in ("node", "all"):
+        binary = _find_fusecache(a.fusecache_bin)
+        if not node_id:
+            raise ConfigError("--node-id is empty and the host name is unknown")
+    if a.mount_timeout <= 0 or a.health_interval < 0:
+        raise ConfigError("--mount-timeout must be > 0 and --health-interval >= 0")
+    return Config(endpoint=a.endpoint, socket_path=sock, mode=a.mode, node_id=node_id,
+                  cache_dir=Path(a.cache_dir), state_dir=state_dir,
+                  secrets_dir=Path(a.secrets_dir) if a.secrets_dir else state_dir / "secrets",
+                  fusecache_bin=binary, disk_cache_size=a.disk_cache_size,
+                  mount_timeout_s=a.mount_timeout, health_interval_s=a.health_interval,
+                  log_level=level)
+
+
+class Plugin:
+    """The gRPC server and its services; ``start`` / ``stop`` for main() and tests."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.readiness = Readiness()
+        self.stopping = threading.Event()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16,
+                                                             thread_name_prefix="csi-rpc"))
+        self.node: NodeServicer | None = None
+        csi_pb2_grpc.add_IdentityServicer_to_server(
+            IdentityServicer(self.readiness, controller=config.serves_controller), self.server)
+        if config.serves_controller:
+            csi_pb2_grpc.add_ControllerServicer_to_server(
+                ControllerServicer(ControllerRegistry(config.state_dir), self.readiness),
+                self.server)
+        if config.serves_node:
+            config.cache_dir.mkdir(parents=True, exist_ok=True)
+            store = NodeStateStore(config.state_dir, config.secrets_dir)
+            fusecache = FusecacheCommand(binary=config.fusecache_bin,
+                                         cache_dir=str(config.cache_dir),
+                                         disk_cache_size=config.disk_cache_size,
+                                         timeout_s=config.mount_timeout_s)
+            # The environment is read once: mounts without a secret inherit this copy.
+            self.node = NodeServicer(NodeConfig(config.node_id, fusecache, dict(os.environ)),
+                                     store, self.readiness)
+            csi_pb2_grpc.add_NodeServicer_to_server(self.node, self.server)
+
+    def start(self) -> None:
+        sock = self.config.socket_path
+        sock.parent.mkdir(parents=True, exist_ok=True)
+        if sock.exists() or sock.is_symlink():
+            sock.unlink()  # a stale socket from a previous run
+        self.server.add_insecure_port(self.config.endpoint)
+        self.server.start()
+        log.info("%s %s serving %s on %s", DRIVER_NAME, vendor_version(), self.config.mode,
+                 self.config.endpoint)
+        threading.Thread(target=self._become_ready, name="csi-startup", daemon=True).start()
+
+    def _become_ready(self) -> None:
+        if self.node is not None:
+            failed = self.node.reconcile()
+            if failed:
+                log.warning("%d staged volume(s) could not be re-established; the health "
+                            "check keeps trying", failed)
+        self.readiness.set()
+        log.info("ready")
+        if self.node is not None and self.config.health_interval_s > 0:
+            self.node.run_health_loop(self.config.health_interval_s, self.stopping)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        self.stopping.set()
+        self.server.stop(grace_s).wait()
+        log.info("stopped (FUSE mounts stay up)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        config = load_config(argv)
+    except ConfigError as e:
+        print(f"fusecache-csi: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=config.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        plugin = Plugin(config)
+        plugin.start()
+    except (OSError, RuntimeError) as e:
+        print(f"fusecache-csi: cannot start: {e}", file=sys.stderr)
+        return 1
+    done = threading.Event()
+
+    def _on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        done.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    done.wait()
+    plugin.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

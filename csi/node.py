@@ -1,0 +1,360 @@
+"""CSI Node service: one fusecache mount per volume per node, bind-mounted into pods.
+
+Data flow for a volume on a node::
+
+    NodeStageVolume    fusecache mount s3://B/P <state>/node/mounts/<key>   (the FUSE
+                       server; its cache dir is the node's one shared cache)
+                       bind <mountpoint> -> staging_target_path (read-only)
+    NodePublishVolume  bind <mountpoint> -> target_path (read-only when asked, or for
+                       a reader-only access mode); one per pod, any number per volume
+    NodeUnpublish      unmount target_path, remove it
+    NodeUnstage        unmount staging_target_path, fusecache umount <mountpoint>
+
+Every volume on the node uses the same ``--cache-dir``, so two pods (or two
+volumes over the same bucket) reading one data set fetch each block once.
+
+Mount survival. Each staged volume is recorded in ``csi.state`` (its S3 location,
+staging path and published targets; its credentials apart, in the secrets dir).
+``reconcile()`` runs at start-up before Probe reports ready, and then every
+``health_interval`` seconds: a volume whose FUSE server died (a dead mount answers
+ENOTCONN, "Transport endpoint is not connected") is mounted again at the same
+mountpoint and every staging and target path is bound to it again, in place. A
+pod whose volume mount uses ``mountPropagation: HostToContainer`` sees the repaired
+mount without a restart (see docs/csi.md).
+
+Credentials come from the node-stage secret (``accessKeyID``, ``secretAccessKey``,
+optional ``sessionToken``; the AWS_* spellings also work) and reach ``fusecache
+mount`` only through its environment. Without a secret the mount inherits the
+plugin's own environment (IAM roles for service accounts, instance profiles).
+Error messages built from the mount's stderr are scrubbed of secret values.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import grpc
+
+from csi import access, mounts, volumes
+from csi._proto import csi_pb2, csi_pb2_grpc
+from csi.mounts import FusecacheCommand, MountError, PathState
+from csi.rpc import (
+    CsiError,
+    KeyedLocks,
+    Readiness,
+    log_rpc,
+    require,
+    scrub,
+    serialized_by,
+    when_ready,
+)
+from csi.state import NodeStateStore, StagedVolume
+
+log = logging.getLogger(__name__)
+
+NodeRPC = csi_pb2.NodeServiceCapability.RPC
+
+# Secret keys accepted from the node-stage secret -> environment variable.
+_SECRET_ENV = {
+    "accessKeyID": "AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID": "AWS_ACCESS_KEY_ID",
+    "secretAccessKey": "AWS_SECRET_ACCESS_KEY",
+    "AWS_SECRET_ACCESS_KEY": "AWS_SECRET_ACCESS_KEY",
+    "sessionToken": "AWS_SESSION_TOKEN", "AWS_SESSION_TOKEN": "AWS_SESSION_TOKEN",
+}
+# Inherited variables that would compete with credentials from a secret.
+_CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                   "AWS_SECURITY_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
+                   "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")
+
+
+def mount_env(base_env: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
+    """The environment of ``fusecache mount``: the plugin's, with secret credentials."""
+    env = dict(base_env)
+    if not secrets:
+        return env
+    creds = {_SECRET_ENV[k]: v for k, v in secrets.items() if k in _SECRET_ENV and v}
+    if "AWS_ACCESS_KEY_ID" not in creds or "AWS_SECRET_ACCESS_KEY" not in creds:
+        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                       "the node-stage secret must hold accessKeyID and secretAccessKey "
+                       f"(it has keys: {', '.join(sorted(secrets)) or 'none'})")
+    for name in _CREDENTIAL_ENV:
+        env.pop(name, None)
+    env.update(creds)
+    return env
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """What the node service needs, read and validated once at start-up."""
+
+    node_id: str
+    fusecache: FusecacheCommand
+    base_env: Mapping[str, str]
+
+
+class NodeServicer(csi_pb2_grpc.NodeServicer):
+    """Stage/publish fusecache volumes on this node; see the module docstring."""
+
+    def __init__(self, config: NodeConfig, store: NodeStateStore, readiness: Readiness) -> None:
+        self.config = config
+        self.store = store
+        self.readiness = readiness
+        self.locks = KeyedLocks()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _ensure_fuse(self, vol: StagedVolume, secrets: Mapping[str, str]) -> None:
+        """Make ``vol.mountpoint`` a live fusecache mount (mount it, or mount it again)."""
+        state = mounts.path_state(vol.mountpoint)
+        if state is PathState.LIVE:
+            return
+        if state is PathState.DEAD:
+            log.warning("volume %s: FUSE server gone (%s is not connected); remounting",
+                        vol.volume_id, vol.mountpoint)
+            mounts.unmount_all(vol.mountpoint)
+        os.makedirs(vol.mountpoint, exist_ok=True)
+        source = volumes.VolumeSource.from_map(vol.context)
+        env = mount_env(self.config.base_env, secrets)
+        try:
+            self.config.fusecache.mount(source.uri, vol.mountpoint, source.mount_options(),
+                                        env, str(self.store.log_file_for(vol.key)))
+        except MountError as e:
+            raise CsiError(grpc.StatusCode.INTERNAL, scrub(str(e), secrets.values())) from None
+
+    def _ensure_bind(self, mountpoint: str, path: str, readonly: bool) -> None:
+        """Make *path* a live bind of *mountpoint*, replacing a dead mount there."""
+        if mounts.path_state(path) is PathState.LIVE and mounts.same_filesystem(path, mountpoint):
+            return
+        if mounts.is_mountpoint(path):
+            mounts.unmount_all(path)
+        os.makedirs(path, exist_ok=True)
+        try:
+            mounts.bind_mount(mountpoint, path, readonly)
+        except MountError as e:
+            raise CsiError(grpc.StatusCode.INTERNAL, str(e)) from None
+
+    def _teardown(self, vol: StagedVolume) -> None:
+        """Undo a stage: unmount the staging bind and the FUSE mount, forget it."""
+        try:
+            if mounts.is_mountpoint(vol.staging_path):
+                mounts.unmount_all(vol.staging_path)
+            self.config.fusecache.umount(vol.mountpoint)
+        except MountError as e:
+            raise CsiError(grpc.StatusCode.INTERNAL, str(e)) from None
+        try:
+            os.rmdir(vol.mountpoint)
+        except FileNotFoundError:
+            pass
+        self.store.delete(vol.key)
+
+    def restore(self, vol: StagedVolume) -> None:
+        """Re-establish one staged volume in place (FUSE mount, staging, targets)."""
+        self._ensure_fuse(vol, self.store.load_secrets(vol.key))
+        self._ensure_bind(vol.mountpoint, vol.staging_path, readonly=True)
+        changed = False
+        for target, readonly in list(vol.targets.items()):
+            if mounts.is_mountpoint(target) or os.path.isdir(target):
+                self._ensure_bind(vol.mountpoint, target, readonly)
+            else:  # the CO removed the target directory: nothing to publish into
+                log.info("volume %s: target %s is gone; forgetting it", vol.volume_id, target)
+                del vol.targets[target]
+                changed = True
+        if changed:
+            self.store.save(vol)
+
+    def _needs_restore(self, vol: StagedVolume) -> bool:
+        paths = [vol.mountpoint, vol.staging_path, *vol.targets]
+        return any(mounts.path_state(p) is not PathState.LIVE for p in paths)
+
+    def reconcile(self, only_broken: bool = False) -> int:
+        """Restore every staged volume that needs it; returns how many failed."""
+        failed = 0
+        for vol in self.store.all():
+            if not self.locks.acquire(vol.volume_id, timeout=5):
+                continue  # an RPC is working on it right now
+            try:
+                fresh = self.store.get(vol.key)
+                if fresh is None or (only_broken and not self._needs_restore(fresh)):
+                    continue
+                self.restore(fresh)
+                log.info("volume %s: mounts re-established", fresh.volume_id)
+            except (CsiError, MountError, OSError) as e:
+                failed += 1
+                log.warning("volume %s: could not re-establish mounts: %s", vol.volume_id,
+                            getattr(e, "message", None) or e)
+            finally:
+                self.locks.release(vol.volume_id)
+        return failed
+
+    def run_health_loop(self, interval_s: float, stop: threading.Event) -> None:
+        """Every *interval_s*, repair volumes whose FUSE server died while we ran."""
+        while not stop.wait(interval_s):
+            self.reconcile(only_broken=True)
+
+    # --------------------------------------------------------------------- RPCs
+
+    @log_rpc
+    @require("volume_id", "staging_target_path", "volume_capability")
+    @when_ready
+    @serialized_by("volume_id")
+    def NodeStageVolume(self, request, context) -> csi_pb2.NodeStageVolumeResponse:
+        access.check_capability(request.volume_capability)
+        source = volumes.VolumeSource.from_map(request.volume_context)
+        staging = mounts.normalize(request.staging_target_path)
+        secrets = dict(request.secrets)
+        mount_env(self.config.base_env, secrets)  # reject an unusable secret up front
+        key = volumes.volume_key(request.volume_id)
+        vol = self.store.get(key)
+        is_new = vol is None
+        if vol is None:
+            vol = StagedVolume(volume_id=request.volume_id, key=key, staging_path=staging,
+                               mountpoint=str(self.store.mountpoint_for(key)),
+                               context=source.to_context())
+        elif vol.staging_path != staging:
+            raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
+                           f"volume {request.volume_id} is already staged at {vol.staging_path}")
+        elif vol.context != source.to_context():
+            raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
+                           f"volume {request.volume_id} is already staged with another "
+                           "S3 location or options")
+        # Persist before mounting: a crash half-way leaves a record to repair or unstage.
+        self.store.save_secrets(key, secrets)
+        self.store.save(vol)
+        try:
+            self._ensure_fuse(vol, secrets)
+            self._ensure_bind(vol.mountpoint, staging, readonly=True)
+        except BaseException:
+            if is_new:
+                try:
+                    self._teardown(vol)
+                except CsiError as e:
+                    log.warning("volume %s: cleanup after failed stage: %s",
+                                request.volume_id, e.message)
+            raise
+        return csi_pb2.NodeStageVolumeResponse()
+
+    @log_rpc
+    @require("volume_id", "staging_target_path")
+    @when_ready
+    @serialized_by("volume_id")
+    def NodeUnstageVolume(self, request, context) -> csi_pb2.NodeUnstageVolumeResponse:
+        staging = mounts.normalize(request.staging_target_path)
+        vol = self.store.get(volumes.volume_key(request.volume_id))
+        if vol is None:
+            if mounts.is_mountpoint(staging):  # staged by a plugin that lost its state
+                mounts.unmount_all(staging)
+            return csi_pb2.NodeUnstageVolumeResponse()
+        if vol.staging_path != staging:
+            raise CsiError(grpc.StatusCode.NOT_FOUND,
+                           f"volume {request.volume_id} is staged at {vol.staging_path}, "
+                           f"not at {staging}")
+        busy = [t for t in vol.targets if mounts.is_mountpoint(t)]
+        if busy:
+            raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"volume {request.volume_id} is still published at "
+                           f"{', '.join(busy)}")
+        self._teardown(vol)
+        return csi_pb2.NodeUnstageVolumeResponse()
+
+    @log_rpc
+    @require("volume_id", "target_path", "volume_capability")
+    @when_ready
+    @serialized_by("volume_id")
+    def NodePublishVolume(self, request, context) -> csi_pb2.NodePublishVolumeResponse:
+        access.check_capability(request.volume_capability)
+        if not request.staging_target_path:
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                           "staging_target_path is required (the plugin stages volumes)")
+        vol = self.store.get(volumes.volume_key(request.volume_id))
+        if vol is None:
+            raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"volume {request.volume_id} is not staged on this node")
+        if mounts.normalize(request.staging_target_path) != vol.staging_path:
+            raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"volume {request.volume_id} is staged at {vol.staging_path}")
+        target = mounts.normalize(request.target_path)
+        readonly = (request.readonly
+                    or request.volume_capability.access_mode.mode in access.READER_ONLY_MODES)
+        if target in vol.targets and vol.targets[target] != readonly:
+            raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
+                           f"{target} is already published with readonly="
+                           f"{vol.targets[target]}")
+        state = mounts.path_state(target)
+        if state is PathState.LIVE and not mounts.same_filesystem(target, vol.mountpoint):
+            raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
+                           f"{target} already has another file system mounted")
+        self._ensure_fuse(vol, self.store.load_secrets(vol.key))
+        self._ensure_bind(vol.mountpoint, target, readonly)
+        if vol.targets.get(target) != readonly:
+            vol.targets[target] = readonly
+            self.store.save(vol)
+        return csi_pb2.NodePublishVolumeResponse()
+
+    @log_rpc
+    @require("volume_id", "target_path")
+    @when_ready
+    @serialized_by("volume_id")
+    def NodeUnpublishVolume(self, request, context) -> csi_pb2.NodeUnpublishVolumeResponse:
+        target = mounts.normalize(request.target_path)
+        try:
+            mounts.unmount_all(target)
+            os.rmdir(target)
+        except FileNotFoundError:
+            pass
+        except MountError as e:
+            raise CsiError(grpc.StatusCode.INTERNAL, str(e)) from None
+        except OSError as e:
+            raise CsiError(grpc.StatusCode.INTERNAL,
+                           f"cannot remove {target}: {os.strerror(e.errno or 0)}") from None
+        vol = self.store.get(volumes.volume_key(request.volume_id))
+        if vol is not None and target in vol.targets:
+            del vol.targets[target]
+            self.store.save(vol)
+        return csi_pb2.NodeUnpublishVolumeResponse()
+
+    @log_rpc
+    @require("volume_id", "volume_path")
+    def NodeGetVolumeStats(self, request, context) -> csi_pb2.NodeGetVolumeStatsResponse:
+        vol = self.store.get(volumes.volume_key(request.volume_id))
+        if vol is None:
+            raise CsiError(grpc.StatusCode.NOT_FOUND,
+                           f"volume {request.volume_id} is not staged on this node")
+        path = mounts.normalize(request.volume_path)
+        if path not in {vol.mountpoint, vol.staging_path, *vol.targets}:
+            raise CsiError(grpc.StatusCode.NOT_FOUND,
+                           f"volume {request.volume_id} is not mounted at {path}")
+        try:
+            st = os.statvfs(path)
+        except OSError as e:
+            if e.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+                return csi_pb2.NodeGetVolumeStatsResponse(
+                    volume_condition=csi_pb2.VolumeCondition(
+                        abnormal=True, message="the FUSE server is gone; the plugin "
+                        "re-establishes the mount on its next health check"))
+            if e.errno == errno.ENOENT:
+                raise CsiError(grpc.StatusCode.NOT_FOUND, f"{path} does not exist") from None
+            raise
+        unit = csi_pb2.VolumeUsage
+        total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+        return csi_pb2.NodeGetVolumeStatsResponse(
+            usage=[unit(unit=unit.BYTES, total=total, available=free,
+                        used=max(0, total - st.f_bfree * st.f_frsize)),
+                   unit(unit=unit.INODES, total=st.f_files, available=st.f_favail,
+                        used=max(0, st.f_files - st.f_ffree))],
+            volume_condition=csi_pb2.VolumeCondition(abnormal=False, message="ok"))
+
+    @log_rpc
+    def NodeGetCapabilities(self, request, context) -> csi_pb2.NodeGetCapabilitiesResponse:
+        return csi_pb2.NodeGetCapabilitiesResponse(capabilities=[
+            csi_pb2.NodeServiceCapability(rpc=NodeRPC(type=t))
+            for t in (NodeRPC.STAGE_UNSTAGE_VOLUME, NodeRPC.GET_VOLUME_STATS,
+                      NodeRPC.VOLUME_CONDITION)])
+
+    @log_rpc
+    def NodeGetInfo(self, request, context) -> csi_pb2.NodeGetInfoResponse:
+        return csi_pb2.NodeGetInfoResponse(node_id=self.config.node_id)

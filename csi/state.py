@@ -1,0 +1,147 @@
+"""Persistent state: what this node has staged and published, and the controller's
+registry of volumes it created. Plain JSON files, written atomically.
+
+Why persist: Kubernetes does not repeat NodeStageVolume after a plugin restart,
+so the plugin itself must remember every staged volume (its S3 location, its
+staging path, its published target paths) to re-establish the mounts in place.
+
+Secrets are needed for that too (the restarted plugin must remount with the
+same credentials). They are kept apart from the state, in ``secrets_dir``
+(mode 0700, files 0600, root only); the manifests put that directory on the
+node's tmpfs (/run) so credentials never reach a disk and vanish at reboot,
+when Kubernetes stages everything again anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def _write_json(path: Path, data: Any, mode: int = 0o644) -> None:
+    """Write-then-rename so a crash never leaves a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _read_json(path: Path) -> Any | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+@dataclass
+class StagedVolume:
+    """A volume staged on this node: one fusecache mount plus bind mounts of it."""
+
+    volume_id: str
+    key: str
+    staging_path: str
+    mountpoint: str
+    context: dict[str, str]
+    targets: dict[str, bool] = field(default_factory=dict)  # target path -> read-only
+
+
+class NodeStateStore:
+    """``<state_dir>/node/volumes/<key>.json`` and ``<secrets_dir>/<key>.json``."""
+
+    def __init__(self, state_dir: Path, secrets_dir: Path) -> None:
+        self.volumes_dir = state_dir / "node" / "volumes"
+        self.mounts_dir = state_dir / "node" / "mounts"
+        self.logs_dir = state_dir / "node" / "logs"
+        self.secrets_dir = secrets_dir
+        for d in (self.volumes_dir, self.mounts_dir, self.logs_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self.secrets_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.secrets_dir, 0o700)
+
+    def mountpoint_for(self, key: str) -> Path:
+        return self.mounts_dir / key
+
+    def log_file_for(self, key: str) -> Path:
+        return self.logs_dir / f"{key}.log"
+
+    def get(self, key: str) -> StagedVolume | None:
+        data = _read_json(self.volumes_dir / f"{key}.json")
+        return StagedVolume(**data) if data else None
+
+    def save(self, vol: StagedVolume) -> None:
+        _write_json(self.volumes_dir / f"{vol.key}.json", asdict(vol))
+
+    def delete(self, key: str) -> None:
+        for path in (self.volumes_dir / f"{key}.json", self.secrets_dir / f"{key}.json"):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def all(self) -> list[StagedVolume]:
+        out = []
+        for path in sorted(self.volumes_dir.glob("*.json")):
+            data = _read_json(path)
+            if data:
+                out.append(StagedVolume(**data))
+        return out
+
+    def save_secrets(self, key: str, secrets: dict[str, str]) -> None:
+        if secrets:
+            _write_json(self.secrets_dir / f"{key}.json", secrets, mode=0o600)
+        else:
+            try:
+                (self.secrets_dir / f"{key}.json").unlink()
+            except FileNotFoundError:
+                pass
+
+    def load_secrets(self, key: str) -> dict[str, str]:
+        return _read_json(self.secrets_dir / f"{key}.json") or {}
+
+
+@dataclass
+class VolumeRecord:
+    """A volume created by CreateVolume, kept for idempotency checks."""
+
+    name: str
+    volume_id: str
+    capacity_bytes: int
+    required_bytes: int
+    limit_bytes: int
+    context: dict[str, str]
+
+
+class ControllerRegistry:
+    """``<state_dir>/controller/volumes/<sha of volume id>.json``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.dir = state_dir / "controller" / "volumes"
+        self.dir.mkdir(parents=True, exist_ok=True)
+
+    def get(self, key: str) -> VolumeRecord | None:
+        data = _read_json(self.dir / f"{key}.json")
+        return VolumeRecord(**data) if data else None
+
+    def save(self, key: str, rec: VolumeRecord) -> None:
+        _write_json(self.dir / f"{key}.json", asdict(rec))
+
+    def delete(self, key: str) -> None:
+        try:
+            (self.dir / f"{key}.json").unlink()
+        except FileNotFoundError:
+            pass
