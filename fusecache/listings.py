@@ -144,6 +144,7 @@ class ListingCache:
                 continue  # directory markers and non-POSIX keys
             cur = prefix
             for part in parts[:-1]:
+                writer_for(cur)
                 if part not in subdirs[cur]:
                     subdirs[cur].add(part)
                     writer_for(cur).add(DirEntry(part, True))

@@ -307,6 +307,7 @@ class NodeCache:
             txn.delete(key, db=self._bmeta)
             ok = cur.delete()
             evicted += 1
+            self._forget_object_if_empty(txn, key[:16])
         for lru_key, key in rotate:
             txn.delete(lru_key, db=self._lru)
             txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
@@ -318,6 +319,12 @@ class NodeCache:
             _add_counter(txn, self._meta, "evictions", evicted)
         return used, evicted
 
+    def _forget_object_if_empty(self, txn: lmdb.Transaction, digest: bytes) -> None:
+        """Keep ``objects`` bounded: drop the record when its last block is gone."""
+        cur = txn.cursor(db=self._bmeta)
+        if not cur.set_range(digest) or not cur.key().startswith(digest):
+            txn.delete(digest, db=self._objects)
+
     def _drop(self, key: bytes) -> None:
         with self.env.begin(write=True) as txn:
             raw = txn.get(key, db=self._bmeta)
@@ -328,6 +335,7 @@ class NodeCache:
                 txn.put(b"used", _U64.pack(max(0, used - length)), db=self._meta)
             txn.delete(key, db=self._bmeta)
             txn.delete(key, db=self._blocks)
+            self._forget_object_if_empty(txn, key[:16])
             _add_counter(txn, self._meta, "integrity_errors", 1)
 
     def flush_touches(self) -> int:

@@ -1,0 +1,75 @@
+"""Listings in the node cache: lookups, paging, generations, recursive store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fusecache.listings import DirEntry, ListingCache, valid_name
+from fusecache.nodecache import NodeCache
+from fusecache.store import ObjectInfo
+
+
+def make(tmp_path: Path) -> tuple[NodeCache, ListingCache]:
+    c = NodeCache.open(tmp_path, limit_bytes=1 << 20)
+    return c, ListingCache(c.env)
+
+
+def test_write_lookup_and_page(tmp_path: Path) -> None:
+    c, lc = make(tmp_path)
+    w = lc.writer("b", "p/")
+    names = [f"f{i:05d}" for i in range(2500)]
+    for n in names:
+        w.add(DirEntry(n, False, 10, "e", 1.0))
+    w.add(DirEntry("sub", True))
+    w.add(DirEntry("sub", False, 1, "x"))  # a file named like a directory: the dir wins
+    assert lc.get_dir("b", "p/") is None, "listing visible before commit"
+    assert w.commit()
+    rec = lc.get_dir("b", "p/")
+    assert rec is not None and rec.count == 2501
+    assert lc.lookup("b", "p/", rec, "f00042") == DirEntry("f00042", False, 10, "e", 1.0)
+    assert lc.lookup("b", "p/", rec, "sub").is_dir
+    assert lc.lookup("b", "p/", rec, "nope") is None
+    got: list[str] = []
+    after = None
+    while batch := lc.entries("b", "p/", rec, after, 777):
+        got += [e.name for e in batch]
+        after = batch[-1].name
+    assert got == sorted(names + ["sub"])
+    c.close()
+
+
+def test_newer_generation_wins_and_old_is_swept(tmp_path: Path) -> None:
+    c, lc = make(tmp_path)
+    old = lc.writer("b", "")
+    new = lc.writer("b", "")
+    new.add(DirEntry("new", False))
+    assert new.commit()
+    old.add(DirEntry("old", False))
+    assert not old.commit(), "an older listing replaced a newer one"
+    rec = lc.get_dir("b", "")
+    assert [e.name for e in lc.entries("b", "", rec)] == ["new"]
+    third = lc.writer("b", "")
+    third.add(DirEntry("third", False))
+    third.commit()
+    with c.env.begin(db=lc._ents) as txn:
+        assert txn.stat(lc._ents)["entries"] == 1, "old generations not swept"
+    c.close()
+
+
+def test_store_recursive_builds_every_directory(tmp_path: Path) -> None:
+    c, lc = make(tmp_path)
+    objs = [ObjectInfo(k, 5, "e") for k in (
+        "ds/a/1.jpg", "ds/a/2.jpg", "ds/b/c/3.jpg", "ds/top.txt", "ds/bad//x", "ds/a/",
+        "ds/" + "n" * 300)]
+    assert lc.store_recursive("b", "ds/", objs) == 4
+    names = {p: [e.name for e in lc.entries("b", p, lc.get_dir("b", p))]
+             for p in ("ds/", "ds/a/", "ds/b/", "ds/b/c/")}
+    assert names == {"ds/": ["a", "b", "top.txt"], "ds/a/": ["1.jpg", "2.jpg"],
+                     "ds/b/": ["c"], "ds/b/c/": ["3.jpg"]}
+    c.close()
+
+
+def test_valid_name() -> None:
+    assert valid_name("a.jpg")
+    assert not any(valid_name(n) for n in ("", ".", "..", "x" * 256, "a\0b"))
+    assert valid_name("é" * 127) and not valid_name("é" * 128)

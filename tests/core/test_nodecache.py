@@ -1,0 +1,198 @@
+"""The LMDB node cache: bounds, LRU, pins, integrity, recovery, several processes."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from fusecache.nodecache import NodeCache, ObjectId
+
+BS = 64 * 1024
+
+
+def oid(name: str, size: int = BS, etag: str = "e1") -> ObjectId:
+    return ObjectId("bkt", name, etag, size)
+
+
+def data_for(o: ObjectId, idx: int, bs: int = BS) -> bytes:
+    start, end = o.block_span(idx, bs)
+    return bytes((i * 31 + len(o.key)) & 0xFF for i in range(start, end))
+
+
+def test_put_get_roundtrip_and_missing_blocks(tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    o = oid("a", size=2 * BS + 100)
+    assert c.missing_blocks(o) == [0, 1, 2]
+    assert c.put_block(o, 1, data_for(o, 1))
+    assert c.missing_blocks(o) == [0, 2]
+    assert c.get_block(o, 1) == data_for(o, 1)
+    assert c.get_block(o, 0) is None
+    for i in (0, 2):
+        c.put_block(o, i, data_for(o, i))
+    assert c.contains_object(o)
+    assert c.stats().used_bytes == o.size
+    with pytest.raises(ValueError):
+        c.put_block(o, 2, b"short")
+    c.close()
+
+
+def test_changed_etag_is_a_different_object(tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    old, new = oid("a", etag="v1"), oid("a", etag="v2")
+    c.put_block(old, 0, data_for(old, 0))
+    assert c.get_block(new, 0) is None
+    c.close()
+
+
+def test_lru_bound_and_touch_order(tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    objs = [oid(f"o{i}") for i in range(4)]
+    for o in objs:
+        c.put_block(o, 0, data_for(o, 0))
+        time.sleep(0.002)
+    assert c.get_block(objs[0], 0) is not None  # o0 becomes most recent once flushed
+    assert c.flush_touches() == 1
+    extra = oid("o4")
+    assert c.put_block(extra, 0, data_for(extra, 0))
+    st = c.stats()
+    assert st.used_bytes <= 4 * BS and st.blocks == 4
+    assert c.contains_block(objs[0], 0), "recently read block was evicted"
+    assert not c.contains_block(objs[1], 0), "least recently used block survived"
+    assert st.counters["evictions"] == 1
+    c.close()
+
+
+def test_pinned_blocks_are_never_evicted(tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=3 * BS, block_size=BS)
+    pinned = [oid(f"p{i}") for i in range(2)]
+    for o in pinned:
+        c.pin_object(o, owner="job")
+        c.put_block(o, 0, data_for(o, 0))
+    for i in range(10):  # churn through the one unpinned slot
+        o = oid(f"churn{i}")
+        assert c.put_block(o, 0, data_for(o, 0))
+    assert all(c.contains_block(o, 0) for o in pinned)
+    c.pin_object(oid("churn9"), owner="job")
+    refused = oid("new")
+    assert not c.put_block(refused, 0, data_for(refused, 0)), "evicted pinned data"
+    assert c.stats().used_bytes == 3 * BS
+    c.unpin_object(pinned[0], owner="job")
+    assert c.put_block(refused, 0, data_for(refused, 0))
+    assert not c.contains_block(pinned[0], 0)
+    c.close()
+
+
+def test_pin_owners_and_expiry(tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=2 * BS, block_size=BS)
+    o = oid("x")
+    c.pin_object(o, "a")
+    c.pin_object(o, "b", ttl=0.05)
+    c.unpin_object(o, "a")
+    assert c.is_pinned(o)
+    time.sleep(0.1)
+    assert not c.is_pinned(o), "expired pin still protects"
+    c.pin_block(o, 0, "blk")
+    assert c.is_pinned(o, 0) and not c.is_pinned(o)
+    c.unpin_block(o, 0)
+    assert not c.is_pinned(o, 0)
+    c.close()
+
+
+def test_corrupt_block_is_dropped_not_served(tmp_path: Path,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    o = oid("a")
+    c.put_block(o, 0, data_for(o, 0))
+    key = c.block_key(o, 0)
+    with c.env.begin(write=True, db=c._blocks) as txn:  # simulate bit rot
+        bad = bytearray(data_for(o, 0))
+        bad[100] ^= 0xFF
+        txn.put(key, bytes(bad))
+    with caplog.at_level(logging.WARNING):
+        assert c.get_block(o, 0) is None
+    assert "failed verification" in caplog.text
+    assert c.stats().used_bytes == 0 and c.stats().counters["integrity_errors"] == 1
+    c.close()
+
+
+def test_survives_reopen(tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    o = oid("a")
+    c.put_block(o, 0, data_for(o, 0))
+    c.close()
+    c2 = NodeCache.open(tmp_path, block_size=BS)
+    assert c2.limit_bytes == 10 * BS
+    assert c2.get_block(o, 0) == data_for(o, 0)
+    c2.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "foreign"])
+def test_corrupt_or_incompatible_env_is_moved_aside(tmp_path: Path, damage: str,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    env_dir = tmp_path / "cache.lmdb"
+    if damage == "garbage":
+        env_dir.mkdir()
+        (env_dir / "data.mdb").write_bytes(os.urandom(64 * 1024))
+    else:
+        env = lmdb.open(str(env_dir), max_dbs=4)
+        env.open_db(b"somebody-else")
+        env.close()
+    with caplog.at_level(logging.WARNING):
+        c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    assert "moved it to" in caplog.text
+    assert list(tmp_path.glob("cache.lmdb.bad-*")), "bad cache not kept for inspection"
+    o = oid("a")
+    assert c.put_block(o, 0, data_for(o, 0)) and c.get_block(o, 0) == data_for(o, 0)
+    c.close()
+
+
+def test_unwritable_cache_dir_is_reported(tmp_path: Path) -> None:
+    from fusecache.nodecache import CacheUnavailable
+
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(CacheUnavailable, match="cannot create cache dir"):
+        NodeCache.open(f / "sub")
+
+
+def _writer(path: str, worker: int, n: int) -> None:
+    c = NodeCache.open(path, limit_bytes=40 * BS, block_size=BS)
+    for i in range(n):
+        o = oid(f"w{worker}-{i}")
+        c.put_block(o, 0, data_for(o, 0))
+        got = c.get_block(o, 0)
+        assert got is None or got == data_for(o, 0)
+    c.close()
+
+
+def test_concurrent_writer_processes_keep_the_books(tmp_path: Path) -> None:
+    NodeCache.open(tmp_path, limit_bytes=40 * BS, block_size=BS).close()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(tmp_path), w, 60)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    c = NodeCache.open(tmp_path, block_size=BS)
+    st = c.stats()
+    total = 0
+    with c.env.begin() as txn:
+        for key, raw in txn.cursor(db=c._bmeta):
+            total += int.from_bytes(raw[8:12], "little")
+            assert txn.get(key, db=c._blocks) is not None
+        lru_entries = txn.stat(c._lru)["entries"]
+    assert st.used_bytes == total <= 40 * BS
+    assert lru_entries == st.blocks
+    assert st.counters["evictions"] == 4 * 60 - st.blocks
+    assert st.objects == st.blocks
+    for o in c.iter_objects():
+        got = c.get_block(o, 0)
+        assert got is None or got == data_for(o, 0)
+    c.close()

@@ -1,0 +1,165 @@
+"""The read path with a counting fake store: exact bytes, single flight, bounds."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import trio
+from fakes import FakeStore, ramp
+
+from fusecache import errors
+from fusecache.metrics import Metrics
+from fusecache.nodecache import NodeCache, ObjectId
+from fusecache.ramcache import RamCache
+from fusecache.reader import BlockReader, ReadState
+
+BS = 64 * 1024
+
+
+def make_reader(store: FakeStore, disk: NodeCache | None = None, *, ram: int = 16 * BS,
+                budget: int = 8 * BS, timeout: float = 10.0) -> BlockReader:
+    return BlockReader(store, RamCache(ram), disk, Metrics(), block_size=BS,
+                       readahead_budget=budget, readahead_max=8 * BS, max_connections=8,
+                       read_timeout=timeout)
+
+
+def put(store: FakeStore, key: str, size: int) -> ObjectId:
+    store.put(key, ramp(key, size))
+    return ObjectId(store.bucket, key, store.etags[key], size)
+
+
+async def with_reader(reader: BlockReader, fn):
+    async with trio.open_nursery() as n:
+        await n.start(reader.run)
+        try:
+            return await fn()
+        finally:
+            n.cancel_scope.cancel()
+
+
+def test_random_reads_are_exact() -> None:
+    store = FakeStore()
+    size = 10 * BS + 123
+    o = put(store, "big", size)
+    src = store.objects["big"]
+    rnd = random.Random(7)
+
+    async def go():
+        r = make_reader(store)
+        async def body():
+            for _ in range(300):
+                off = rnd.randrange(0, size + 10)
+                n = rnd.choice([1, 100, 4096, BS, 3 * BS + 7])
+                assert await r.read(o, off, n) == src[off:off + n]
+        await with_reader(r, body)
+    trio.run(go)
+
+
+def test_concurrent_readers_share_one_get() -> None:
+    store = FakeStore()
+    store.delay = 0.05
+    o = put(store, "x", BS)
+
+    async def go():
+        r = make_reader(store, budget=0)
+        results: list[bytes] = []
+
+        async def one() -> None:
+            results.append(await r.read(o, 0, BS))
+
+        async def body():
+            async with trio.open_nursery() as n:
+                for _ in range(8):
+                    n.start_soon(one)
+        await with_reader(r, body)
+        assert len(results) == 8 and all(g == store.objects["x"] for g in results)
+    trio.run(go)
+    assert store.calls["get"] == 1
+
+
+def test_sequential_reader_reads_ahead_within_budget() -> None:
+    store = FakeStore()
+    store.delay = 0.02
+    o = put(store, "seq", 40 * BS)
+    peak = 0
+
+    async def go():
+        nonlocal peak
+        r = make_reader(store, ram=64 * BS, budget=4 * BS)
+        state = ReadState()
+        async def body():
+            nonlocal peak
+            off = 0
+            while off < o.size:
+                data = await r.read(o, off, BS // 2, state)
+                assert data == store.objects["seq"][off:off + BS // 2]
+                off += len(data)
+                inflight = 4 - r._budget.value
+                peak = max(peak, inflight)
+        await with_reader(r, body)
+    trio.run(go)
+    assert 2 <= peak <= 4, f"read-ahead in flight peaked at {peak} blocks (budget 4)"
+    assert store.calls["get"] == 40
+
+
+def test_disk_tier_serves_and_write_behind_fills(tmp_path: Path) -> None:
+    store = FakeStore()
+    o = put(store, "d", 3 * BS)
+    disk = NodeCache.open(tmp_path, limit_bytes=100 * BS, block_size=BS)
+
+    async def go(expect_gets: int):
+        r = make_reader(store, disk)
+        async def body():
+            assert await r.read(o, 0, 3 * BS) == store.objects["d"]
+            await trio.sleep(0.2)  # let write-behind run
+        await with_reader(r, body)
+        assert store.calls["get"] == expect_gets
+    trio.run(go, 3)
+    assert disk.contains_object(o)
+    trio.run(go, 3)  # a new process-like reader: no new GETs
+    disk.close()
+
+
+def test_failed_fetch_raises_then_recovers() -> None:
+    store = FakeStore()
+    o = put(store, "f", BS)
+    store.fail_next["get"] = [errors.StoreUnavailable("boom")]
+
+    async def go():
+        r = make_reader(store)
+        async def body():
+            with pytest.raises(errors.StoreUnavailable):
+                await r.read(o, 0, 10)
+            assert await r.read(o, 0, 10) == store.objects["f"][:10]
+        await with_reader(r, body)
+    trio.run(go)
+
+
+def test_read_deadline_gives_error_not_hang() -> None:
+    store = FakeStore()
+    o = put(store, "slow", BS)
+    store.delay = 2.0
+
+    async def go():
+        r = make_reader(store, timeout=0.3)
+        async def body():
+            with trio.fail_after(1.5), pytest.raises(errors.DeadlineExceeded):
+                await r.read(o, 0, 10)
+        await with_reader(r, body)
+    trio.run(go)
+
+
+def test_changed_object_is_not_served_stale() -> None:
+    store = FakeStore()
+    o = put(store, "c", 100)
+    store.put("c", b"y" * 100)  # new ETag on the server
+
+    async def go():
+        r = make_reader(store)
+        async def body():
+            with pytest.raises(errors.ObjectChanged):
+                await r.read(o, 0, 100)
+        await with_reader(r, body)
+    trio.run(go)
