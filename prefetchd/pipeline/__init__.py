@@ -1,0 +1,203 @@
+"""Pipeline analysis: which step reads which dataset, and in which order steps start.
+
+Public API (stable; the Kubernetes watcher of issue 5 calls `analyze_documents`):
+
+    analyze(paths, params={}, pvc_map={}) -> Plan
+        Files (one or more YAML documents each) that hold exactly one runnable
+        pipeline, plus any WorkflowTemplates it references.
+    analyze_all(paths, params={}, pvc_map={}) -> list[Plan]
+        Same, one Plan per runnable pipeline found in the files.
+    analyze_documents(docs, params={}, pvc_map={}, source="<api>") -> list[Plan]
+        Already-parsed objects (dicts), e.g. Workflows fetched from the API server.
+    Plan.to_json() / Plan.steps[i].{id, depends_on, stage, reads, pvc_mounts, loop,
+        condition, exit_handler} / Plan.datasets()  (warmable s3:// URIs in plan order)
+    PipelineError: bad input; str(e) is one line naming the file and the field.
+
+`params` overrides pipeline parameters by name (values as strings, converted to
+the declared KFP type); an unknown name is an error. `pvc_map` maps a claim name
+to the S3 prefix behind it (`s3://bucket/prefix`): reads through that PVC
+(its mount, or paths under the mount named in args) then become S3 reads.
+
+Design. Loading (`_load`) is bounded and alias-safe and classifies each
+document: KFP v2 IR (+ platform spec), KFP v2 compiled to Argo, KFP v1 Argo,
+plain Argo. Runnable documents go to a front end (`_kfp2`, `_argo`) that walks
+the pipeline as its engine would expand it, carrying every parameter as a `Val`
+(candidate strings + provenance), so a location is known before the run
+(`static`) or reported as runtime-only with its pattern, never guessed and never
+dropped. Front ends emit `Step`s with their direct predecessors; control-flow
+groups are not steps, and a dependency on a group is a dependency on every step
+inside it. `_model.finish_plan` then computes the transitive closure, the
+reduction (`depends_on`) and stages for every format alike. Read vs write is
+decided in `_uri` from command-line conventions. Invariants: step ids are unique
+within a plan; every id in `depends_on` is a step of the plan; `static` reads have
+a `uri`. Everything here is pure and synchronous (no I/O beyond reading the
+given files), so callers may run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prefetchd.pipeline import _argo, _kfp2, _load
+from prefetchd.pipeline._load import Document
+from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step, finish_plan
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "analyze",
+    "analyze_all",
+    "analyze_documents",
+    "Plan",
+    "Step",
+    "Read",
+    "PvcMount",
+    "Loop",
+    "PipelineError",
+    "parse_pvc_map",
+]
+
+RUNNABLE_ARGO = ("Workflow", "CronWorkflow")
+
+
+def analyze(
+    paths: Iterable[str],
+    params: Mapping[str, str] | None = None,
+    pvc_map: Mapping[str, str] | None = None,
+) -> Plan:
+    """The one runnable pipeline held by `paths`; PipelineError if there are none or several."""
+    plans = analyze_all(paths, params, pvc_map)
+    if len(plans) != 1:
+        raise PipelineError(f"{', '.join(paths)}: hold {len(plans)} pipelines; use analyze_all")
+    return plans[0]
+
+
+def analyze_all(
+    paths: Iterable[str],
+    params: Mapping[str, str] | None = None,
+    pvc_map: Mapping[str, str] | None = None,
+) -> list[Plan]:
+    docs: list[Document] = []
+    for p in paths:
+        docs.extend(_load.load_file(p))
+    return _analyze(docs, dict(params or {}), dict(pvc_map or {}))
+
+
+def analyze_documents(
+    docs: list[dict[str, Any]],
+    params: Mapping[str, str] | None = None,
+    pvc_map: Mapping[str, str] | None = None,
+    source: str = "<api>",
+) -> list[Plan]:
+    """Analyse already-parsed objects (e.g. a Workflow from the API server, as a dict)."""
+    return _analyze(
+        _load.documents_from_dicts(docs, source), dict(params or {}), dict(pvc_map or {})
+    )
+
+
+def parse_pvc_map(pvc_map: Mapping[str, str]) -> dict[str, str]:
+    out = {}
+    for claim, uri in pvc_map.items():
+        if (
+            not claim
+            or not uri.startswith(("s3://", "s3a://"))
+            or len(uri.split("://", 1)[1].strip("/")) == 0
+        ):
+            raise PipelineError(f"--pvc {claim}={uri}: expected CLAIM=s3://BUCKET[/PREFIX]")
+        out[claim] = uri
+    return out
+
+
+def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, str]) -> list[Plan]:
+    pvc_map = parse_pvc_map(pvc_map)
+    library = _argo.library_of(docs)
+    runnable: list[Document] = []
+    platforms = [d for d in docs if d.kind == "kfp-v2-platform"]
+    irs = [d for d in docs if d.kind == "kfp-v2-ir"]
+    for d in docs:
+        if d.kind in ("kfp-v2-ir", "kfp-v2-argo") or (
+            d.kind in ("argo", "kfp-v1-argo") and d.data.get("kind") in RUNNABLE_ARGO
+        ):
+            runnable.append(d)
+    if not runnable:
+        runnable = [
+            d
+            for d in docs
+            if d.kind in ("argo", "kfp-v1-argo") and (d.data.get("spec") or {}).get("entrypoint")
+        ]
+    if not runnable:
+        src = ", ".join(sorted({d.source for d in docs})) or "<none>"
+        raise PipelineError(
+            f"{src}: no runnable pipeline (a KFP PipelineSpec, or an Argo Workflow/CronWorkflow "
+            "or WorkflowTemplate with an entrypoint)"
+        )
+    plans = []
+    for d in runnable:
+        if d.kind == "kfp-v2-ir":
+            # the platform spec is the next document of the same file
+            plat = next(
+                (p for p in platforms if p.source == d.source and p.index == d.index + 1), None
+            )
+            if plat is None and len(irs) == 1 and len(platforms) == 1:
+                plat = platforms[0]
+            plan = _kfp2.Kfp2Analyzer(
+                d.data, plat.data if plat else None, d.label, params
+            ).analyze()
+        elif d.kind == "kfp-v2-argo":
+            ir, plat_d, run_values, ws, name = _kfp2.ir_from_argo(d)
+            plan = _kfp2.Kfp2Analyzer(
+                ir,
+                plat_d,
+                d.label,
+                params,
+                fmt="kfp-v2-argo",
+                kind="Workflow",
+                run_values=run_values,
+                workspace=ws,
+                name=name,
+            ).analyze()
+        else:
+            plan = _argo.ArgoAnalyzer(d, library, params).analyze()
+        finish_plan(plan)
+        if pvc_map:
+            _map_pvcs(plan, pvc_map)
+        plans.append(plan)
+    return plans
+
+
+def _join(prefix: str, *parts: str) -> str:
+    out = prefix.rstrip("/")
+    for p in parts:
+        p = p.strip("/")
+        if p:
+            out += "/" + p
+    return out + "/"
+
+
+def _map_pvcs(plan: Plan, pvc_map: dict[str, str]) -> None:
+    """Reads through a mapped PVC become reads of the S3 prefix behind the claim.
+
+    Paths under the mount named in the command line narrow the read to that
+    sub-prefix (and a path the step writes is not a read); a mount no path
+    names is read as a whole.
+    """
+    for s in plan.steps:
+        for m in s.pvc_mounts:
+            if m.claim is None or m.claim not in pvc_map:
+                continue
+            base = _join(pvc_map[m.claim], m.sub_path)
+            m.s3_prefix = base
+            mp = m.mount_path.rstrip("/") or "/"
+            named = [(p, d) for p, d in s.path_mentions if p == mp or p.startswith(mp + "/")]
+            if not named:
+                s.add_read(Read(base, True, "pvc", via_pvc=m.claim))
+                continue
+            for p, d in named:
+                if d != "read":
+                    continue
+                rel = posixpath.normpath(p[len(mp) :]).lstrip("/") if p != mp else ""
+                uri = _join(base, rel) if rel and rel != "." else base
+                s.add_read(Read(uri, True, "pvc", via_pvc=m.claim))

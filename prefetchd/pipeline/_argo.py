@@ -1,0 +1,754 @@
+"""Argo Workflow / WorkflowTemplate / ClusterWorkflowTemplate / CronWorkflow (and KFP v1 output).
+
+Walks the template tree from the entrypoint the way the Argo controller expands
+it: DAG tasks (`dependencies` and `depends` expressions), steps (sequential
+groups of parallel lists), `withItems` / `withParam` / `withSequence`, `when`,
+`onExit` and task exit hooks, `templateRef` into WorkflowTemplates of the same
+set of files. Executable templates (container, script, resource, containerSet)
+become steps named by the DAG task / step that runs them. Parameters flow as
+`Val`s so reads keep their provenance; a dependency on a DAG/steps template is a
+dependency on every step inside it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import yaml
+
+from prefetchd.pipeline import _scan
+from prefetchd.pipeline._load import Document
+from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
+from prefetchd.pipeline._resolve import ARGO_RE, Val, const, runtime, substitute
+
+log = logging.getLogger(__name__)
+
+MAX_DEPTH = 50
+RUNTIME_WORKFLOW_VARS = (
+    "workflow.name",
+    "workflow.uid",
+    "workflow.namespace",
+    "workflow.creationTimestamp",
+    "workflow.status",
+    "workflow.duration",
+    "workflow.serviceAccountName",
+)
+
+
+@dataclass
+class Scope:
+    inputs: dict[str, Val] = field(default_factory=dict)
+    artifacts: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # artifact args passed by the caller
+    item: Val | None = None
+    siblings: dict[str, list[str]] = field(default_factory=dict)
+    deps: frozenset[str] = frozenset()
+    loop: Loop | None = None
+    condition: str | None = None
+    exit_handler: bool = False
+    path: tuple[str, ...] = ()
+    entry: bool = False
+
+
+def _as_list(x: Any, where: str) -> list[Any]:
+    if x is None:
+        return []
+    if not isinstance(x, list):
+        raise PipelineError(f"{where}: expected a list")
+    return x
+
+
+class ArgoAnalyzer:
+    """One Argo-shaped document; `library` holds WorkflowTemplates for templateRef."""
+
+    def __init__(self, doc: Document, library: dict[str, dict[str, Any]], params: dict[str, str]):
+        self.doc = doc
+        self.src = doc.label
+        d = doc.data
+        self.kind = d.get("kind", "Workflow")
+        spec = d.get("spec") or {}
+        self.field_prefix = "spec"
+        if self.kind == "CronWorkflow":
+            spec = spec.get("workflowSpec") or {}
+            self.field_prefix = "spec.workflowSpec"
+        self.spec = spec
+        self.library = library
+        self.templates = self._index_templates(spec, self.field_prefix)
+        meta = d.get("metadata") or {}
+        self.name = meta.get("name") or meta.get("generateName")
+        args = spec.get("arguments") or {}
+        self.param_decl: dict[str, Any] = {}
+        for i, p in enumerate(
+            _as_list(
+                args.get("parameters"),
+                f"{self.src}: field {self.field_prefix}.arguments.parameters",
+            )
+        ):
+            if not isinstance(p, dict) or "name" not in p:
+                raise PipelineError(
+                    f"{self.src}: field {self.field_prefix}.arguments.parameters[{i}]: no name"
+                )
+            self.param_decl[p["name"]] = p.get("value", p.get("default"))
+        for k in params:
+            if k not in self.param_decl:
+                known = ", ".join(sorted(self.param_decl)) or "none"
+                raise PipelineError(f"{self.src}: unknown parameter {k!r} (known: {known})")
+        self.param_values = {**self.param_decl, **params}
+        self.wf_artifacts = {
+            a.get("name"): a
+            for a in _as_list(args.get("artifacts"), self.src)
+            if isinstance(a, dict)
+        }
+        self.volumes = {
+            v.get("name"): v for v in _as_list(spec.get("volumes"), self.src) if isinstance(v, dict)
+        }
+        self.vcts = {}
+        for v in _as_list(spec.get("volumeClaimTemplates"), self.src):
+            if isinstance(v, dict):
+                self.vcts[(v.get("metadata") or {}).get("name")] = v
+        self.steps: dict[str, Step] = {}
+        self.order: list[str] = []
+        self.creates: dict[str, str] = {}  # step id -> claim pattern it creates
+
+    def _index_templates(self, spec: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
+        out = {}
+        for i, t in enumerate(
+            _as_list(spec.get("templates"), f"{self.src}: field {where}.templates")
+        ):
+            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+                raise PipelineError(
+                    f"{self.src}: field {where}.templates[{i}]: not a template with a name"
+                )
+            out[t["name"]] = t
+        return out
+
+    # ---- values -------------------------------------------------------------------------
+    def wf_param(self, name: str) -> Val | None:
+        if name not in self.param_values:
+            return None
+        v = self.param_values[name]
+        if v is None:
+            return runtime("required-parameter", parameter=name)
+        val = const(v, "pipeline-parameter", parameter=name)
+        # a parameter value may itself hold placeholders (e.g. {{workflow.name}})
+        s = substitute(val.values[0], lambda e: self.lookup(e, Scope())) if "{{" in str(v) else None
+        return s.with_meta(parameter=name) if s is not None else val
+
+    def lookup(self, expr: str, scope: Scope) -> Val | None:
+        expr = expr.strip()
+        if expr.startswith("workflow.parameters."):
+            return self.wf_param(expr[len("workflow.parameters.") :])
+        if expr.startswith("inputs.parameters."):
+            return scope.inputs.get(expr[len("inputs.parameters.") :])
+        if expr == "item" and scope.item is not None:
+            return scope.item
+        if expr.startswith("item.") and scope.item is not None:
+            return self._item_field(scope.item, expr[5:])
+        if expr.startswith(("tasks.", "steps.")):
+            name = expr.split(".")[1]
+            prod = scope.siblings.get(name)
+            return runtime(
+                "task-output", producer=prod[0] if prod else name, expression="{{" + expr + "}}"
+            )
+        if expr in RUNTIME_WORKFLOW_VARS or expr.startswith(("workflow.", "pod.", "node.")):
+            return runtime("workflow-runtime", variable=expr)
+        return None
+
+    def _item_field(self, item: Val, fld: str) -> Val:
+        if item.values is None or not isinstance(item.raw, list):
+            return runtime(item.origin, item_field=fld, producer=item.get("producer"))
+        vals = []
+        for it in item.raw:
+            cur: Any = it
+            for part in fld.split("."):
+                cur = cur.get(part) if isinstance(cur, dict) else None
+            vals.append(cur)
+        if any(v is None for v in vals):
+            return runtime("loop-item", item_field=fld)
+        return Val(
+            tuple(json.dumps(v) if isinstance(v, (dict, list)) else str(v) for v in vals),
+            "loop-item",
+            (("item_field", fld),),
+            vals,
+        )
+
+    def resolve(self, text: Any, scope: Scope) -> Val | None:
+        if not isinstance(text, str):
+            return const(text) if text is not None else None
+        return substitute(text, lambda e: self.lookup(e, scope), ARGO_RE)
+
+    def value(self, text: Any, scope: Scope) -> Val:
+        v = self.resolve(text, scope)
+        return v if v is not None else const(text)
+
+    # ---- templates ----------------------------------------------------------------------
+    def get_template(self, task: dict[str, Any], where: str) -> dict[str, Any] | None:
+        if "template" in task:
+            t = self.templates.get(task["template"])
+            if t is None:
+                raise PipelineError(
+                    f"{self.src}: field {where}.template: no template named {task['template']!r}"
+                )
+            return t
+        ref = task.get("templateRef")
+        if isinstance(ref, dict):
+            lib = self.library.get(ref.get("name"))
+            if lib is None:
+                log.warning(
+                    "%s: %s.templateRef: WorkflowTemplate %r not among the given files; "
+                    "its steps are "
+                    "not in the plan",
+                    self.src,
+                    where,
+                    ref.get("name"),
+                )
+                return None
+            t = lib.get(ref.get("template"))
+            if t is None:
+                raise PipelineError(
+                    f"{self.src}: field {where}.templateRef: template {ref.get('template')!r} "
+                    f"not in WorkflowTemplate {ref.get('name')!r}"
+                )
+            return t
+        if "inline" in task and isinstance(task["inline"], dict):
+            return task["inline"]
+        raise PipelineError(f"{self.src}: field {where}: no template, templateRef or inline")
+
+    def analyze(self) -> Plan:
+        entry = self.spec.get("entrypoint") or self.spec.get("workflowTemplateRef", {}).get("name")
+        if not entry:
+            raise PipelineError(f"{self.src}: field {self.field_prefix}.entrypoint: missing")
+        if entry not in self.templates:
+            raise PipelineError(
+                f"{self.src}: field {self.field_prefix}.entrypoint: no template named {entry!r}"
+            )
+        tmpl = self.templates[entry]
+        scope = Scope(entry=True)
+        scope.inputs = self.bind_inputs(
+            tmpl, {}, scope, {p: self.wf_param(p) for p in self.param_values}
+        )
+        leaves = self.run(tmpl, scope, entry, 0)
+        on_exit = self.spec.get("onExit")
+        if on_exit:
+            t = self.templates.get(on_exit)
+            if t is None:
+                raise PipelineError(
+                    f"{self.src}: field {self.field_prefix}.onExit: no template named {on_exit!r}"
+                )
+            self.run(t, Scope(deps=frozenset(self._all_ids()), exit_handler=True), on_exit, 0)
+        del leaves
+        params = {k: (v if v is None else str(v)) for k, v in self.param_values.items()}
+        fmt = self.doc.kind
+        return Plan(
+            name=self.name,
+            format=fmt,
+            kind=self.kind,
+            sources=[self.doc.source],
+            parameters=params,
+            steps=[self.steps[i] for i in self.order],
+        )
+
+    def _all_ids(self) -> list[str]:
+        return list(self.order)
+
+    def bind_inputs(
+        self,
+        tmpl: dict[str, Any],
+        args: dict[str, Any],
+        caller: Scope,
+        given: dict[str, Val | None] | None = None,
+    ) -> dict[str, Val]:
+        out: dict[str, Val] = {}
+        inputs = tmpl.get("inputs") or {}
+        for p in _as_list(
+            inputs.get("parameters"), f"{self.src}: template {tmpl.get('name')} inputs.parameters"
+        ):
+            if not isinstance(p, dict):
+                continue
+            n = p.get("name")
+            if n in args:
+                out[n] = self.value(args[n], caller)
+            elif given is not None and given.get(n) is not None:
+                out[n] = given[n]  # type: ignore[assignment]
+            elif "value" in p or "default" in p:
+                out[n] = self.value(p.get("value", p.get("default")), Scope())
+            else:
+                out[n] = runtime("required-parameter", parameter=n)
+        return out
+
+    def run(self, tmpl: dict[str, Any], scope: Scope, call_name: str, depth: int) -> list[str]:
+        if depth > MAX_DEPTH:
+            raise PipelineError(
+                f"{self.src}: templates nested deeper than {MAX_DEPTH} (recursive template "
+                f"{tmpl.get('name')!r}?)"
+            )
+        if "dag" in tmpl:
+            return self.run_dag(tmpl, scope, depth)
+        if "steps" in tmpl:
+            return self.run_steps(tmpl, scope, depth)
+        if any(k in tmpl for k in ("container", "script", "resource", "containerSet")):
+            return [self.make_step(tmpl, scope, call_name)]
+        return []  # suspend, http, data, plugin: nothing runs a container
+
+    def call(self, task: dict[str, Any], scope: Scope, where: str, depth: int) -> list[str]:
+        """Run one DAG task / step: loop, condition, arguments, then the template."""
+        tmpl = self.get_template(task, where)
+        if tmpl is None:
+            return []
+        name = task.get("name")
+        child = replace(scope, siblings=scope.siblings)
+        when = task.get("when")
+        if when:
+            child.condition = f"{scope.condition} && {when}" if scope.condition else str(when)
+        loop, item = self.loop_of(task, scope, where)
+        if loop is not None:
+            child.loop = loop
+            child.item = item
+        args = task.get("arguments") or {}
+        pargs = {
+            p.get("name"): p.get("value")
+            for p in _as_list(args.get("parameters"), where)
+            if isinstance(p, dict)
+        }
+        arts = {
+            a.get("name"): a for a in _as_list(args.get("artifacts"), where) if isinstance(a, dict)
+        }
+        callee = Scope(
+            inputs=self.bind_inputs(tmpl, pargs, child),
+            artifacts=self._bind_artifacts(arts, child),
+            item=None,
+            siblings={},
+            deps=child.deps,
+            loop=child.loop,
+            condition=child.condition,
+            exit_handler=child.exit_handler,
+            path=scope.path + (name,),
+        )
+        ids = self.run(tmpl, callee, name, depth + 1)
+        hooks = task.get("hooks") or {}
+        exit_t = task.get("onExit") or (
+            (hooks.get("exit") or {}).get("template") if isinstance(hooks, dict) else None
+        )
+        if exit_t and exit_t in self.templates:
+            ex = Scope(
+                deps=frozenset(ids) | scope.deps,
+                exit_handler=True,
+                path=callee.path,
+                condition=scope.condition,
+            )
+            ids = ids + self.run(self.templates[exit_t], ex, exit_t, depth + 1)
+        return ids
+
+    def _bind_artifacts(
+        self, arts: dict[str, dict[str, Any]], scope: Scope
+    ) -> dict[str, dict[str, Any]]:
+        out = {}
+        for n, a in arts.items():
+            a = dict(a)
+            a["_scope"] = scope
+            out[n] = a
+        return out
+
+    def loop_of(
+        self, task: dict[str, Any], scope: Scope, where: str
+    ) -> tuple[Loop | None, Val | None]:
+        par = task.get("parallelism")
+        if "withItems" in task:
+            items = _as_list(task["withItems"], f"{self.src}: field {where}.withItems")
+            vals = tuple(json.dumps(i) if isinstance(i, (dict, list)) else str(i) for i in items)
+            return Loop("static", items=items, parallelism=par), Val(vals, "loop-item", (), items)
+        if "withParam" in task:
+            expr = task["withParam"]
+            v = self.resolve(expr, scope) or const(expr)
+            if v.values is not None and v.single is not None:
+                try:
+                    items = json.loads(v.single)
+                except ValueError:
+                    raise PipelineError(
+                        f"{self.src}: field {where}.withParam: not a JSON list: {v.single!r}"
+                    ) from None
+                if not isinstance(items, list):
+                    raise PipelineError(f"{self.src}: field {where}.withParam: not a JSON list")
+                vals = tuple(
+                    json.dumps(i) if isinstance(i, (dict, list)) else str(i) for i in items
+                )
+                src = "parameter" if v.origin == "pipeline-parameter" else "static"
+                return (
+                    Loop(
+                        src,
+                        items=items,
+                        parameter=v.get("parameter"),
+                        expression=str(expr),
+                        parallelism=par,
+                    ),
+                    Val(vals, "loop-item", (), items),
+                )
+            return (
+                Loop(
+                    "task-output",
+                    items=None,
+                    producer=v.get("producer"),
+                    expression=str(expr),
+                    parallelism=par,
+                ),
+                runtime("loop-item", producer=v.get("producer")),
+            )
+        if "withSequence" in task:
+            seq = task["withSequence"] or {}
+            try:
+                if "count" in seq:
+                    c = self.value(seq["count"], scope)
+                    start = int(self.value(seq.get("start", 0), scope).single or 0)
+                    items = (
+                        list(range(start, start + int(c.single))) if c.single is not None else None
+                    )
+                else:
+                    s = int(self.value(seq.get("start", 0), scope).single or 0)
+                    e = self.value(seq.get("end"), scope).single
+                    items = list(range(s, int(e) + 1)) if e is not None else None
+            except (TypeError, ValueError):
+                items = None
+            if items is None:
+                return Loop("task-output", expression=json.dumps(seq), parallelism=par), runtime(
+                    "loop-item"
+                )
+            return Loop("static", items=items, parallelism=par), Val(
+                tuple(map(str, items)), "loop-item", (), items
+            )
+        return None, None
+
+    def run_dag(self, tmpl: dict[str, Any], scope: Scope, depth: int) -> list[str]:
+        where = f"template {tmpl['name']!r} dag.tasks"
+        tasks: dict[str, dict[str, Any]] = {}
+        for i, t in enumerate(_as_list((tmpl["dag"] or {}).get("tasks"), f"{self.src}: {where}")):
+            if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+                raise PipelineError(f"{self.src}: {where}[{i}]: not a task with a name")
+            tasks[t["name"]] = t
+        siblings: dict[str, list[str]] = {}
+        visiting: set[str] = set()
+        out: list[str] = []
+
+        def visit(name: str) -> list[str]:
+            if name in siblings:
+                return siblings[name]
+            if name in visiting:
+                raise PipelineError(f"{self.src}: {where}: dependency cycle through task {name!r}")
+            visiting.add(name)
+            t = tasks[name]
+            deps = set(scope.deps)
+            for d in self.task_deps(t, f"{where}[{name}]"):
+                if d not in tasks:
+                    raise PipelineError(
+                        f"{self.src}: {where}[{name}]: depends on unknown task {d!r}"
+                    )
+                deps |= set(visit(d))
+            child = replace(scope, deps=frozenset(deps), siblings=siblings)
+            ids = self.call(t, child, f"{where}[{name}]", depth)
+            siblings[name] = ids
+            visiting.discard(name)
+            out.extend(ids)
+            return ids
+
+        for n in tasks:
+            visit(n)
+        return out
+
+    @staticmethod
+    def task_deps(t: dict[str, Any], where: str) -> list[str]:
+        deps = [d for d in (t.get("dependencies") or []) if isinstance(d, str)]
+        expr = t.get("depends")
+        if isinstance(expr, str):
+            for tok in expr.replace("(", " ").replace(")", " ").replace("!", " ").split():
+                if tok in ("&&", "||"):
+                    continue
+                for part in tok.split("&&"):
+                    for p in part.split("||"):
+                        p = p.strip()
+                        if not p:
+                            continue
+                        name, _, status = p.rpartition(".")
+                        if not name or status not in (
+                            "Succeeded",
+                            "Failed",
+                            "Errored",
+                            "Skipped",
+                            "Omitted",
+                            "Daemoned",
+                            "AnySucceeded",
+                            "AllFailed",
+                        ):
+                            name = p
+                        deps.append(name)
+        return list(dict.fromkeys(deps))
+
+    def run_steps(self, tmpl: dict[str, Any], scope: Scope, depth: int) -> list[str]:
+        where = f"template {tmpl['name']!r} steps"
+        siblings: dict[str, list[str]] = {}
+        prev: frozenset[str] = scope.deps
+        out: list[str] = []
+        for gi, group in enumerate(_as_list(tmpl["steps"], f"{self.src}: {where}")):
+            if isinstance(group, dict):
+                group = [group]
+            group_ids: list[str] = []
+            for si, st in enumerate(_as_list(group, f"{self.src}: {where}[{gi}]")):
+                if not isinstance(st, dict) or not isinstance(st.get("name"), str):
+                    raise PipelineError(f"{self.src}: {where}[{gi}][{si}]: not a step with a name")
+                child = replace(scope, deps=prev, siblings=siblings)
+                ids = self.call(st, child, f"{where}[{gi}][{st['name']}]", depth)
+                siblings[st["name"]] = ids
+                group_ids.extend(ids)
+            if group_ids:
+                prev = frozenset(group_ids)
+            out.extend(group_ids)
+        return out
+
+    # ---- executable steps ---------------------------------------------------------------
+    def make_step(self, tmpl: dict[str, Any], scope: Scope, call_name: str) -> str:
+        sid = call_name
+        if sid in self.steps:
+            sid = "/".join(scope.path) or f"{call_name}-{len(self.steps)}"
+            while sid in self.steps:
+                sid += "'"
+        kind = (
+            "script" if "script" in tmpl else "k8s-resource" if "resource" in tmpl else "container"
+        )
+        body = tmpl.get("container") or tmpl.get("script") or {}
+        step = Step(
+            id=sid,
+            kind=kind,
+            template=tmpl.get("name"),
+            image=body.get("image"),
+            after=set(scope.deps),
+            loop=scope.loop,
+            condition=scope.condition,
+            exit_handler=scope.exit_handler,
+        )
+        self.steps[sid] = step
+        self.order.append(sid)
+
+        def res(text: str) -> Val | None:
+            return self.resolve(text, scope)
+
+        if kind == "k8s-resource":
+            self._resource(step, tmpl, scope)
+            return sid
+        paths: list[tuple[str, str]] = []
+        containers = [body] if body else []
+        cs = tmpl.get("containerSet")
+        if isinstance(cs, dict):
+            containers += [c for c in cs.get("containers") or [] if isinstance(c, dict)]
+        for c in containers:
+            argv = [*(c.get("command") or []), *(c.get("args") or [])]
+            _scan.scan_argv(step, [a for a in argv if isinstance(a, str)], res, paths)
+            if isinstance(c.get("source"), str):
+                _scan.scan_argv(step, [c["source"]], res, paths)
+            env = [
+                (e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)
+            ]
+            _scan.scan_env(step, env, res)
+        self._artifacts(step, tmpl, scope)
+        mounts = [m for c in containers for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
+        tvols = {v.get("name"): v for v in tmpl.get("volumes") or [] if isinstance(v, dict)}
+        for m in mounts:
+            pm = self._pvc_mount(m, tvols, scope)
+            if pm is not None:
+                step.pvc_mounts.append(pm)
+        step.path_mentions = paths
+        return sid
+
+    def _resource(self, step: Step, tmpl: dict[str, Any], scope: Scope) -> None:
+        r = tmpl["resource"] or {}
+        man = r.get("manifest")
+        if not isinstance(man, str):
+            return
+        try:
+            obj = yaml.safe_load(man)
+        except yaml.YAMLError:
+            return
+        if not isinstance(obj, dict):
+            return
+        action = r.get("action")
+        if obj.get("kind") == "PersistentVolumeClaim" and action in ("create", "apply"):
+            md = obj.get("metadata") or {}
+            spec = obj.get("spec") or {}
+            name = md.get("name") or (md.get("generateName") and md["generateName"] + "<random>")
+            step.creates_pvc = {
+                "claim_pattern": name,
+                "size": ((spec.get("resources") or {}).get("requests") or {}).get("storage"),
+                "access_modes": spec.get("accessModes"),
+            }
+            if spec.get("storageClassName"):
+                step.creates_pvc["storage_class"] = spec["storageClassName"]
+            if spec.get("dataSource"):
+                step.creates_pvc["data_source"] = spec["dataSource"]
+            self.creates[step.id] = name
+        elif obj.get("kind") == "PersistentVolumeClaim" and action == "delete":
+            step.deletes_pvc = {"claim": (obj.get("metadata") or {}).get("name")}
+
+    def _artifacts(self, step: Step, tmpl: dict[str, Any], scope: Scope) -> None:
+        inputs = tmpl.get("inputs") or {}
+        for a in inputs.get("artifacts") or []:
+            if not isinstance(a, dict):
+                continue
+            name = a.get("name")
+            given = scope.artifacts.get(name)
+            origin = "argo-input-artifact"
+            src: dict[str, Any] = a
+            src_scope = scope
+            if given is not None:
+                if "from" in given or "fromExpression" in given:
+                    continue  # produced earlier in this run: intermediate
+                if any(
+                    k in given for k in ("s3", "gcs", "http", "artifactory", "hdfs", "oss", "azure")
+                ):
+                    src, origin, src_scope = (
+                        given,
+                        "argo-argument-artifact",
+                        given.get("_scope", scope),
+                    )
+            elif (
+                scope.entry and name in self.wf_artifacts and not any(k in a for k in ("s3", "gcs"))
+            ):
+                src, origin, src_scope = self.wf_artifacts[name], "argo-argument-artifact", Scope()
+            r = self._artifact_read(src, src_scope, origin, name)
+            if r is not None:
+                step.add_read(r)
+
+    def _artifact_read(
+        self, a: dict[str, Any], scope: Scope, origin: str, name: str
+    ) -> Read | None:
+        if "s3" in a and isinstance(a["s3"], dict):
+            s3 = a["s3"]
+            key = str(s3.get("key") or "")
+            if "{{workflow.name}}" in key.replace(" ", "") or "{{workflow.uid}}" in key.replace(
+                " ", ""
+            ):
+                return None  # a key under this run's name: written earlier in the same run
+            endpoint = s3.get("endpoint")
+            if not s3.get("bucket"):
+                v = self.value(key, scope) if key else const("")
+                return Read(
+                    None,
+                    False,
+                    "default-artifact-repository",
+                    artifact=name,
+                    key=v.single if v.static else key,
+                    endpoint=endpoint,
+                )
+            tmpl_uri = f"s3://{s3['bucket']}/{key.lstrip('/')}"
+            v = self.resolve(tmpl_uri, scope)
+            if v is None:
+                return Read(tmpl_uri, True, origin, artifact=name, endpoint=endpoint)
+            if v.values is not None and v.single is not None:
+                return Read(v.single, True, origin, artifact=name, endpoint=endpoint)
+            return Read(
+                None,
+                False,
+                origin,
+                artifact=name,
+                endpoint=endpoint,
+                pattern=tmpl_uri,
+                producer=v.get("producer"),
+            )
+        if "gcs" in a and isinstance(a["gcs"], dict):
+            g = a["gcs"]
+            if g.get("bucket"):
+                u = f"gs://{g['bucket']}/{str(g.get('key') or '').lstrip('/')}"
+                v = self.resolve(u, scope)
+                if v is None or v.single is not None:
+                    return Read(v.single if v else u, True, origin, artifact=name)
+                return Read(None, False, origin, artifact=name, pattern=u)
+        return None
+
+    def _pvc_mount(self, m: dict[str, Any], tvols: dict[str, Any], scope: Scope) -> PvcMount | None:
+        vname = m.get("name")
+        mount_path = str(m.get("mountPath") or "")
+        sub = m.get("subPath") or ""
+        sub_v = self.resolve(sub, scope) if isinstance(sub, str) else None
+        sub_path = (
+            (sub_v.single if sub_v is not None and sub_v.single is not None else sub) if sub else ""
+        )
+        ro = bool(m.get("readOnly", False))
+        vol = tvols.get(vname) or self.volumes.get(vname)
+        if vol is not None:
+            pvc = vol.get("persistentVolumeClaim")
+            if not isinstance(pvc, dict):
+                return None  # emptyDir, secret, configMap, ephemeral: not a dataset
+            claim_raw = pvc.get("claimName")
+            v = self.value(claim_raw, scope)
+            ro = ro or bool(pvc.get("readOnly", False))
+            if v.values is not None and v.single is not None:
+                origin = (
+                    "pipeline-parameter"
+                    if v.origin in ("pipeline-parameter", "parameter-expression")
+                    else "constant"
+                )
+                return PvcMount(
+                    v.single, True, origin, mount_path, sub_path, ro, parameter=v.get("parameter")
+                )
+            producer = v.get("producer")
+            if v.origin == "task-output" and producer in self.creates:
+                return PvcMount(
+                    None,
+                    False,
+                    "created-in-run",
+                    mount_path,
+                    sub_path,
+                    ro,
+                    created_by=producer,
+                    claim_pattern=self.creates[producer],
+                )
+            if v.origin == "required-parameter":
+                return PvcMount(
+                    None,
+                    False,
+                    "required-parameter",
+                    mount_path,
+                    sub_path,
+                    ro,
+                    parameter=v.get("parameter"),
+                )
+            return PvcMount(
+                None,
+                False,
+                v.origin,
+                mount_path,
+                sub_path,
+                ro,
+                claim_pattern=str(claim_raw),
+                created_by=producer,
+            )
+        if vname in self.vcts:
+            return PvcMount(
+                None,
+                False,
+                "volume-claim-template",
+                mount_path,
+                sub_path,
+                ro,
+                volume_claim_template=vname,
+                claim_pattern="{{workflow.name}}-" + vname,
+            )
+        return None
+
+
+def library_of(docs: list[Document]) -> dict[str, dict[str, dict[str, Any]]]:
+    """WorkflowTemplates / ClusterWorkflowTemplates by name -> their templates by name."""
+    lib: dict[str, dict[str, dict[str, Any]]] = {}
+    for d in docs:
+        if d.kind in ("argo", "kfp-v1-argo") and d.data.get("kind") in (
+            "WorkflowTemplate",
+            "ClusterWorkflowTemplate",
+        ):
+            name = (d.data.get("metadata") or {}).get("name")
+            spec = d.data.get("spec") or {}
+            lib[name] = {
+                t["name"]: t
+                for t in spec.get("templates") or []
+                if isinstance(t, dict) and "name" in t
+            }
+    return lib

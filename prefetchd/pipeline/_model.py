@@ -1,0 +1,268 @@
+"""The plan model: what every step of a pipeline will read, and in which order steps start.
+
+Front ends (`_kfp2`, `_argo`) build `Step` objects with *direct* predecessors only
+(`after`); `finish_plan` derives the transitive closure, its reduction
+(`depends_on`) and the stage of each step, so every format gets the same graph
+semantics as the corpus truth files (`pipeline-truth/1`).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+SUPPORTED_SCHEMES = frozenset({"s3", "s3a"})
+
+
+class PipelineError(ValueError):
+    """Input is not a pipeline we can analyse; the message names the file and field."""
+
+
+@dataclass
+class Read:
+    """One dataset location a step reads.
+
+    `uri` is None when the location is only known at run time; `static` says
+    whether it was determined from the YAML alone (defaults, constants, static loop items).
+    """
+
+    uri: str | None
+    static: bool
+    origin: str
+    pattern: str | None = None
+    parameter: str | None = None
+    env: str | None = None
+    importer: str | None = None
+    item_field: str | None = None
+    producer: str | None = None
+    artifact: str | None = None
+    endpoint: str | None = None
+    key: str | None = None
+    via_pvc: str | None = None
+
+    @property
+    def scheme(self) -> str | None:
+        if self.uri and "://" in self.uri:
+            return self.uri.split("://", 1)[0].lower()
+        return None
+
+    @property
+    def supported(self) -> bool:
+        """True when prefetchd can warm it (an S3 location known before the run)."""
+        return self.uri is not None and self.scheme in SUPPORTED_SCHEMES
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k == "uri"}
+        d["scheme"] = self.scheme
+        d["supported"] = self.supported
+        return d
+
+
+@dataclass
+class PvcMount:
+    """A PVC a step mounts; `claim` is None when the claim name is only known at run time."""
+
+    claim: str | None
+    claim_static: bool
+    claim_origin: str
+    mount_path: str
+    sub_path: str = ""
+    read_only: bool = False
+    parameter: str | None = None
+    created_by: str | None = None
+    claim_pattern: str | None = None
+    volume_claim_template: str | None = None
+    s3_prefix: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class Loop:
+    """The step runs once per item; `items` is None when the items are only known at run time."""
+
+    items_from: str  # static | parameter | task-output
+    items: list[Any] | None = None
+    parameter: str | None = None
+    producer: str | None = None
+    expression: str | None = None
+    parallelism: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k == "items"}
+
+
+@dataclass
+class Step:
+    """One executable step (container, script, importer, PVC lifecycle, k8s resource)."""
+
+    id: str
+    kind: str
+    template: str | None = None
+    image: str | None = None
+    display_name: str | None = None
+    after: set[str] = field(default_factory=set)  # direct predecessors as written
+    depends_on: list[str] = field(default_factory=list)
+    upstream: list[str] = field(default_factory=list)
+    stage: int = 0
+    loop: Loop | None = None
+    condition: str | None = None
+    exit_handler: bool = False
+    reads: list[Read] = field(default_factory=list)
+    writes: list[Read] = field(default_factory=list)
+    imports: list[Read] = field(default_factory=list)
+    pvc_mounts: list[PvcMount] = field(default_factory=list)
+    creates_pvc: dict[str, Any] | None = None
+    deletes_pvc: dict[str, Any] | None = None
+    # absolute paths named in the command line, with direction; used to map PVC reads to S3
+    path_mentions: list[tuple[str, str]] = field(default_factory=list, repr=False)
+
+    def add_read(self, r: Read) -> None:
+        """Add a read once: the same location seen through args and env is one read."""
+        key = (r.uri, r.origin, r.pattern, r.artifact, r.key)
+        if all((x.uri, x.origin, x.pattern, x.artifact, x.key) != key for x in self.reads):
+            self.reads.append(r)
+
+    def add_write(self, w: Read) -> None:
+        if all(x.uri != w.uri or x.pattern != w.pattern for x in self.writes):
+            self.writes.append(w)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "template": self.template,
+            "image": self.image,
+            "display_name": self.display_name,
+            "depends_on": self.depends_on,
+            "upstream": self.upstream,
+            "stage": self.stage,
+            "loop": self.loop.to_json() if self.loop else None,
+            "condition": self.condition,
+            "exit_handler": self.exit_handler,
+            "reads": [r.to_json() for r in self.reads],
+            "writes": [w.to_json() for w in self.writes],
+            "imports": [i.to_json() for i in self.imports],
+            "pvc_mounts": [p.to_json() for p in self.pvc_mounts],
+            "creates_pvc": self.creates_pvc,
+            "deletes_pvc": self.deletes_pvc,
+        }
+
+
+@dataclass
+class Plan:
+    """The analysed pipeline: steps in stage order plus what it came from."""
+
+    name: str | None
+    format: str  # kfp-v2-ir | kfp-v2-argo | kfp-v1-argo | argo
+    kind: str
+    sources: list[str] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+
+    def step(self, step_id: str) -> Step:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+    @property
+    def stages(self) -> list[list[str]]:
+        out: list[list[str]] = []
+        for s in self.steps:
+            while len(out) <= s.stage:
+                out.append([])
+            out[s.stage].append(s.id)
+        return out
+
+    def datasets(self) -> list[tuple[str, int, list[str]]]:
+        """Warmable S3 locations in plan order: (uri, first stage, steps reading it).
+
+        A dataset read by several steps appears once, at the earliest stage that reads it.
+        """
+        seen: dict[str, tuple[int, list[str]]] = {}
+        order: list[str] = []
+        for s in sorted(self.steps, key=lambda s: s.stage):
+            for r in s.reads:
+                if not r.supported or not r.static:
+                    continue
+                assert r.uri is not None
+                if r.uri not in seen:
+                    seen[r.uri] = (s.stage, [])
+                    order.append(r.uri)
+                seen[r.uri][1].append(s.id)
+        return [(u, seen[u][0], seen[u][1]) for u in order]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "prefetchd-plan/1",
+            "name": self.name,
+            "format": self.format,
+            "kind": self.kind,
+            "sources": self.sources,
+            "parameters": self.parameters,
+            "stages": self.stages,
+            "steps": [s.to_json() for s in self.steps],
+            "datasets": [{"uri": u, "stage": st, "steps": ids} for u, st, ids in self.datasets()],
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=False, default=str)
+
+
+def finish_plan(plan: Plan) -> Plan:
+    """Derive upstream (closure), depends_on (reduction) and stage; sort steps by stage.
+
+    Iterative, so a generated 2,000-step chain does not hit the recursion limit.
+    """
+    by_id = {s.id: s for s in plan.steps}
+    for s in plan.steps:
+        s.after = {a for a in s.after if a in by_id and a != s.id}
+    order = _topo_order(plan.steps)
+    closure: dict[str, set[str]] = {}
+    for sid in order:
+        up: set[str] = set()
+        for a in by_id[sid].after:
+            up.add(a)
+            up |= closure[a]
+        closure[sid] = up
+    index = {sid: i for i, sid in enumerate(order)}
+    for sid in order:
+        s = by_id[sid]
+        up = closure[sid]
+        # a predecessor is immediate unless another predecessor already needs it
+        covered: set[str] = set()
+        for a in s.after:
+            covered |= closure[a]
+        s.depends_on = sorted(s.after - covered, key=index.__getitem__)
+        s.upstream = sorted(up, key=index.__getitem__)
+        s.stage = 1 + max((by_id[d].stage for d in s.depends_on), default=-1)
+    pos = {s.id: i for i, s in enumerate(plan.steps)}
+    plan.steps.sort(key=lambda s: (s.stage, pos[s.id]))
+    return plan
+
+
+def _topo_order(steps: list[Step]) -> list[str]:
+    """Kahn's algorithm in declaration order; a cycle is a malformed pipeline."""
+    indeg = {s.id: len(s.after) for s in steps}
+    children: dict[str, list[str]] = {s.id: [] for s in steps}
+    for s in steps:
+        for a in s.after:
+            children[a].append(s.id)
+    ready = collections.deque(s.id for s in steps if indeg[s.id] == 0)
+    out: list[str] = []
+    while ready:
+        sid = ready.popleft()
+        out.append(sid)
+        for c in children[sid]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                ready.append(c)
+    if len(out) != len(steps):
+        cyc = sorted(set(indeg) - set(out))
+        raise PipelineError(f"dependency cycle among steps: {', '.join(cyc[:5])}")
+    return out

@@ -1,0 +1,129 @@
+"""Values with provenance, and placeholder substitution for Argo and KFP v2 strings.
+
+A pipeline value is known before the run (a constant, a parameter default or
+override, a static loop item) or only at run time (a task output, a required
+parameter nobody set). `Val` carries the candidate strings together with where
+they came from, so a read found in a container's args can say `origin:
+loop-item, item_field: uri` rather than just a string. A loop variable is one
+`Val` with several candidates (one per item): it expands into one read per item.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Val:
+    """A value and its provenance; `values` is None when only the run knows it."""
+
+    values: tuple[str, ...] | None
+    origin: (
+        str  # constant | pipeline-parameter | parameter-expression | loop-item | task-output | ...
+    )
+    meta: tuple[tuple[str, Any], ...] = field(default=())
+    raw: Any = None  # the typed value (list, dict, number) when there is exactly one
+
+    @property
+    def static(self) -> bool:
+        return self.values is not None
+
+    def get(self, key: str) -> Any:
+        return dict(self.meta).get(key)
+
+    def with_meta(self, **kw: Any) -> Val:
+        m = dict(self.meta)
+        m.update({k: v for k, v in kw.items() if v is not None})
+        return replace(self, meta=tuple(sorted(m.items())))
+
+    @property
+    def single(self) -> str | None:
+        return self.values[0] if self.values and len(self.values) == 1 else None
+
+
+def const(v: Any, origin: str = "constant", **meta: Any) -> Val:
+    return Val(
+        (to_str(v),), origin, tuple(sorted((k, x) for k, x in meta.items() if x is not None)), v
+    )
+
+
+def runtime(origin: str, **meta: Any) -> Val:
+    return Val(None, origin, tuple(sorted((k, x) for k, x in meta.items() if x is not None)))
+
+
+def to_str(v: Any) -> str:
+    """Render a typed value the way the engine puts it into a string field."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return ""
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"))
+    return str(v)
+
+
+ARGO_RE = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
+KFP_PARAM_RE = re.compile(r"\{\{\$\.inputs\.parameters\[['\"]([^'\"]+)['\"]\]\}\}")
+
+
+def substitute(
+    text: str,
+    lookup: Callable[[str], Val | None],
+    pattern: re.Pattern[str] = ARGO_RE,
+    expression_origin: str = "parameter-expression",
+) -> Val | None:
+    """Replace placeholders in `text` using `lookup(expr)`; None when there are none.
+
+    A string that is exactly one placeholder takes the looked-up value's
+    provenance unchanged. Text around placeholders makes it an expression: the
+    provenance of the first non-constant part is kept, with the template as
+    `pattern` (pipeline parameters become `parameter-expression`). Placeholders
+    the lookup does not know are left as written and make the result runtime-only.
+    """
+    matches = list(pattern.finditer(text))
+    if not matches:
+        return None
+    if len(matches) == 1 and matches[0].span() == (0, len(text)):
+        v = lookup(matches[0].group(1))
+        if v is None:
+            return runtime("unresolved", pattern=text)
+        return v
+    parts: list[tuple[str, ...] | None] = []
+    lead: Val | None = None
+    pos = 0
+    static = True
+    for m in matches:
+        lit = text[pos : m.start()]
+        parts.append((lit,))
+        v = lookup(m.group(1))
+        if v is None or v.values is None:
+            static = False
+            if lead is None or lead.origin == "constant":
+                lead = v if v is not None else runtime("unresolved")
+            parts.append(None)
+        else:
+            if lead is None or (lead.origin == "constant" and v.origin != "constant"):
+                lead = v
+            parts.append(v.values)
+        pos = m.end()
+    parts.append((text[pos:],))
+    assert lead is not None
+    origin = lead.origin
+    if origin == "pipeline-parameter":
+        origin = expression_origin
+    meta = dict(lead.meta)
+    meta["pattern"] = text
+    if not static:
+        return Val(None, origin, tuple(sorted(meta.items())))
+    # combine: loop variables vary together, so zip multi-valued parts of equal length
+    n = max(len(p) for p in parts if p is not None)
+    out = []
+    for i in range(n):
+        out.append("".join(p[i] if len(p) == n else p[0] for p in parts if p is not None))
+    return Val(tuple(out), origin, tuple(sorted(meta.items())))

@@ -1,0 +1,161 @@
+"""Turn a step's command line, env and inputs into reads and writes (shared by all formats)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from prefetchd.pipeline import _uri
+from prefetchd.pipeline._model import Read, Step
+from prefetchd.pipeline._resolve import Val, const
+
+Resolver = Callable[[str], "Val | None"]
+
+_PH_RE = re.compile(r"\{\{.*?\}\}")
+_URI_HINTS = ("uri", "url", "s3", "bucket", "prefix", "location")
+
+
+def _protect(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Hide placeholders from shlex (their quotes would be eaten)."""
+    saved: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        saved.append(m.group(0))
+        return f"@@PH{len(saved) - 1}@@"
+
+    return [_PH_RE.sub(sub, a) for a in argv], saved
+
+
+def _restore(tok: str, saved: list[str]) -> str:
+    return re.sub(r"@@PH(\d+)@@", lambda m: saved[int(m.group(1))], tok)
+
+
+def _hints_uri(token: str, v: Val) -> bool:
+    s = (token + " " + str(v.get("parameter") or "")).lower()
+    return any(h in s for h in _URI_HINTS)
+
+
+def read_from(val: Val, uri: str | None, **extra: str | None) -> Read:
+    meta = dict(val.meta)
+    meta.update({k: v for k, v in extra.items() if v is not None})
+    keep = {
+        k: meta.get(k)
+        for k in (
+            "pattern",
+            "parameter",
+            "env",
+            "importer",
+            "item_field",
+            "producer",
+            "artifact",
+            "endpoint",
+            "key",
+        )
+    }
+    return Read(uri=uri, static=uri is not None and val.static, origin=val.origin, **keep)
+
+
+_CODE_ASSIGN_RE = re.compile(r"""([\w.\[\]'"]+)\s*=\s*[rbf]?["']([a-z0-9]+://[^"']+)["']""")
+
+
+def _is_code(a: str) -> bool:
+    return "\n" in a and any(k in a for k in ("def ", "import ", "print("))
+
+
+def scan_code(step: Step, code: str) -> None:
+    """Literal locations in embedded program text (lightweight components, scripts).
+
+    A location assigned to an output artifact's `.uri` or to an output-named
+    variable is where the code writes; other literals are reads.
+    """
+    assigned = {}
+    for m in _CODE_ASSIGN_RE.finditer(code):
+        assigned[m.group(2)] = m.group(1)
+    for u in _uri.find_uris(code):
+        target = assigned.get(u)
+        r = Read(u, True, "constant")
+        out_name = target is not None and (target.endswith(".uri") or _uri.name_says_write(target))
+        if out_name or _uri.step_says_write(step.id):
+            step.add_write(r)
+        else:
+            step.add_read(r)
+
+
+def scan_argv(step: Step, argv: list[str], resolve: Resolver, paths: list[tuple[str, str]]) -> None:
+    """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`."""
+    argv = [a for a in argv if isinstance(a, str)]
+    for a in argv:
+        if _is_code(a) and "{{" not in a:
+            scan_code(step, a)
+    protected, saved = _protect([a for a in argv if not (_is_code(a) and "{{" not in a)])
+    toks = [_restore(t, saved) for t in _uri.tokenize(protected)]
+    vals: list[Val | None] = []
+    reps: list[str] = []
+    for t in toks:
+        v = resolve(t) if "{{" in t else None
+        if v is None:
+            v = const(t) if (_uri.find_uris(t) or t.startswith("/")) else None
+        vals.append(v)
+        if v is None:
+            reps.append(t)
+        elif v.values is not None:
+            reps.append(v.values[0])
+        elif _hints_uri(t, v):
+            reps.append("s3://runtime-value/")
+        else:
+            reps.append(t)
+    directions = _uri.classify_tokens(reps)
+    writer = _uri.step_says_write(step.id) or _uri.step_says_write(step.template)
+    for i, d in directions.items():
+        v = vals[i]
+        if v is None:
+            continue
+        if writer:
+            d = "write"
+        if v.values is None:
+            if reps[i] == "s3://runtime-value/":
+                r = read_from(v, None, pattern=v.get("pattern") or toks[i])
+                (step.add_read if d == "read" else step.add_write)(r)
+            continue
+        for value in v.values:
+            uris = _uri.find_uris(value)
+            for u in uris:
+                r = read_from(v, u)
+                (step.add_read if d == "read" else step.add_write)(r)
+            if not uris and value.startswith("/"):
+                paths.append((value, d))
+
+
+def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver) -> None:
+    for name, raw in env:
+        if not isinstance(raw, str):
+            continue
+        v = resolve(raw) if "{{" in raw else None
+        if v is None:
+            v = const(raw)
+        if v.values is None:
+            continue
+        for value in v.values:
+            for u in _uri.find_uris(value):
+                r = read_from(v, u, env=name)
+                r.origin = "env"
+                if _uri.name_says_write(name) or _uri.step_says_write(step.id):
+                    step.add_write(r)
+                else:
+                    step.add_read(r)
+
+
+def scan_named_inputs(step: Step, inputs: dict[str, Val]) -> None:
+    """Inputs handed to code we cannot see (KFP lightweight `{{$}}`): classify by name."""
+    for name, v in inputs.items():
+        if v.values is None:
+            continue
+        for value in v.values:
+            for u in _uri.find_uris(value):
+                if not _uri.is_uri(value):
+                    continue
+                r = read_from(v, u)
+                if _uri.name_says_write(name) or _uri.step_says_write(step.id):
+                    step.add_write(r)
+                else:
+                    step.add_read(r)
