@@ -1,0 +1,204 @@
+"""Bad input: one line naming the file (and line or field), exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from prefetchd import cli, pipeline
+from prefetchd.pipeline import _load
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+P = os.path.join(ROOT, "..", "shared", "corpus", "pipelines")
+
+
+def plan_err(capsys: pytest.CaptureFixture[str], path: str, *extra: str) -> str:
+    rc = cli.main(["plan", path, *extra])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path, capsys) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nspec:\n  templates: [\n    - a: b\n"
+    )
+    line = plan_err(capsys, str(f))
+    assert str(f) in line and "line" in line and "malformed YAML" in line
+
+
+def test_not_a_pipeline(tmp_path, capsys) -> None:
+    f = tmp_path / "cm.yaml"
+    f.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n")
+    line = plan_err(capsys, str(f))
+    assert str(f) in line and "ConfigMap" in line and "not a pipeline" in line
+
+
+def test_scalar_document(tmp_path, capsys) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("just a string\n")
+    assert "not a pipeline" in plan_err(capsys, str(f))
+
+
+def test_alias_bomb_refused_quickly(tmp_path, capsys) -> None:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, 12):
+        prev = f"*a{i - 1}"
+        lines.append(f"a{i}: &a{i} [{', '.join([prev] * 9)}]")
+    f = tmp_path / "bomb.yaml"
+    f.write_text("\n".join(lines) + "\n")
+    line = plan_err(capsys, str(f))
+    assert str(f) in line and "alias" in line
+
+
+def test_recursive_alias(tmp_path, capsys) -> None:
+    f = tmp_path / "rec.yaml"
+    f.write_text("a: &x\n  b: *x\n")
+    assert "alias" in plan_err(capsys, str(f))
+
+
+def test_very_large_file(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(_load, "MAX_FILE_BYTES", 1000)
+    f = tmp_path / "big.yaml"
+    f.write_text("a: " + "x" * 5000 + "\n")
+    line = plan_err(capsys, str(f))
+    assert str(f) in line and "limit" in line
+
+
+def test_unknown_param_named(capsys) -> None:
+    path = os.path.join(P, "argo_cron_steps_pvc.yaml")
+    line = plan_err(capsys, path, "--param", "nope=1")
+    assert "'nope'" in line and "corpus_uri" in line and path in line
+
+
+def test_unknown_param_kfp(capsys) -> None:
+    line = plan_err(capsys, os.path.join(P, "kfp2_sentiment_lr_sweep.yaml"), "--param", "lr=1")
+    assert "'lr'" in line and "imdb_root" in line
+
+
+def test_bad_param_value_type(capsys) -> None:
+    line = plan_err(
+        capsys, os.path.join(P, "kfp2_sentiment_lr_sweep.yaml"), "--param", "lrs=not-json"
+    )
+    assert "'lrs'" in line and "LIST" in line
+
+
+def test_bad_param_syntax(capsys) -> None:
+    assert "NAME=VALUE" in plan_err(
+        capsys, os.path.join(P, "kfp2_sentiment_lr_sweep.yaml"), "--param", "x"
+    )
+
+
+def test_bad_pvc_map(capsys) -> None:
+    line = plan_err(
+        capsys, os.path.join(P, "argo_cron_steps_pvc.yaml"), "--pvc", "doc-corpus=/local"
+    )
+    assert "doc-corpus" in line and "s3://" in line
+
+
+def test_missing_file(tmp_path, capsys) -> None:
+    line = plan_err(capsys, str(tmp_path / "nope.yaml"))
+    assert "nope.yaml" in line and "cannot read" in line
+
+
+def test_bad_field_named(tmp_path, capsys) -> None:
+    f = tmp_path / "wf.yaml"
+    f.write_text(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: w}\n"
+        "spec:\n  entrypoint: main\n  templates:\n  - name: main\n    dag:\n      tasks:\n"
+        "      - {name: a, template: missing}\n"
+    )
+    line = plan_err(capsys, str(f))
+    assert "missing" in line and "template" in line and str(f) in line
+
+
+def test_unknown_entrypoint(tmp_path, capsys) -> None:
+    f = tmp_path / "wf.yaml"
+    f.write_text(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: w}\n"
+        "spec:\n  entrypoint: nope\n  templates:\n  - name: main\n    container: {image: x}\n"
+    )
+    assert "spec.entrypoint" in plan_err(capsys, str(f))
+
+
+def test_dependency_cycle(tmp_path, capsys) -> None:
+    f = tmp_path / "wf.yaml"
+    f.write_text(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: w}\n"
+        "spec:\n  entrypoint: main\n  templates:\n  - name: c\n    container: {image: x}\n"
+        "  - name: main\n    dag:\n      tasks:\n"
+        "      - {name: a, template: c, depends: b}\n      - {name: b, template: c, depends: a}\n"
+    )
+    assert "cycle" in plan_err(capsys, str(f))
+
+
+_scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
+_json = st.recursive(
+    _scalar,
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=10), c, max_size=4),
+    max_leaves=30,
+)
+_keys = st.sampled_from(
+    [
+        "apiVersion",
+        "kind",
+        "spec",
+        "templates",
+        "entrypoint",
+        "dag",
+        "tasks",
+        "steps",
+        "name",
+        "template",
+        "container",
+        "args",
+        "root",
+        "components",
+        "pipelineInfo",
+        "deploymentSpec",
+        "withItems",
+        "withParam",
+        "depends",
+        "inputs",
+        "parameters",
+    ]
+)
+_pipelineish = st.recursive(
+    _scalar | st.sampled_from(["argoproj.io/v1alpha1", "Workflow", "main", "{{item}}", "s3://b/k"]),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(_keys, c, max_size=6),
+    max_leaves=60,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=_pipelineish)
+def test_front_end_never_crashes(doc: object) -> None:
+    """Arbitrary pipeline-shaped objects either plan or raise PipelineError: never anything else."""
+    try:
+        plans = pipeline.analyze_documents([doc])  # type: ignore[list-item]
+    except pipeline.PipelineError as e:
+        assert "\n" not in str(e)
+        return
+    for p in plans:
+        ids = {s.id for s in p.steps}
+        assert len(ids) == len(p.steps)
+        for s in p.steps:
+            assert set(s.depends_on) <= ids
+            assert all(r.uri is not None for r in s.reads if r.static)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(max_size=300))
+def test_yaml_text_never_crashes(text: str) -> None:
+    try:
+        _load.load_text(text, "fuzz.yaml")
+    except pipeline.PipelineError as e:
+        assert e.args[0].startswith("fuzz.yaml")
