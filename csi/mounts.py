@@ -4,8 +4,8 @@ Bind mounts go through libc's mount(2) directly (no ``mount`` command line to
 parse or to leak into ``ps``). A path's state is one of three values:
 
 * ``ABSENT``: nothing is mounted there;
-* ``LIVE``: something is mounted and answers stat();
-* ``DEAD``: a mount whose FUSE server went away: stat() fails with ENOTCONN
+* ``LIVE``: something is mounted and answers statfs();
+* ``DEAD``: a mount whose FUSE server went away: statfs() fails with ENOTCONN
   ("Transport endpoint is not connected"), or ECONNABORTED after an abort.
 
 A dead mount cannot be revived; it is detached (MNT_DETACH) and mounted anew,
@@ -113,7 +113,9 @@ def path_state(path: str) -> PathState:
     if not is_mountpoint(path):
         return PathState.ABSENT
     try:
-        os.stat(path)
+        # statfs always reaches the FUSE server; stat() may be answered from the
+        # kernel's attribute cache and call a dead mount live.
+        os.statvfs(path)
     except OSError as e:
         if e.errno in _DEAD_ERRNOS:
             return PathState.DEAD

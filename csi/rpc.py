@@ -83,18 +83,24 @@ def _redact_in_place(msg: _message.Message) -> None:
             if field.message_type is not None and field.message_type.GetOptions().map_entry:
                 for key in list(value):
                     value[key] = "***"
-            elif field.label == field.LABEL_REPEATED:
+            elif _repeated(field):
                 value[:] = ["***"] * len(value)
             else:
                 msg.ClearField(field.name)
             continue
         if field.message_type is None or field.message_type.GetOptions().map_entry:
             continue
-        if field.label == field.LABEL_REPEATED:
+        if _repeated(field):
             for item in value:
                 _redact_in_place(item)
         else:
             _redact_in_place(value)
+
+
+def _repeated(field: Any) -> bool:
+    """protobuf >= 5 has ``is_repeated``; older releases only ``label``."""
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == 3
 
 
 def _one_line(msg: _message.Message) -> str:
@@ -110,10 +116,10 @@ def log_rpc(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(self: Any, request: _message.Message, context: grpc.ServicerContext) -> Any:
         quiet = name in _QUIET
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s <- %s", name, _one_line(request))
         start = time.monotonic()
         try:
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("%s <- %s", name, _one_line(request))
             response = fn(self, request, context)
         except CsiError as e:
             level = logging.INFO if e.code in _CALLER_CODES else logging.WARNING
@@ -155,7 +161,7 @@ def require(*fields: str) -> Callable[[F], F]:
 def _is_set(request: _message.Message, name: str) -> bool:
     field = request.DESCRIPTOR.fields_by_name[name]
     value = getattr(request, name)
-    if field.label == field.LABEL_REPEATED:
+    if _repeated(field):
         return len(value) > 0
     if field.message_type is not None:
         return request.HasField(name)

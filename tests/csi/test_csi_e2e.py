@@ -1,0 +1,254 @@
+"""The kubelet's sequence against the real plugin, real SeaweedFS and real FUSE."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+from csi_helpers import Mode, PluginProc, S3Volume, mount_cap, pids_mentioning
+
+from csi import mounts
+from csi._proto import csi_pb2
+
+pytestmark = [pytest.mark.fuse, pytest.mark.s3, pytest.mark.slow]
+
+
+def create(plugin: PluginProc, ds: S3Volume, name: str = "pvc-e2e") -> csi_pb2.Volume:
+    params = {**ds.parameters, "csi.storage.k8s.io/pvc/name": "demo",
+              "csi.storage.k8s.io/pvc/namespace": "ml", "csi.storage.k8s.io/pv/name": name}
+    resp = plugin.controller.CreateVolume(csi_pb2.CreateVolumeRequest(
+        name=name, volume_capabilities=[mount_cap()], parameters=params, secrets=ds.secrets))
+    return resp.volume
+
+
+def stage(plugin: PluginProc, vol: csi_pb2.Volume, staging: Path, secrets: dict[str, str],
+          ) -> None:
+    plugin.node.NodeStageVolume(csi_pb2.NodeStageVolumeRequest(
+        volume_id=vol.volume_id, staging_target_path=str(staging),
+        volume_capability=mount_cap(), secrets=secrets, volume_context=vol.volume_context))
+
+
+def publish(plugin: PluginProc, vol: csi_pb2.Volume, staging: Path, target: Path,
+            readonly: bool = True, mode: int = Mode.MULTI_NODE_READER_ONLY) -> None:
+    plugin.node.NodePublishVolume(csi_pb2.NodePublishVolumeRequest(
+        volume_id=vol.volume_id, staging_target_path=str(staging), target_path=str(target),
+        volume_capability=mount_cap(mode), readonly=readonly,
+        volume_context=vol.volume_context))
+
+
+def unpublish(plugin: PluginProc, vol: csi_pb2.Volume, target: Path) -> None:
+    plugin.node.NodeUnpublishVolume(csi_pb2.NodeUnpublishVolumeRequest(
+        volume_id=vol.volume_id, target_path=str(target)))
+
+
+def unstage(plugin: PluginProc, vol: csi_pb2.Volume, staging: Path) -> None:
+    plugin.node.NodeUnstageVolume(csi_pb2.NodeUnstageVolumeRequest(
+        volume_id=vol.volume_id, staging_target_path=str(staging)))
+
+
+def assert_serves(target: Path, files: dict[str, bytes]) -> None:
+    """Every file byte-exact (sha256) plus random-offset reads against the source."""
+    rng = random.Random(7)
+    for name, data in files.items():
+        got = (target / name).read_bytes()
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest(), name
+        with open(target / name, "rb") as f:
+            for _ in range(20):
+                off = rng.randrange(len(data))
+                n = rng.randrange(1, 200_000)
+                f.seek(off)
+                assert f.read(n) == data[off:off + n], (name, off, n)
+
+
+def test_kubelet_sequence_reads_byte_exact_and_cleans_up(plugin: PluginProc, dataset: S3Volume,
+                                                          csi_root: Path) -> None:
+    vol = create(plugin, dataset)
+    assert vol.volume_context["prefix"] == "datasets/demo"  # StorageClass prefix + PVC name
+    staging, target = csi_root / "staging", csi_root / "pods" / "p1" / "mount"
+    staging.mkdir()
+    target.parent.mkdir(parents=True)
+
+    stage(plugin, vol, staging, dataset.secrets)
+    publish(plugin, vol, staging, target)
+    assert_serves(target, dataset.files)
+    assert sorted(os.listdir(target)) == ["a.txt", "dir"]  # outside.txt is not in the volume
+
+    stats = plugin.node.NodeGetVolumeStats(csi_pb2.NodeGetVolumeStatsRequest(
+        volume_id=vol.volume_id, volume_path=str(target)))
+    assert {u.unit for u in stats.usage} == {csi_pb2.VolumeUsage.BYTES,
+                                             csi_pb2.VolumeUsage.INODES}
+    assert not stats.volume_condition.abnormal
+
+    unpublish(plugin, vol, target)
+    assert not target.exists()  # the spec: the plugin removes what it created
+    unstage(plugin, vol, staging)
+    assert not mounts.is_mountpoint(str(staging))
+    assert not [e for e in mounts.mount_table() if e.mountpoint.startswith(str(csi_root))]
+    plugin.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
+    # DeleteVolume never deletes data it did not create
+    assert "datasets/demo/a.txt" in {o["Key"] for o in _list(dataset)}
+
+
+def _list(ds: S3Volume) -> list[dict]:
+    import boto3
+
+    c = boto3.client("s3", endpoint_url=ds.context["endpointUrl"], region_name="us-east-1",
+                     aws_access_key_id=ds.secrets["accessKeyID"],
+                     aws_secret_access_key=ds.secrets["secretAccessKey"])
+    return c.list_objects_v2(Bucket=ds.bucket).get("Contents", [])
+
+
+def test_repeated_calls_are_idempotent(plugin: PluginProc, dataset: S3Volume,
+                                       csi_root: Path) -> None:
+    vol = create(plugin, dataset)
+    assert create(plugin, dataset) == vol
+    staging, target = csi_root / "staging", csi_root / "target"
+    staging.mkdir()
+    for _ in range(2):
+        stage(plugin, vol, staging, dataset.secrets)
+    fuse_mounts = [e for e in mounts.mount_table()
+                   if e.mountpoint.startswith(str(plugin.state_dir))]
+    assert len(fuse_mounts) == 1, "a repeated stage must not mount a second time"
+    for _ in range(2):
+        publish(plugin, vol, staging, target)
+    assert len(mounts.mounts_at(str(target))) == 1
+    assert (target / "a.txt").read_bytes() == dataset.files["a.txt"]
+    for _ in range(2):
+        unpublish(plugin, vol, target)
+    for _ in range(2):
+        unstage(plugin, vol, staging)
+    for _ in range(2):
+        plugin.controller.DeleteVolume(csi_pb2.DeleteVolumeRequest(volume_id=vol.volume_id))
+    assert not [e for e in mounts.mount_table() if e.mountpoint.startswith(str(csi_root))]
+
+
+def test_two_publishes_share_one_mount_and_readonly_is_enforced(
+        plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
+    vol = create(plugin, dataset)
+    staging, t1, t2 = csi_root / "staging", csi_root / "t1", csi_root / "t2"
+    staging.mkdir()
+    stage(plugin, vol, staging, dataset.secrets)
+    publish(plugin, vol, staging, t1, readonly=True)
+    publish(plugin, vol, staging, t2, readonly=False, mode=Mode.SINGLE_NODE_WRITER)
+    assert os.stat(t1).st_dev == os.stat(t2).st_dev  # one FUSE mount behind both
+    assert_serves(t1, dataset.files)
+    assert_serves(t2, dataset.files)
+    for target in (t1, t2):  # read-only bind (t1) and read-only file system (t2)
+        with pytest.raises(OSError) as e:
+            (target / "new.txt").write_bytes(b"x")
+        assert e.value.errno == errno.EROFS
+    # same target, other readonly flag: incompatible
+    with pytest.raises(grpc.RpcError) as err:
+        publish(plugin, vol, staging, t1, readonly=False, mode=Mode.SINGLE_NODE_WRITER)
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    unpublish(plugin, vol, t1)
+    assert (t2 / "a.txt").read_bytes() == dataset.files["a.txt"]  # t2 unaffected
+    # unstage while t2 is still published: refused
+    with pytest.raises(grpc.RpcError) as err:
+        unstage(plugin, vol, staging)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    unpublish(plugin, vol, t2)
+    unstage(plugin, vol, staging)
+
+
+def test_static_volume_from_volume_attributes(plugin: PluginProc, dataset: S3Volume,
+                                              csi_root: Path) -> None:
+    """A static PV: no CreateVolume, volumeHandle + volumeAttributes only."""
+    vol = csi_pb2.Volume(volume_id="static-demo", volume_context={
+        **dataset.context, "prefix": "datasets/demo/dir", "metadataTtl": "indefinite"})
+    staging, target = csi_root / "staging", csi_root / "target"
+    staging.mkdir()
+    stage(plugin, vol, staging, dataset.secrets)
+    publish(plugin, vol, staging, target)
+    assert (target / "b.bin").read_bytes() == dataset.files["dir/b.bin"]
+    unpublish(plugin, vol, target)
+    unstage(plugin, vol, staging)
+
+
+def test_bad_credentials_fail_stage_without_leaking_the_secret(
+        plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
+    vol = create(plugin, dataset)
+    staging = csi_root / "staging"
+    staging.mkdir()
+    bad = {"accessKeyID": dataset.secrets["accessKeyID"],
+           "secretAccessKey": "WRONG-secret-value-0123456789abcdef"}
+    with pytest.raises(grpc.RpcError) as err:
+        stage(plugin, vol, staging, bad)
+    message = err.value.details()
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert f"s3://{dataset.bucket}/datasets/demo" in message and "failed" in message
+    assert bad["secretAccessKey"] not in message
+    assert bad["secretAccessKey"] not in plugin.log()
+    assert not mounts.is_mountpoint(str(staging))
+    # nothing left behind: no state, no mount, a later good stage works
+    stage(plugin, vol, staging, dataset.secrets)
+    assert (staging / "a.txt").read_bytes() == dataset.files["a.txt"]
+    unstage(plugin, vol, staging)
+    # a secret without a secret key is refused before any mount is tried
+    with pytest.raises(grpc.RpcError) as err:
+        stage(plugin, vol, staging, {"accessKeyID": "x"})
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_mounts_survive_sigkill_of_plugin_and_fuse_servers(
+        plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
+    vol = create(plugin, dataset)
+    staging, target = csi_root / "staging", csi_root / "target"
+    staging.mkdir()
+    stage(plugin, vol, staging, dataset.secrets)
+    publish(plugin, vol, staging, target)
+    assert_serves(target, dataset.files)
+
+    servers = pids_mentioning(str(plugin.state_dir / "node" / "mounts"))
+    assert servers, "the FUSE server process should be found by its mountpoint"
+    plugin.kill(signal.SIGKILL)
+    for pid in servers:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while mounts.path_state(str(target)) is not mounts.PathState.DEAD:
+        assert time.monotonic() < deadline, "the published path should be dead now"
+        time.sleep(0.05)
+    with pytest.raises(OSError) as e:
+        os.listdir(target)
+    assert e.value.errno == errno.ENOTCONN  # what pods see without recovery
+
+    plugin.start()  # waits for Probe ready, which waits for recovery
+    assert mounts.path_state(str(target)) is mounts.PathState.LIVE
+    assert_serves(target, dataset.files)
+    assert len(mounts.mounts_at(str(target))) == 1  # the dead mount was replaced, not stacked
+    unpublish(plugin, vol, target)
+    unstage(plugin, vol, staging)
+    assert not [e for e in mounts.mount_table() if e.mountpoint.startswith(str(csi_root))]
+
+
+def test_health_check_repairs_a_dead_fuse_server_while_plugin_runs(
+        csi_root: Path, dataset: S3Volume) -> None:
+    p = PluginProc(csi_root, extra_args=["--health-interval", "0.5"]).start()
+    try:
+        vol = create(p, dataset)
+        staging, target = csi_root / "staging", csi_root / "target"
+        staging.mkdir()
+        stage(p, vol, staging, dataset.secrets)
+        publish(p, vol, staging, target)
+        for pid in pids_mentioning(str(p.state_dir / "node" / "mounts")):
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if (target / "a.txt").read_bytes() == dataset.files["a.txt"]:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"not repaired:\n{p.log()}"
+            time.sleep(0.2)
+        unpublish(p, vol, target)
+        unstage(p, vol, staging)
+    finally:
+        p.kill()
