@@ -13,15 +13,14 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from prefetchd import pipeline
+from prefetchd import _errors, pipeline
 
 log = logging.getLogger(__name__)
 
 EXIT_BAD_INPUT = 2
 
 
-class UsageError(Exception):
-    """A one-line error for the user; exit code 2."""
+UsageError = _errors.UsageError
 
 
 def _kv(items: Sequence[str] | None, flag: str) -> dict[str, str]:

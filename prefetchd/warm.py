@@ -1,0 +1,415 @@
+"""Warming: list each dataset prefix, fetch what the node cache lacks, pin it, store the listing.
+
+Built only on the core's public API (`fusecache.NodeCache`, `ListingCache`,
+`S3Store`, `fetch_object`): prefetchd never talks to LMDB or boto3 itself.
+Datasets are warmed in plan order (earlier stages first); an object named by
+several datasets is fetched once. `fetch_object` only fetches missing blocks, so a
+second run transfers nothing and a killed run resumes where it stopped. Fetches
+run in a thread pool fed through a bounded window (memory stays bounded whatever
+the dataset size). When the cache is full of pinned data the warmer stops
+fetching and reports what it skipped; it never unpins anything it did not pin.
+
+Which datasets were warmed, when, and with which pin owner is prefetchd's own
+record, kept as JSON in `<cache_dir>/prefetchd/warmed.json` (the core has no
+place for it).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import fusecache
+from fusecache import errors
+from fusecache.warm import CacheFull
+from prefetchd import _errors
+
+log = logging.getLogger(__name__)
+
+PIN_OWNER_PREFIX = "prefetchd:"
+
+
+class WarmError(_errors.UsageError):
+    """Bad target (URI, endpoint, bucket): a one-line message, exit code 2."""
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    for scheme in ("s3://", "s3a://"):
+        if uri.startswith(scheme):
+            rest = uri[len(scheme) :]
+            bucket, _, prefix = rest.partition("/")
+            if len(bucket) < 3:
+                break
+            return bucket, prefix
+    raise WarmError(f"{uri}: not an s3://BUCKET[/PREFIX] URI")
+
+
+@dataclass
+class DatasetResult:
+    uri: str
+    objects: int = 0
+    bytes: int = 0
+    fetched_objects: int = 0
+    transferred: int = 0
+    skipped: int = 0
+    skipped_bytes: int = 0
+    failed: list[str] = field(default_factory=list)
+    listing_dirs: int = 0
+
+
+@dataclass
+class WarmStats:
+    """Progress shared by the fetch threads (guarded by a lock)."""
+
+    total_objects: int = 0
+    total_bytes: int = 0
+    done_objects: int = 0
+    done_bytes: int = 0
+    transferred: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class _Throttle:
+    """A shared byte budget per second (token bucket); None means unlimited."""
+
+    def __init__(self, rate: float | None) -> None:
+        self.rate = rate
+        self._lock = threading.Lock()
+        self._next = time.monotonic()
+
+    def spend(self, n: int) -> None:
+        if not self.rate or n <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._next = max(self._next, now) + n / self.rate
+            wait = self._next - now - 1.0  # allow a one-second burst
+        if wait > 0:
+            time.sleep(wait)
+
+
+class StateFile:
+    """prefetchd's record of warmed datasets, written atomically."""
+
+    def __init__(self, cache_dir: str) -> None:
+        self.dir = os.path.join(cache_dir, "prefetchd")
+        self.path = os.path.join(self.dir, "warmed.json")
+
+    def load(self) -> dict[str, Any]:
+        try:
+            with open(self.path) as f:
+                d = json.load(f)
+            return d if isinstance(d, dict) else {}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            log.warning("ignoring unreadable %s: %s", self.path, e)
+            return {}
+
+    def update(self, fn: Callable[[dict[str, Any]], None]) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        d = self.load()
+        fn(d)
+        tmp = f"{self.path}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(d, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+
+def _list_all(store: fusecache.S3Store, prefix: str) -> Iterator[fusecache.ObjectInfo]:
+    token = None
+    while True:
+        page = store.list_page(prefix, token, delimiter=None)
+        yield from page.objects
+        token = page.next_token
+        if not token:
+            return
+
+
+def _listing_prefix(prefix: str) -> str | None:
+    """The directory a prefix names, or None for a single key ('a/b.json')."""
+    if prefix == "" or prefix.endswith("/"):
+        return prefix
+    return None
+
+
+class Warmer:
+    """Warm a list of s3:// URIs into one node cache."""
+
+    def __init__(
+        self,
+        cache_dir: str,
+        endpoint_url: str | None = None,
+        concurrency: int = 16,
+        bandwidth: float | None = None,
+        pin_ttl: float | None = None,
+        dry_run: bool = False,
+        progress: Callable[[WarmStats], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        self.cache_dir = cache_dir
+        self.endpoint_url = endpoint_url
+        self.concurrency = max(1, concurrency)
+        self.throttle = _Throttle(bandwidth)
+        self.pin_ttl = pin_ttl
+        self.dry_run = dry_run
+        self.progress = progress
+        self.stop = stop or threading.Event()
+        self.stats = WarmStats()
+        self._lock = threading.Lock()
+        self._stores: dict[str, fusecache.S3Store] = {}
+
+    def _store(self, bucket: str) -> fusecache.S3Store:
+        s = self._stores.get(bucket)
+        if s is None:
+            s = fusecache.S3Store(
+                bucket, endpoint_url=self.endpoint_url, max_connections=self.concurrency + 4
+            )
+            try:
+                s.check_bucket()
+            except errors.BucketNotFound:
+                raise WarmError(f"s3://{bucket}: bucket does not exist") from None
+            except errors.AccessDenied as e:
+                raise WarmError(f"s3://{bucket}: access denied ({e})") from None
+            except errors.StoreError as e:
+                raise WarmError(
+                    f"s3://{bucket}: endpoint {s.endpoint_url} unreachable ({e})"
+                ) from None
+            self._stores[bucket] = s
+        return s
+
+    def list_targets(
+        self, uris: list[str]
+    ) -> list[tuple[str, fusecache.S3Store, list[fusecache.ObjectInfo]]]:
+        """Check every bucket and list every prefix before touching the cache."""
+        out = []
+        for uri in uris:
+            bucket, prefix = parse_s3_uri(uri)
+            store = self._store(bucket)
+            try:
+                objs = [o for o in _list_all(store, prefix) if not o.key.endswith("/")]
+            except errors.StoreError as e:
+                raise WarmError(f"{uri}: listing failed: {e}") from None
+            if _listing_prefix(prefix) is None:
+                # a single key: exactly that object (not every key sharing the prefix)
+                objs = [o for o in objs if o.key == prefix] or objs
+            out.append((uri, store, objs))
+        return out
+
+    def warm(self, uris: list[str]) -> list[DatasetResult]:
+        uris = list(dict.fromkeys(uris))
+        targets = self.list_targets(uris)
+        seen: set[tuple[str, str]] = set()
+        plan: list[tuple[DatasetResult, fusecache.S3Store, list[fusecache.ObjectInfo]]] = []
+        for uri, store, objs in targets:
+            res = DatasetResult(uri, objects=len(objs), bytes=sum(o.size for o in objs))
+            mine = []
+            for o in objs:
+                if (store.bucket, o.key) not in seen:
+                    seen.add((store.bucket, o.key))
+                    mine.append(o)
+            plan.append((res, store, mine))
+            self.stats.total_objects += len(mine)
+            self.stats.total_bytes += sum(o.size for o in mine)
+        if self.dry_run:
+            return [r for r, _, _ in plan]
+        cache = fusecache.NodeCache.open(self.cache_dir)
+        try:
+            state = StateFile(self.cache_dir)
+            full = False
+            for res, store, objs in plan:
+                bucket, prefix = parse_s3_uri(res.uri)
+                lp = _listing_prefix(prefix)
+                if lp is not None:
+                    res.listing_dirs = fusecache.ListingCache(cache.env).store_recursive(
+                        bucket, lp, objs
+                    )
+                owner = PIN_OWNER_PREFIX + res.uri
+                if not full:
+                    full = self._fetch_all(store, cache, objs, owner, res)
+                else:
+                    res.skipped, res.skipped_bytes = len(objs), sum(o.size for o in objs)
+                self._record(state, res, owner)
+                if self.stop.is_set():
+                    break
+            cache.flush_touches()
+        finally:
+            cache.close()
+        return [r for r, _, _ in plan]
+
+    def _record(self, state: StateFile, res: DatasetResult, owner: str) -> None:
+        now = time.time()
+
+        def upd(d: dict[str, Any]) -> None:
+            d[res.uri] = {
+                "objects": res.objects,
+                "bytes": res.bytes,
+                "warmed_at": now,
+                "pin_owner": owner,
+                "pinned": True,
+                "pin_expires_at": (now + self.pin_ttl) if self.pin_ttl else None,
+                "skipped_objects": res.skipped,
+                "failed_objects": len(res.failed),
+            }
+
+        state.update(upd)
+
+    def _fetch_all(
+        self,
+        store: fusecache.S3Store,
+        cache: fusecache.NodeCache,
+        objs: list[fusecache.ObjectInfo],
+        owner: str,
+        res: DatasetResult,
+    ) -> bool:
+        """Fetch objects through a bounded window; True when the cache turned out full."""
+        full = threading.Event()
+        window = threading.BoundedSemaphore(self.concurrency * 2)
+
+        def one(o: fusecache.ObjectInfo) -> None:
+            try:
+                if full.is_set() or self.stop.is_set():
+                    with self._lock:
+                        res.skipped += 1
+                        res.skipped_bytes += o.size
+                    return
+                oid = fusecache.ObjectId(store.bucket, o.key, o.etag, o.size)
+                try:
+                    n = fusecache.fetch_object(
+                        store, cache, o, pin_owner=owner, pin_ttl=self.pin_ttl
+                    )
+                except CacheFull:
+                    full.set()
+                    cache.unpin_object(oid, owner)
+                    with self._lock:
+                        res.skipped += 1
+                        res.skipped_bytes += o.size
+                    return
+                except errors.StoreError as e:
+                    log.warning("s3://%s/%s: %s", store.bucket, o.key, e)
+                    with self._lock:
+                        res.failed.append(o.key)
+                    return
+                self.throttle.spend(n)
+                with self._lock:
+                    res.transferred += n
+                    res.fetched_objects += 1 if n else 0
+                    self.stats.transferred += n
+                    self.stats.done_objects += 1
+                    self.stats.done_bytes += o.size
+                if self.progress is not None:
+                    self.progress(self.stats)
+            finally:
+                window.release()
+
+        with cf.ThreadPoolExecutor(self.concurrency, thread_name_prefix="prefetchd-fetch") as pool:
+            futs = []
+            for o in objs:
+                window.acquire()
+                futs.append(pool.submit(one, o))
+                if len(futs) > 4 * self.concurrency:
+                    futs = [f for f in futs if not f.done()]
+            for f in futs:
+                f.result()
+        return full.is_set()
+
+
+def status(cache_dir: str) -> list[dict[str, Any]]:
+    """Per warmed dataset: objects/bytes cached out of total, pinned or not, when warmed."""
+    state = StateFile(cache_dir).load()
+    if not state:
+        return []
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        now = time.time()
+        per: dict[str, dict[str, int]] = {
+            u: {"cached_objects": 0, "cached_bytes": 0} for u in state
+        }
+        parsed = {u: parse_s3_uri(u) for u in state}
+        for oid in cache.iter_objects():
+            for u, (b, p) in parsed.items():
+                if oid.bucket == b and oid.key.startswith(p) and cache.contains_object(oid):
+                    per[u]["cached_objects"] += 1
+                    per[u]["cached_bytes"] += oid.size
+        out = []
+        for u, rec in state.items():
+            exp = rec.get("pin_expires_at")
+            pinned = bool(rec.get("pinned")) and (exp is None or exp > now)
+            out.append(
+                {
+                    "uri": u,
+                    "objects": rec.get("objects", 0),
+                    "bytes": rec.get("bytes", 0),
+                    **per[u],
+                    "pinned": pinned,
+                    "pin_expires_at": exp,
+                    "warmed_at": rec.get("warmed_at"),
+                }
+            )
+        return out
+    finally:
+        cache.close()
+
+
+def unpin(cache_dir: str, uris: list[str]) -> int:
+    """Drop prefetchd's pins on the given datasets; returns the number of objects unpinned."""
+    state = StateFile(cache_dir)
+    known = state.load()
+    cache = fusecache.NodeCache.open(cache_dir)
+    n = 0
+    try:
+        for u in uris:
+            b, p = parse_s3_uri(u)
+            owner = (known.get(u) or {}).get("pin_owner", PIN_OWNER_PREFIX + u)
+            for oid in cache.iter_objects():
+                if oid.bucket == b and oid.key.startswith(p):
+                    cache.unpin_object(oid, owner)
+                    n += 1
+    finally:
+        cache.close()
+
+    def upd(d: dict[str, Any]) -> None:
+        for u in uris:
+            if u in d:
+                d[u]["pinned"] = False
+
+    state.update(upd)
+    return n
+
+
+def tty_progress(stream: Any = None) -> Callable[[WarmStats], None]:
+    """A one-line progress bar on a terminal, a log line every 5 s otherwise."""
+    stream = stream if stream is not None else sys.stderr
+    last = [0.0]
+    is_tty = hasattr(stream, "isatty") and stream.isatty()
+
+    def show(s: WarmStats) -> None:
+        now = time.monotonic()
+        if now - last[0] < (0.2 if is_tty else 5.0):
+            return
+        last[0] = now
+        el = max(now - s.started, 1e-6)
+        rate = s.transferred / el
+        left = max(s.total_bytes - s.done_bytes, 0)
+        eta = f"{left / rate:.0f}s" if rate > 0 else "?"
+        line = (
+            f"{s.done_objects}/{s.total_objects} objects, {s.done_bytes / 1e6:.1f}/"
+            f"{s.total_bytes / 1e6:.1f} MB, {rate / 1e6:.1f} MB/s, ETA {eta}"
+        )
+        if is_tty:
+            stream.write("\r" + line.ljust(78))
+            stream.flush()
+        else:
+            log.info("warm: %s", line)
+
+    return show

@@ -1,0 +1,300 @@
+"""Subcommands that touch the node cache: warm, status, unpin, run --watch-dir."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from prefetchd import pipeline, warm
+
+log = logging.getLogger(__name__)
+
+# bounded: a CI that drops thousands of files must not grow our memory
+WATCH_QUEUE_SIZE = 64
+WATCH_POLL_SECONDS = 1.0
+
+
+def _size(s: str) -> float:
+    import fusecache
+
+    try:
+        return float(fusecache.parse_size(s))
+    except Exception:  # noqa: BLE001 - parse_size raises ConfigError/ValueError
+        raise argparse.ArgumentTypeError(f"bad rate {s!r} (e.g. 100MiB)") from None
+
+
+def _default_cache_dir() -> str:
+    from fusecache.config import default_cache_dir
+
+    return str(default_cache_dir())
+
+
+def add_subcommands(sub: Any) -> None:
+    w = sub.add_parser("warm", help="fetch datasets into the node cache and pin them")
+    w.add_argument("uris", nargs="*", metavar="URI")
+    w.add_argument(
+        "--pipeline", action="append", metavar="FILE", help="warm what this pipeline reads"
+    )
+    w.add_argument("--param", action="append", metavar="NAME=VALUE")
+    w.add_argument("--pvc", action="append", metavar="CLAIM=s3://BUCKET/PREFIX")
+    _common(w)
+    w.add_argument("--concurrency", type=int, default=16, help="parallel fetches (default 16)")
+    w.add_argument(
+        "--bandwidth-limit", type=_size, default=None, metavar="RATE", help="bytes/s, e.g. 200MiB"
+    )
+    w.add_argument(
+        "--pin-ttl", type=float, default=None, metavar="SECONDS", help="pins expire after this"
+    )
+    w.add_argument("--dry-run", action="store_true", help="list and report, fetch nothing")
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(func=cmd_warm)
+
+    s = sub.add_parser("status", help="what prefetchd warmed and how much of it is cached")
+    _common(s)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_status)
+
+    u = sub.add_parser("unpin", help="drop prefetchd's pins on datasets")
+    u.add_argument("uris", nargs="+", metavar="URI")
+    _common(u)
+    u.set_defaults(func=cmd_unpin)
+
+    r = sub.add_parser("run", help="daemon: warm pipelines dropped into a folder, in arrival order")
+    r.add_argument("--watch-dir", required=True, metavar="DIR")
+    _common(r)
+    r.add_argument("--concurrency", type=int, default=16)
+    r.add_argument("--bandwidth-limit", type=_size, default=None, metavar="RATE")
+    r.add_argument("--pin-ttl", type=float, default=None, metavar="SECONDS")
+    r.add_argument("--once", action="store_true", help="process what is there, then exit")
+    r.set_defaults(func=cmd_run)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cache-dir", default=None, help="node cache dir (default: fusecache's default)"
+    )
+    p.add_argument("--endpoint-url", default=None, help="S3 endpoint (default: boto3's chain)")
+
+
+def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(s3 URIs to warm in plan order, locations we cannot warm)."""
+    from prefetchd.cli import UsageError, _kv
+
+    uris = list(args.uris or [])
+    skipped: list[str] = []
+    if args.pipeline:
+        plans = pipeline.analyze_all(
+            args.pipeline, _kv(args.param, "--param"), _kv(args.pvc, "--pvc")
+        )
+        for p in plans:
+            uris += [u for u, _, _ in p.datasets()]
+            for s in p.steps:
+                for r in s.reads:
+                    if not (r.supported and r.static):
+                        skipped.append(f"{s.id}: {r.uri or r.pattern or r.key or r.origin}")
+    elif args.param or args.pvc:
+        raise UsageError("--param/--pvc need --pipeline")
+    if not uris and not args.pipeline:
+        raise UsageError("warm: give URIs or --pipeline FILE")
+    for u in uris:
+        warm.parse_s3_uri(u)
+    return uris, skipped
+
+
+def cmd_warm(args: argparse.Namespace) -> int:
+    from prefetchd.cli import UsageError
+
+    uris, unsupported = _targets(args)
+    cache_dir = args.cache_dir or _default_cache_dir()
+    w = warm.Warmer(
+        cache_dir,
+        args.endpoint_url,
+        args.concurrency,
+        args.bandwidth_limit,
+        args.pin_ttl,
+        args.dry_run,
+        progress=None if args.json else warm.tty_progress(),
+    )
+    try:
+        results = w.warm(uris)
+    except warm.WarmError as e:
+        raise UsageError(str(e)) from None
+    if sys.stderr.isatty() and not args.json:
+        sys.stderr.write("\n")
+    return _report(results, unpinned=unsupported, as_json=args.json, dry_run=args.dry_run)
+
+
+def _report(
+    results: list[warm.DatasetResult], unpinned: list[str], as_json: bool, dry_run: bool
+) -> int:
+    failed = sum(len(r.failed) for r in results)
+    if as_json:
+        json.dump(
+            {
+                "datasets": [r.__dict__ for r in results],
+                "not_warmable": unpinned,
+                "failed_objects": failed,
+                "dry_run": dry_run,
+            },
+            sys.stdout,
+            indent=2,
+        )
+        sys.stdout.write("\n")
+    else:
+        for r in results:
+            print(
+                f"{r.uri}: {r.objects} objects, {r.bytes} bytes; transferred {r.transferred} bytes "
+                f"({r.fetched_objects} objects)"
+                + (
+                    f"; SKIPPED {r.skipped} objects ({r.skipped_bytes} bytes): "
+                    "cache full of pinned data"
+                    if r.skipped
+                    else ""
+                )
+                + (f"; FAILED {len(r.failed)} objects" if r.failed else "")
+            )
+        for u in unpinned:
+            print(f"not warmable (runtime-only or unsupported scheme): {u}")
+    if failed:
+        print(f"prefetchd: {failed} objects failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    rows = warm.status(args.cache_dir or _default_cache_dir())
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    if not rows:
+        print("nothing warmed")
+    for r in rows:
+        when = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["warmed_at"]))
+            if r["warmed_at"]
+            else "?"
+        )
+        print(
+            f"{r['uri']}: {r['cached_objects']}/{r['objects']} objects, "
+            f"{r['cached_bytes']}/{r['bytes']} bytes cached; "
+            f"{'pinned' if r['pinned'] else 'not pinned'}; warmed {when}"
+        )
+    return 0
+
+
+def cmd_unpin(args: argparse.Namespace) -> int:
+    from prefetchd.cli import UsageError
+
+    try:
+        n = warm.unpin(args.cache_dir or _default_cache_dir(), args.uris)
+    except warm.WarmError as e:
+        raise UsageError(str(e)) from None
+    print(f"unpinned {n} objects")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Watch a folder; warm each new pipeline file in arrival (mtime) order until SIGTERM."""
+    from prefetchd.cli import UsageError
+
+    wd = args.watch_dir
+    if not os.path.isdir(wd):
+        raise UsageError(f"--watch-dir {wd}: not a directory")
+    cache_dir = args.cache_dir or _default_cache_dir()
+    stop = threading.Event()
+    q: queue.Queue[str] = queue.Queue(maxsize=WATCH_QUEUE_SIZE)
+    queued: set[str] = set()
+    done_dir = os.path.join(wd, ".done")
+    failed_dir = os.path.join(wd, ".failed")
+    os.makedirs(done_dir, exist_ok=True)
+    os.makedirs(failed_dir, exist_ok=True)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: finishing the current pipeline, then stopping", signum)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def worker() -> None:
+        while not stop.is_set() or not q.empty():
+            try:
+                path = q.get(timeout=0.2)
+            except queue.Empty:
+                if args.once and scanned.is_set():
+                    return
+                continue
+            dest = done_dir
+            try:
+                log.info("warming %s", path)
+                plans = pipeline.analyze_all([path])
+                uris = [u for p in plans for u, _, _ in p.datasets()]
+                w = warm.Warmer(
+                    cache_dir,
+                    args.endpoint_url,
+                    args.concurrency,
+                    args.bandwidth_limit,
+                    args.pin_ttl,
+                    stop=stop,
+                )
+                res = w.warm(uris)
+                log.info(
+                    "%s: %d datasets, %d bytes transferred, %d objects failed",
+                    path,
+                    len(res),
+                    sum(r.transferred for r in res),
+                    sum(len(r.failed) for r in res),
+                )
+            except (pipeline.PipelineError, warm.WarmError) as e:
+                log.error("%s", e)
+                dest = failed_dir
+            except Exception:  # noqa: BLE001 - the daemon survives one bad pipeline
+                log.exception("%s: unexpected error", path)
+                dest = failed_dir
+            finally:
+                try:
+                    os.replace(path, os.path.join(dest, os.path.basename(path)))
+                except OSError as e:
+                    log.warning("cannot move %s: %s", path, e)
+                queued.discard(path)
+
+    scanned = threading.Event()
+    t = threading.Thread(target=worker, name="prefetchd-watch-worker", daemon=True)
+    t.start()
+    log.info("watching %s for pipeline files", wd)
+    while not stop.is_set():
+        try:
+            names = [
+                os.path.join(wd, n)
+                for n in os.listdir(wd)
+                if n.endswith((".yaml", ".yml", ".json"))
+            ]
+        except OSError as e:
+            log.error("cannot list %s: %s", wd, e)
+            names = []
+        for p in sorted(
+            names, key=lambda p: (os.stat(p).st_mtime_ns if os.path.exists(p) else 0, p)
+        ):
+            if p in queued:
+                continue
+            try:
+                q.put(p, timeout=0.5)
+                queued.add(p)
+            except queue.Full:
+                break  # picked up on a later scan
+        scanned.set()
+        if args.once:
+            break
+        stop.wait(WATCH_POLL_SECONDS)
+    t.join()
+    return 0

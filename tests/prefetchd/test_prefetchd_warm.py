@@ -1,0 +1,188 @@
+"""warm / status / unpin against a real SeaweedFS and a real node cache dir."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import fusecache
+from prefetchd import cli
+
+
+def _put(local_s3, bucket: str, n: int, size: int, prefix: str = "ds/") -> dict[str, bytes]:
+    c = local_s3.client()
+    out = {}
+    for i in range(n):
+        key = f"{prefix}sub{i % 2}/f{i:03d}.bin"
+        data = os.urandom(size)
+        c.put_object(Bucket=bucket, Key=key, Body=data)
+        out[key] = data
+    return out
+
+
+def warm_json(capsys, *argv: str) -> tuple[int, dict]:
+    rc = cli.main(["warm", *argv, "--json"])
+    out, _ = capsys.readouterr()
+    return rc, (json.loads(out) if out.strip() else {})
+
+
+def test_warm_fills_pins_lists_and_second_run_transfers_nothing(
+    local_s3, s3_env, bucket, tmp_path, capsys
+):
+    data = _put(local_s3, bucket, 12, 150_000)
+    cache_dir = str(tmp_path / "cache")
+    rc, rep = warm_json(capsys, f"s3://{bucket}/ds/", "--cache-dir", cache_dir)
+    assert rc == 0
+    ds = rep["datasets"][0]
+    assert ds["objects"] == 12 and ds["transferred"] == sum(len(v) for v in data.values())
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        for key, body in data.items():
+            oid = next(o for o in cache.iter_objects() if o.key == key)
+            assert cache.contains_object(oid) and cache.is_pinned(oid)
+            got = b"".join(
+                cache.get_block(oid, i) for i in range(oid.block_count(cache.block_size))
+            )
+            assert got == body
+        lc = fusecache.ListingCache(cache.env)
+        rec = lc.get_dir(bucket, "ds/")
+        assert rec is not None
+        names = {e.name for e in lc.entries(bucket, "ds/", rec)}
+        assert names == {"sub0", "sub1"}
+        assert lc.get_dir(bucket, "ds/sub0/") is not None
+    finally:
+        cache.close()
+    rc, rep = warm_json(capsys, f"s3://{bucket}/ds/", "--cache-dir", cache_dir)
+    assert rc == 0 and rep["datasets"][0]["transferred"] == 0
+
+    assert cli.main(["status", "--cache-dir", cache_dir, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["cached_objects"] == 12 and rows[0]["objects"] == 12 and rows[0]["pinned"]
+
+    assert cli.main(["unpin", f"s3://{bucket}/ds/", "--cache-dir", cache_dir]) == 0
+    capsys.readouterr()
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        assert not any(cache.is_pinned(o) for o in cache.iter_objects())
+    finally:
+        cache.close()
+    assert cli.main(["status", "--cache-dir", cache_dir, "--json"]) == 0
+    assert not json.loads(capsys.readouterr().out)[0]["pinned"]
+
+
+def test_resume_transfers_only_the_rest(local_s3, s3_env, bucket, tmp_path, capsys):
+    data = _put(local_s3, bucket, 10, 100_000)
+    cache_dir = str(tmp_path / "cache")
+    # a first run that stopped half way: only sub0 made it
+    rc, rep = warm_json(capsys, f"s3://{bucket}/ds/sub0/", "--cache-dir", cache_dir)
+    assert rc == 0
+    first = rep["datasets"][0]["transferred"]
+    rc, rep = warm_json(capsys, f"s3://{bucket}/ds/", "--cache-dir", cache_dir)
+    assert rc == 0
+    assert rep["datasets"][0]["transferred"] == sum(len(v) for v in data.values()) - first
+    assert first > 0
+
+
+def test_pin_ttl_expires(local_s3, s3_env, bucket, tmp_path, capsys):
+    _put(local_s3, bucket, 2, 1000)
+    cache_dir = str(tmp_path / "cache")
+    rc, _ = warm_json(capsys, f"s3://{bucket}/ds/", "--cache-dir", cache_dir, "--pin-ttl", "0.2")
+    assert rc == 0
+    import time
+
+    time.sleep(0.5)
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        objs = list(cache.iter_objects())
+        assert objs and not any(cache.is_pinned(o) for o in objs)
+    finally:
+        cache.close()
+
+
+def test_warm_pipeline_plan_order_and_dedup(local_s3, s3_env, bucket, tmp_path, capsys):
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key="raw/a.bin", Body=b"a" * 5000)
+    c.put_object(Bucket=bucket, Key="ref/labels.csv", Body=b"x,y\n")
+    wf = tmp_path / "wf.yaml"
+    wf.write_text(f"""apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {{generateName: t-}}
+spec:
+  entrypoint: main
+  arguments: {{parameters: [{{name: src, value: 's3://{bucket}/raw/'}}]}}
+  templates:
+  - name: get
+    container: {{image: x, command: [aws, s3, sync, '{{{{workflow.parameters.src}}}}', /data]}}
+  - name: train
+    container:
+      image: x
+      args: [--labels, 's3://{bucket}/ref/labels.csv', --data, '{{{{workflow.parameters.src}}}}']
+  - name: main
+    dag:
+      tasks:
+      - {{name: get, template: get}}
+      - {{name: train, template: train, depends: get}}
+""")
+    cache_dir = str(tmp_path / "cache")
+    rc, rep = warm_json(capsys, "--pipeline", str(wf), "--cache-dir", cache_dir)
+    assert rc == 0
+    assert [d["uri"] for d in rep["datasets"]] == [
+        f"s3://{bucket}/raw/",
+        f"s3://{bucket}/ref/labels.csv",
+    ]
+    assert sum(d["transferred"] for d in rep["datasets"]) == 5000 + 4
+
+
+def test_missing_bucket_and_unreachable_endpoint_exit_2(s3_env, tmp_path, capsys):
+    cache_dir = tmp_path / "cache"
+    rc = cli.main(["warm", "s3://no-such-bucket-xyz/p/", "--cache-dir", str(cache_dir)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no-such-bucket-xyz" in err and len(err.strip().splitlines()) == 1
+    assert not cache_dir.exists()  # nothing in the cache touched
+    rc = cli.main(
+        [
+            "warm",
+            "s3://bucket-x/p/",
+            "--cache-dir",
+            str(cache_dir),
+            "--endpoint-url",
+            "http://127.0.0.1:9",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "unreachable" in err and "Traceback" not in err
+    assert not cache_dir.exists()
+
+
+@pytest.mark.parametrize("uri", ["gs://b/k", "s3://", "/local/path"])
+def test_bad_uri(uri, tmp_path, capsys):
+    rc = cli.main(["warm", uri, "--cache-dir", str(tmp_path / "c")])
+    assert rc == 2
+    assert uri in capsys.readouterr().err
+
+
+def test_watch_dir_once(local_s3, s3_env, bucket, tmp_path, capsys):
+    local_s3.client().put_object(Bucket=bucket, Key="d/x.bin", Body=b"z" * 3000)
+    wd = tmp_path / "watch"
+    wd.mkdir()
+    (wd / "p1.yaml").write_text(f"""apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata: {{name: w}}
+spec:
+  entrypoint: c
+  templates:
+  - name: c
+    container: {{image: x, args: ['s3://{bucket}/d/']}}
+""")
+    (wd / "junk.yaml").write_text("kind: [\n")
+    cache_dir = str(tmp_path / "cache")
+    assert cli.main(["run", "--watch-dir", str(wd), "--cache-dir", cache_dir, "--once"]) == 0
+    assert (wd / ".done" / "p1.yaml").exists()
+    assert (wd / ".failed" / "junk.yaml").exists()
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        assert [o.key for o in cache.iter_objects()] == ["d/x.bin"]
+    finally:
+        cache.close()
