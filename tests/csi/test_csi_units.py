@@ -1,0 +1,103 @@
+"""Pure-Python parts of the driver: location rules, ids, redaction, locks, mountinfo."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+import pytest
+
+from csi import mounts, volumes
+from csi._proto import csi_pb2
+from csi.rpc import CsiError, KeyedLocks, redacted, scrub
+
+PVC = {volumes.PVC_NAME_KEY: "imagenet", volumes.PVC_NAMESPACE_KEY: "ml"}
+
+
+@pytest.mark.parametrize(("policy", "prefix"), [
+    ("", "datasets/imagenet"), ("pvcName", "datasets/imagenet"),
+    ("namespacePvcName", "datasets/ml/imagenet"), ("fixed", "datasets"),
+    ("volumeName", "datasets/pvc-123"),
+])
+def test_prefix_policies(policy: str, prefix: str) -> None:
+    params = {"bucket": "data", "prefix": "/datasets/", "prefixPolicy": policy, **PVC,
+              "csi.storage.k8s.io/pv/name": "pvc-123"}
+    src = volumes.source_for_new_volume("pvc-123", params)
+    assert (src.bucket, src.prefix) == ("data", prefix)
+    assert src.uri == f"s3://data/{prefix}"
+
+
+@pytest.mark.parametrize("params", [
+    {"bucket": "data", "prefixPolicy": "pvcName"},  # no PVC metadata
+    {"bucket": "data", "prefixPolicy": "bogus", **PVC},
+    {"bucket": "Bad_Bucket!", **PVC},
+    {"bucket": "data", "prefix": "a/../b", **PVC},
+    {"bucket": "data", "endpointUrl": "ftp://x", **PVC},
+    {"bucket": "data", "metadataTtl": "soon", **PVC},
+    {"bucket": "data", "blockSize": "big", **PVC},
+    {"bucket": "data", "regoin": "eu-west-1", **PVC},
+])
+def test_bad_parameters_are_invalid_argument(params: dict[str, str]) -> None:
+    with pytest.raises(CsiError) as e:
+        volumes.source_for_new_volume("pvc-1", params)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_context_round_trip_and_mount_options() -> None:
+    src = volumes.VolumeSource.from_map({
+        "bucket": "data", "prefix": "a//b/", "endpointUrl": "http://127.0.0.1:9000",
+        "metadataTtl": "indefinite", "ramCacheSize": "256MiB",
+        "storage.kubernetes.io/csiProvisionerIdentity": "x"})
+    assert src.prefix == "a/b"
+    assert volumes.VolumeSource.from_map(src.to_context()) == src
+    assert src.mount_options() == ["--endpoint-url", "http://127.0.0.1:9000",
+                                   "--metadata-ttl", "indefinite", "--ram-cache-size", "256MiB"]
+
+
+def test_volume_ids_are_deterministic_and_safe() -> None:
+    assert volumes.volume_id_for_name("pvc-0a1b") == "pvc-0a1b"
+    odd = volumes.volume_id_for_name("a name/with slashes")
+    assert odd == volumes.volume_id_for_name("a name/with slashes")
+    assert odd.startswith("fc-") and "/" not in odd and len(odd) <= 128
+    assert len(volumes.volume_id_for_name("x" * 300)) <= 128
+
+
+def test_redaction_masks_secrets_and_mount_flags_only() -> None:
+    req = csi_pb2.NodeStageVolumeRequest(
+        volume_id="v", secrets={"secretAccessKey": "TOPSECRET"},
+        volume_capability=csi_pb2.VolumeCapability(
+            mount=csi_pb2.VolumeCapability.MountVolume(mount_flags=["password=hunter2"])),
+        volume_context={"bucket": "data"})
+    text = str(redacted(req))
+    assert "TOPSECRET" not in text and "hunter2" not in text
+    assert "secretAccessKey" in text and "data" in text
+    assert req.secrets["secretAccessKey"] == "TOPSECRET"  # the original is untouched
+
+
+def test_scrub() -> None:
+    assert scrub("denied for key ABCDEFGH and ABCD", ["ABCDEFGH", "xy"]) == \
+        "denied for key *** and ABCD"
+
+
+def test_keyed_locks_serialize_per_key_only() -> None:
+    locks = KeyedLocks()
+    assert locks.acquire("a", 1)
+    assert locks.acquire("b", 1)  # another key is independent
+    got = []
+    t = threading.Thread(target=lambda: got.append(locks.acquire("a", 0.2)))
+    t.start()
+    t.join()
+    assert got == [False]
+    locks.release("a")
+    assert locks.acquire("a", 0.2)
+    locks.release("a")
+    locks.release("b")
+    assert locks._locks == {}  # noqa: SLF001 - entries do not leak
+
+
+def test_mountinfo_is_parsed_with_escapes() -> None:
+    assert mounts._unescape(r"/a\040b\134c") == "/a b\\c"  # noqa: SLF001
+    table = mounts.mount_table()
+    assert any(e.mountpoint == "/" for e in table)
+    assert mounts.path_state("/proc") is mounts.PathState.LIVE
+    assert mounts.normalize("/tmp/../tmp/x") == "/tmp/x"
