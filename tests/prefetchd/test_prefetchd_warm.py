@@ -186,3 +186,45 @@ spec:
         assert [o.key for o in cache.iter_objects()] == ["d/x.bin"]
     finally:
         cache.close()
+
+
+def test_resume_after_kill(local_s3, s3_env, bucket, tmp_path, capsys):
+    """SIGKILL a throttled warm part way; the rerun fetches only what is missing."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = _put(local_s3, bucket, 20, 100_000)
+    total = sum(len(v) for v in data.values())
+    cache_dir = str(tmp_path / "cache")
+    cmd = [
+        sys.executable,
+        "-m",
+        "prefetchd.cli",
+        "warm",
+        f"s3://{bucket}/ds/",
+        "--cache-dir",
+        cache_dir,
+        "--bandwidth-limit",
+        "400KB",
+        "--concurrency",
+        "2",
+        "--json",
+    ]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(2.5)
+        assert p.poll() is None, "warm finished before it could be killed"
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    rc, rep = warm_json(capsys, f"s3://{bucket}/ds/", "--cache-dir", cache_dir)
+    assert rc == 0
+    again = rep["datasets"][0]["transferred"]
+    assert 0 < again < total
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        assert sum(1 for o in cache.iter_objects() if cache.contains_object(o)) == 20
+    finally:
+        cache.close()
