@@ -1,0 +1,186 @@
+"""Which datasets a pod reads, from its spec and the PVC -> PV -> volumeAttributes chain.
+
+Who calls this: the webhook (to steer a pod being created) and the agent (pending pods: the
+last chance to warm). A dataset is an ``s3://bucket/prefix`` location:
+
+* a volume from a PVC bound to a PV of the fusecache CSI driver (``spec.csi.driver``), whose
+  ``volumeAttributes`` carry ``bucket`` and ``prefix`` (keys of csi/volumes.py); a path under
+  the volume's mount named in the container's command/args narrows it (``/data/train`` with
+  the volume mounted at ``/data`` -> ``s3://bucket/prefix/train``), honouring ``subPath``;
+* an inline CSI volume of the driver (same attributes);
+* ``s3://`` / ``s3a://`` URIs in command, args and env values.
+
+Lookups go through a :class:`ClusterView`; :class:`ApiClusterView` reads the API with a small
+TTL cache (bounded), so a burst of pod creations does not become a burst of GETs.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from prefetchd.k8s import placement
+
+log = logging.getLogger(__name__)
+
+DRIVER_NAME = "csi.fusecache.io"  # csi/__init__.py DRIVER_NAME; not imported: no grpc needed here
+_S3_URI = re.compile(r"s3a?://[A-Za-z0-9.\-_]{3,63}(?:/[^\s\"'<>{}\\,;|]*)?")
+MAX_DATASETS = 16  # per pod: bounds webhook work and the size of the affinity it adds
+
+
+class ClusterView(Protocol):
+    """The API reads dataset resolution and placement need."""
+
+    def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+    def pv(self, name: str) -> Mapping[str, Any] | None: ...
+
+    def nodes(self) -> list[placement.NodeInfo]: ...
+
+
+class _TtlCache:
+    """A small LRU whose entries expire: fresh enough for placement, bounded in size."""
+
+    def __init__(self, ttl: float, size: int, clock: Callable[[], float] = time.monotonic):
+        self.ttl, self.size, self.clock = ttl, size, clock
+        self._d: OrderedDict[Any, tuple[float, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, load: Callable[[], Any]) -> Any:
+        now = self.clock()
+        with self._lock:
+            hit = self._d.get(key)
+            if hit and now - hit[0] < self.ttl:
+                self._d.move_to_end(key)
+                return hit[1]
+        value = load()
+        with self._lock:
+            self._d[key] = (now, value)
+            self._d.move_to_end(key)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+        return value
+
+
+class ApiClusterView:
+    """ClusterView over a ``kubernetes.client.ApiClient`` (raw JSON, cached for ``ttl`` s)."""
+
+    def __init__(self, api_client: Any, ttl: float = 10.0, size: int = 4096) -> None:
+        from kubernetes import client  # imported here: only this class needs it
+
+        self.core = client.CoreV1Api(api_client)
+        self.api = api_client
+        self._cache = _TtlCache(ttl, size)
+
+    def _get_json(self, path: str) -> Mapping[str, Any] | None:
+        import json
+
+        method, url, headers, body, post = self.api.param_serialize(
+            "GET", path, header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"])
+        resp = self.api.call_api(method, url, headers, body, post,
+                                 _request_timeout=(5.0, 10.0)).response
+        if resp.status == 404:
+            return None
+        if resp.status != 200:
+            raise RuntimeError(f"GET {path}: HTTP {resp.status}")
+        return json.loads(resp.data)
+
+    def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._cache.get(("pvc", namespace, name), lambda: self._get_json(
+            f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"))
+
+    def pv(self, name: str) -> Mapping[str, Any] | None:
+        return self._cache.get(("pv", name), lambda: self._get_json(
+            f"/api/v1/persistentvolumes/{name}"))
+
+    def nodes(self) -> list[placement.NodeInfo]:
+        def load() -> list[placement.NodeInfo]:
+            doc = self._get_json("/api/v1/nodes") or {}
+            return [placement.NodeInfo.from_node(n) for n in doc.get("items") or []]
+
+        return self._cache.get(("nodes",), load)
+
+
+def csi_location(csi: Mapping[str, Any] | None, driver: str = DRIVER_NAME) -> str | None:
+    """``s3://bucket/prefix`` of a CSI volume source of our driver, else None."""
+    if not csi or csi.get("driver") != driver:
+        return None
+    attrs = csi.get("volumeAttributes") or {}
+    bucket = attrs.get("bucket")
+    if not bucket:
+        return None
+    prefix = (attrs.get("prefix") or "").strip("/")
+    return f"s3://{bucket}/{prefix + '/' if prefix else ''}"
+
+
+def _volume_locations(
+    pod: Mapping[str, Any], view: ClusterView, driver: str
+) -> dict[str, str]:
+    """Volume name -> dataset location for the pod's fusecache volumes."""
+    spec = pod.get("spec") or {}
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    out: dict[str, str] = {}
+    for vol in spec.get("volumes") or []:
+        name = vol.get("name", "")
+        loc = csi_location(vol.get("csi"), driver)
+        claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+        if loc is None and claim:
+            pvc = view.pvc(namespace, claim)
+            pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
+            pv = view.pv(pv_name) if pv_name else None
+            loc = csi_location(((pv or {}).get("spec") or {}).get("csi"), driver)
+        if loc:
+            out[name] = loc
+    return out
+
+
+def _strings(container: Mapping[str, Any]) -> Iterable[str]:
+    yield from (str(s) for s in container.get("command") or [])
+    yield from (str(s) for s in container.get("args") or [])
+    for env in container.get("env") or []:
+        if isinstance(env.get("value"), str):
+            yield env["value"]
+
+
+def pod_datasets(
+    pod: Mapping[str, Any], view: ClusterView, driver: str = DRIVER_NAME
+) -> list[str]:
+    """The pod's dataset locations, most specific first found, deduplicated, at most 16."""
+    spec = pod.get("spec") or {}
+    volumes = _volume_locations(pod, view, driver)
+    found: list[str] = []
+
+    def add(uri: str) -> None:
+        if uri not in found and len(found) < MAX_DATASETS:
+            found.append(uri)
+
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        mounts = [(m.get("mountPath", "").rstrip("/"), volumes[m["name"]], m.get("subPath", ""))
+                  for m in c.get("volumeMounts") or [] if m.get("name") in volumes]
+        narrowed: set[str] = set()
+        for text in _strings(c):
+            for uri in _S3_URI.findall(text):
+                add(uri.replace("s3a://", "s3://", 1))
+            for word in re.split(r"[\s=,:;\"']+", text):
+                for mount_path, base, sub in mounts:
+                    if mount_path and word.startswith(mount_path + "/"):
+                        rest = posixpath.normpath(word[len(mount_path) + 1:])
+                        if rest.startswith(".."):
+                            continue
+                        add(base + posixpath.join(sub, rest).strip("/") + (
+                            "/" if word.endswith("/") else ""))
+                        narrowed.add(mount_path)
+        for mount_path, base, sub in mounts:
+            if mount_path not in narrowed:
+                add(base + (sub.strip("/") + "/" if sub else ""))
+    for name, loc in volumes.items():  # fusecache volumes no container mounts (rare)
+        if not any(u.startswith(loc) for u in found):
+            log.debug("volume %s (%s) is not mounted by any container", name, loc)
+    return found
