@@ -1,0 +1,147 @@
+"""The node agent end to end against the fake: corpus workflows in, warm/release calls out."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from k8s_helpers import corpus_workflow, node
+
+from prefetchd.k8s import agent as ag
+from prefetchd.k8s import datasets as dsm
+from prefetchd.k8s import placement as pl
+from prefetchd.k8s import watch as kw
+
+pytestmark = pytest.mark.k8s
+
+FAST = kw.WatchOptions(backoff_initial=0.01, backoff_max=0.05, timeout_seconds=30)
+WF = "pipelines/argo_dag_s3_artifacts.yaml"
+LABELS = "s3://example-vision/flowers102/labels.csv"
+SPLITS = {"s3://example-vision/flowers102/train/", "s3://example-vision/flowers102/val/"}
+
+
+class Calls:
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+        self.cond = threading.Condition()
+
+    def warm(self, req: ag.WarmRequest) -> None:
+        with self.cond:
+            self.items.append(("warm", req.dataset))
+            self.cond.notify_all()
+
+    def release(self, dataset: str, source: str) -> None:
+        with self.cond:
+            self.items.append(("release", dataset))
+            self.cond.notify_all()
+
+    def wait(self, count: int) -> list[tuple[str, str]]:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.items) >= count, 10), self.items
+            return list(self.items)
+
+
+def agent_node(name: str) -> dict:
+    n = node(name)
+    n["metadata"]["annotations"] = {pl.CACHE_FREE_ANNOTATION: str(50 * 2**30)}
+    return n
+
+
+def status(**phases: str) -> dict:
+    return {"phase": "Running", "nodes": {
+        f"wf-{i}": {"id": f"wf-{i}", "displayName": step, "phase": ph, "type": "Pod"}
+        for i, (step, ph) in enumerate(phases.items())}}
+
+
+@pytest.fixture()
+def running_agent(fake, api):
+    calls = Calls()
+    fake.create(agent_node("me"))
+    fake.create(agent_node("other"))
+    agent = ag.Agent(ag.AgentConfig(node_name="me", replicas=2), dsm.ApiClusterView(api),
+                     calls.warm, calls.release)
+    group = ag.build_watchers(lambda: kw.ClientTransport(api), agent, FAST).start()
+    fake.wait_for_watchers(5)
+    try:
+        yield agent, calls
+    finally:
+        group.stop()
+
+
+def test_workflow_steps_not_started_are_warmed_and_finished_ones_released(fake, running_agent):
+    agent, calls = running_agent
+    wf = corpus_workflow(WF, namespace="ml")
+    wf["status"] = status(**{"fetch-labels": "Succeeded", "fetch-splits": "Pending"})
+    fake.create(wf)
+    got = calls.wait(2)
+    assert {d for k, d in got} == SPLITS and all(k == "warm" for k, _ in got)
+    # a re-delivery of the same state does nothing; progress releases what is done
+    name = wf["metadata"]["name"]
+    fake.patch("argoproj.io/v1alpha1", "Workflow", name,
+               {"status": status(**{"fetch-labels": "Succeeded", "fetch-splits": "Succeeded",
+                                    "train": "Running"})}, namespace="ml")
+    got = calls.wait(4)
+    assert {d for k, d in got[2:]} == SPLITS and all(k == "release" for k, _ in got[2:])
+    assert LABELS not in {d for _, d in got}  # its only reader had finished before we looked
+
+
+def test_deleting_a_workflow_releases_its_datasets(fake, running_agent):
+    agent, calls = running_agent
+    wf = corpus_workflow(WF, namespace="ml")
+    fake.create(wf)
+    assert {d for _, d in calls.wait(3)} == SPLITS | {LABELS}
+    fake.delete("argoproj.io/v1alpha1", "Workflow", wf["metadata"]["name"], namespace="ml")
+    got = calls.wait(6)
+    assert sorted(d for k, d in got if k == "release") == sorted(SPLITS | {LABELS})
+
+
+def test_unparsable_workflow_is_logged_once_and_skipped(fake, running_agent, log_police,
+                                                        caplog):
+    log_police.allow(r"workflow ml/broken: cannot analyse, skipped")
+    agent, calls = running_agent
+    bad = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+           "metadata": {"name": "broken", "namespace": "ml"}, "spec": {"templates": "nope"}}
+    fake.create(bad)
+    good = corpus_workflow(WF, namespace="ml")
+    fake.create(good)
+    calls.wait(3)  # the watch went on past the bad one
+    assert len([r for r in caplog.records if "cannot analyse" in r.getMessage()]) == 1
+
+
+def test_only_chosen_node_warms(fake, api):
+    for i in range(6):
+        fake.create(agent_node(f"n{i}"))
+    wf = corpus_workflow(WF, namespace="ml")
+    nodes = [pl.NodeInfo.from_node(agent_node(f"n{i}")) for i in range(6)]
+    warmed: dict[str, set[str]] = {}
+    for i in range(6):
+        got: set[str] = set()
+        agent = ag.Agent(ag.AgentConfig(node_name=f"n{i}"), dsm.ApiClusterView(api),
+                         lambda r, got=got: got.add(r.dataset))
+        for n in nodes:
+            agent.on_node("ADDED", {"metadata": {"name": n.name, "annotations": {
+                pl.CACHE_FREE_ANNOTATION: str(50 * 2**30)}}})
+        agent.on_workflow("ADDED", {**wf, "metadata": {**wf["metadata"], "uid": "u1"}})
+        warmed[f"n{i}"] = got
+    # each dataset is warmed by exactly one agent, the one the shared ranking picks
+    for ds in SPLITS | {LABELS}:
+        holders = [n for n, got in warmed.items() if ds in got]
+        assert holders == pl.choose(ds, nodes, None, 1)
+
+
+def test_pending_pod_with_fusecache_pvc_is_warmed(fake, running_agent):
+    agent, calls = running_agent
+    fake.create({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv1"},
+                 "spec": {"csi": {"driver": "csi.fusecache.io", "volumeHandle": "h",
+                                  "volumeAttributes": {"bucket": "bkt", "prefix": "p"}}}})
+    fake.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                 "metadata": {"name": "c", "namespace": "ml"}, "spec": {"volumeName": "pv1"}})
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"},
+        "spec": {"nodeName": "me", "containers": [{"name": "c", "args": ["/d/x/"],
+                 "volumeMounts": [{"name": "v", "mountPath": "/d"}]}],
+                 "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]},
+        "status": {"phase": "Pending"}}
+    fake.create(pod)
+    assert calls.wait(1) == [("warm", "s3://bkt/p/x/")]
