@@ -6,7 +6,9 @@ import argparse
 import hashlib
 import json
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from fusecache import errors
@@ -38,8 +40,15 @@ def _ttl(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line naming the bad argument (no usage dump)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fusecache", description=__doc__)
+    p = _Parser(prog="fusecache", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     m = sub.add_parser("mount", help="mount s3://BUCKET[/PREFIX] read-only on MOUNTPOINT")
@@ -112,12 +121,22 @@ def cmd_mount(a: argparse.Namespace, argv: list[str]) -> int:
     cfg = mount_config(a)
     if not a.foreground:
         mount.check_mountpoint(cfg.mountpoint)
-        log_file = a.log_file or (cfg.cache.cache_dir / "logs" / (
-            "mount-" + hashlib.sha1(str(cfg.mountpoint.resolve()).encode()).hexdigest()[:12]
-            + ".log"))
-        return mount.spawn_background(argv, log_file)
+        return mount.spawn_background(argv, a.log_file or _default_log_file(cfg))
     mount.setup_logging(a.log_level, a.log_file)
     return mount.run_foreground(cfg, a.ready_fd)
+
+
+def _default_log_file(cfg: MountConfig) -> Path:
+    """<cache-dir>/logs/mount-<hash of mountpoint>.log, or under /tmp if unusable."""
+    name = "mount-" + hashlib.sha1(str(cfg.mountpoint.resolve()).encode()).hexdigest()[:12]
+    for base in (cfg.cache.cache_dir / "logs", Path(tempfile.gettempdir()) / "fusecache"):
+        try:
+            base.mkdir(parents=True, exist_ok=True)
+            if os.access(base, os.W_OK):
+                return base / (name + ".log")
+        except OSError:
+            continue
+    raise errors.ConfigError("no writable directory for the mount's log: pass --log-file")
 
 
 def cmd_stats(a: argparse.Namespace) -> int:

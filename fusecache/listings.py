@@ -8,6 +8,9 @@ Layout in the node cache's LMDB environment:
 
 - ``dirs``     dir digest -> JSON {gen, at, n}       (the committed listing)
 - ``dirents``  dir digest + gen (8 bytes) + name -> entry
+- ``names``    digest of one key -> (confirmed at, entry): positive lookups made
+               without a listing, so other mounts (and a mount while S3 is down)
+               need not ask S3 again
 
 One entry per key means a lookup is one get and a readdir a cursor walk from any
 name, with no whole-listing value to load. A listing is written under a new
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 
 _GEN = struct.Struct(">Q")
 _ENTRY = struct.Struct("<BQd")  # is_dir, size, mtime; then the etag
+_CHECKED = struct.Struct("<d")
 _FLUSH_EVERY = 1000
 _SWEEP_CHUNK = 5000
 _MAX_NAME = 255
@@ -43,6 +47,10 @@ def valid_name(name: str) -> bool:
     """Whether *name* can be a POSIX file name (non-empty, not . or .., <= 255 bytes)."""
     return bool(name) and name not in (".", "..") and "\0" not in name \
         and len(name.encode("utf-8", "surrogateescape")) <= _MAX_NAME
+
+
+def _name_key(bucket: str, key: str) -> bytes:
+    return hashlib.blake2b(f"{bucket}\0{key}".encode(), digest_size=20).digest()
 
 
 def dir_digest(bucket: str, prefix: str) -> bytes:
@@ -81,6 +89,7 @@ class ListingCache:
         self.env = env
         self._dirs = env.open_db(b"dirs")
         self._ents = env.open_db(b"dirents")
+        self._names = env.open_db(b"names")
 
     def get_dir(self, bucket: str, prefix: str) -> DirRecord | None:
         with self.env.begin(db=self._dirs) as txn:
@@ -111,6 +120,21 @@ class ListingCache:
                     break
                 out.append(_unpack(key[len(base):].decode(), raw))
         return out
+
+    # -- single names (positive lookups), shared between mounts --------------------
+
+    def put_name(self, bucket: str, key: str, entry: DirEntry) -> None:
+        """Remember that *key* exists (a directory key ends in '/'), with when."""
+        with self.env.begin(write=True, db=self._names) as txn:
+            txn.put(_name_key(bucket, key), _CHECKED.pack(time.time()) + _pack(entry))
+
+    def get_name(self, bucket: str, key: str, name: str) -> tuple[DirEntry, float] | None:
+        """The remembered entry for *key* and when it was confirmed, if any."""
+        with self.env.begin(db=self._names) as txn:
+            raw = txn.get(_name_key(bucket, key))
+        if raw is None:
+            return None
+        return _unpack(name, raw[_CHECKED.size:]), _CHECKED.unpack_from(raw)[0]
 
     def writer(self, bucket: str, prefix: str) -> ListingWriter:
         return ListingWriter(self, bucket, prefix)

@@ -30,7 +30,7 @@ import trio
 
 from fusecache import errors
 from fusecache.config import MountConfig
-from fusecache.listings import ListingCache
+from fusecache.listings import DirEntry, ListingCache
 from fusecache.metrics import Metrics
 from fusecache.nodecache import CacheUnavailable, NodeCache
 from fusecache.ramcache import RamCache
@@ -108,7 +108,6 @@ class MountedFilesystem:
 
     def prepare(self) -> None:
         """Checks that need the network and the cache dir; raises on bad input."""
-        self.store.check_bucket()
         c = self.cfg.cache
         try:
             self.disk = NodeCache.open(c.cache_dir, limit_bytes=c.disk_cache_size,
@@ -122,6 +121,16 @@ class MountedFilesystem:
         from fusecache.fs import FuseOperations
         from fusecache.namespace import Namespace
         self.listings = ListingCache(self.cache_env.env)
+        loc = self.cfg.location
+        try:
+            self.store.check_bucket()
+        except errors.StoreUnavailable as e:
+            # A dataset this node has mounted before stays readable while S3 is down.
+            if self.listings.get_name(loc.bucket, loc.prefix + "/", "") is None:
+                raise
+            log.warning("%s; mounting from the node cache only until S3 is back", e)
+        else:
+            self.listings.put_name(loc.bucket, loc.prefix + "/", DirEntry("", True))
         self.ram = RamCache(c.ram_cache_size)
         self.reader = BlockReader(
             self.store, self.ram, self.disk, self.metrics, block_size=c.block_size,

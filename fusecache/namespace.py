@@ -84,6 +84,7 @@ class Namespace:
         self._negative: OrderedDict[tuple[int, str], float] = OrderedDict()
         self._listing_flights: dict[str, trio.Event] = {}
         self._warned: set[str] = set()
+        self._offline_warned = -math.inf
 
     # -- inode table -----------------------------------------------------------------
 
@@ -134,16 +135,31 @@ class Namespace:
         if not valid_name(name):
             raise errors.ObjectNotFound(name)
         # LMDB reads of small values stay on the loop: cheaper than a thread hop.
-        rec = self._listing_if_fresh(parent.key)
-        if rec is not None:
-            entry = self.listings.lookup(self.location.bucket, parent.key, rec, name)
-            if entry is None:
-                raise errors.ObjectNotFound(parent.key + name)
-            node = self._node_for_entry(parent, entry)
+        rec = self.listings.get_dir(self.location.bucket, parent.key)
+        if rec is not None and self.fresh(rec.listed_at):
+            node = self._from_listing(parent, rec, name)
         else:
-            node = await self._lookup_remote(parent, name)
+            try:
+                node = await self._lookup_remote(parent, name)
+            except errors.StoreUnavailable:
+                if rec is None:
+                    raise
+                self._warn_offline()
+                node = self._from_listing(parent, rec, name)
         node.lookups += 1
         return node
+
+    def _from_listing(self, parent: Node, rec: DirRecord, name: str) -> Node:
+        entry = self.listings.lookup(self.location.bucket, parent.key, rec, name)
+        if entry is None:
+            raise errors.ObjectNotFound(parent.key + name)
+        return self._node_for_entry(parent, entry)
+
+    def _warn_offline(self) -> None:
+        now = self.clock()
+        if now - self._offline_warned > 60:
+            self._offline_warned = now
+            log.warning("S3 is unreachable: serving cached (possibly stale) metadata")
 
     def _listing_if_fresh(self, prefix: str) -> DirRecord | None:
         rec = self.listings.get_dir(self.location.bucket, prefix)
@@ -157,6 +173,31 @@ class Namespace:
                 raise errors.ObjectNotFound(parent.key + name)
             del self._negative[neg_key]
         key = parent.key + name
+        bucket = self.location.bucket
+        for k in (key + "/", key):
+            known = self.listings.get_name(bucket, k, name)
+            if known is not None and self.fresh(known[1]):
+                return self._node_for_entry(parent, known[0])
+        try:
+            node = await self._head_and_list(parent, name, key)
+        except errors.StoreUnavailable:
+            for k in (key + "/", key):
+                known = self.listings.get_name(bucket, k, name)
+                if known is not None:
+                    self._warn_offline()
+                    return self._node_for_entry(parent, known[0])
+            raise
+        if node is None:
+            if self.ttl > 0:
+                self._negative[neg_key] = self.clock() + min(self.ttl, 3600.0)
+                if len(self._negative) > _NEGATIVE_CACHE_MAX:
+                    self._negative.popitem(last=False)
+            raise errors.ObjectNotFound(key)
+        entry = DirEntry(name, node.is_dir, node.size, node.etag, node.mtime)
+        await trio.to_thread.run_sync(self.listings.put_name, bucket, node.key, entry)
+        return node
+
+    async def _head_and_list(self, parent: Node, name: str, key: str) -> Node | None:
         head: ObjectInfo | None = None
         is_dir = False
 
@@ -181,11 +222,7 @@ class Namespace:
             return self._child(parent, name, True)
         if head is not None:
             return self._child(parent, name, False, head.size, head.etag, head.mtime)
-        if self.ttl > 0:
-            self._negative[neg_key] = self.clock() + min(self.ttl, 3600.0)
-            if len(self._negative) > _NEGATIVE_CACHE_MAX:
-                self._negative.popitem(last=False)
-        raise errors.ObjectNotFound(key)
+        return None
 
     def _node_for_entry(self, parent: Node, e: DirEntry) -> Node:
         return self._child(parent, e.name, e.is_dir, e.size, e.etag, e.mtime)
@@ -196,7 +233,12 @@ class Namespace:
         """Confirm a file's size and ETag with S3 when its metadata is older than the TTL."""
         if node.is_dir or self.fresh(node.checked_at):
             return node
-        info = await trio.to_thread.run_sync(self.store.head, node.key, abandon_on_cancel=True)
+        try:
+            info = await trio.to_thread.run_sync(self.store.head, node.key,
+                                                 abandon_on_cancel=True)
+        except errors.StoreUnavailable:
+            self._warn_offline()
+            return node
         if info.etag != node.etag:
             log.info("s3://%s/%s changed (ETag %s -> %s)", self.location.bucket, node.key,
                      node.etag, info.etag)
@@ -223,6 +265,12 @@ class Namespace:
         try:
             await trio.to_thread.run_sync(self._list_into_cache, node.key,
                                           abandon_on_cancel=True)
+        except errors.StoreUnavailable:
+            stale = self.listings.get_dir(self.location.bucket, node.key)
+            if stale is None:
+                raise
+            self._warn_offline()
+            return stale
         finally:
             del self._listing_flights[node.key]
             flight.set()

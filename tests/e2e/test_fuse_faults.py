@@ -1,0 +1,181 @@
+"""Bad input and faults with real mounts: clear errors, EIO not hangs, cache recovery."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from fusecache.locals3 import LocalS3
+from fusecache.mount import is_mounted
+
+from mounting import mount_pids, mounted, run_cli
+
+pytestmark = [pytest.mark.fuse, pytest.mark.s3]
+
+
+@pytest.fixture()
+def private_s3(tmp_path: Path):
+    """A SeaweedFS of this test's own, so the test may stop it."""
+    s3 = LocalS3(data_dir=tmp_path / "s3")
+    s3.start()
+    try:
+        yield s3
+    finally:
+        s3.cleanup()
+
+
+def env_of(s3: LocalS3) -> dict[str, str]:
+    return s3.env()
+
+
+def test_remount_serves_cache_with_s3_stopped(private_s3: LocalS3, tmp_path: Path) -> None:
+    c = private_s3.client()
+    c.create_bucket(Bucket="keep")
+    files = {f"d/{i}.bin": os.urandom(50_000 + i) for i in range(20)}
+    files["big.bin"] = os.urandom(9 << 20)
+    for k, v in files.items():
+        c.put_object(Bucket="keep", Key=k, Body=v)
+    cache = tmp_path / "c"
+    env = env_of(private_s3)
+    with mounted("s3://keep", tmp_path / "m", env, "--cache-dir", str(cache)) as mp:
+        assert {k: (mp / k).read_bytes() for k in files} == files
+        listed = sorted(os.listdir(mp / "d"))
+    private_s3.stop()
+    with mounted("s3://keep", tmp_path / "m", env, "--cache-dir", str(cache),
+                 "--read-timeout", "5") as mp:
+        assert sorted(os.listdir(mp / "d")) == listed == sorted(
+            k[2:] for k in files if k.startswith("d/"))
+        assert {k: (mp / k).read_bytes() for k in files} == files
+
+
+def test_read_returns_eio_in_bounded_time_when_s3_dies(private_s3: LocalS3,
+                                                       tmp_path: Path) -> None:
+    c = private_s3.client()
+    c.create_bucket(Bucket="dies")
+    c.put_object(Bucket="dies", Key="a.bin", Body=os.urandom(6 << 20))
+    with mounted("s3://dies", tmp_path / "m", env_of(private_s3), "--cache-dir",
+                 str(tmp_path / "c"), "--read-timeout", "4") as mp:
+        assert (mp / "a.bin").stat().st_size == 6 << 20
+        private_s3.stop()
+        t = time.monotonic()
+        with pytest.raises(OSError) as e:
+            (mp / "a.bin").read_bytes()
+        took = time.monotonic() - t
+        assert e.value.errno == errno.EIO
+        assert took < 15, f"EIO took {took:.1f}s"
+
+
+def test_killed_mount_leaves_no_half_written_block(private_s3: LocalS3,
+                                                   tmp_path: Path) -> None:
+    c = private_s3.client()
+    c.create_bucket(Bucket="kill")
+    payload = os.urandom(64 << 20)
+    c.put_object(Bucket="kill", Key="big.bin", Body=payload)
+    cache = tmp_path / "c"
+    mp = tmp_path / "m"
+    with mounted("s3://kill", mp, env_of(private_s3), "--cache-dir", str(cache)):
+        fd = os.open(mp / "big.bin", os.O_RDONLY)
+        os.read(fd, 20 << 20)
+        for pid in mount_pids(mp):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with pytest.raises(OSError) as e:
+            os.listdir(mp)
+        assert e.value.errno == errno.ENOTCONN
+    assert not is_mounted(mp)
+    private_s3.stop()  # only what the cache holds can be read now
+    with mounted("s3://kill", mp, env_of(private_s3), "--cache-dir", str(cache),
+                 "--read-timeout", "3") as m2:
+        fd = os.open(m2 / "big.bin", os.O_RDONLY)
+        good = 0
+        try:
+            for off in range(0, 64 << 20, 4 << 20):
+                try:
+                    block = os.pread(fd, 4 << 20, off)
+                except OSError as err:
+                    assert err.errno == errno.EIO
+                    continue
+                assert block == payload[off:off + (4 << 20)], f"wrong bytes at {off}"
+                good += 1
+        finally:
+            os.close(fd)
+        assert good >= 1, "nothing was cached before the kill"
+
+
+def test_cache_dir_unusable_still_serves_from_s3(local_s3, s3_env, bucket,
+                                                 tmp_path: Path) -> None:
+    local_s3.client().put_object(Bucket=bucket, Key="a", Body=b"abc")
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env,
+                 "--cache-dir", str(not_a_dir / "cache")) as mp:
+        assert (mp / "a").read_bytes() == b"abc"
+
+
+def test_corrupt_cache_is_moved_aside_at_mount(local_s3, s3_env, bucket,
+                                               tmp_path: Path) -> None:
+    local_s3.client().put_object(Bucket=bucket, Key="a", Body=b"abc")
+    cache = tmp_path / "c"
+    (cache / "cache.lmdb").mkdir(parents=True)
+    (cache / "cache.lmdb" / "data.mdb").write_bytes(os.urandom(100_000))
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", str(cache)) as mp:
+        assert (mp / "a").read_bytes() == b"abc"
+    assert list(cache.glob("cache.lmdb.bad-*"))
+    logs = "".join(p.read_text() for p in (cache / "logs").glob("*.log"))
+    assert "corrupt or incompatible" in logs
+
+
+@pytest.mark.parametrize("case", ["bad-uri", "bad-bucket-name", "missing-bucket",
+                                  "wrong-credentials", "unreachable", "no-mountpoint",
+                                  "not-a-dir", "already-mounted", "bad-size", "bad-ttl"])
+def test_bad_input_fails_before_mounting(case: str, local_s3, s3_env, bucket,
+                                         tmp_path: Path) -> None:
+    mp = tmp_path / "m"
+    mp.mkdir()
+    env = dict(s3_env)
+    args = [f"s3://{bucket}", str(mp), "--cache-dir", str(tmp_path / "c")]
+    expect = ""
+    if case == "bad-uri":
+        args[0], expect = "http://nope", "invalid S3 URI"
+    elif case == "bad-bucket-name":
+        args[0], expect = "s3://A_B", "invalid bucket name"
+    elif case == "missing-bucket":
+        args[0], expect = "s3://no-such-bucket-xyz", "does not exist"
+    elif case == "wrong-credentials":
+        env["AWS_SECRET_ACCESS_KEY"] = "wrong-secret-value-123"
+        expect = "access denied"
+    elif case == "unreachable":
+        env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+        expect = "cannot reach"
+    elif case == "no-mountpoint":
+        args[1], expect = str(tmp_path / "missing"), "does not exist"
+    elif case == "not-a-dir":
+        (tmp_path / "f").write_text("x")
+        args[1], expect = str(tmp_path / "f"), "not a directory"
+    elif case == "bad-size":
+        args += ["--disk-cache-size", "12 parsecs"]
+        expect = "invalid --disk-cache-size"
+    elif case == "bad-ttl":
+        args += ["--metadata-ttl", "soon"]
+        expect = "invalid --metadata-ttl"
+    if case == "already-mounted":
+        with mounted(f"s3://{bucket}", mp, s3_env, "--cache-dir", str(tmp_path / "c")):
+            r = run_cli(["mount", *args], env=env)
+        expect = "already mounted"
+    else:
+        t = time.monotonic()
+        r = run_cli(["mount", *args], env=env, timeout=60)
+        assert time.monotonic() - t < 45
+        assert not is_mounted(mp)
+    assert r.returncode != 0
+    err = r.stderr.strip()
+    assert expect in err, err
+    assert len(err.splitlines()) == 1, err
+    assert "wrong-secret-value-123" not in err and s3_env["AWS_SECRET_ACCESS_KEY"] not in err

@@ -1,0 +1,188 @@
+"""Real mounts over a real SeaweedFS: bytes, concurrency, sharing, bounds, freshness."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import random
+import secrets
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from fusecache.locals3 import LocalS3
+
+from mounting import mounted, run_cli
+
+pytestmark = [pytest.mark.fuse, pytest.mark.s3]
+
+BIG = 200 << 20
+N_SMALL = 2000
+
+
+@pytest.fixture(scope="module")
+def dataset(local_s3: LocalS3) -> dict:
+    """One bucket: a 200 MiB object and 2000 small files in 4 directories."""
+    c = local_s3.client()
+    bucket = "ds-" + secrets.token_hex(4)
+    c.create_bucket(Bucket=bucket)
+    rnd = random.Random(1)
+    big = rnd.randbytes(BIG)
+    c.put_object(Bucket=bucket, Key="train/big.bin", Body=big)
+    small = {f"train/shard{i % 4}/{i:05d}.jpg": rnd.randbytes(rnd.randrange(1, 20000))
+             for i in range(N_SMALL)}
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda kv: c.put_object(Bucket=bucket, Key=kv[0], Body=kv[1]),
+                    small.items()))
+    return {"bucket": bucket, "big": big, "small": small}
+
+
+def stats(cache: Path) -> dict:
+    r = run_cli(["stats", "--cache-dir", str(cache), "--json"])
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_file(path: Path, chunk: int = 1 << 20) -> bytes:
+    with open(path, "rb") as f:
+        return b"".join(iter(lambda: f.read(chunk), b""))
+
+
+def test_large_object_is_byte_exact(dataset, s3_env, tmp_path: Path) -> None:
+    with mounted(f"s3://{dataset['bucket']}/train", tmp_path / "m", s3_env,
+                 "--cache-dir", str(tmp_path / "c")) as mp:
+        assert (mp / "big.bin").stat().st_size == BIG
+        assert sha(read_file(mp / "big.bin")) == sha(dataset["big"])
+        rnd = random.Random(2)
+        fd = os.open(mp / "big.bin", os.O_RDONLY)
+        try:
+            for _ in range(200):
+                off = rnd.randrange(0, BIG)
+                n = rnd.choice([1, 4096, 65536, 1 << 20, 5 << 20])
+                assert os.pread(fd, n, off) == dataset["big"][off:off + n]
+            assert os.pread(fd, 100, BIG - 10) == dataset["big"][-10:]
+            assert os.pread(fd, 100, BIG + 5) == b""
+        finally:
+            os.close(fd)
+
+
+def test_thousands_of_small_files(dataset, s3_env, tmp_path: Path) -> None:
+    with mounted(f"s3://{dataset['bucket']}", tmp_path / "m", s3_env,
+                 "--cache-dir", str(tmp_path / "c")) as mp:
+        assert sorted(os.listdir(mp / "train")) == ["big.bin", "shard0", "shard1", "shard2",
+                                                   "shard3"]
+        listed = {f"train/{d}/{n}" for d in ("shard0", "shard1", "shard2", "shard3")
+                  for n in os.listdir(mp / "train" / d)}
+        assert listed == set(dataset["small"])
+
+        def check(key: str) -> None:
+            assert (mp / key).read_bytes() == dataset["small"][key], key
+        with ThreadPoolExecutor(4) as ex:
+            list(ex.map(check, dataset["small"]))
+
+
+def test_eight_concurrent_readers_fetch_once(dataset, s3_env, tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    with mounted(f"s3://{dataset['bucket']}/train", tmp_path / "m", s3_env,
+                 "--cache-dir", str(cache)) as mp:
+        with ThreadPoolExecutor(8) as ex:
+            digests = list(ex.map(lambda _: sha(read_file(mp / "big.bin", 256 << 10)),
+                                  range(8)))
+    assert set(digests) == {sha(dataset["big"])}
+    st = stats(cache)
+    assert st["used_bytes"] == BIG
+    assert BIG <= st["s3_bytes"] <= BIG * 1.05, "readers did not share GETs"
+
+
+def test_writes_get_erofs(dataset, s3_env, tmp_path: Path) -> None:
+    with mounted(f"s3://{dataset['bucket']}/train", tmp_path / "m", s3_env,
+                 "--cache-dir", str(tmp_path / "c")) as mp:
+        for action in (lambda: open(mp / "new.txt", "w"),
+                       lambda: open(mp / "big.bin", "r+b"),
+                       lambda: os.mkdir(mp / "d"),
+                       lambda: os.unlink(mp / "big.bin"),
+                       lambda: os.rename(mp / "big.bin", mp / "x")):
+            with pytest.raises(OSError) as e:
+                action()
+            assert e.value.errno == errno.EROFS
+
+
+def test_two_mounts_share_one_cache_dir(dataset, local_s3, s3_env, tmp_path: Path) -> None:
+    other = "ds2-" + secrets.token_hex(4)
+    c = local_s3.client()
+    c.create_bucket(Bucket=other)
+    payload = os.urandom(3 << 20)
+    c.put_object(Bucket=other, Key="x.bin", Body=payload)
+    cache = tmp_path / "c"
+    args = ("--cache-dir", str(cache), "--metadata-ttl", "indefinite")
+    with mounted(f"s3://{dataset['bucket']}/train/shard0", tmp_path / "a", s3_env, *args) as a, \
+            mounted(f"s3://{other}", tmp_path / "b", s3_env, *args) as b:
+        with ThreadPoolExecutor(2) as ex:
+            fa = ex.submit(lambda: {n: (a / n).read_bytes() for n in os.listdir(a)})
+            fb = ex.submit(lambda: (b / "x.bin").read_bytes())
+            got_a, got_b = fa.result(), fb.result()
+        assert got_b == payload
+        assert all(dataset["small"][f"train/shard0/{n}"] == d for n, d in got_a.items())
+    before = stats(cache)
+    with mounted(f"s3://{dataset['bucket']}/train/shard0", tmp_path / "a2", s3_env,
+                 *args) as a2:
+        names = os.listdir(a2)
+        assert {n: (a2 / n).read_bytes() for n in names} == got_a
+    after = stats(cache)
+    assert after["s3_bytes"] == before["s3_bytes"], "a cached dataset was fetched again"
+    assert after["disk_hits"] >= len(names)
+
+
+def test_disk_cache_bound_holds_under_churn(dataset, s3_env, tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    limit = 24 << 20
+    with mounted(f"s3://{dataset['bucket']}/train", tmp_path / "m", s3_env,
+                 "--cache-dir", str(cache), "--disk-cache-size", "24MiB",
+                 "--ram-cache-size", "16MiB") as mp:
+        data = read_file(mp / "big.bin")
+        assert sha(data) == sha(dataset["big"])
+        time.sleep(1.5)
+        st = stats(cache)
+    assert st["used_bytes"] <= limit and st["limit_bytes"] == limit
+    assert st["evictions"] >= (BIG - limit) // (4 << 20) - 1
+    assert st["file_bytes"] <= limit + (16 << 20), "LMDB file grew past the bound"
+
+
+def test_changed_object_seen_after_ttl(local_s3, s3_env, bucket, tmp_path: Path) -> None:
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key="f.txt", Body=b"version one")
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", str(tmp_path / "c"),
+                 "--metadata-ttl", "1") as mp:
+        assert (mp / "f.txt").read_bytes() == b"version one"
+        c.put_object(Bucket=bucket, Key="f.txt", Body=b"version two, longer")
+        c.put_object(Bucket=bucket, Key="new.txt", Body=b"n")
+        time.sleep(2.5)
+        assert (mp / "f.txt").read_bytes() == b"version two, longer"
+        assert (mp / "new.txt").read_bytes() == b"n"
+        assert "new.txt" in os.listdir(mp)
+
+
+def test_metrics_endpoint(dataset, s3_env, tmp_path: Path) -> None:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with mounted(f"s3://{dataset['bucket']}/train/shard1", tmp_path / "m", s3_env,
+                 "--cache-dir", str(tmp_path / "c"), "--metrics-port", str(port)) as mp:
+        for n in os.listdir(mp)[:20]:
+            (mp / n).read_bytes()
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    for name in ("fusecache_cache_hits_total", "fusecache_cache_misses_total",
+                 "fusecache_s3_bytes_total", "fusecache_s3_request_seconds_bucket",
+                 "fusecache_cache_evictions_total", "fusecache_cache_bytes"):
+        assert name in text, name
+    assert 'fusecache_s3_requests_total{op="get"} 20.0' in text
