@@ -1,0 +1,55 @@
+"""manifests/prefetchd parse into the kubernetes client's models; the invariants we promise hold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+pytestmark = pytest.mark.k8s
+
+ROOT = Path(__file__).resolve().parents[2] / "manifests" / "prefetchd"
+MODELS = {
+    "ServiceAccount": "V1ServiceAccount", "ClusterRole": "V1ClusterRole",
+    "ClusterRoleBinding": "V1ClusterRoleBinding", "Deployment": "V1Deployment",
+    "Service": "V1Service", "DaemonSet": "V1DaemonSet",
+    "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
+}
+
+
+def docs() -> list[dict]:
+    out = []
+    for path in sorted(ROOT.glob("*.yaml")):
+        out += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return out
+
+
+def test_every_manifest_parses_into_a_model():
+    api = client.ApiClient()
+    kinds = set()
+    for doc in docs():
+        kinds.add(doc["kind"])
+        if doc["kind"] in MODELS:
+            model = api.deserialize(json.dumps(doc), MODELS[doc["kind"]], "application/json")
+            assert model.metadata.name
+    assert {"MutatingWebhookConfiguration", "Deployment", "Service", "ClusterRole"} <= kinds
+
+
+def test_webhook_never_blocks_and_is_scoped():
+    (cfg,) = [d for d in docs() if d["kind"] == "MutatingWebhookConfiguration"]
+    for hook in cfg["webhooks"]:
+        assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"
+        assert hook["namespaceSelector"] and hook["admissionReviewVersions"] == ["v1"]
+
+
+def test_rbac_is_least_privilege():
+    roles = {d["metadata"]["name"]: d["rules"] for d in docs() if d["kind"] == "ClusterRole"}
+    for rules in roles.values():
+        for rule in rules:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+            writes = set(rule["verbs"]) - {"get", "list", "watch"}
+            assert writes <= {"patch"} and (not writes or rule["resources"] == ["nodes"])
+    assert not any("patch" in r["verbs"] for r in roles["prefetchd-webhook"])
