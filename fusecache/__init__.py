@@ -27,11 +27,12 @@ from fusecache.nodecache import NodeCache as NodeCache
 from fusecache.nodecache import ObjectId as ObjectId
 from fusecache.s3store import S3Store as S3Store
 from fusecache.store import ObjectInfo as ObjectInfo
+from fusecache.warm import CacheFull as CacheFull
 from fusecache.warm import fetch_object as fetch_object
 
 __version__ = "0.1.0"
 __all__ = [
-    "CacheConfig", "CacheStats", "ListingCache", "MountConfig", "NodeCache", "ObjectId",
-    "ObjectInfo", "S3Location", "S3Store", "errors", "fetch_object", "parse_size",
+    "CacheConfig", "CacheFull", "CacheStats", "ListingCache", "MountConfig", "NodeCache",
+    "ObjectId", "ObjectInfo", "S3Location", "S3Store", "errors", "fetch_object", "parse_size",
     "parse_ttl",
 ]

@@ -126,7 +126,8 @@ class MountedFilesystem:
             self.store.check_bucket()
         except errors.StoreUnavailable as e:
             # A dataset this node has mounted before stays readable while S3 is down.
-            if self.listings.get_name(loc.bucket, loc.prefix + "/", "") is None:
+            if self.listings.get_name(loc.bucket, loc.prefix + "/", "") is None \
+                    and self.listings.get_dir(loc.bucket, loc.prefix) is None:
                 raise
             log.warning("%s; mounting from the node cache only until S3 is back", e)
         else:

@@ -437,12 +437,28 @@ class NodeCache:
         return CacheStats(str(self.path), used, self.limit_bytes, blocks, objects, pins,
                           file_bytes, counters)
 
-    def iter_objects(self) -> Iterable[ObjectId]:
-        """Every object with at least one cached block (or that had one)."""
-        with self.env.begin(db=self._objects) as txn:
-            for _, raw in txn.cursor():
+    def iter_objects(self, bucket: str | None = None, prefix: str = "") -> Iterable[ObjectId]:
+        """Objects with at least one cached block, optionally under bucket/prefix.
+
+        Reads in batches of short transactions, so a long walk never holds a
+        reader slot (and old pages) for long.
+        """
+        after: bytes | None = None
+        while True:
+            batch: list[tuple[bytes, bytes]] = []
+            with self.env.begin(db=self._objects) as txn:
+                cur = txn.cursor()
+                ok = cur.set_range(after + b"\0") if after is not None else cur.first()
+                while ok and len(batch) < 1000:
+                    batch.append((cur.key(), cur.value()))
+                    ok = cur.next()
+            if not batch:
+                return
+            after = batch[-1][0]
+            for _, raw in batch:
                 d = json.loads(raw)
-                yield ObjectId(d["bucket"], d["key"], d["etag"], d["size"])
+                if (bucket is None or d["bucket"] == bucket) and d["key"].startswith(prefix):
+                    yield ObjectId(d["bucket"], d["key"], d["etag"], d["size"])
 
 
 class CacheUnavailable(errors.FusecacheError):

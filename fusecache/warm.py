@@ -2,32 +2,74 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+from collections.abc import Callable
+
 from fusecache.nodecache import NodeCache, ObjectId
 from fusecache.store import ObjectInfo, ObjectStore
 
 
+class CacheFull(Exception):
+    """The node cache cannot take more without evicting pinned data."""
+
+
 def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
-                 pin_owner: str | None = None, pin_ttl: float | None = None) -> int:
+                 pin_owner: str | None = None, pin_ttl: float | None = None, *,
+                 parallel: int = 1, on_block: Callable[[int], None] | None = None) -> int:
     """Fetch the blocks of *info* not yet cached; return the bytes transferred.
 
     Blocking (call from a worker thread). Pins first when *pin_owner* is given, so
-    the blocks being fetched cannot be evicted by a concurrent fill. Raises the
-    store's errors; a block that does not fit (cache full of pinned data) raises
-    ``CacheFull``.
+    the blocks being fetched cannot be evicted by a concurrent fill. With
+    *parallel* > 1, up to that many ranged GETs of this object run at once (a
+    large object then moves at link speed); at most *parallel* blocks are held in
+    memory. *on_block(nbytes)* is called after each stored block (progress,
+    throttling). Raises the store's errors, or CacheFull when a block does not fit
+    without evicting pinned data.
     """
     oid = ObjectId(store.bucket, info.key, info.etag, info.size)
     if pin_owner is not None:
         cache.pin_object(oid, pin_owner, pin_ttl)
-    moved = 0
-    for idx in cache.missing_blocks(oid):
-        start, end = oid.block_span(idx, cache.block_size)
-        data = store.get_range(info.key, start, end, info.etag)
+    missing = cache.missing_blocks(oid)
+    bs = cache.block_size
+
+    def get(idx: int) -> bytes:
+        start, end = oid.block_span(idx, bs)
+        return store.get_range(info.key, start, end, info.etag)
+
+    def store_block(idx: int, data: bytes) -> int:
         if not cache.put_block(oid, idx, data):
             raise CacheFull(f"node cache full of pinned data; s3://{store.bucket}/{info.key} "
                             f"block {idx} not cached")
-        moved += len(data)
+        if on_block is not None:
+            on_block(len(data))
+        return len(data)
+
+    if parallel <= 1 or len(missing) <= 1:
+        return sum(store_block(idx, get(idx)) for idx in missing)
+    moved = 0
+    todo = iter(missing)
+    with cf.ThreadPoolExecutor(min(parallel, len(missing)),
+                               thread_name_prefix="fusecache-fetch") as pool:
+        window = {pool.submit(get, idx): idx for idx in _take(todo, parallel)}
+        try:
+            while window:
+                done, _ = cf.wait(window, return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    idx = window.pop(fut)
+                    moved += store_block(idx, fut.result())
+                for idx in _take(todo, len(done)):
+                    window[pool.submit(get, idx)] = idx
+        finally:
+            for fut in window:
+                fut.cancel()
     return moved
 
 
-class CacheFull(Exception):
-    """The node cache cannot take more without evicting pinned data."""
+def _take(it, n: int) -> list[int]:
+    out = []
+    for _ in range(n):
+        try:
+            out.append(next(it))
+        except StopIteration:
+            break
+    return out
