@@ -15,14 +15,19 @@ ROOT = Path(__file__).resolve().parents[2] / "manifests" / "prefetchd"
 MODELS = {
     "ServiceAccount": "V1ServiceAccount", "ClusterRole": "V1ClusterRole",
     "ClusterRoleBinding": "V1ClusterRoleBinding", "Deployment": "V1Deployment",
-    "Service": "V1Service", "DaemonSet": "V1DaemonSet",
+    "Service": "V1Service",
     "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
 }
+
+
+PATCHES = ("agent-daemonset-patch.yaml",)  # partial objects, merged into the CSI DaemonSet
 
 
 def docs() -> list[dict]:
     out = []
     for path in sorted(ROOT.glob("*.yaml")):
+        if path.name in PATCHES:
+            continue
         out += [d for d in yaml.safe_load_all(path.read_text()) if d]
     return out
 
@@ -53,3 +58,12 @@ def test_rbac_is_least_privilege():
             writes = set(rule["verbs"]) - {"get", "list", "watch"}
             assert writes <= {"patch"} and (not writes or rule["resources"] == ["nodes"])
     assert not any("patch" in r["verbs"] for r in roles["prefetchd-webhook"])
+
+
+def test_agent_patch_adds_the_prefetchd_container():
+    (patch,) = yaml.safe_load_all((ROOT / PATCHES[0]).read_text())
+    (container,) = patch["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["prefetchd", "run", "--kubernetes"]
+    model = client.ApiClient().deserialize(json.dumps(container), "V1Container",
+                                           "application/json")
+    assert model.env[0].value_from.field_ref.field_path == "spec.nodeName"
