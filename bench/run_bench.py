@@ -1,0 +1,650 @@
+#!/usr/bin/env python3
+"""Side-by-side read benchmark: local disk, s3fs, rclone, fusecache, boto3.
+
+One run, one dataset, one embedded SeaweedFS on 127.0.0.1. See bench/README.md for
+what each number means. Run as root (drops the page cache, mounts FUSE):
+
+    source scripts/setup.sh && python bench/run_bench.py
+
+Every mount and every process this script starts is recorded and torn down in a
+``finally`` (fusermount3 -u -z, then SIGTERM/SIGKILL of the process group), also on
+Ctrl-C, SIGTERM or an exception.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+MiB = 1 << 20
+KiB = 1 << 10
+READ_SIZE = 1 * MiB
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+BUCKET = "fcbench"
+BIG_KEY = "big/large.bin"
+SMALL_PREFIX = "small/"
+LONG_TTL_S = 86400  # "indefinite" for the peers: one day of stat/dir caching
+
+# ---------------------------------------------------------------------------------------
+# process and mount bookkeeping (cleaned up in main's finally)
+
+_PROCS: list[subprocess.Popen] = []
+_MOUNTS: list[Path] = []
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def is_mounted(mp: Path) -> bool:
+    target = os.path.realpath(mp)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            if line.split()[4].encode().decode("unicode_escape") == target:
+                return True
+    return False
+
+
+def wait_mounted(mp: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if is_mounted(mp):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"mount process for {mp} exited with {proc.returncode}")
+        time.sleep(0.1)
+    raise RuntimeError(f"{mp} not mounted after {timeout}s")
+
+
+def unmount(mp: Path) -> None:
+    if is_mounted(mp):
+        subprocess.run(["fusermount3", "-u", "-z", str(mp)], capture_output=True)
+    with contextlib.suppress(ValueError):
+        _MOUNTS.remove(mp)
+
+
+def stop_proc(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    with contextlib.suppress(ValueError):
+        _PROCS.remove(proc)
+
+
+def spawn(cmd: list[str], logfile: Path, env: dict | None = None, **kw) -> subprocess.Popen:
+    with open(logfile, "ab") as lf:
+        p = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env=env, start_new_session=True, **kw)
+    _PROCS.append(p)
+    return p
+
+
+def cleanup_all() -> None:
+    for mp in list(_MOUNTS):
+        unmount(mp)
+    for p in list(_PROCS):
+        stop_proc(p)
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+# ---------------------------------------------------------------------------------------
+# memory sampling
+
+class RssSampler:
+    """Peak VmRSS (and its anonymous and file-backed parts) of one process, sampled
+    every 20 ms, plus the kernel's VmHWM. RssFile is mostly LMDB's memory map: page
+    cache the kernel can reclaim; RssAnon is the process's own heap."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_rss = 0
+        self.hwm = 0
+        self.peak_anon = 0
+        self.peak_file = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _sample(self) -> None:
+        v = {}
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                for line in f:
+                    k, _, rest = line.partition(":")
+                    if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
+                        v[k] = int(rest.split()[0]) * KiB
+        except OSError:
+            return
+        self.peak_rss = max(self.peak_rss, v.get("VmRSS", 0))
+        self.hwm = max(self.hwm, v.get("VmHWM", 0))
+        self.peak_anon = max(self.peak_anon, v.get("RssAnon", 0))
+        self.peak_file = max(self.peak_file, v.get("RssFile", 0) + v.get("RssShmem", 0))
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.02):
+            self._sample()
+
+    def stop(self) -> dict:
+        self._sample()
+        self._stop.set()
+        self._t.join()
+        return {"peak_rss_mib": round(self.peak_rss / MiB, 1),
+                "vmhwm_mib": round(self.hwm / MiB, 1),
+                "peak_rss_anon_mib": round(self.peak_anon / MiB, 1),
+                "peak_rss_file_mib": round(self.peak_file / MiB, 1)}
+
+
+# ---------------------------------------------------------------------------------------
+# dataset
+
+def make_dataset(d: Path, big_mib: int, n_small: int, seed: int) -> dict:
+    rnd = random.Random(seed)
+    (d / "big").mkdir(parents=True, exist_ok=True)
+    (d / "small").mkdir(parents=True, exist_ok=True)
+    big = d / BIG_KEY
+    with open(big, "wb") as f:
+        for _ in range(big_mib):
+            f.write(os.urandom(MiB))
+    sizes = [rnd.randint(60 * KiB, 160 * KiB) for _ in range(n_small)]
+    names = []
+    for i, sz in enumerate(sizes):
+        name = f"f{i:05d}.bin"
+        (d / "small" / name).write_bytes(os.urandom(sz))
+        names.append(name)
+    return {"big_bytes": big_mib * MiB, "small_names": names, "small_bytes": sum(sizes),
+            "small_sizes": dict(zip(names, sizes))}
+
+
+def fingerprint_big(path: Path) -> list[bytes]:
+    """First 16 bytes of every 1 MiB chunk: a cheap check that a reader got the right bytes."""
+    out = []
+    with open(path, "rb", buffering=0) as f:
+        off = 0
+        size = os.fstat(f.fileno()).st_size
+        while off < size:
+            out.append(os.pread(f.fileno(), 16, off))
+            off += READ_SIZE
+    return out
+
+
+def upload(s3, data: Path, ds: dict) -> None:
+    from boto3.s3.transfer import TransferConfig
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = s3.client()
+    c.create_bucket(Bucket=BUCKET)
+    cfg = TransferConfig(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB,
+                         max_concurrency=16)
+    c.upload_file(str(data / BIG_KEY), BUCKET, BIG_KEY, Config=cfg)
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda n: c.put_object(Bucket=BUCKET, Key=SMALL_PREFIX + n,
+                                           Body=(data / "small" / n).read_bytes()),
+                    ds["small_names"]))
+
+
+# ---------------------------------------------------------------------------------------
+# workloads
+
+def seq_read(root: Path, ds: dict, expect: list[bytes]) -> dict:
+    """One reader, 1 MiB reads, start to end of the large object."""
+    drop_caches()
+    buf = bytearray(READ_SIZE)
+    mv = memoryview(buf)
+    heads = []
+    total = 0
+    t0 = time.perf_counter()
+    with open(root / BIG_KEY, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(mv)
+            if not n:
+                break
+            if n == READ_SIZE or total % READ_SIZE == 0:
+                heads.append(bytes(mv[:16]))
+            total += n
+    dt = time.perf_counter() - t0
+    ok = total == ds["big_bytes"] and heads == expect
+    return {"seconds": round(dt, 3), "MB_s": round(total / dt / 1e6, 1), "bytes": total,
+            "verified": ok}
+
+
+def small_read(root: Path, ds: dict, threads: int) -> dict:
+    """List the small-file directory, then read every file whole with *threads* readers."""
+    drop_caches()
+    sizes = ds["small_sizes"]
+    q: queue.SimpleQueue = queue.SimpleQueue()
+    bad: list[str] = []
+    nbytes = [0] * threads
+
+    def worker(i: int) -> None:
+        while True:
+            try:
+                name = q.get_nowait()
+            except queue.Empty:
+                return
+            with open(root / "small" / name, "rb", buffering=0) as f:
+                data = f.readall()
+            nbytes[i] += len(data)
+            if len(data) != sizes[name]:
+                bad.append(name)
+
+    t0 = time.perf_counter()
+    names = sorted(os.listdir(root / "small"))
+    t_list = time.perf_counter() - t0
+    for n in names:
+        q.put(n)
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    dt = time.perf_counter() - t0
+    ok = not bad and names == sorted(sizes) and sum(nbytes) == ds["small_bytes"]
+    return {"seconds": round(dt, 3), "files_s": round(len(names) / dt, 1),
+            "list_seconds": round(t_list, 3), "files": len(names), "verified": ok}
+
+
+def two_passes(root: Path, ds: dict, expect: list[bytes], threads: int,
+               passes: tuple[str, ...] = ("pass1", "pass2")) -> dict:
+    out = {}
+    for p in passes:
+        out[p] = {"seq": seq_read(root, ds, expect), "small": small_read(root, ds, threads)}
+        log(f"    {p}: seq {out[p]['seq']['MB_s']} MB/s, small {out[p]['small']['files_s']} "
+            f"files/s (verified {out[p]['seq']['verified'] and out[p]['small']['verified']})")
+    return out
+
+
+def boto3_parallel(s3, ds: dict, runs: int) -> dict:
+    """Direct parallel ranged download of the large object into /dev/null."""
+    from boto3.s3.transfer import TransferConfig
+
+    cfg = TransferConfig(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB,
+                         max_concurrency=16, use_threads=True)
+    c = s3.client()
+    res = []
+    for _ in range(runs):
+        drop_caches()
+        t0 = time.perf_counter()
+        with open("/dev/null", "wb") as f:
+            c.download_fileobj(BUCKET, BIG_KEY, f, Config=cfg)
+        dt = time.perf_counter() - t0
+        res.append(round(ds["big_bytes"] / dt / 1e6, 1))
+    return {"runs_MB_s": res, "MB_s": max(res)}
+
+
+# ---------------------------------------------------------------------------------------
+# the mounts
+
+def mount_s3fs(s3, work: Path) -> tuple[subprocess.Popen, Path, list[str]]:
+    mp, cache = work / "mnt-s3fs", work / "cache-s3fs"
+    mp.mkdir(exist_ok=True)
+    cache.mkdir(exist_ok=True)
+    pw = work / "s3fs.passwd"
+    pw.write_text(f"{s3.access_key}:{s3.secret_key}\n")
+    os.chmod(pw, 0o600)
+    opts = [
+        f"passwd_file={pw}", f"url={s3.endpoint_url}", "use_path_request_style",
+        "endpoint=us-east-1", "ro",
+        f"use_cache={cache}", "check_cache_dir_exist",   # the on-disk file cache
+        f"stat_cache_expire={LONG_TTL_S}", "max_stat_cache_size=200000",
+        "enable_noobj_cache",                          # cache negative lookups too
+        "parallel_count=16", "multipart_size=8",       # 16 parallel 8 MiB ranged GETs
+        "notsup_compat_dir",                           # no per-dir probe objects
+    ]
+    cmd = ["s3fs", BUCKET, str(mp), "-f", "-o", ",".join(opts)]
+    p = spawn(cmd, work / "s3fs.log")
+    _MOUNTS.append(mp)
+    wait_mounted(mp, p)
+    return p, mp, cmd
+
+
+def mount_rclone(s3, work: Path) -> tuple[subprocess.Popen, Path, list[str]]:
+    mp, cache = work / "mnt-rclone", work / "cache-rclone"
+    mp.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
+    env.update({
+        "RCLONE_CONFIG_FCB_TYPE": "s3", "RCLONE_CONFIG_FCB_PROVIDER": "Other",
+        "RCLONE_CONFIG_FCB_ENV_AUTH": "false",
+        "RCLONE_CONFIG_FCB_ACCESS_KEY_ID": s3.access_key,
+        "RCLONE_CONFIG_FCB_SECRET_ACCESS_KEY": s3.secret_key,
+        "RCLONE_CONFIG_FCB_ENDPOINT": s3.endpoint_url,
+        "RCLONE_CONFIG_FCB_REGION": "us-east-1",
+        "RCLONE_CONFIG_FCB_FORCE_PATH_STYLE": "true",
+    })
+    cmd = ["rclone", "mount", f"fcb:{BUCKET}", str(mp), "--read-only",
+           "--vfs-cache-mode", "full", "--cache-dir", str(cache),
+           "--vfs-cache-max-age", "24h", "--vfs-cache-max-size", "20G",
+           "--dir-cache-time", "24h", "--attr-timeout", "24h", "--poll-interval", "0",
+           "--no-modtime",               # no HEAD per file for the mtime metadata
+           "--vfs-fast-fingerprint",     # cache validity from the listing alone
+           "--config", "/dev/null"]
+    p = spawn(cmd, work / "rclone.log", env=env)
+    _MOUNTS.append(mp)
+    wait_mounted(mp, p)
+    return p, mp, cmd
+
+
+def mount_fusecache(s3, work: Path, cache: Path, ram: str, tag: str,
+                    extra: list[str], extra_env: dict | None = None
+                    ) -> tuple[subprocess.Popen, Path, list[str]]:
+    mp = work / "mnt-fusecache"
+    mp.mkdir(exist_ok=True)
+    env = dict(os.environ)
+    env.update(s3.env())
+    env.update(extra_env or {})
+    cmd = [sys.executable, "-m", "fusecache.cli", "mount", f"s3://{BUCKET}", str(mp),
+           "--endpoint-url", s3.endpoint_url, "--cache-dir", str(cache),
+           "--metadata-ttl", "indefinite", "--ram-cache-size", ram,
+           "--log-level", "warning", "--log-file", str(work / f"fusecache-{tag}.log"),
+           *extra, "--foreground"]
+    p = spawn(cmd, work / f"fusecache-{tag}.out", env=env)
+    _MOUNTS.append(mp)
+    wait_mounted(mp, p)
+    return p, mp, cmd
+
+
+def start_pyspy(pid: int, out: Path, work: Path) -> subprocess.Popen | None:
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not os.path.exists(exe):
+        log("py-spy not found; no profile")
+        return None
+    return spawn([exe, "record", "--pid", str(pid), "--rate", "200", "--threads",
+                  "--format", "raw", "-o", str(out)], work / "py-spy.log")
+
+
+def stop_pyspy(p: subprocess.Popen | None) -> None:
+    if p is None:
+        return
+    # SIGINT makes py-spy write its output and exit
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGINT)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        stop_proc(p)
+    with contextlib.suppress(ValueError):
+        _PROCS.remove(p)
+
+
+# ---------------------------------------------------------------------------------------
+
+def ratio(a, b):
+    return round(a / b, 2) if a and b else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mib", type=int, default=512, help="large object size (MiB)")
+    ap.add_argument("--small-files", type=int, default=600)
+    ap.add_argument("--threads", type=int, default=4, help="small-file readers")
+    ap.add_argument("--ram-cache-size", default="256MiB", help="fusecache RAM tier")
+    ap.add_argument("--fusecache-opt", action="append", default=[],
+                    help="extra option for 'fusecache mount' (repeatable)")
+    ap.add_argument("--fusecache-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment variable for the fusecache mount process, "
+                         "e.g. MALLOC_ARENA_MAX=2 (repeatable)")
+    ap.add_argument("--readers", default="local,boto3,s3fs,rclone,fusecache",
+                    help="comma-separated subset to run")
+    ap.add_argument("--boto3-runs", type=int, default=2)
+    ap.add_argument("--profile", action="store_true",
+                    help="attach 'py-spy record --format raw' to the fusecache mount "
+                         "process (perturbs its numbers; profile in bench/results/)")
+    ap.add_argument("--workdir", type=Path, default=None,
+                    help="scratch dir on local disk (default: a new dir in /var/tmp)")
+    ap.add_argument("--keep", action="store_true", help="keep the workdir")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None, help="JSON output path")
+    a = ap.parse_args()
+
+    if os.geteuid() != 0:
+        print("run_bench: needs root (drop_caches, FUSE mounts)", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(ROOT))
+    from fusecache.config import parse_size
+    from fusecache.locals3 import LocalS3
+
+    fc_env = dict(kv.split("=", 1) for kv in a.fusecache_env)
+    readers = [r.strip() for r in a.readers.split(",") if r.strip()]
+    ram_bytes = parse_size(a.ram_cache_size)
+    work = a.workdir or Path(tempfile.mkdtemp(prefix="fcbench-", dir="/var/tmp"))
+    work.mkdir(parents=True, exist_ok=True)
+    results_dir = HERE / "results"
+    results_dir.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out_path = a.out or results_dir / f"bench-{stamp}.json"
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+
+    res: dict = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "started": stamp,
+        "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+        "params": {"size_mib": a.size_mib, "small_files": a.small_files,
+                   "threads": a.threads, "read_size": READ_SIZE,
+                   "ram_cache_size": a.ram_cache_size, "fusecache_opts": a.fusecache_opt,
+                   "fusecache_env": fc_env},
+        "metadata_caching": (
+            "fusecache --metadata-ttl indefinite; s3fs stat_cache_expire=86400 + "
+            "enable_noobj_cache; rclone --dir-cache-time 24h --attr-timeout 24h"),
+        "readers": {},
+    }
+    s3 = LocalS3(data_dir=work / "s3")
+    t_start = time.monotonic()
+    try:
+        log(f"workdir {work}; starting SeaweedFS")
+        s3.start()
+        _PROCS.append(s3.proc)
+        data = work / "data"
+        log(f"generating dataset: {a.size_mib} MiB object + {a.small_files} small files")
+        ds = make_dataset(data, a.size_mib, a.small_files, a.seed)
+        res["params"]["small_bytes_avg_kib"] = round(ds["small_bytes"] / a.small_files / KiB, 1)
+        expect = fingerprint_big(data / BIG_KEY)
+        log("uploading to S3")
+        upload(s3, data, ds)
+        log(f"dataset ready ({time.monotonic() - t_start:.0f}s)")
+
+        if "local" in readers:
+            log("local disk")
+            res["readers"]["local"] = two_passes(data, ds, expect, a.threads)
+
+        if "boto3" in readers:
+            log("boto3 parallel download (16 x 8 MiB ranged GETs, into /dev/null)")
+            res["readers"]["boto3"] = boto3_parallel(s3, ds, a.boto3_runs)
+            log(f"    {res['readers']['boto3']}")
+
+        for name, mounter in (("s3fs", mount_s3fs), ("rclone", mount_rclone)):
+            if name not in readers:
+                continue
+            log(name)
+            p, mp, cmd = mounter(s3, work)
+            rss = RssSampler(p.pid)
+            try:
+                r = two_passes(mp, ds, expect, a.threads)
+            finally:
+                r["rss"] = rss.stop()
+                unmount(mp)
+                stop_proc(p)
+            r["cmd"] = " ".join(cmd).replace(s3.secret_key, "***")
+            res["readers"][name] = r
+
+        if "fusecache" in readers:
+            cache = work / "cache-fusecache"
+            shutil.rmtree(cache, ignore_errors=True)
+            log("fusecache: fresh cache dir, pass 1 (cold) and pass 2 (same mount)")
+            p, mp, cmd = mount_fusecache(s3, work, cache, a.ram_cache_size, "a",
+                                         a.fusecache_opt, fc_env)
+            rss = RssSampler(p.pid)
+            spy = start_pyspy(p.pid, results_dir / f"profile-{stamp}-mount1.txt", work) \
+                if a.profile else None
+            try:
+                r = two_passes(mp, ds, expect, a.threads)
+            finally:
+                stop_pyspy(spy)
+                r["rss"] = rss.stop()
+                unmount(mp)
+                stop_proc(p)
+            log("fusecache: remount on the warm node cache (fresh RAM tier), pass 3")
+            p, mp, _ = mount_fusecache(s3, work, cache, a.ram_cache_size, "b",
+                                       a.fusecache_opt, fc_env)
+            rss = RssSampler(p.pid)
+            spy = start_pyspy(p.pid, results_dir / f"profile-{stamp}-mount2.txt", work) \
+                if a.profile else None
+            try:
+                r.update(two_passes(mp, ds, expect, a.threads, passes=("pass3_remount",)))
+            finally:
+                stop_pyspy(spy)
+                r["rss_remount"] = rss.stop()
+                unmount(mp)
+                stop_proc(p)
+            r["cmd"] = " ".join(cmd)
+            r["ram_cache_mib"] = round(ram_bytes / MiB, 1)
+            st = subprocess.run([sys.executable, "-m", "fusecache.cli", "stats",
+                                 "--cache-dir", str(cache), "--json"],
+                                capture_output=True, text=True)
+            with contextlib.suppress(ValueError):
+                r["node_cache_stats"] = json.loads(st.stdout)
+            res["readers"]["fusecache"] = r
+    finally:
+        cleanup_all()
+        s3.stop()
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log(f"kept {work}")
+
+    res["elapsed_s"] = round(time.monotonic() - t_start, 1)
+    res["ratios"] = ratios_and_targets(res, ram_bytes)
+    out_path.write_text(json.dumps(res, indent=2))
+    print_table(res)
+    log(f"JSON: {out_path}")
+    return 0
+
+
+def _get(res, reader, p, w, k):
+    try:
+        return res["readers"][reader][p][w][k]
+    except KeyError:
+        return None
+
+
+def ratios_and_targets(res: dict, ram_bytes: int) -> dict:
+    fc2_seq = _get(res, "fusecache", "pass2", "seq", "MB_s")
+    fc2_small = _get(res, "fusecache", "pass2", "small", "files_s")
+    fc1_seq = _get(res, "fusecache", "pass1", "seq", "MB_s")
+    boto = res["readers"].get("boto3", {}).get("MB_s")
+    out = {
+        "cached_seq_fusecache_over_s3fs": ratio(fc2_seq, _get(res, "s3fs", "pass2", "seq", "MB_s")),
+        "cached_seq_fusecache_over_rclone": ratio(fc2_seq,
+                                                  _get(res, "rclone", "pass2", "seq", "MB_s")),
+        "cached_small_fusecache_over_s3fs": ratio(fc2_small,
+                                                  _get(res, "s3fs", "pass2", "small", "files_s")),
+        "cached_small_fusecache_over_rclone": ratio(
+            fc2_small, _get(res, "rclone", "pass2", "small", "files_s")),
+        "cold_seq_fusecache_over_boto3": ratio(fc1_seq, boto),
+        "cold_small_fusecache_over_s3fs": ratio(
+            _get(res, "fusecache", "pass1", "small", "files_s"),
+            _get(res, "s3fs", "pass1", "small", "files_s")),
+        "remount_seq_fusecache_over_s3fs_cached": ratio(
+            _get(res, "fusecache", "pass3_remount", "seq", "MB_s"),
+            _get(res, "s3fs", "pass2", "seq", "MB_s")),
+        "remount_small_fusecache_over_s3fs_cached": ratio(
+            _get(res, "fusecache", "pass3_remount", "small", "files_s"),
+            _get(res, "s3fs", "pass2", "small", "files_s")),
+    }
+    fc = res["readers"].get("fusecache", {})
+    rss = max([fc.get(k, {}).get("vmhwm_mib", 0) for k in ("rss", "rss_remount")] or [0])
+    anon = max([fc.get(k, {}).get("peak_rss_anon_mib", 0) for k in ("rss", "rss_remount")]
+               or [0])
+    out["fusecache_peak_rss_mib"] = rss or None
+    out["fusecache_peak_rss_anon_mib"] = anon or None
+    out["fusecache_rss_limit_mib"] = round(ram_bytes / MiB + 200, 1)
+
+    def chk(v, t):
+        return None if v is None else bool(v >= t)
+    out["targets"] = {
+        "cached seq >= 2x s3fs": chk(out["cached_seq_fusecache_over_s3fs"], 2),
+        "cached small >= 4x s3fs": chk(out["cached_small_fusecache_over_s3fs"], 4),
+        "cached small >= 4x rclone": chk(out["cached_small_fusecache_over_rclone"], 4),
+        "cold seq >= 0.9x boto3": chk(out["cold_seq_fusecache_over_boto3"], 0.9),
+        "RSS (VmHWM) <= RAM tier + 200 MiB": None if not rss else bool(
+            rss <= out["fusecache_rss_limit_mib"]),
+        "RssAnon <= RAM tier + 200 MiB": None if not anon else bool(
+            anon <= out["fusecache_rss_limit_mib"]),
+    }
+    return out
+
+
+def print_table(res: dict) -> None:
+    p = res["params"]
+    print()
+    print(f"fusecache bench: {p['size_mib']} MiB object read sequentially in 1 MiB reads "
+          f"(1 reader, MB/s = 1e6 B/s); {p['small_files']} files of 60-160 KiB "
+          f"(avg {p.get('small_bytes_avg_kib')} KiB), {p['threads']} readers, files/s; "
+          "page cache dropped before every measurement.")
+    print(f"metadata caching: {res['metadata_caching']}")
+    hdr = f"{'reader':<28}{'seq p1':>10}{'seq p2':>10}{'small p1':>10}{'small p2':>10}" \
+          f"{'RSS/anon MiB':>14}  ok"
+    print(hdr)
+    print("-" * len(hdr))
+    for name, r in res["readers"].items():
+        if name == "boto3":
+            print(f"{'boto3 parallel (16x8MiB)':<28}{r['MB_s']:>10}{'':>30}  "
+                  f"runs {r['runs_MB_s']}")
+            continue
+        p3 = r.get("pass3_remount")
+
+        def cell(pn, w, k):
+            v = _get(res, name, pn, w, k)
+            return "-" if v is None else v
+        ok = all(r[pn][w]["verified"] for pn in ("pass1", "pass2", "pass3_remount")
+                 if pn in r for w in ("seq", "small"))
+        rr = r.get("rss")
+        rss = f"{rr['vmhwm_mib']:.0f}/{rr['peak_rss_anon_mib']:.0f}" if rr else "-"
+        print(f"{name:<28}{cell('pass1', 'seq', 'MB_s'):>10}{cell('pass2', 'seq', 'MB_s'):>10}"
+              f"{cell('pass1', 'small', 'files_s'):>10}{cell('pass2', 'small', 'files_s'):>10}"
+              f"{rss:>14}  {'yes' if ok else 'NO'}")
+        if p3:
+            print(f"{'  fusecache remount (p3)':<28}{'':>10}{p3['seq']['MB_s']:>10}{'':>10}"
+                  f"{p3['small']['files_s']:>10}{r['rss_remount']['vmhwm_mib']:>10.0f}/"
+                  f"{r['rss_remount']['peak_rss_anon_mib']:.0f}")
+    print()
+    for k, v in res["ratios"].items():
+        if k != "targets":
+            print(f"{k:<44}{v}")
+    print("targets:")
+    for k, v in res["ratios"]["targets"].items():
+        print(f"  {k:<36}{'n/a' if v is None else ('MET' if v else 'MISSED')}")
+    print(f"elapsed {res['elapsed_s']} s")
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted; mounts and processes cleaned up", file=sys.stderr)
+        sys.exit(130)
