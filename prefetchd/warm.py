@@ -201,8 +201,12 @@ class Warmer:
             except errors.StoreError as e:
                 raise WarmError(f"{uri}: listing failed: {e}") from None
             if _listing_prefix(prefix) is None:
-                # a single key: exactly that object (not every key sharing the prefix)
-                objs = [o for o in objs if o.key == prefix] or objs
+                exact = [o for o in objs if o.key == prefix]
+                if exact:  # a single key: exactly that object, not its namesakes
+                    objs = exact
+                else:  # 's3://b/dir' names the directory 'dir/', as a mount would
+                    objs = [o for o in objs if o.key.startswith(prefix + "/")]
+                    uri = f"s3://{bucket}/{prefix}/"
             out.append((uri, store, objs))
         return out
 

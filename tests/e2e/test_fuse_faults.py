@@ -19,17 +19,6 @@ from mounting import mount_pids, mounted, run_cli
 pytestmark = [pytest.mark.fuse, pytest.mark.s3]
 
 
-@pytest.fixture()
-def private_s3(tmp_path: Path):
-    """A SeaweedFS of this test's own, so the test may stop it."""
-    s3 = LocalS3(data_dir=tmp_path / "s3")
-    s3.start()
-    try:
-        yield s3
-    finally:
-        s3.cleanup()
-
-
 def env_of(s3: LocalS3) -> dict[str, str]:
     return s3.env()
 
