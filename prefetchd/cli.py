@@ -1,4 +1,4 @@
-"""prefetchd command line: plan, warm, status, unpin, run.
+"""prefetchd command line: plan, warm, status, unpin, run (--watch-dir or --kubernetes), webhook.
 
 Errors in the input (bad YAML, not a pipeline, unknown --param, unreachable
 endpoint, missing bucket) print one line naming the file/field/endpoint to
@@ -12,6 +12,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from prefetchd import _errors, pipeline
 
@@ -60,7 +61,70 @@ def build_parser() -> argparse.ArgumentParser:
         warm_cli = None
     if warm_cli is not None:
         warm_cli.add_subcommands(sub)
+        _add_kubernetes(sub)
     return p
+
+
+def _add_kubernetes(sub: Any) -> None:
+    """``run --kubernetes`` (node agent) and ``webhook``, when the kubernetes client is there.
+
+    ``run`` is defined by warm_cli (``--watch-dir``); here it gains ``--kubernetes`` and the
+    agent's options, and exactly one of the two modes must be chosen.
+    """
+    try:
+        from prefetchd.k8s import agent
+    except ImportError:  # pragma: no cover - the kubernetes client is not installed
+        return
+    run = sub.choices["run"]
+    for action in run._actions:  # warm_cli makes --watch-dir required; now it is one mode
+        if action.dest == "watch_dir":
+            action.required = False
+            action.help = "folder mode: warm pipeline files dropped here"
+    run.add_argument("--kubernetes", action="store_true",
+                     help="node agent: watch workflows and pending pods on the cluster")
+    agent.add_arguments(run)
+    run.set_defaults(func=cmd_run)
+
+    wh = sub.add_parser("webhook", help="mutating admission webhook steering pods to their data")
+    agent.add_webhook_arguments(wh)
+    wh.set_defaults(func=cmd_webhook)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from prefetchd import warm_cli
+    from prefetchd.k8s import agent
+
+    if args.kubernetes:
+        if args.watch_dir:
+            raise UsageError("run: --kubernetes and --watch-dir are two modes; give one")
+        if args.once:
+            raise UsageError("run: --once is for --watch-dir, not --kubernetes")
+        problem = agent.check_arguments(args)
+        if problem:
+            raise UsageError(f"run --kubernetes: {problem}")
+        args.cache_dir = args.cache_dir or warm_cli._default_cache_dir()
+        try:
+            return agent.run(args)
+        except ValueError as e:
+            raise UsageError(f"run --kubernetes: {e}") from None
+    if not args.watch_dir:
+        raise UsageError("run: give --watch-dir DIR or --kubernetes")
+    given = [f"--{k.replace('_', '-')}" for k in agent.KUBERNETES_ONLY if getattr(args, k)]
+    if given:
+        raise UsageError(f"run: {', '.join(given)} only apply with --kubernetes")
+    return warm_cli.cmd_run(args)
+
+
+def cmd_webhook(args: argparse.Namespace) -> int:
+    from prefetchd.k8s import agent
+
+    problem = agent.check_webhook_arguments(args)
+    if problem:
+        raise UsageError(f"webhook: {problem}")
+    try:
+        return agent.run_webhook(args)
+    except ValueError as e:
+        raise UsageError(f"webhook: {e}") from None
 
 
 def plans_from_args(

@@ -156,8 +156,12 @@ class Warmer:
         dry_run: bool = False,
         progress: Callable[[WarmStats], None] | None = None,
         stop: threading.Event | None = None,
+        pin_owner: str | None = None,
     ) -> None:
         self.cache_dir = cache_dir
+        # None: one owner per dataset (PIN_OWNER_PREFIX + URI); the Kubernetes agent passes
+        # an owner per workflow step so a release unpins exactly its own pins.
+        self.pin_owner = pin_owner
         self.endpoint_url = endpoint_url
         self.concurrency = max(1, concurrency)
         self.throttle = _Throttle(bandwidth)
@@ -238,7 +242,7 @@ class Warmer:
                     res.listing_dirs = fusecache.ListingCache(cache.env).store_recursive(
                         bucket, lp, objs
                     )
-                owner = PIN_OWNER_PREFIX + res.uri
+                owner = self.pin_owner or PIN_OWNER_PREFIX + res.uri
                 if not full:
                     full = self._fetch_all(store, cache, objs, owner, res)
                 else:

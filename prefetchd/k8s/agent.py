@@ -5,7 +5,15 @@ Who calls this: prefetchd/cli.py (``add_arguments`` + ``run``), or tests via :cl
 Data flow: :mod:`prefetchd.k8s.watch` watchers (workflows, workflow templates, cluster
 workflow templates, pending pods, nodes) call the ``on_*`` handlers below from their threads;
 handlers only compute and call the injected ``warm`` / ``release`` callbacks, so the real
-warmer (prefetchd/warm.py, a later wiring) and test doubles plug in the same way.
+warmer and test doubles plug in the same way. :func:`run` wires the real ones: a
+:class:`prefetchd.k8s.worker.WarmWorker` (bounded queue, one thread running
+:class:`prefetchd.warm.Warmer`, node publication) and :class:`prefetchd.k8s.metrics.AgentMetrics`
+(fed through the ``observer`` hook with every Workflow's ``status.nodes``).
+
+Start order (:func:`run_kubernetes`): the Node is published first (by the caller), then the
+Node watcher runs until this agent's own Node is seen with ``fusecache.io/cache-free-bytes``,
+and only then the others: placement counts only annotated nodes, and a workflow evaluated
+before that would never be warmed here (decisions are re-made only on the workflow's next event).
 
 * Workflow -> :func:`prefetchd.pipeline.analyze_documents` (with the WorkflowTemplates and
   ClusterWorkflowTemplates seen so far, so templateRefs resolve; KFP v2 runs are handled by
@@ -31,6 +39,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +68,7 @@ class WarmRequest:
 
 WarmFn = Callable[[WarmRequest], None]
 ReleaseFn = Callable[[str, str], None]  # (dataset, source)
+ObserveFn = Callable[[str, dict[str, Any]], None]  # (source, workflow object)
 
 
 @dataclass(frozen=True)
@@ -75,10 +85,12 @@ class Agent:
 
     def __init__(
         self, config: AgentConfig, view: ds_mod.ClusterView, warm: WarmFn,
-        release: ReleaseFn | None = None,
+        release: ReleaseFn | None = None, observer: ObserveFn | None = None,
     ) -> None:
         self.config, self.view, self.warm = config, view, warm
         self.release = release or (lambda dataset, source: None)
+        self.observer = observer
+        self.self_ready = threading.Event()  # our Node seen with the free-space annotation
         self._lock = threading.Lock()
         self._nodes: dict[str, placement.NodeInfo] = {}
         self._templates: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
@@ -93,7 +105,9 @@ class Agent:
             if etype == "DELETED":
                 self._nodes.pop(name, None)
             else:
-                self._nodes[name] = placement.NodeInfo.from_node(obj)
+                info = self._nodes[name] = placement.NodeInfo.from_node(obj)
+                if name == self.config.node_name and info.cache_free_bytes is not None:
+                    self.self_ready.set()
 
     def nodes(self) -> list[placement.NodeInfo]:
         with self._lock:
@@ -118,6 +132,11 @@ class Agent:
         uid = meta.get("uid", "")
         source = f"workflow {meta.get('namespace')}/{meta.get('name')}"
         phase = (obj.get("status") or {}).get("phase")
+        if self.observer is not None and etype != "DELETED":
+            try:
+                self.observer(source, obj)
+            except Exception:  # metrics must never stop warming
+                log.exception("%s: observer failed", source)
         if etype == "DELETED" or phase in DONE_WORKFLOW_PHASES:
             with self._lock:
                 done = self._requested.pop(uid, set())
@@ -219,29 +238,52 @@ def build_watchers(
     ])
 
 
+SELF_READY_TIMEOUT = 30.0  # how long to wait for our own annotated Node before going on
+
+
 def run_kubernetes(
     api_client: Any, config: AgentConfig, warm: WarmFn, release: ReleaseFn | None = None,
-    stop: threading.Event | None = None,
+    stop: threading.Event | None = None, observer: ObserveFn | None = None,
 ) -> None:
     """Run the agent until ``stop`` is set (blocking)."""
     stop = stop or threading.Event()
-    agent = Agent(config, ds_mod.ApiClusterView(api_client), warm, release)
+    agent = Agent(config, ds_mod.ApiClusterView(api_client), warm, release, observer)
     group = build_watchers(lambda: kw.ClientTransport(api_client), agent,
-                           kw.WatchOptions(namespace=config.namespace)).start()
-    log.info("prefetchd agent on node %s watching %s", config.node_name,
-             config.namespace or "all namespaces")
+                           kw.WatchOptions(namespace=config.namespace))
+    nodes, rest = kw.WatchGroup(group.watchers[:1]), kw.WatchGroup(group.watchers[1:])
+    nodes.start()
     try:
-        stop.wait()
+        deadline = time.monotonic() + SELF_READY_TIMEOUT
+        while not agent.self_ready.wait(0.2):
+            if stop.is_set():
+                return
+            if time.monotonic() > deadline:
+                log.warning("node %s not seen with %s after %.0fs; watching anyway (this node "
+                            "is no candidate until it is)", config.node_name,
+                            placement.CACHE_FREE_ANNOTATION, SELF_READY_TIMEOUT)
+                break
+        rest.start()
+        log.info("prefetchd agent on node %s watching %s", config.node_name,
+                 config.namespace or "all namespaces")
+        try:
+            stop.wait()
+        finally:
+            rest.stop()
     finally:
-        group.stop()
+        nodes.stop()
 
 
 # ---------------------------------------------------------------- CLI hooks
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``prefetchd run --kubernetes`` (the CLI adds ``--kubernetes`` itself)."""
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    """Options of ``prefetchd run --kubernetes`` (the CLI adds ``--kubernetes`` itself).
+
+    The warm options (--cache-dir, --endpoint-url, --concurrency, --bandwidth-limit,
+    --pin-ttl) are ``run``'s own and shared with ``run --watch-dir``.
+    """
+    parser.add_argument("--kubeconfig",
+                        help="kubeconfig file (default: in-cluster config, else $KUBECONFIG)")
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--namespace", help="watch workflows and pods in this namespace only")
     scope.add_argument("--all-namespaces", action="store_true", help="watch all namespaces")
@@ -249,11 +291,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="nodes that warm each dataset (the webhook must use the same)")
     parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
                         help="this node (default: $NODE_NAME from the downward API)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve Prometheus metrics on this port (default: off)")
+    parser.add_argument("--publish-interval", type=float, default=30.0, metavar="SECONDS",
+                        help="patch this Node's free space and labels this often (default 30)")
+    parser.add_argument("--pod-pin-ttl", type=float, default=6 * 3600.0, metavar="SECONDS",
+                        help="pins of pending-pod warms expire after this (default 6 h)")
+
+
+KUBERNETES_ONLY = ("kubeconfig", "namespace", "all_namespaces", "metrics_port")
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """A one-line reason why these ``run --kubernetes`` arguments cannot work, or None."""
+    if args.replicas < 1:
+        return "--replicas must be at least 1"
+    if args.publish_interval <= 0:
+        return "--publish-interval must be positive"
+    if not args.node_name:
+        return "--node-name (or $NODE_NAME) is required"
+    if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST") \
+            and not os.environ.get("KUBECONFIG"):
+        return "not in a pod: give --kubeconfig FILE (or set $KUBECONFIG)"
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        return f"--kubeconfig {args.kubeconfig}: no such file"
+    return None
 
 
 def load_api_client(kubeconfig: str | None) -> Any:
     from kubernetes import client, config
 
+    if not kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        kubeconfig = os.environ.get("KUBECONFIG") or None
     if kubeconfig:
         cfg = client.Configuration()
         config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
@@ -263,29 +332,67 @@ def load_api_client(kubeconfig: str | None) -> Any:
     return client.ApiClient(cfg)
 
 
+def _install_stop_handlers(stop: threading.Event) -> None:
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, on_signal)
+
+
 def run(args: argparse.Namespace, warm: WarmFn | None = None,
         release: ReleaseFn | None = None) -> int:
-    """Entry point for ``prefetchd run --kubernetes``; SIGTERM/SIGINT stop it gracefully."""
-    if not args.node_name:
-        log.error("--node-name (or $NODE_NAME) is required")
-        return 2
+    """Entry point for ``prefetchd run --kubernetes``; SIGTERM/SIGINT stop it gracefully.
+
+    Without ``warm``/``release`` the real ones are wired: a WarmWorker on ``args.cache_dir``
+    (see :mod:`prefetchd.k8s.worker`) that also publishes the Node and feeds the metrics.
+    Injected callbacks replace both (no cache, no Node patches: a test or dry-run seam).
+    """
+    from prefetchd.k8s import metrics as metrics_mod
+    from prefetchd.k8s import worker as worker_mod
+
+    problem = check_arguments(args)
+    if problem:
+        raise ValueError(problem)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    if warm is None:
-        def warm(req: WarmRequest) -> None:
-            log.info("would warm %s for %s (step %s); no warmer wired", req.dataset,
-                     req.source, req.step)
+    _install_stop_handlers(stop)
     config = AgentConfig(node_name=args.node_name, replicas=args.replicas,
                          namespace=None if args.all_namespaces else args.namespace)
+    metrics = metrics_mod.AgentMetrics(args.node_name)
+    server = None
     with load_api_client(args.kubeconfig) as api_client:
-        run_kubernetes(api_client, config, warm, release, stop)
+        worker = None
+        if warm is None:
+            worker = worker_mod.WarmWorker(
+                worker_mod.WorkerConfig(
+                    cache_dir=args.cache_dir, node_name=args.node_name,
+                    endpoint_url=args.endpoint_url, concurrency=args.concurrency,
+                    bandwidth=args.bandwidth_limit, pin_ttl=args.pin_ttl,
+                    pod_pin_ttl=args.pod_pin_ttl, publish_interval=args.publish_interval),
+                worker_mod.NodePublisher(api_client, args.node_name), metrics, stop)
+            worker.publish()  # before watching: placement counts only annotated nodes
+            worker.start()
+            warm, release = worker.warm, worker.release
+        if args.metrics_port is not None:
+            server = metrics.serve(args.metrics_port)
+            log.info("metrics on :%d/metrics", args.metrics_port)
+        try:
+            run_kubernetes(api_client, config, warm, release, stop, metrics.observe_workflow)
+        finally:
+            if worker is not None:
+                worker.stop()
+            if server is not None:
+                server.shutdown()
+    log.info("prefetchd agent stopped")
     return 0
 
 
 def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prefetchd webhook``."""
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    parser.add_argument("--kubeconfig",
+                        help="kubeconfig file (default: in-cluster config, else $KUBECONFIG)")
     parser.add_argument("--port", type=int, default=8443)
     parser.add_argument("--tls-cert-file", required=True)
     parser.add_argument("--tls-key-file", required=True)
@@ -293,17 +400,37 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
                         help="must equal the agents' --replicas")
 
 
+def check_webhook_arguments(args: argparse.Namespace) -> str | None:
+    """A one-line reason why these ``webhook`` arguments cannot work, or None."""
+    for flag, path in (("--tls-cert-file", args.tls_cert_file),
+                       ("--tls-key-file", args.tls_key_file)):
+        if not os.path.isfile(path):
+            return f"{flag} {path}: no such file"
+    if args.replicas < 1:
+        return "--replicas must be at least 1"
+    if not 0 <= args.port < 65536:
+        return f"--port {args.port}: not a port"
+    if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST") \
+            and not os.environ.get("KUBECONFIG"):
+        return "not in a pod: give --kubeconfig FILE (or set $KUBECONFIG)"
+    return None
+
+
 def run_webhook(args: argparse.Namespace) -> int:
     """Entry point for ``prefetchd webhook``; SIGTERM stops it."""
     from prefetchd.k8s import webhook
 
+    problem = check_webhook_arguments(args)
+    if problem:
+        raise ValueError(problem)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    _install_stop_handlers(stop)
     with load_api_client(args.kubeconfig) as api_client:
         view = ds_mod.ApiClusterView(api_client)
         with webhook.WebhookServer(view, webhook.WebhookConfig(replicas=args.replicas),
-                                   args.tls_cert_file, args.tls_key_file, port=args.port):
-            log.info("prefetchd webhook listening on :%d", args.port)
+                                   args.tls_cert_file, args.tls_key_file,
+                                   port=args.port) as server:
+            log.info("prefetchd webhook listening on :%d", server.port)
             stop.wait()
+    log.info("prefetchd webhook stopped")
     return 0

@@ -1,0 +1,381 @@
+"""The node agent's side effects: warming, releasing and publishing its Node, on one thread.
+
+Who calls this: :func:`prefetchd.k8s.agent.run` wires :meth:`WarmWorker.warm` and
+:meth:`WarmWorker.release` as the :class:`~prefetchd.k8s.agent.Agent` callbacks, and runs
+:meth:`WarmWorker.run` in its own thread. Tests drive it through ``prefetchd run --kubernetes``.
+
+Data flow: watcher threads call ``warm(req)`` / ``release(dataset, source)``; both only put an
+item on ONE bounded queue. ``put`` blocks while the queue is full: backpressure onto the watch
+streams (they resume from their resourceVersion), so no request is dropped and memory stays
+bounded; it gives up only when the agent stops. One worker thread takes items in order:
+
+* warm: skipped when this (source, dataset) was already warmed (the pin records survive
+  restarts) or was released while queued; otherwise :class:`prefetchd.warm.Warmer` fetches
+  what the node cache lacks and pins it under an owner derived from the source (workflow or
+  pod), the step and the dataset (:func:`pin_owner`), so a release unpins exactly those pins
+  and never another workflow's. The pin is recorded in ``<cache_dir>/prefetchd/k8s-pins.json``.
+* release: drops the pins of every record of (source, dataset) and the records themselves.
+* publish, after each warm or release and every ``publish_interval`` seconds when idle: a merge
+  patch of this agent's own Node setting ``fusecache.io/cache-free-bytes`` (limit - used, from
+  ``NodeCache.stats()``) and the bounded ``holds.fusecache.io/bNN`` labels of the datasets the
+  records say this node holds. Without the annotation no agent counts this node as a candidate.
+
+Invariant: only this thread opens the node cache (LMDB must not be open twice in one process at
+once, and the Warmer opens it per call), so every cache access here is sequential.
+Pod-sourced warms pin with a TTL (``pod_pin_ttl``): nothing tells the agent when a pod's data is
+no longer needed. Workflow-sourced pins are released by the DAG (or expire after ``pin_ttl``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import fusecache
+from prefetchd import warm as warm_mod
+from prefetchd.k8s import placement
+
+log = logging.getLogger(__name__)
+
+# Items waiting for the worker: each is small (a few strings), and a full queue blocks the
+# watchers instead of growing. 256 covers a burst of large workflows' datasets.
+QUEUE_SIZE = 256
+# Records of pins (one per warmed (source, dataset)); beyond this the oldest are released.
+MAX_RECORDS = 10_000
+# Do not rewrite the Node for a free-space change smaller than this (or 1% of the limit):
+# ranking uses free GiB on a log2 scale, and every patch is a write to etcd.
+PUBLISH_MIN_DELTA = 64 << 20
+
+
+def pin_owner(source: str, step: str, dataset: str) -> str:
+    """The pin owner of one warm: ``prefetchd:workflow/ns/name:step:s3://...``."""
+    return f"{warm_mod.PIN_OWNER_PREFIX}{source.replace(' ', '/', 1)}:{step}:{dataset}"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    cache_dir: str
+    node_name: str
+    endpoint_url: str | None = None
+    concurrency: int = 16  # parallel object fetches per warm (Warmer's default)
+    bandwidth: float | None = None
+    pin_ttl: float | None = None  # workflow pins: None = until the DAG releases them
+    pod_pin_ttl: float = 6 * 3600.0  # pod pins: nobody releases them, so they expire
+    publish_interval: float = 30.0
+
+
+class PinRecords:
+    """prefetchd's record of the pins the agent holds (JSON, written atomically).
+
+    ``{owner: {"dataset", "uri", "source", "step", "warmed_at", "bytes", "expires_at"}}``;
+    ``dataset`` is the requested URI, ``uri`` the one warmed (``s3://b/dir`` -> ``.../dir/``).
+    """
+
+    def __init__(self, cache_dir: str) -> None:
+        self.path = os.path.join(cache_dir, "prefetchd", "k8s-pins.json")
+        self._data: dict[str, dict[str, Any]] = self._load()
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        try:
+            with open(self.path) as f:
+                d = json.load(f)
+            return d if isinstance(d, dict) else {}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as e:
+            log.warning("ignoring unreadable %s: %s", self.path, e)
+            return {}
+
+    def _save(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        tmp = f"{self.path}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(self._data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def live(self, now: float | None = None) -> dict[str, dict[str, Any]]:
+        now = time.time() if now is None else now
+        return {o: r for o, r in self._data.items()
+                if not r.get("expires_at") or r["expires_at"] > now}
+
+    def find(self, source: str, dataset: str) -> list[str]:
+        return [o for o, r in self._data.items()
+                if r.get("source") == source and r.get("dataset") == dataset]
+
+    def add(self, owner: str, record: dict[str, Any]) -> None:
+        self._data[owner] = record
+        self._save()
+
+    def remove(self, owners: list[str]) -> None:
+        for o in owners:
+            self._data.pop(o, None)
+        self._save()
+
+    def oldest(self, n: int) -> list[str]:
+        return sorted(self._data, key=lambda o: self._data[o].get("warmed_at") or 0)[:n]
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+class NodePublisher:
+    """Reads this agent's Node and merge-patches its annotation and bucket labels."""
+
+    def __init__(self, api_client: Any, node_name: str) -> None:
+        self.api, self.node_name = api_client, node_name
+        self._last_free: int | None = None
+
+    def _call(self, method: str, body: Any = None) -> dict[str, Any]:
+        path = f"/api/v1/nodes/{self.node_name}"
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/merge-patch+json"
+        m, url, hdrs, b, post = self.api.param_serialize(
+            method, path, header_params=headers, body=body, auth_settings=["BearerToken"])
+        resp = self.api.call_api(m, url, hdrs, b, post, _request_timeout=(5.0, 15.0)).response
+        data = resp.data
+        if resp.status != 200:
+            try:
+                message = json.loads(data).get("message", "")
+            except (ValueError, AttributeError):
+                message = ""
+            raise RuntimeError(f"{method} node {self.node_name}: HTTP {resp.status} {message}")
+        return json.loads(data)
+
+    def publish(self, free_bytes: int, limit_bytes: int, held: list[str]) -> bool:
+        """Patch the Node if needed; True when a patch was sent."""
+        meta = self._call("GET").get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        labels_patch = placement.holds_labels_patch(meta.get("labels") or {}, held)
+        try:
+            published = int(annotations.get(placement.CACHE_FREE_ANNOTATION, ""))
+        except ValueError:
+            published = None
+        min_delta = max(PUBLISH_MIN_DELTA, limit_bytes // 100)
+        free_stale = published is None or abs(published - free_bytes) >= min_delta
+        if not free_stale and labels_patch is None:
+            return False
+        patch: dict[str, Any] = {"metadata": {}}
+        if free_stale:
+            patch["metadata"]["annotations"] = {placement.CACHE_FREE_ANNOTATION: str(free_bytes)}
+        if labels_patch is not None:
+            patch["metadata"]["labels"] = labels_patch["metadata"]["labels"]
+        self._call("PATCH", patch)
+        log.info("node %s: published cache-free-bytes=%d, %d held datasets%s", self.node_name,
+                 free_bytes, len(held),
+                 f", labels {sorted(patch['metadata']['labels'])}" if labels_patch else "")
+        return True
+
+
+_STOP = object()
+
+
+class WarmWorker:
+    """One thread that warms, releases and publishes (see the module docstring)."""
+
+    def __init__(
+        self, config: WorkerConfig, publisher: NodePublisher | None = None,
+        metrics: Any = None, stop: threading.Event | None = None,
+        queue_size: int = QUEUE_SIZE,
+    ) -> None:
+        self.config, self.publisher, self.metrics = config, publisher, metrics
+        self.stop_event = stop or threading.Event()
+        self.records = PinRecords(config.cache_dir)
+        self._q: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        self._lock = threading.Lock()
+        self._queued: set[tuple[str, str]] = set()  # (source, dataset) warms waiting
+        self._cancelled: set[tuple[str, str]] = set()  # released while queued
+        self._thread: threading.Thread | None = None
+        self._next_publish = 0.0
+
+    # ------------------------------------------------------------ called from watchers
+
+    def warm(self, req: Any) -> None:
+        """Agent callback (watcher thread): queue a WarmRequest, blocking while full."""
+        key = (req.source, req.dataset)
+        with self._lock:
+            if key in self._queued:
+                return
+            self._queued.add(key)
+            self._cancelled.discard(key)
+        if not self._put(("warm", req)):
+            with self._lock:
+                self._queued.discard(key)
+
+    def release(self, dataset: str, source: str) -> None:
+        """Agent callback (watcher thread): queue the release of (source, dataset)'s pins."""
+        with self._lock:
+            if (source, dataset) in self._queued:
+                self._cancelled.add((source, dataset))
+        self._put(("release", dataset, source))
+
+    def _put(self, item: Any) -> bool:
+        while not self.stop_event.is_set():
+            try:
+                self._q.put(item, timeout=0.5)
+                if self.metrics is not None:
+                    self.metrics.queue_depth(self._q.qsize())
+                return True
+            except queue.Full:
+                continue  # backpressure: the watcher waits for the worker
+        return False
+
+    # ------------------------------------------------------------ the worker thread
+
+    def start(self) -> WarmWorker:
+        self._thread = threading.Thread(target=self.run, name="prefetchd-warm-worker",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop after the current item (a running warm stops fetching at once)."""
+        self.stop_event.set()
+        try:
+            self._q.put_nowait(_STOP)
+        except queue.Full:
+            pass  # the worker sees stop_event within its get timeout
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        """The worker loop (blocking; runs on the worker thread)."""
+        while not self.stop_event.is_set():
+            timeout = max(0.0, self._next_publish - time.monotonic())
+            try:
+                item = self._q.get(timeout=min(timeout, 1.0))
+            except queue.Empty:
+                if time.monotonic() >= self._next_publish:
+                    self.publish()
+                continue
+            if item is _STOP:
+                break
+            try:
+                if item[0] == "warm":
+                    self._do_warm(item[1])
+                else:
+                    self._do_release(item[1], item[2])
+            except Exception:  # noqa: BLE001 - one bad item must not stop the agent
+                log.exception("prefetchd agent: %s failed", item[0])
+            if self.metrics is not None:
+                self.metrics.queue_depth(self._q.qsize())
+            if not self.stop_event.is_set():
+                self.publish()
+        log.info("warm worker stopped")
+
+    def _do_warm(self, req: Any) -> None:
+        key = (req.source, req.dataset)
+        with self._lock:
+            self._queued.discard(key)
+            if key in self._cancelled:
+                self._cancelled.discard(key)
+                log.info("%s: %s released before its warm started; skipped",
+                         req.source, req.dataset)
+                return
+        if self.records.find(req.source, req.dataset):
+            log.info("%s: %s already warmed on this node; skipped", req.source, req.dataset)
+            if self.metrics is not None:
+                self.metrics.warm_skipped(req)
+            return
+        is_pod = req.source.startswith("pod ")
+        ttl = self.config.pod_pin_ttl if is_pod else self.config.pin_ttl
+        owner = pin_owner(req.source, req.step, req.dataset)
+        log.info("warming %s for %s (step %s, stage %d)", req.dataset, req.source, req.step,
+                 req.stage)
+        started = time.time()
+        w = warm_mod.Warmer(self.config.cache_dir, self.config.endpoint_url,
+                            self.config.concurrency, self.config.bandwidth, ttl,
+                            stop=self.stop_event, pin_owner=owner)
+        try:
+            results = w.warm([req.dataset])
+        except warm_mod.WarmError as e:
+            log.warning("%s: cannot warm %s: %s", req.source, req.dataset, e)
+            if self.metrics is not None:
+                self.metrics.warm_failed(req)
+            return
+        finished = time.time()
+        res = results[0]
+        log.info("warmed %s for %s (step %s): %d objects, %d bytes, %d transferred, "
+                 "%d skipped (cache full), %d failed, %.1fs", res.uri, req.source, req.step,
+                 res.objects, res.bytes, res.transferred, res.skipped, len(res.failed),
+                 finished - started)
+        if self.stop_event.is_set() and (res.skipped or res.failed):
+            # interrupted: not recorded as warmed, so a restart warms it again
+            self._unpin(res.uri, owner)
+            return
+        self.records.add(owner, {
+            "dataset": req.dataset, "uri": res.uri, "source": req.source, "step": req.step,
+            "warmed_at": finished, "bytes": res.bytes - res.skipped_bytes,
+            "transferred": res.transferred,
+            "expires_at": (finished + ttl) if ttl else None,
+        })
+        if len(self.records) > MAX_RECORDS:
+            for old in self.records.oldest(len(self.records) - MAX_RECORDS):
+                rec = self.records.live().get(old) or {}
+                if rec.get("uri"):
+                    self._unpin(rec["uri"], old)
+                self.records.remove([old])
+        if self.metrics is not None:
+            self.metrics.warm_done(req, res, started, finished)
+
+    def _do_release(self, dataset: str, source: str) -> None:
+        owners = self.records.find(source, dataset)
+        if not owners:
+            log.debug("%s: nothing of %s pinned here to release", source, dataset)
+            return
+        n = 0
+        records = self.records.live(now=0)
+        for owner in owners:
+            n += self._unpin(records[owner].get("uri") or dataset, owner)
+        self.records.remove(owners)
+        self._mark_unpinned(owners)
+        log.info("released %s for %s: unpinned %d objects", dataset, source, n)
+
+    def _unpin(self, uri: str, owner: str) -> int:
+        bucket, prefix = warm_mod.parse_s3_uri(uri)
+        cache = fusecache.NodeCache.open(self.config.cache_dir)
+        n = 0
+        try:
+            for oid in cache.iter_objects(bucket, prefix):
+                cache.unpin_object(oid, owner)
+                n += 1
+        finally:
+            cache.close()
+        return n
+
+    def _mark_unpinned(self, owners: list[str]) -> None:
+        """Keep ``prefetchd status`` honest: the warm records of these owners are unpinned."""
+        gone = set(owners)
+
+        def upd(d: dict[str, Any]) -> None:
+            for rec in d.values():
+                if isinstance(rec, dict) and rec.get("pin_owner") in gone:
+                    rec["pinned"] = False
+
+        warm_mod.StateFile(self.config.cache_dir).update(upd)
+
+    def publish(self) -> None:
+        """Node cache stats -> metrics and the Node (worker thread only)."""
+        self._next_publish = time.monotonic() + self.config.publish_interval
+        cache = fusecache.NodeCache.open(self.config.cache_dir)
+        try:
+            st = cache.stats()
+        finally:
+            cache.close()
+        if self.metrics is not None:
+            self.metrics.node_stats(st)
+        if self.publisher is None:
+            return
+        held = sorted({r.get("uri") or r["dataset"] for r in self.records.live().values()})
+        try:
+            self.publisher.publish(max(0, st.limit_bytes - st.used_bytes), st.limit_bytes, held)
+        except Exception as e:  # noqa: BLE001 - API down: retried at the next interval
+            log.warning("cannot publish node %s: %s", self.config.node_name, e)
