@@ -218,3 +218,50 @@ def test_bad_combinations_are_one_line_errors(argv, message, tmp_path, monkeypat
     assert cli.main(argv) == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("prefetchd: error: ") and message in err, err
+
+
+def test_webhook_command_steers_a_pod_and_stops_on_sigterm(fake, tmp_path):
+    from test_k8s_webhook import TRAIN_POD, add_cluster, make_cert, mutate
+
+    add_cluster(fake)
+    cert, key = make_cert(tmp_path)
+    port = free_port()
+    cmd = [sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "webhook",
+           "--kubeconfig", str(write_kubeconfig(tmp_path / "kubeconfig", fake.url)),
+           "--port", str(port), "--tls-cert-file", cert, "--tls-key-file", key,
+           "--replicas", "2"]
+    log_path = tmp_path / "webhook.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_file, stderr=log_file)
+    try:
+        def listening() -> bool:
+            assert proc.poll() is None, log_path.read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        wait_until("webhook listening", listening)
+
+        class Srv:  # what mutate() needs of a server
+            pass
+
+        srv = Srv()
+        srv.port = port  # type: ignore[attr-defined]
+        resp, pod = mutate(srv, cert, TRAIN_POD)  # type: ignore[arg-type]
+        terms = pod["spec"]["affinity"]["nodeAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"]
+        hosts = [v for t in terms for e in t["preference"]["matchExpressions"]
+                 if e["key"] == "kubernetes.io/hostname" for v in e["values"]]
+        # two replicas among the nodes with GPUs, untainted, running an agent: both of them
+        assert set(hosts) == {"host-0", "host-1"}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log_path.read_text()
+    assert "prefetchd webhook stopped" in text
+    assert " WARNING " not in text and " ERROR " not in text, text

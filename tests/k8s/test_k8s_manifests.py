@@ -67,3 +67,31 @@ def test_agent_patch_adds_the_prefetchd_container():
     model = client.ApiClient().deserialize(json.dumps(container), "V1Container",
                                            "application/json")
     assert model.env[0].value_from.field_ref.field_path == "spec.nodeName"
+
+
+def test_agent_patch_targets_the_csi_node_daemonset_and_its_cache():
+    """The patch names the real CSI node DaemonSet and uses its cache dir; its args parse."""
+    from prefetchd import cli
+
+    (patch,) = yaml.safe_load_all((ROOT / PATCHES[0]).read_text())
+    (csi,) = [d for d in yaml.safe_load_all((ROOT.parent / "node.yaml").read_text())
+              if d and d["kind"] == "DaemonSet"]
+    assert (patch["metadata"]["name"], patch["metadata"]["namespace"]) == \
+        (csi["metadata"]["name"], csi["metadata"]["namespace"])
+    pod = csi["spec"]["template"]["spec"]
+    (plugin,) = [c for c in pod["containers"] if c["name"] == "fusecache-csi"]
+    csi_cache = next(a.split("=", 1)[1] for a in plugin["args"] if a.startswith("--cache-dir="))
+    (agent,) = patch["spec"]["template"]["spec"]["containers"]
+    args = cli.build_parser().parse_args(agent["command"][1:] + agent["args"])
+    assert args.kubernetes and args.cache_dir == csi_cache and args.metrics_port
+    mounts = {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}
+    assert mounts["cache-dir"] == csi_cache
+    assert "cache-dir" in {v["name"] for v in pod["volumes"]}
+    # the CSI pod mounts no token; the agent's own projected token is where in-cluster looks
+    assert pod.get("automountServiceAccountToken") is False
+    assert mounts["prefetchd-api-token"] == "/var/run/secrets/kubernetes.io/serviceaccount"
+    # and the pod's own service account holds the agent's rules
+    bindings = [d for d in docs() if d["kind"] == "ClusterRoleBinding"
+                and d["roleRef"]["name"] == "prefetchd-agent"]
+    subjects = {(s["namespace"], s["name"]) for b in bindings for s in b["subjects"]}
+    assert (csi["metadata"]["namespace"], pod["serviceAccountName"]) in subjects
