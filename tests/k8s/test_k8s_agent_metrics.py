@@ -1,0 +1,70 @@
+"""Per-step metrics: lead time either way round, node-wide hit ratio over a step's window."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from prefetchd.k8s import agent as ag
+from prefetchd.k8s import metrics as mm
+
+pytestmark = pytest.mark.k8s
+
+SRC = "workflow ml/wf"
+
+
+def wf(step: str, started: str | None, finished: str | None = None, host: str = "n1") -> dict:
+    entry = {"displayName": step, "phase": "Running", "hostNodeName": host,
+             "startedAt": started, "finishedAt": finished}
+    return {"status": {"nodes": {"x": entry}}}
+
+
+def stats(**counters: int) -> SimpleNamespace:
+    return SimpleNamespace(used_bytes=1, limit_bytes=10, counters=counters)
+
+
+def res(nbytes: int) -> SimpleNamespace:
+    return SimpleNamespace(bytes=nbytes, skipped_bytes=0, transferred=nbytes, failed=[])
+
+
+def value(m: mm.AgentMetrics, name: str, **labels: str) -> float | None:
+    return m.registry.get_sample_value(name, labels)
+
+
+def test_lead_time_is_negative_when_the_step_started_before_the_warm_finished():
+    m = mm.AgentMetrics("n1")
+    req = ag.WarmRequest("s3://b/d/", SRC, "train", 1)
+    t0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+    m.observe_workflow(SRC, wf("train", "2023-11-14T22:13:20Z"))  # started before any warm
+    m.warm_done(req, res(100), t0 - 5, t0 + 7)
+    assert value(m, "prefetchd_step_warm_lead_seconds", workflow="ml/wf", step="train") == -7
+    # warm first, start later: positive
+    req2 = ag.WarmRequest("s3://b/e/", SRC, "eval", 2)
+    m.warm_done(req2, res(50), t0, t0 + 10)
+    m.observe_workflow(SRC, wf("eval", "2023-11-14T22:14:00Z"))
+    assert value(m, "prefetchd_step_warm_lead_seconds", workflow="ml/wf", step="eval") == 30
+    assert value(m, "prefetchd_step_warmed_bytes", workflow="ml/wf", step="train") == 100
+
+
+def test_step_hit_ratio_is_the_node_wide_delta_over_the_step_on_this_node():
+    m = mm.AgentMetrics("n1")
+    m.node_stats(stats(ram_hits=100, disk_hits=0, disk_misses=100))
+    m.observe_workflow(SRC, wf("train", "2023-11-14T22:13:20Z"))
+    m.node_stats(stats(ram_hits=130, disk_hits=60, disk_misses=110))  # +90 hits, +10 misses
+    m.observe_workflow(SRC, wf("train", "2023-11-14T22:13:20Z", "2023-11-14T22:20:00Z"))
+    assert value(m, "prefetchd_step_node_cache_hit_ratio", workflow="ml/wf",
+                 step="train") == pytest.approx(0.9)
+    assert value(m, "prefetchd_node_cache_hit_ratio") == pytest.approx(190 / 300)
+    # a step on another node we did not warm for gets no series
+    m.observe_workflow(SRC, wf("other", "2023-11-14T22:13:20Z", "2023-11-14T22:20:00Z", "n9"))
+    assert value(m, "prefetchd_step_node_cache_hit_ratio", workflow="ml/wf",
+                 step="other") is None
+
+
+def test_per_step_series_are_bounded():
+    m = mm.AgentMetrics("n1", max_steps=3)
+    for i in range(10):
+        m.warm_done(ag.WarmRequest("s3://b/d/", SRC, f"s{i}", 0), res(1), 0.0, 1.0)
+    kept = [s for s in m.warmed.collect()[0].samples]
+    assert sorted(s.labels["step"] for s in kept) == ["s7", "s8", "s9"]
