@@ -125,6 +125,8 @@ class MountConfig:
     readahead_max: int = 64 * MiB
     # Parallel GETs to S3 across the whole mount (boto3 connection pool size).
     max_connections: int = 24
+    # Kernel read-ahead for the mount (sysfs read_ahead_kb); FUSE's default is 128 KiB.
+    kernel_readahead: int = 4 * MiB
     # A FUSE read that cannot be served within this time returns EIO (never hangs).
     read_timeout: float = 60.0
     # Per-request S3 timeouts and retry budget (backoff with jitter within read_timeout).

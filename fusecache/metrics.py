@@ -41,6 +41,11 @@ class Metrics:
         self._pending = _Tally()
         self._last_evictions: int | None = None
 
+    def tier_counter(self, tier: str, hit: bool) -> _TierCounter:
+        """A pre-bound hit or miss counter of one tier (no label lookup per read)."""
+        return _TierCounter(self, (self.hits if hit else self.misses).labels(tier),
+                            f"{tier}_{'hits' if hit else 'misses'}")
+
     def hit(self, tier: str) -> None:
         self.hits.labels(tier).inc()
         self._pending[f"{tier}_hits"] += 1
@@ -74,3 +79,16 @@ class Metrics:
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         start_http_server(port, addr=addr, registry=self.registry)
         log.info("metrics on http://%s:%d/metrics", addr, port)
+
+
+class _TierCounter:
+    __slots__ = ("_child", "_metrics", "_name")
+
+    def __init__(self, metrics: Metrics, child, name: str) -> None:
+        self._metrics = metrics
+        self._child = child
+        self._name = name
+
+    def inc(self) -> None:
+        self._child.inc()
+        self._metrics._pending[self._name] += 1

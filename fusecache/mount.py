@@ -82,6 +82,66 @@ def is_mounted(path: Path) -> bool:
     return mount_entry(path) is not None
 
 
+def _mount_device(path: Path) -> str | None:
+    """'major:minor' of the mount at *path* (already resolved), from mountinfo.
+
+    No stat or realpath here: the path is our own mountpoint and the FUSE loop is
+    not running yet, so touching it would deadlock.
+    """
+    target = str(path)
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if fields[4].encode().decode("unicode_escape") == target:
+                    return fields[2]
+    except OSError:
+        pass
+    return None
+
+
+async def set_kernel_readahead(path: Path, kib: int, init_done: trio.Event) -> None:
+    """Raise the kernel's read-ahead for this mount (FUSE's default is 128 KiB).
+
+    Measured (strace, dd bs=1M, blocks in the RAM tier): with 128 KiB every FUSE
+    read request is 128 KiB and the mount reads ~210 MB/s; with 4 MiB the kernel
+    sends 1 MiB requests and it reads 1.4-2.8 GB/s. The kernel lowers the value
+    to what the FUSE INIT reply allows when it processes that reply, so this runs
+    after INIT. Needs root; best effort.
+    """
+    dev = _mount_device(path)
+    if dev is None:
+        return
+    knob = Path(f"/sys/class/bdi/{dev}/read_ahead_kb")
+    await init_done.wait()
+    for _ in range(20):
+        await trio.sleep(0.05)
+        try:
+            knob.write_text(str(kib))
+            if int(knob.read_text()) == kib:
+                log.debug("read_ahead_kb of %s set to %d", dev, kib)
+                return
+        except (OSError, ValueError) as e:
+            log.debug("could not set read_ahead_kb for %s: %s", dev, e)
+            return
+
+
+def limit_malloc_arenas() -> None:
+    """Keep glibc from hoarding freed 4 MiB buffers in per-thread arenas.
+
+    Measured in the bench: RSS 700 MiB of anonymous memory with a 256 MiB RAM tier
+    under default malloc settings, 348 MiB with 2 arenas and blocks >= 1 MiB
+    mmapped (returned to the OS when freed).
+    """
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-8, 2)          # M_ARENA_MAX
+        libc.mallopt(-3, 1 << 20)    # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
+
+
 def _fuse_options(cfg: MountConfig) -> set[str]:
     opts = {"default_permissions", "ro", "noatime", "subtype=fusecache"}
     src = f"s3://{cfg.location.bucket}/{cfg.location.prefix}".rstrip("/")
@@ -105,6 +165,7 @@ class MountedFilesystem:
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.disk: NodeCache | None = None
         self.cache_env: NodeCache
+        self.mountpoint = cfg.mountpoint
 
     def prepare(self) -> None:
         """Checks that need the network and the cache dir; raises on bad input."""
@@ -171,6 +232,9 @@ class MountedFilesystem:
             await nursery.start(self.reader.run)
             nursery.start_soon(self._flusher, name="fusecache-flusher")
             nursery.start_soon(self._watch_signals, name="fusecache-signals")
+            if self.cfg.kernel_readahead:
+                nursery.start_soon(set_kernel_readahead, self.mountpoint,
+                                   self.cfg.kernel_readahead // 1024, self.ops.init_done)
             await pyfuse3.main(min_tasks=4, max_tasks=64)
             nursery.cancel_scope.cancel()
 
@@ -203,12 +267,14 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
                 os.write(ready_fd, msg.encode() + b"\n")
                 os.close(ready_fd)
 
+    limit_malloc_arenas()
     try:
         mountpoint = check_mountpoint(cfg.mountpoint)
         fs = MountedFilesystem(cfg)
         fs.prepare()
         if cfg.metrics_port:
             fs.metrics.serve(cfg.metrics_port)
+        fs.mountpoint = mountpoint
         pyfuse3.init(fs.ops, str(mountpoint), _fuse_options(cfg))
     except (errors.FusecacheError, OSError, RuntimeError) as e:
         msg = _one_line(e)

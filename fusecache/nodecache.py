@@ -70,7 +70,7 @@ _BKEY_TAIL = struct.Struct(">II")  # block size, index
 _DEFAULT_MAP_SIZE = 1 << 40
 
 COUNTERS = ("ram_hits", "ram_misses", "disk_hits", "disk_misses", "s3_bytes", "s3_gets",
-            "evictions", "integrity_errors")
+            "evictions", "integrity_errors", "write_dropped")
 
 
 @dataclass(frozen=True)

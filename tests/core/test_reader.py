@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import trio
-from fakes import FakeStore, ramp
 
 from fusecache import errors
 from fusecache.metrics import Metrics
 from fusecache.nodecache import NodeCache, ObjectId
 from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader, ReadState
+
+from fakes import FakeStore, ramp
 
 BS = 64 * 1024
 
