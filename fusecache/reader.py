@@ -51,8 +51,9 @@ _DISK_READ_THREADS = 4
 _INLINE_DISK_READ = 256 * 1024
 _SEQUENTIAL_SLACK = 8 * 1024 * 1024
 # Write-behind holds blocks that are also in the RAM tier, so its memory is
-# mostly shared; when it is full the block is simply not cached (never a stall).
+# mostly shared; when it is full, fetches wait for the disk (see _queue_write).
 _WRITE_QUEUE_BLOCKS = 32
+_WRITE_STALL = 10.0
 _DISK_RETRY_AFTER = 30.0
 
 
@@ -229,9 +230,20 @@ class BlockReader:
             try:
                 self._write_send.send_nowait((oid, idx, data))
             except trio.WouldBlock:
-                self.metrics.add_pending("write_dropped", 1)
-                log.debug("write-behind queue full; block %d of %s not cached", idx, oid.key)
+                await self._queue_write(oid, idx, data)
         return data
+
+    async def _queue_write(self, oid: ObjectId, idx: int, data: bytes) -> None:
+        """Back-pressure: a fill may not outrun the disk, or the cache stays empty.
+
+        Only a disk that cannot take a block for _WRITE_STALL seconds makes us drop it.
+        """
+        with trio.move_on_after(_WRITE_STALL):
+            await self._write_send.send((oid, idx, data))
+            return
+        self.metrics.add_pending("write_dropped", 1)
+        log.warning("node cache writes stalled for %.0fs; block %d of %s not cached",
+                    _WRITE_STALL, idx, oid.key)
 
     async def _disk_get(self, oid: ObjectId, idx: int, length: int) -> bytes | None:
         assert self.disk is not None
