@@ -136,36 +136,51 @@ def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, st
         )
     plans = []
     for d in runnable:
-        if d.kind == "kfp-v2-ir":
-            # the platform spec is the next document of the same file
-            plat = next(
-                (p for p in platforms if p.source == d.source and p.index == d.index + 1), None
-            )
-            if plat is None and len(irs) == 1 and len(platforms) == 1:
-                plat = platforms[0]
-            plan = _kfp2.Kfp2Analyzer(
-                d.data, plat.data if plat else None, d.label, params
-            ).analyze()
-        elif d.kind == "kfp-v2-argo":
-            ir, plat_d, run_values, ws, name = _kfp2.ir_from_argo(d)
-            plan = _kfp2.Kfp2Analyzer(
-                ir,
-                plat_d,
-                d.label,
-                params,
-                fmt="kfp-v2-argo",
-                kind="Workflow",
-                run_values=run_values,
-                workspace=ws,
-                name=name,
-            ).analyze()
-        else:
-            plan = _argo.ArgoAnalyzer(d, library, params).analyze()
-        finish_plan(plan)
-        if pvc_map:
-            _map_pvcs(plan, pvc_map)
-        plans.append(plan)
+        try:
+            plans.append(_analyze_one(d, library, platforms, irs, params, pvc_map))
+        except PipelineError:
+            raise
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:
+            # A field of the wrong shape deep in a document: name the document
+            # rather than crash (the front end's contract, fuzzed in the tests).
+            raise PipelineError(
+                f"{d.label}: malformed {d.kind} document ({type(e).__name__}: {e})"
+            ) from None
     return plans
+
+
+def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list[Document],
+                 params: dict[str, str], pvc_map: dict[str, str]) -> Plan:
+    """The plan of one runnable document."""
+    if d.kind == "kfp-v2-ir":
+        # the platform spec is the next document of the same file
+        plat = next(
+            (p for p in platforms if p.source == d.source and p.index == d.index + 1), None
+        )
+        if plat is None and len(irs) == 1 and len(platforms) == 1:
+            plat = platforms[0]
+        plan = _kfp2.Kfp2Analyzer(
+            d.data, plat.data if plat else None, d.label, params
+        ).analyze()
+    elif d.kind == "kfp-v2-argo":
+        ir, plat_d, run_values, ws, name = _kfp2.ir_from_argo(d)
+        plan = _kfp2.Kfp2Analyzer(
+            ir,
+            plat_d,
+            d.label,
+            params,
+            fmt="kfp-v2-argo",
+            kind="Workflow",
+            run_values=run_values,
+            workspace=ws,
+            name=name,
+        ).analyze()
+    else:
+        plan = _argo.ArgoAnalyzer(d, library, params).analyze()
+    finish_plan(plan)
+    if pvc_map:
+        _map_pvcs(plan, pvc_map)
+    return plan
 
 
 def _join(prefix: str, *parts: str) -> str:
