@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import lmdb
@@ -54,6 +55,8 @@ _SEQUENTIAL_SLACK = 8 * 1024 * 1024
 # mostly shared; when it is full, fetches wait for the disk (see _queue_write).
 _WRITE_QUEUE_BLOCKS = 32
 _WRITE_STALL = 10.0
+# How long a block whose fetch failed for good fails again at once.
+_FAILURE_MEMORY = 5.0
 _DISK_RETRY_AFTER = 30.0
 
 
@@ -86,7 +89,8 @@ class BlockReader:
 
     def __init__(self, store: ObjectStore, ram: RamCache, disk: NodeCache | None,
                  metrics: Metrics, *, block_size: int, readahead_budget: int,
-                 readahead_max: int, max_connections: int, read_timeout: float) -> None:
+                 readahead_max: int, max_connections: int, read_timeout: float,
+                 failure_memory: float = _FAILURE_MEMORY) -> None:
         self.store = store
         self.ram = ram
         self.disk = disk
@@ -105,6 +109,8 @@ class BlockReader:
         self._write_send, self._write_recv = trio.open_memory_channel[
             tuple[ObjectId, int, bytes]](_WRITE_QUEUE_BLOCKS)
         self._disk_off_until = 0.0
+        self._recent_failures: OrderedDict[bytes, tuple[float, Exception]] = OrderedDict()
+        self._failure_memory = failure_memory
         self._ram_hits = metrics.tier_counter("ram", hit=True)
         self._ram_misses = metrics.tier_counter("ram", hit=False)
         self._disk_hits = metrics.tier_counter("disk", hit=True)
@@ -196,6 +202,11 @@ class BlockReader:
                 raise flight.error
             assert flight.data is not None
             return flight.data
+        failed = self._recent_failures.get(key)
+        if failed is not None:
+            if trio.current_time() < failed[0]:
+                raise failed[1]
+            del self._recent_failures[key]
         flight = self._inflight[key] = _Flight()
         try:
             data = await self._load(oid, idx)
@@ -204,10 +215,20 @@ class BlockReader:
             return data
         except BaseException as e:
             flight.error = e if isinstance(e, Exception) else errors.StoreError("cancelled")
+            if isinstance(e, errors.StoreUnavailable | errors.DeadlineExceeded):
+                self._remember_failure(key, e)
             raise
         finally:
             del self._inflight[key]
             flight.done.set()
+
+    def _remember_failure(self, key: bytes, e: Exception) -> None:
+        """The kernel re-sends a failed read page by page (read-ahead, then a
+        synchronous retry); failing those fast keeps a dead S3 from turning one
+        read() into minutes of waiting."""
+        self._recent_failures[key] = (trio.current_time() + self._failure_memory, e)
+        if len(self._recent_failures) > 1024:
+            self._recent_failures.popitem(last=False)
 
     # -- loading -------------------------------------------------------------------
 

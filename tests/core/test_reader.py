@@ -123,16 +123,22 @@ def test_disk_tier_serves_and_write_behind_fills(tmp_path: Path) -> None:
     disk.close()
 
 
-def test_failed_fetch_raises_then_recovers() -> None:
+def test_failed_fetch_fails_fast_for_a_while_then_recovers() -> None:
     store = FakeStore()
     o = put(store, "f", BS)
     store.fail_next["get"] = [errors.StoreUnavailable("boom")]
 
     async def go():
-        r = make_reader(store)
+        r = BlockReader(store, RamCache(16 * BS), None, Metrics(), block_size=BS,
+                        readahead_budget=0, readahead_max=0, max_connections=4,
+                        read_timeout=10, failure_memory=0.3)
         async def body():
             with pytest.raises(errors.StoreUnavailable):
                 await r.read(o, 0, 10)
+            with pytest.raises(errors.StoreUnavailable):  # the kernel's retry: no new GET
+                await r.read(o, 0, 10)
+            assert store.calls["get"] == 1
+            await trio.sleep(0.4)
             assert await r.read(o, 0, 10) == store.objects["f"][:10]
         await with_reader(r, body)
     trio.run(go)
