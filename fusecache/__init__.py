@@ -2,7 +2,7 @@
 
 The public Python API (used by prefetchd and the CSI plugin):
 
-- ``NodeCache.open(cache_dir, limit_bytes=None, block_size=4 MiB)``: the node's
+- ``NodeCache.open(cache_dir, limit_bytes=None, block_size=None)``: the node's
   LMDB block cache; ``put_block/get_block/contains_block/missing_blocks/
   contains_object``, ``pin_object/unpin_object/pin_block/unpin_block/is_pinned``,
   ``stats()``, ``flush_touches()``, ``close()``. Methods block: call them from a

@@ -98,9 +98,9 @@ class CacheConfig:
     # 256 MiB per process: enough to hold the read-ahead window of a few sequential
     # readers and the hot small files; the node-wide working set lives in LMDB.
     ram_cache_size: int = 256 * MiB
-    # 4 MiB: large enough that one ranged GET amortises S3's per-request latency,
-    # small enough that a random 4 KiB read does not pull much more than it needs.
-    block_size: int = 4 * MiB
+    # None: the node cache's own block size (8 MiB for a new cache, see
+    # nodecache.DEFAULT_BLOCK_SIZE), so mounts and prefetchd share blocks.
+    block_size: int | None = None
 
 
 @dataclass

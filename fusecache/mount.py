@@ -179,6 +179,7 @@ class MountedFilesystem:
             self._tmp = tempfile.TemporaryDirectory(prefix="fusecache-private-")
             self.cache_env = NodeCache.open(self._tmp.name, limit_bytes=0,
                                             block_size=c.block_size)
+        block_size = self.cache_env.block_size
         from fusecache.fs import FuseOperations
         from fusecache.namespace import Namespace
         self.listings = ListingCache(self.cache_env.env)
@@ -195,7 +196,7 @@ class MountedFilesystem:
             self.listings.put_name(loc.bucket, loc.prefix + "/", DirEntry("", True))
         self.ram = RamCache(c.ram_cache_size)
         self.reader = BlockReader(
-            self.store, self.ram, self.disk, self.metrics, block_size=c.block_size,
+            self.store, self.ram, self.disk, self.metrics, block_size=block_size,
             readahead_budget=self.cfg.readahead_budget, readahead_max=self.cfg.readahead_max,
             max_connections=self.cfg.max_connections, read_timeout=self.cfg.read_timeout)
         self.namespace = Namespace(self.store, self.listings, self.cfg.location,

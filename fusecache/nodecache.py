@@ -68,6 +68,10 @@ _BKEY_TAIL = struct.Struct(">II")  # block size, index
 # The map is a reservation of address space, not disk: 1 TiB, or twice the limit
 # when someone asks for more. All openers must agree on "at least the file size".
 _DEFAULT_MAP_SIZE = 1 << 40
+# 8 MiB: measured on 2 cores, a cold sequential read moved 458 MB/s at 1.06 CPU-s
+# per 512 MiB with 8 MiB blocks vs 303 MB/s at 1.63 CPU-s with 4 MiB (half the
+# GETs and cache transactions); Mountpoint uses 8 MiB parts for the same reason.
+DEFAULT_BLOCK_SIZE = 8 << 20
 
 COUNTERS = ("ram_hits", "ram_misses", "disk_hits", "disk_misses", "s3_bytes", "s3_gets",
             "evictions", "integrity_errors", "write_dropped")
@@ -147,8 +151,13 @@ class NodeCache:
 
     @classmethod
     def open(cls, cache_dir: str | os.PathLike, *, limit_bytes: int | None = None,
-             block_size: int = 4 << 20) -> NodeCache:
+             block_size: int | None = None) -> NodeCache:
         """Open (or create) the node cache in *cache_dir*.
+
+        *block_size* None means the cache's own (set when it was created,
+        DEFAULT_BLOCK_SIZE for a new one), so a mount and prefetchd that do not
+        say otherwise share blocks. Another value works (keys carry the block
+        size) but does not share blocks with users of the cache's own size.
 
         A corrupt or incompatible environment is moved aside (``cache.lmdb.bad-<ts>``)
         with a warning and a fresh one created. Raises ``errors.CacheUnavailable`` when
@@ -182,7 +191,7 @@ class NodeCache:
 
     @classmethod
     def _init(cls, env: lmdb.Environment, path: Path, limit_bytes: int | None,
-              block_size: int) -> NodeCache:
+              block_size: int | None) -> NodeCache:
         meta = env.open_db(b"meta")
         with env.begin(write=True, db=meta) as txn:
             fmt = txn.get(b"format")
@@ -193,6 +202,15 @@ class NodeCache:
                 txn.put(b"used", _U64.pack(0))
             elif fmt != FORMAT:
                 raise IncompatibleCache(f"format {fmt!r}, expected {FORMAT!r}")
+            raw_bs = txn.get(b"block_size")
+            if raw_bs is None:
+                raw_bs = _U64.pack(block_size or DEFAULT_BLOCK_SIZE)
+                txn.put(b"block_size", raw_bs)
+            if block_size is None:
+                block_size = _U64.unpack(raw_bs)[0]
+            elif block_size != _U64.unpack(raw_bs)[0]:
+                log.info("using block size %d; the node cache's own is %d (blocks are not "
+                         "shared between the two)", block_size, _U64.unpack(raw_bs)[0])
             if limit_bytes is not None:
                 txn.put(b"limit", _U64.pack(limit_bytes))
             else:
