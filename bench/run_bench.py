@@ -176,7 +176,7 @@ def make_dataset(d: Path, big_mib: int, n_small: int, seed: int) -> dict:
         (d / "small" / name).write_bytes(os.urandom(sz))
         names.append(name)
     return {"big_bytes": big_mib * MiB, "small_names": names, "small_bytes": sum(sizes),
-            "small_sizes": dict(zip(names, sizes))}
+            "small_sizes": dict(zip(names, sizes, strict=True))}
 
 
 def fingerprint_big(path: Path) -> list[bytes]:
@@ -192,8 +192,9 @@ def fingerprint_big(path: Path) -> list[bytes]:
 
 
 def upload(s3, data: Path, ds: dict) -> None:
-    from boto3.s3.transfer import TransferConfig
     from concurrent.futures import ThreadPoolExecutor
+
+    from boto3.s3.transfer import TransferConfig
 
     c = s3.client()
     c.create_bucket(Bucket=BUCKET)
@@ -416,6 +417,9 @@ def main() -> int:
                     help="scratch dir on local disk (default: a new dir in /var/tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the workdir")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--bandwidth", type=int, default=None, metavar="MBIT",
+                    help="run S3 in a network namespace of its own behind a tbf-shaped "
+                         "veth link of MBIT Mbit/s (link-bound instead of CPU-bound)")
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     a = ap.parse_args()
 
@@ -453,7 +457,14 @@ def main() -> int:
             "enable_noobj_cache; rclone --dir-cache-time 24h --attr-timeout 24h"),
         "readers": {},
     }
-    s3 = LocalS3(data_dir=work / "s3")
+    link = contextlib.ExitStack()
+    if a.bandwidth:
+        from shaped_link import shaped_namespace
+        ip, prefix = link.enter_context(shaped_namespace(a.bandwidth))
+        s3 = LocalS3(data_dir=work / "s3", ip=ip, cmd_prefix=prefix)
+        res["params"]["bandwidth_mbit"] = a.bandwidth
+    else:
+        s3 = LocalS3(data_dir=work / "s3")
     t_start = time.monotonic()
     try:
         log(f"workdir {work}; starting SeaweedFS")
@@ -532,6 +543,7 @@ def main() -> int:
     finally:
         cleanup_all()
         s3.stop()
+        link.close()
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
         else:
@@ -618,7 +630,7 @@ def print_table(res: dict) -> None:
             continue
         p3 = r.get("pass3_remount")
 
-        def cell(pn, w, k):
+        def cell(pn, w, k, name=name):
             v = _get(res, name, pn, w, k)
             return "-" if v is None else v
         ok = all(r[pn][w]["verified"] for pn in ("pass1", "pass2", "pass3_remount")

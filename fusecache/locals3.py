@@ -62,12 +62,16 @@ class LocalS3:
     access_key: str = field(default_factory=lambda: "fc" + secrets.token_hex(8))
     secret_key: str = field(default_factory=lambda: secrets.token_hex(20))
     s3_port: int = 0
+    # Where it listens, and a command prefix to run it with: the benchmarks run it
+    # in a network namespace of their own ("ip netns exec NS") behind a shaped link.
+    ip: str = "127.0.0.1"
+    cmd_prefix: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
     _own_dir: bool = False
 
     @property
     def endpoint_url(self) -> str:
-        return f"http://127.0.0.1:{self.s3_port}"
+        return f"http://{self.ip}:{self.s3_port}"
 
     def env(self) -> dict[str, str]:
         """Environment variables that point boto3 (and fusecache) at this server."""
@@ -112,8 +116,8 @@ class LocalS3:
         master, volume, filer = _free_port(), _free_port(), _free_port()
         self.s3_port = self.s3_port or _free_port()
         cmd = [
-            weed_binary(), "server", f"-dir={self.data_dir}", "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1", f"-master.port={master}", f"-volume.port={volume}",
+            *self.cmd_prefix, weed_binary(), "server", f"-dir={self.data_dir}", f"-ip={self.ip}",
+            f"-ip.bind={self.ip}", f"-master.port={master}", f"-volume.port={volume}",
             f"-filer.port={filer}", "-s3", f"-s3.port={self.s3_port}",
             f"-s3.config={cfg_path}", "-s3.port.iceberg=0", "-s3.port.lance=0",
             "-master.telemetry=false", "-volume.max=0", "-master.volumeSizeLimitMB=256",
