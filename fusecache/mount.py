@@ -166,6 +166,7 @@ class MountedFilesystem:
         self.disk: NodeCache | None = None
         self.cache_env: NodeCache
         self.mountpoint = cfg.mountpoint
+        self._private_env: NodeCache | None = None
 
     def prepare(self) -> None:
         """Checks that need the network and the cache dir; raises on bad input."""
@@ -176,7 +177,8 @@ class MountedFilesystem:
             self.cache_env = self.disk
         except CacheUnavailable as e:
             log.warning("%s: serving from S3 without the disk cache", e)
-            self._tmp = tempfile.TemporaryDirectory(prefix="fusecache-private-")
+            shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+            self._tmp = tempfile.TemporaryDirectory(prefix="fusecache-private-", dir=shm)
             self.cache_env = NodeCache.open(self._tmp.name, limit_bytes=0,
                                             block_size=c.block_size)
         block_size = self.cache_env.block_size
@@ -200,8 +202,16 @@ class MountedFilesystem:
             readahead_budget=self.cfg.readahead_budget, readahead_max=self.cfg.readahead_max,
             max_connections=self.cfg.max_connections, read_timeout=self.cfg.read_timeout)
         self.namespace = Namespace(self.store, self.listings, self.cfg.location,
-                                   self.cfg.metadata_ttl)
+                                   self.cfg.metadata_ttl,
+                                   fallback_listings=self._private_listings)
         self.ops = FuseOperations(self.namespace, self.reader)
+
+    def _private_listings(self) -> ListingCache:
+        """A listing cache of this process only, in RAM (/dev/shm) when possible."""
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self._private_tmp = tempfile.TemporaryDirectory(prefix="fusecache-private-", dir=shm)
+        self._private_env = NodeCache.open(self._private_tmp.name, limit_bytes=0)
+        return ListingCache(self._private_env.env)
 
     async def _flusher(self) -> None:
         """Access times and counters to the node cache, gauges to Prometheus."""
@@ -256,6 +266,9 @@ class MountedFilesystem:
         if self._tmp is not None:
             self.cache_env.close()
             self._tmp.cleanup()
+        if self._private_env is not None:
+            self._private_env.close()
+            self._private_tmp.cleanup()
 
 
 def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:

@@ -32,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import lmdb
 import trio
 
 from fusecache import errors
@@ -71,9 +72,13 @@ def _ino_for(key: str, is_dir: bool) -> int:
 
 class Namespace:
     def __init__(self, store: ObjectStore, listings: ListingCache, location: S3Location,
-                 ttl: float, clock: Callable[[], float] = time.time) -> None:
+                 ttl: float, clock: Callable[[], float] = time.time,
+                 fallback_listings: Callable[[], ListingCache] | None = None) -> None:
         self.store = store
         self.listings = listings
+        # Called once when the node cache cannot take metadata writes (disk full):
+        # listings then go to a private cache so the mount keeps working.
+        self._fallback_listings = fallback_listings
         self.location = location
         self.ttl = ttl
         self.clock = clock
@@ -194,8 +199,22 @@ class Namespace:
                     self._negative.popitem(last=False)
             raise errors.ObjectNotFound(key)
         entry = DirEntry(name, node.is_dir, node.size, node.etag, node.mtime)
-        await trio.to_thread.run_sync(self.listings.put_name, bucket, node.key, entry)
+        try:
+            await trio.to_thread.run_sync(self.listings.put_name, bucket, node.key, entry)
+        except lmdb.Error as e:
+            self._listings_failed(e)  # remembering the name is an optimisation only
         return node
+
+    def _listings_failed(self, e: Exception) -> bool:
+        """Switch to the private listing cache after a node-cache write failure."""
+        if self._fallback_listings is None:
+            log.warning("node cache cannot store metadata (%s)", e)
+            return False
+        log.warning("node cache cannot store metadata (%s); keeping this mount's listings "
+                    "in a private cache", e)
+        self.listings = self._fallback_listings()
+        self._fallback_listings = None
+        return True
 
     async def _head_and_list(self, parent: Node, name: str, key: str) -> Node | None:
         head: ObjectInfo | None = None
@@ -263,8 +282,15 @@ class Namespace:
             await flight.wait()
         flight = self._listing_flights[node.key] = trio.Event()
         try:
-            await trio.to_thread.run_sync(self._list_into_cache, node.key,
-                                          abandon_on_cancel=True)
+            try:
+                await trio.to_thread.run_sync(self._list_into_cache, node.key,
+                                              abandon_on_cancel=True)
+            except lmdb.Error as e:
+                if not self._listings_failed(e):
+                    raise errors.StoreError(f"cannot store the listing of {node.key!r}: "
+                                            f"{e}") from None
+                await trio.to_thread.run_sync(self._list_into_cache, node.key,
+                                              abandon_on_cancel=True)
         except errors.StoreUnavailable:
             stale = self.listings.get_dir(self.location.bucket, node.key)
             if stale is None:

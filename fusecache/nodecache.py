@@ -174,9 +174,10 @@ class NodeCache:
         try:
             env = _open_env(path, limit_bytes)
             cache = cls._init(env, path, limit_bytes, block_size)
-        except (lmdb.Error, ValueError, struct.error, IncompatibleCache) as e:
-            if isinstance(e, lmdb.DiskError | lmdb.ReadonlyError) or (
-                    isinstance(e, lmdb.Error) and "Permission denied" in str(e)):
+        except (lmdb.Error, struct.error, IncompatibleCache) as e:
+            if not isinstance(e, _DAMAGE + (IncompatibleCache,)):
+                # Disk full, read-only, permissions, I/O errors: the file may be
+                # fine, so keep it and run without the disk tier.
                 raise CacheUnavailable(f"cache {path} not usable: {e}") from None
             aside = path.with_name(f"{_ENV_DIR}.bad-{int(time.time())}")
             log.warning("node cache %s is corrupt or incompatible (%s); moved it to %s "
@@ -485,6 +486,12 @@ class CacheUnavailable(errors.FusecacheError):
 
 class IncompatibleCache(errors.FusecacheError):
     """The environment exists but was not written by this format of fusecache."""
+
+
+# Errors that mean the file itself is damaged or foreign: move it aside.
+_DAMAGE = (lmdb.CorruptedError, lmdb.InvalidError, lmdb.VersionMismatchError,
+           lmdb.PageNotFoundError, lmdb.BadChecksumError, lmdb.IncompatibleError,
+           lmdb.PanicError, struct.error)
 
 
 def _open_env(path: Path, limit_bytes: int | None) -> lmdb.Environment:

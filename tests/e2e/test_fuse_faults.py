@@ -168,3 +168,29 @@ def test_bad_input_fails_before_mounting(case: str, local_s3, s3_env, bucket,
     assert expect in err, err
     assert len(err.splitlines()) == 1, err
     assert "wrong-secret-value-123" not in err and s3_env["AWS_SECRET_ACCESS_KEY"] not in err
+
+
+def test_full_cache_disk_keeps_serving_from_s3(local_s3, s3_env, bucket, tmp_path: Path) -> None:
+    """A cache dir on a 12 MiB tmpfs: block writes fail for lack of space, reads go on."""
+    import subprocess
+
+    c = local_s3.client()
+    payload = os.urandom(40 << 20)
+    c.put_object(Bucket=bucket, Key="d/big.bin", Body=payload)
+    small = {f"d/s{i}": os.urandom(30_000) for i in range(10)}
+    for k, v in small.items():
+        c.put_object(Bucket=bucket, Key=k, Body=v)
+    cache = tmp_path / "tiny"
+    cache.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(cache)], check=True)
+    try:
+        with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", str(cache),
+                     "--log-file", str(tmp_path / "mount.log")) as mp:
+            assert (mp / "d" / "big.bin").read_bytes() == payload
+            assert {f"d/{n}": (mp / "d" / n).read_bytes() for n in os.listdir(mp / "d")
+                    if n != "big.bin"} == small
+            assert (mp / "d" / "big.bin").read_bytes() == payload
+        log = (tmp_path / "mount.log").read_text()
+        assert "cannot write to the node cache" in log or "cannot store metadata" in log, log
+    finally:
+        subprocess.run(["umount", "-l", str(cache)], check=False)
