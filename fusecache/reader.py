@@ -97,9 +97,9 @@ class BlockReader:
         self.metrics = metrics
         self.block_size = block_size
         self.read_timeout = read_timeout
-        # Read-ahead never asks for more than a quarter of the RAM tier, so blocks
+        # Read-ahead never asks for more than half the stream segment, so blocks
         # fetched ahead are still there when the reader arrives.
-        self.readahead_max_blocks = max(0, min(readahead_max, ram.limit_bytes // 4)
+        self.readahead_max_blocks = max(0, min(readahead_max, ram.stream_limit // 2)
                                         // block_size)
         self._budget = trio.Semaphore(max(0, readahead_budget // block_size))
         self._connections = trio.CapacityLimiter(max_connections)
@@ -111,6 +111,7 @@ class BlockReader:
         self._disk_off_until = 0.0
         self._recent_failures: OrderedDict[bytes, tuple[float, Exception]] = OrderedDict()
         self._failure_memory = failure_memory
+        self._stream_threshold = ram.limit_bytes // 8
         self._ram_hits = metrics.tier_counter("ram", hit=True)
         self._ram_misses = metrics.tier_counter("ram", hit=False)
         self._disk_hits = metrics.tier_counter("disk", hit=True)
@@ -185,7 +186,7 @@ class BlockReader:
         if data is None:
             return None  # get_block will count the disk miss and fetch
         self._disk_hits.inc()
-        self.ram.put(key, data)
+        self.ram.put(key, data, self._streamed(oid))
         return data
 
     async def get_block(self, oid: ObjectId, idx: int) -> bytes:
@@ -211,7 +212,7 @@ class BlockReader:
         try:
             data = await self._load(oid, idx)
             flight.data = data
-            self.ram.put(key, data)
+            self.ram.put(key, data, self._streamed(oid))
             return data
         except BaseException as e:
             flight.error = e if isinstance(e, Exception) else errors.StoreError("cancelled")
@@ -221,6 +222,10 @@ class BlockReader:
         finally:
             del self._inflight[key]
             flight.done.set()
+
+    def _streamed(self, oid: ObjectId) -> bool:
+        """Objects too big to keep whole in RAM go to the stream segment."""
+        return oid.size > self._stream_threshold
 
     def _remember_failure(self, key: bytes, e: Exception) -> None:
         """The kernel re-sends a failed read page by page (read-ahead, then a

@@ -170,3 +170,17 @@ def test_changed_object_is_not_served_stale() -> None:
                 await r.read(o, 0, 100)
         await with_reader(r, body)
     trio.run(go)
+
+
+def test_ram_tier_streams_cannot_evict_hot_small_blocks() -> None:
+    ram = RamCache(10 * BS, stream_share=0.5)
+    for i in range(6):
+        ram.put(b"small%d" % i, b"s" * (BS // 2))
+    for i in range(40):  # a long stream through the tier
+        ram.put(b"stream%d" % i, b"x" * BS, stream=True)
+        assert ram.used_bytes <= ram.limit_bytes
+    assert all(ram.get(b"small%d" % i) is not None for i in range(6))
+    assert ram.get(b"stream39") is not None and ram.get(b"stream0") is None
+    for i in range(30):  # plain blocks still use the whole tier, streams give way first
+        ram.put(b"big%d" % i, b"b" * BS)
+    assert ram.used_bytes <= ram.limit_bytes and ram.get(b"stream39") is None
