@@ -37,6 +37,7 @@ cannot be opened or has another format is moved aside and a fresh cache created.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import logging
@@ -61,6 +62,8 @@ FORMAT = b"fusecache-node-cache-1"
 _ENV_DIR = "cache.lmdb"
 _MAX_EVICT_SCAN = 4096
 _MAX_PENDING_TOUCHES = 65536
+_UNMAP_EVERY = 64 << 20  # bytes read through the map between two unmaps
+_MADV_DONTNEED = 4
 _BMETA = struct.Struct("<QII")  # atime ns, length, crc32
 _U64 = struct.Struct("<Q")
 _ATIME = struct.Struct(">Q")
@@ -145,6 +148,7 @@ class NodeCache:
         self._meta = env.open_db(b"meta")
         self._lock = threading.Lock()
         self._pending_touch: OrderedDict[bytes, int] = OrderedDict()
+        self._mapped_since = 0
         self._closed = False
 
     # -- opening ---------------------------------------------------------------
@@ -257,7 +261,28 @@ class NodeCache:
             self._pending_touch.move_to_end(key)
             if len(self._pending_touch) > _MAX_PENDING_TOUCHES:
                 self._pending_touch.popitem(last=False)
+            self._mapped_since += len(data)
+            release = self._mapped_since > _UNMAP_EVERY
+            if release:
+                self._mapped_since = 0
+        if release:
+            self._release_mapped_pages()
         return data
+
+    def _release_mapped_pages(self) -> None:
+        """Drop this process's mappings of pages already copied out of the map.
+
+        Every value read through LMDB's memory map stays mapped into this process
+        and counts in its RSS (measured: 520 MiB of file pages after streaming a
+        512 MiB object), which is what the OOM killer weighs. MADV_DONTNEED on a
+        shared read-only file mapping only unmaps: the data stays in the page
+        cache and a later read faults it back in (a minor fault).
+        """
+        span = _map_span(self.path / "data.mdb")
+        if span is None or _LIBC is None:
+            return
+        start, end = span
+        _LIBC.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)
 
     def contains_block(self, oid: ObjectId, index: int) -> bool:
         with self.env.begin(db=self._bmeta) as txn:
@@ -505,6 +530,32 @@ def _open_env(path: Path, limit_bytes: int | None) -> lmdb.Environment:
         readahead=True,  # measured: without it a cold 4 MiB value pages in 8x slower
         sync=False, metasync=False, lock=True, max_spare_txns=8,
     )
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _load_libc()
+
+
+def _map_span(data_file: Path) -> tuple[int, int] | None:
+    """Address range of this process's mapping of *data_file* (from /proc/self/maps)."""
+    target = str(data_file.resolve())
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if line.rstrip().endswith(target):
+                    lo, hi = line.split(None, 1)[0].split("-")
+                    return int(lo, 16), int(hi, 16)
+    except OSError:
+        pass
+    return None
 
 
 def _pin_live(raw: bytes | None, now: int) -> bool:
