@@ -26,7 +26,7 @@ import json
 import logging
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import lmdb
@@ -85,8 +85,10 @@ def _unpack(name: str, raw: bytes) -> DirEntry:
 class ListingCache:
     """Listings per (bucket, prefix). Methods block briefly; call from a thread."""
 
-    def __init__(self, env: lmdb.Environment) -> None:
+    def __init__(self, env: lmdb.Environment,
+                 clock: Callable[[], float] = time.time) -> None:
         self.env = env
+        self.clock = clock  # wall-clock seconds: records are shared between processes
         self._dirs = env.open_db(b"dirs")
         self._ents = env.open_db(b"dirents")
         self._names = env.open_db(b"names")
@@ -126,7 +128,7 @@ class ListingCache:
     def put_name(self, bucket: str, key: str, entry: DirEntry) -> None:
         """Remember that *key* exists (a directory key ends in '/'), with when."""
         with self.env.begin(write=True, db=self._names) as txn:
-            txn.put(_name_key(bucket, key), _CHECKED.pack(time.time()) + _pack(entry))
+            txn.put(_name_key(bucket, key), _CHECKED.pack(self.clock()) + _pack(entry))
 
     def get_name(self, bucket: str, key: str, name: str) -> tuple[DirEntry, float] | None:
         """The remembered entry for *key* and when it was confirmed, if any."""
@@ -218,7 +220,7 @@ class ListingWriter:
             newer = current > self.gen
             if not newer:
                 txn.put(self.digest, json.dumps(
-                    {"gen": self.gen, "at": time.time(), "n": self.count}).encode())
+                    {"gen": self.gen, "at": self.cache.clock(), "n": self.count}).encode())
         self._sweep(keep=current if newer else self.gen)
         return not newer
 

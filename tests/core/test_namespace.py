@@ -1,0 +1,134 @@
+"""Names over a counting fake store: lazy lookups, skipped keys, TTLs, shared listings."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+import trio
+
+from fusecache import errors
+from fusecache.config import S3Location
+from fusecache.listings import ListingCache
+from fusecache.namespace import ROOT_INODE, Namespace
+from fusecache.nodecache import NodeCache
+
+from fakes import FakeStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(tmp_path: Path, store: FakeStore, ttl: float = 60.0, prefix: str = ""):
+    cache = NodeCache.open(tmp_path, limit_bytes=1 << 20)
+    clock = Clock()
+    ns = Namespace(store, ListingCache(cache.env, clock), S3Location("fake", prefix), ttl,
+                   clock)
+    return ns, clock, cache
+
+
+def test_lookup_in_a_huge_prefix_does_not_list_it(tmp_path: Path) -> None:
+    store = FakeStore()
+    for i in range(3000):
+        store.put(f"big/{i:05d}", b"x")
+    ns, _, cache = make(tmp_path, store)
+
+    async def go():
+        d = await ns.lookup(ROOT_INODE, "big")
+        f = await ns.lookup(d.ino, "01234")
+        assert f.size == 1 and not f.is_dir
+        with pytest.raises(errors.ObjectNotFound):
+            await ns.lookup(d.ino, "nope")
+        with pytest.raises(errors.ObjectNotFound):  # negative answer cached
+            await ns.lookup(d.ino, "nope")
+    trio.run(go)
+    # one HEAD + one LIST(max 1) per remote lookup, never a paginated listing
+    assert store.calls["list"] == 3 and store.calls["head"] == 3
+    cache.close()
+
+
+def test_bad_keys_are_skipped_with_one_warning_each(tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    store = FakeStore()
+    store.put("d/ok.txt", b"1")
+    store.put("d/..", b"2")
+    store.put("d/" + "n" * 300, b"3")
+    store.put("d/.", b"4")
+    ns, _, cache = make(tmp_path, store, ttl=0)
+
+    async def go():
+        d = await ns.lookup(ROOT_INODE, "d")
+        for _ in range(2):  # ttl 0: listed twice, still one warning per key
+            rec = await ns.ensure_listing(d)
+            assert [e.name for e in await ns.dir_entries(d, rec, None)] == ["ok.txt"]
+    with caplog.at_level(logging.WARNING):
+        trio.run(go)
+    warnings = [r for r in caplog.records if "not a valid POSIX name" in r.message]
+    assert len(warnings) == 3
+    cache.close()
+
+
+def test_listing_is_shared_and_expires_with_the_ttl(tmp_path: Path) -> None:
+    store = FakeStore()
+    for i in range(5):
+        store.put(f"p/f{i}", b"x" * i)
+    ns, clock, cache = make(tmp_path, store, ttl=30)
+    other = Namespace(store, ListingCache(cache.env, clock), S3Location("fake", ""), 30, clock)
+
+    async def go():
+        d = await ns.lookup(ROOT_INODE, "p")
+        await ns.ensure_listing(d)
+        lists = store.calls["list"]
+        d2 = await other.lookup(ROOT_INODE, "p")
+        await other.ensure_listing(d2)  # another mount on the node: no LIST
+        assert (await other.lookup(d2.ino, "f3")).size == 3
+        assert store.calls["list"] == lists
+        store.put("p/new", b"n")
+        with pytest.raises(errors.ObjectNotFound):
+            await other.lookup(d2.ino, "new")  # the fresh listing is authoritative
+        clock.now += 31
+        await other.ensure_listing(d2)
+        assert (await other.lookup(d2.ino, "new")).size == 1
+    trio.run(go)
+    cache.close()
+
+
+def test_changed_etag_after_ttl_gives_a_new_object_id(tmp_path: Path) -> None:
+    store = FakeStore()
+    store.put("a", b"one")
+    ns, clock, cache = make(tmp_path, store, ttl=10)
+
+    async def go():
+        n = await ns.lookup(ROOT_INODE, "a")
+        before = ns.object_id(n)
+        store.put("a", b"two!")
+        assert ns.object_id(await ns.revalidate(n)) == before  # still fresh
+        clock.now += 11
+        after = ns.object_id(await ns.revalidate(n))
+        assert after != before and after.size == 4
+    trio.run(go)
+    cache.close()
+
+
+def test_inode_numbers_are_stable_and_forgotten(tmp_path: Path) -> None:
+    store = FakeStore()
+    store.put("x/y", b"1")
+    ns, _, cache = make(tmp_path, store)
+
+    async def go():
+        d = await ns.lookup(ROOT_INODE, "x")
+        y = await ns.lookup(d.ino, "y")
+        again = await ns.lookup(d.ino, "y")
+        assert again.ino == y.ino and y.lookups == 2
+        ns.forget(y.ino, 2)
+        with pytest.raises(errors.ObjectNotFound):
+            ns.get(y.ino)
+        assert (await ns.lookup(d.ino, "y")).ino == y.ino  # same number after forget
+    trio.run(go)
+    cache.close()
