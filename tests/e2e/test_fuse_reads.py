@@ -144,16 +144,16 @@ def test_two_mounts_share_one_cache_dir(dataset, local_s3, s3_env, tmp_path: Pat
 
 def test_disk_cache_bound_holds_under_churn(dataset, s3_env, tmp_path: Path) -> None:
     cache = tmp_path / "c"
-    limit = 24 << 20
+    limit = 64 << 20
     with mounted(f"s3://{dataset['bucket']}/train", tmp_path / "m", s3_env,
-                 "--cache-dir", str(cache), "--disk-cache-size", "24MiB",
+                 "--cache-dir", str(cache), "--disk-cache-size", "64MiB",
                  "--ram-cache-size", "16MiB") as mp:
         data = read_file(mp / "big.bin")
         assert sha(data) == sha(dataset["big"])
         time.sleep(1.5)
         st = stats(cache)
     assert st["used_bytes"] <= limit and st["limit_bytes"] == limit
-    assert st["evictions"] >= (BIG - limit) // (8 << 20) - 1  # 8 MiB blocks
+    assert st["evictions"] >= (BIG - limit) // (8 << 20)  # 8 MiB blocks
     assert st["file_bytes"] <= limit + (16 << 20), "LMDB file grew past the bound"
 
 
