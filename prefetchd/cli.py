@@ -137,7 +137,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plans = plans_from_args(args.files, args.param, args.pvc)
     if args.json:
         out = [p.to_json() for p in plans]
-        json.dump(out[0] if len(out) == 1 else out, sys.stdout, indent=2, default=str)
+        # One write: json.dump to a stream issues a write per token (815k for
+        # 2,000 steps, most of plan's time).
+        sys.stdout.write(json.dumps(out[0] if len(out) == 1 else out, indent=2, default=str))
         sys.stdout.write("\n")
         return 0
     for p in plans:

@@ -107,7 +107,6 @@ class Step:
     display_name: str | None = None
     after: set[str] = field(default_factory=set)  # direct predecessors as written
     depends_on: list[str] = field(default_factory=list)
-    upstream: list[str] = field(default_factory=list)
     stage: int = 0
     loop: Loop | None = None
     condition: str | None = None
@@ -139,7 +138,6 @@ class Step:
             "image": self.image,
             "display_name": self.display_name,
             "depends_on": self.depends_on,
-            "upstream": self.upstream,
             "stage": self.stage,
             "loop": self.loop.to_json() if self.loop else None,
             "condition": self.condition,
@@ -215,31 +213,32 @@ class Plan:
 
 
 def finish_plan(plan: Plan) -> Plan:
-    """Derive upstream (closure), depends_on (reduction) and stage; sort steps by stage.
+    """Derive depends_on (transitive reduction) and stage; sort steps by stage.
 
     Iterative, so a generated 2,000-step chain does not hit the recursion limit.
+    Ancestor sets are Python ints used as bitsets: unions of 2,000-step closures
+    are single OR operations instead of set copies (the closure was most of
+    ``plan``'s analysis time on a 2,000-step DAG).
     """
     by_id = {s.id: s for s in plan.steps}
     for s in plan.steps:
         s.after = {a for a in s.after if a in by_id and a != s.id}
     order = _topo_order(plan.steps)
-    closure: dict[str, set[str]] = {}
-    for sid in order:
-        up: set[str] = set()
-        for a in by_id[sid].after:
-            up.add(a)
-            up |= closure[a]
-        closure[sid] = up
     index = {sid: i for i, sid in enumerate(order)}
+    closure: dict[str, int] = {}
+    for sid in order:
+        up = 0
+        for a in by_id[sid].after:
+            up |= (1 << index[a]) | closure[a]
+        closure[sid] = up
     for sid in order:
         s = by_id[sid]
-        up = closure[sid]
         # a predecessor is immediate unless another predecessor already needs it
-        covered: set[str] = set()
+        covered = 0
         for a in s.after:
             covered |= closure[a]
-        s.depends_on = sorted(s.after - covered, key=index.__getitem__)
-        s.upstream = sorted(up, key=index.__getitem__)
+        s.depends_on = sorted((a for a in s.after if not covered >> index[a] & 1),
+                              key=index.__getitem__)
         s.stage = 1 + max((by_id[d].stage for d in s.depends_on), default=-1)
     pos = {s.id: i for i, s in enumerate(plan.steps)}
     plan.steps.sort(key=lambda s: (s.stage, pos[s.id]))
