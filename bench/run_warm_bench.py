@@ -420,6 +420,9 @@ def main() -> int:
     )
     ap.add_argument("--keep", action="store_true", help="keep the workdir")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--bandwidth", type=int, default=None, metavar="MBIT",
+                    help="run S3 in a network namespace of its own behind a tbf-shaped "
+                         "veth link of MBIT Mbit/s (see shaped_link.py)")
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     ap.add_argument("--boto3-child", choices=("large", "small"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -461,9 +464,16 @@ def main() -> int:
     }
     s3 = None
     rc = 1
+    link = contextlib.ExitStack()
     try:
         if parts & {"large", "small"}:
-            s3 = LocalS3(data_dir=work / "s3")
+            if a.bandwidth:
+                from shaped_link import shaped_namespace
+                ip, prefix = link.enter_context(shaped_namespace(a.bandwidth))
+                s3 = LocalS3(data_dir=work / "s3", ip=ip, cmd_prefix=prefix)
+                res["params"]["bandwidth_mbit"] = a.bandwidth
+            else:
+                s3 = LocalS3(data_dir=work / "s3")
             log(f"workdir {work}; starting SeaweedFS")
             s3.start()
             _PROCS.append(s3.proc)
@@ -559,6 +569,7 @@ def main() -> int:
             stop_proc(p)
         if s3 is not None:
             s3.stop()
+        link.close()
         if own_work and not a.keep:
             shutil.rmtree(work, ignore_errors=True)
         res["concurrent_pytest_end"] = _pytest_running()

@@ -435,10 +435,9 @@ def unpin(cache_dir: str, uris: list[str]) -> int:
         for u in uris:
             b, p = parse_s3_uri(u)
             owner = (known.get(u) or {}).get("pin_owner", PIN_OWNER_PREFIX + u)
-            for oid in cache.iter_objects():
-                if oid.bucket == b and oid.key.startswith(p):
-                    cache.unpin_object(oid, owner)
-                    n += 1
+            for oid in cache.iter_objects(b, p):
+                cache.unpin_object(oid, owner)
+                n += 1
     finally:
         cache.close()
 
