@@ -41,7 +41,7 @@ import signal
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,6 +86,7 @@ class Agent:
     def __init__(
         self, config: AgentConfig, view: ds_mod.ClusterView, warm: WarmFn,
         release: ReleaseFn | None = None, observer: ObserveFn | None = None,
+        held: Iterable[tuple[str, str]] = (),
     ) -> None:
         self.config, self.view, self.warm = config, view, warm
         self.release = release or (lambda dataset, source: None)
@@ -96,6 +97,13 @@ class Agent:
         self._templates: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         self._requested: OrderedDict[str, set[str]] = OrderedDict()  # uid -> datasets
         self._bad: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Pins recorded before a restart, source -> datasets, not yet claimed by a workflow
+        # seen since: claimed at a workflow's first event (so its DAG releases them), and the
+        # rest released after the first workflow listing (see reconcile_pins).
+        self._held: dict[str, set[str]] = {}
+        for source, dataset in held:
+            if source.startswith("workflow "):
+                self._held.setdefault(source, set()).add(dataset)
 
     # ------------------------------------------------------------ nodes and templates
 
@@ -139,10 +147,11 @@ class Agent:
                 log.exception("%s: observer failed", source)
         if etype == "DELETED" or phase in DONE_WORKFLOW_PHASES:
             with self._lock:
-                done = self._requested.pop(uid, set())
+                done = self._requested.pop(uid, set()) | self._held.pop(source, set())
             for dataset in sorted(done):
                 self.release(dataset, source)
             return
+        requested = self._claim(uid, source)
         plans = self._analyze(obj, uid, meta.get("resourceVersion", ""), source)
         if plans is None:
             return
@@ -159,11 +168,6 @@ class Agent:
                     if read.static and read.uri and read.uri.startswith("s3://"):
                         readers.setdefault(read.uri, []).append(
                             (step.stage, step.id, ph in STARTED_PHASES, ph in FINISHED_PHASES))
-        with self._lock:
-            requested = self._requested.setdefault(uid, set())
-            self._requested.move_to_end(uid)
-            while len(self._requested) > self.config.max_workflows:
-                self._requested.popitem(last=False)
         todo: list[WarmRequest] = []
         for dataset, steps in readers.items():
             if all(finished for *_, finished in steps):
@@ -180,6 +184,37 @@ class Agent:
         for req in sorted(todo, key=lambda r: (r.stage, r.dataset)):  # earliest first
             requested.add(req.dataset)
             self.warm(req)
+
+    def _claim(self, uid: str, source: str) -> set[str]:
+        """The datasets requested for workflow ``uid`` (seeded from pins held before a restart)."""
+        with self._lock:
+            requested = self._requested.get(uid)
+            if requested is None:
+                requested = self._requested[uid] = self._held.pop(source, set())
+            self._requested.move_to_end(uid)
+            while len(self._requested) > self.config.max_workflows:
+                self._requested.popitem(last=False)
+            return requested
+
+    def reconcile_pins(self) -> None:
+        """After a workflow listing: release pins held for workflows the listing lacks.
+
+        Workflows that still exist claimed their pins when listed (:meth:`_claim`), and
+        their done or finished datasets were released by :meth:`on_workflow` as usual; what
+        is left belongs to workflows deleted while the agent was down. Pins of namespaces
+        this agent does not watch are left alone (another agent's scope, or a TTL's).
+        """
+        ns = self.config.namespace
+        with self._lock:
+            left = {s: d for s, d in self._held.items()
+                    if ns is None or s.split(" ", 1)[1].split("/", 1)[0] == ns}
+            for s in left:
+                del self._held[s]
+        for source, datasets in sorted(left.items()):
+            log.info("%s: gone while the agent was down; releasing %d datasets", source,
+                     len(datasets))
+            for dataset in sorted(datasets):
+                self.release(dataset, source)
 
     def _analyze(self, obj: dict[str, Any], uid: str, rv: str, source: str) -> Any:
         from prefetchd import pipeline  # the analysis package (issue 3)
@@ -233,7 +268,8 @@ def build_watchers(
         kw.Watcher(make_transport(), kw.NODES, agent.on_node, cluster),
         kw.Watcher(make_transport(), kw.CLUSTER_WORKFLOW_TEMPLATES, agent.on_template, cluster),
         kw.Watcher(make_transport(), kw.WORKFLOW_TEMPLATES, agent.on_template, options),
-        kw.Watcher(make_transport(), kw.WORKFLOWS, agent.on_workflow, options),
+        kw.Watcher(make_transport(), kw.WORKFLOWS, agent.on_workflow, options,
+                   on_listed=agent.reconcile_pins),
         kw.Watcher(make_transport(), kw.PODS, agent.on_pod, pending),
     ])
 
@@ -244,10 +280,15 @@ SELF_READY_TIMEOUT = 30.0  # how long to wait for our own annotated Node before 
 def run_kubernetes(
     api_client: Any, config: AgentConfig, warm: WarmFn, release: ReleaseFn | None = None,
     stop: threading.Event | None = None, observer: ObserveFn | None = None,
+    held: Iterable[tuple[str, str]] = (),
 ) -> None:
-    """Run the agent until ``stop`` is set (blocking)."""
+    """Run the agent until ``stop`` is set (blocking).
+
+    ``held``: (source, dataset) of the pins recorded before this start (reconciled after the
+    first workflow listing, see :meth:`Agent.reconcile_pins`).
+    """
     stop = stop or threading.Event()
-    agent = Agent(config, ds_mod.ApiClusterView(api_client), warm, release, observer)
+    agent = Agent(config, ds_mod.ApiClusterView(api_client), warm, release, observer, held)
     group = build_watchers(lambda: kw.ClientTransport(api_client), agent,
                            kw.WatchOptions(namespace=config.namespace))
     nodes, rest = kw.WatchGroup(group.watchers[:1]), kw.WatchGroup(group.watchers[1:])
@@ -364,6 +405,7 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
     server = None
     with load_api_client(args.kubeconfig) as api_client:
         worker = None
+        held: list[tuple[str, str]] = []
         if warm is None:
             worker = worker_mod.WarmWorker(
                 worker_mod.WorkerConfig(
@@ -375,11 +417,13 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
             worker.publish()  # before watching: placement counts only annotated nodes
             worker.start()
             warm, release = worker.warm, worker.release
+            held = worker.held()
         if args.metrics_port is not None:
             server = metrics.serve(args.metrics_port)
             log.info("metrics on :%d/metrics", args.metrics_port)
         try:
-            run_kubernetes(api_client, config, warm, release, stop, metrics.observe_workflow)
+            run_kubernetes(api_client, config, warm, release, stop, metrics.observe_workflow,
+                           held)
         finally:
             if worker is not None:
                 worker.stop()

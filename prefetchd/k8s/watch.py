@@ -28,6 +28,8 @@ changed, and synthesises DELETED for remembered objects the new listing lacks (d
 the watch was down). Unknown event types are logged and skipped. Handler exceptions are
 logged and never stop the watch; handlers must still be idempotent, because an object evicted
 from the cache (more than ``cache_size`` live objects) is handed on again after a re-list.
+``on_listed`` (optional) is called once each complete listing has been handed on: the agent
+uses the first one to reconcile pins recorded before a restart with what still exists.
 """
 
 from __future__ import annotations
@@ -415,9 +417,10 @@ class Watcher:
 
     def __init__(
         self, transport: Transport, resource: Resource, handler: Handler,
-        options: WatchOptions | None = None,
+        options: WatchOptions | None = None, on_listed: Callable[[], None] | None = None,
     ) -> None:
         self.transport, self.resource, self.handler = transport, resource, handler
+        self.on_listed = on_listed  # called after each complete listing has been handed on
         self.options = options or WatchOptions()
         self.seen = SeenCache(self.options.cache_size)
         self._stop = threading.Event()
@@ -454,6 +457,12 @@ class Watcher:
                     self._call("DELETED", {"metadata": {
                         "uid": uid, "namespace": gone.namespace, "name": gone.name,
                         "resourceVersion": gone.resource_version}})
+            if self.on_listed is not None:
+                try:
+                    self.on_listed()
+                except Exception:
+                    log.exception("after listing %s: hook failed; the watch goes on",
+                                  self.resource)
             return
         if etype == "BOOKMARK":
             return

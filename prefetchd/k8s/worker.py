@@ -196,6 +196,12 @@ class WarmWorker:
         self._thread: threading.Thread | None = None
         self._next_publish = 0.0
 
+    def held(self) -> list[tuple[str, str]]:
+        """(source, dataset) of every recorded pin (call before :meth:`start`)."""
+        return sorted({(r.get("source", ""), r.get("dataset", ""))
+                       for r in self.records.live(now=0).values()
+                       if r.get("source") and r.get("dataset")})
+
     # ------------------------------------------------------------ called from watchers
 
     def warm(self, req: Any) -> None:

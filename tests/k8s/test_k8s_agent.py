@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -24,16 +25,19 @@ SPLITS = {"s3://example-vision/flowers102/train/", "s3://example-vision/flowers1
 class Calls:
     def __init__(self) -> None:
         self.items: list[tuple[str, str]] = []
+        self.sources: list[str] = []  # the source of each item
         self.cond = threading.Condition()
 
     def warm(self, req: ag.WarmRequest) -> None:
         with self.cond:
             self.items.append(("warm", req.dataset))
+            self.sources.append(req.source)
             self.cond.notify_all()
 
     def release(self, dataset: str, source: str) -> None:
         with self.cond:
             self.items.append(("release", dataset))
+            self.sources.append(source)
             self.cond.notify_all()
 
     def wait(self, count: int) -> list[tuple[str, str]]:
@@ -145,3 +149,52 @@ def test_pending_pod_with_fusecache_pvc_is_warmed(fake, running_agent):
         "status": {"phase": "Pending"}}
     fake.create(pod)
     assert calls.wait(1) == [("warm", "s3://bkt/p/x/")]
+
+
+def test_pins_held_before_a_restart_are_reconciled_after_the_first_listing(fake, api):
+    """Pins of workflows deleted or done while the agent was down are released at start;
+    pins of a workflow still pending are kept (not warmed again) and released by its DAG."""
+    train, val = sorted(SPLITS)
+    held = [("workflow ml/gone", "s3://x/gone/"), ("workflow ml/done", "s3://x/done/"),
+            ("workflow ml/run", LABELS), ("workflow ml/run", train),
+            ("workflow elsewhere/gone", "s3://x/other/")]  # not in the watched namespace
+    fake.create(agent_node("me"))
+    done = corpus_workflow(WF, name="done", namespace="ml")
+    done["status"] = {"phase": "Succeeded"}
+    fake.create(done)
+    run = corpus_workflow(WF, name="run", namespace="ml")
+    run["status"] = status(**{"fetch-labels": "Succeeded", "fetch-splits": "Pending"})
+    fake.create(run)
+    calls = Calls()
+    agent = ag.Agent(ag.AgentConfig(node_name="me", namespace="ml"), dsm.ApiClusterView(api),
+                     calls.warm, calls.release, held=held)
+    group = ag.build_watchers(lambda: kw.ClientTransport(api), agent,
+                              dataclasses.replace(FAST, namespace="ml")).start()
+    try:
+        got = calls.wait(4)
+        assert sorted(zip(got, calls.sources[:len(got)], strict=True)) == sorted([
+            (("release", "s3://x/gone/"), "workflow ml/gone"),
+            (("release", "s3://x/done/"), "workflow ml/done"),
+            (("release", LABELS), "workflow ml/run"),  # its only reader finished meanwhile
+            (("warm", val), "workflow ml/run"),  # train is still pinned from before
+        ])
+        fake.patch("argoproj.io/v1alpha1", "Workflow", "run",
+                   {"status": status(**{"fetch-labels": "Succeeded",
+                                        "fetch-splits": "Succeeded"})}, namespace="ml")
+        got = calls.wait(6)
+        assert sorted(got[4:]) == [("release", train), ("release", val)]
+        assert ("release", "s3://x/other/") not in got
+    finally:
+        group.stop()
+
+
+def test_worker_hands_its_recorded_pins_to_the_agent_at_start(tmp_path):
+    from prefetchd.k8s import worker as wk
+
+    records = wk.PinRecords(str(tmp_path))
+    records.add("o1", {"dataset": LABELS, "uri": LABELS, "source": "workflow ml/a",
+                       "step": "s", "warmed_at": 1.0, "expires_at": None})
+    records.add("o2", {"dataset": "s3://b/p/", "uri": "s3://b/p/", "source": "pod ml/p",
+                       "step": "p", "warmed_at": 2.0, "expires_at": 3.0})  # expired: still held
+    worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me"))
+    assert worker.held() == [("pod ml/p", "s3://b/p/"), ("workflow ml/a", LABELS)]
