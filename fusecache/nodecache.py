@@ -315,6 +315,7 @@ class NodeCache:
             raise ValueError(f"block {index} of {oid.key}: {len(data)} bytes, "
                              f"expected {end - start}")
         key = self.block_key(oid, index)
+        crc = zlib.crc32(data)  # before the write lock: other writers need not wait for it
         now = time.time_ns()
         with self.env.begin(write=True) as txn:
             old = txn.get(key, db=self._bmeta)
@@ -327,7 +328,7 @@ class NodeCache:
                     txn.put(b"used", _U64.pack(used), db=self._meta)
                     return False
             txn.put(key, data, db=self._blocks)
-            txn.put(key, _BMETA.pack(now, len(data), zlib.crc32(data)), db=self._bmeta)
+            txn.put(key, _BMETA.pack(now, len(data), crc), db=self._bmeta)
             txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
             txn.put(b"used", _U64.pack(used + len(data)), db=self._meta)
             if txn.get(oid.digest, db=self._objects) is None:
