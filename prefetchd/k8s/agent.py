@@ -13,7 +13,7 @@ warmer and test doubles plug in the same way. :func:`run` wires the real ones: a
 Start order (:func:`run_kubernetes`): the Node is published first (by the caller), then the
 Node watcher runs until this agent's own Node is seen with ``fusecache.io/cache-free-bytes``,
 and only then the others: placement counts only annotated nodes, and a workflow evaluated
-before that would never be warmed here (decisions are re-made only on the workflow's next event).
+before that would not be warmed here until the next workflow or node event.
 
 * Workflow -> :func:`prefetchd.pipeline.analyze_documents` (with the WorkflowTemplates and
   ClusterWorkflowTemplates seen so far, so templateRefs resolve; KFP v2 runs are handled by
@@ -24,9 +24,13 @@ before that would never be warmed here (decisions are re-made only on the workfl
   :func:`prefetchd.k8s.placement.should_warm` says so (workflow-level nodeSelector, affinity
   and tolerations as the pod requirements: step-level ones are not in the plan yet).
 * Pending pod -> :func:`prefetchd.k8s.datasets.pod_datasets` -> warm if this node is chosen.
-* Node -> the NodeInfo table used for ranking.
+* Node -> the NodeInfo table used for ranking. A change placement depends on (added, removed,
+  labels, taints, allocatable, cordon, ranking weight) arms one timer (``replan_delay``): then
+  every remembered workflow's datasets not requested here are re-placed with the requirements
+  of their earliest pending step (:meth:`Agent.replan`), so a burst of node events costs one pass.
 
-Bounded memory: per workflow we keep only the set of datasets already requested (capped
+Bounded memory: per workflow we keep only the set of datasets already requested and the
+datasets still waiting (dataset -> earliest pending step and its requirements) (capped
 LRU over workflows); templates are kept by name (capped). A workflow the analysis cannot
 parse is logged once per (uid, resourceVersion) and skipped; it never stops a watch.
 """
@@ -78,6 +82,32 @@ class AgentConfig:
     namespace: str | None = None  # None: all namespaces
     max_workflows: int = 10_000  # workflows remembered at once (their requested datasets)
     max_templates: int = 2_000
+    # After a Node change, wait this long before re-placing pending workflows: a burst of
+    # node events (scale-up, every agent re-annotating) then costs one pass, not one each.
+    replan_delay: float = 2.0
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A dataset not warmed here yet, and the earliest step still to come that reads it."""
+
+    stage: int
+    step: str
+    pod: placement.PodRequirements
+
+
+def _placement_key(info: placement.NodeInfo | None) -> Any:
+    """What of a node placement depends on (free space only through the ranking weight)."""
+    if info is None:
+        return None
+    return (dataclasses.replace(info, cache_free_bytes=None), info.cache_free_bytes is None,
+            info.weight)
+
+
+def step_requirements(step: Any, wf_spec: dict[str, Any],
+                      wf_pod: placement.PodRequirements) -> placement.PodRequirements:
+    """The pod requirements of one step: the workflow-level ones (see issue item 3)."""
+    return wf_pod
 
 
 class Agent:
@@ -101,6 +131,11 @@ class Agent:
         # seen since: claimed at a workflow's first event (so its DAG releases them), and the
         # rest released after the first workflow listing (see reconcile_pins).
         self._held: dict[str, set[str]] = {}
+        # uid -> (source, dataset -> its earliest pending step), for datasets not requested
+        # here: what a node change re-places (evicted with _requested, so bounded alike).
+        self._waiting: OrderedDict[str, tuple[str, dict[str, _Pending]]] = OrderedDict()
+        self._replan_timer: threading.Timer | None = None
+        self._closed = False
         for source, dataset in held:
             if source.startswith("workflow "):
                 self._held.setdefault(source, set()).add(dataset)
@@ -110,12 +145,16 @@ class Agent:
     def on_node(self, etype: str, obj: dict[str, Any]) -> None:
         name = (obj.get("metadata") or {}).get("name", "")
         with self._lock:
+            old = self._nodes.get(name)
             if etype == "DELETED":
                 self._nodes.pop(name, None)
+                info = None
             else:
                 info = self._nodes[name] = placement.NodeInfo.from_node(obj)
                 if name == self.config.node_name and info.cache_free_bytes is not None:
                     self.self_ready.set()
+        if _placement_key(old) != _placement_key(info):
+            self._nodes_changed()
 
     def nodes(self) -> list[placement.NodeInfo]:
         with self._lock:
@@ -148,6 +187,7 @@ class Agent:
         if etype == "DELETED" or phase in DONE_WORKFLOW_PHASES:
             with self._lock:
                 done = self._requested.pop(uid, set()) | self._held.pop(source, set())
+                self._waiting.pop(uid, None)
             for dataset in sorted(done):
                 self.release(dataset, source)
             return
@@ -158,32 +198,85 @@ class Agent:
         tasks = (obj.get("status") or {}).get("nodes") or {}
         phases = {n.get("displayName"): n.get("phase") for n in tasks.values()}
         spec = obj.get("spec") or {}
-        pod = placement.PodRequirements.from_pod_spec(spec)  # workflow-level constraints
-        nodes = self.nodes()
-        readers: dict[str, list[tuple[int, str, bool, bool]]] = {}
+        wf_pod = placement.PodRequirements.from_pod_spec(spec)  # workflow-level constraints
+        readers: dict[str, list[tuple[int, str, bool, bool, Any]]] = {}
         for plan in plans:
             for step in plan.steps:
                 ph = phases.get(step.id)
                 for read in step.reads:
                     if read.static and read.uri and read.uri.startswith("s3://"):
                         readers.setdefault(read.uri, []).append(
-                            (step.stage, step.id, ph in STARTED_PHASES, ph in FINISHED_PHASES))
-        todo: list[WarmRequest] = []
+                            (step.stage, step.id, ph in STARTED_PHASES, ph in FINISHED_PHASES,
+                             step))
+        waiting: dict[str, _Pending] = {}
         for dataset, steps in readers.items():
-            if all(finished for *_, finished in steps):
+            if all(finished for *_, finished, _ in steps):
                 if dataset in requested:
                     requested.discard(dataset)
                     self.release(dataset, source)
                 continue
-            pending = sorted((stage, sid) for stage, sid, started, _ in steps if not started)
+            pending = sorted((stage, sid, step) for stage, sid, started, _, step in steps
+                             if not started)
             if not pending or dataset in requested:
                 continue
-            if placement.should_warm(self.config.node_name, dataset, nodes, pod,
-                                     self.config.replicas):
-                todo.append(WarmRequest(dataset, source, pending[0][1], pending[0][0]))
+            stage, sid, step = pending[0]  # the earliest step still to come decides
+            waiting[dataset] = _Pending(stage, sid, step_requirements(step, spec, wf_pod))
+        with self._lock:
+            if uid in self._requested:  # not evicted meanwhile
+                self._waiting[uid] = (source, waiting)
+                self._waiting.move_to_end(uid)
+        self._place(uid, source, requested, waiting, self.nodes())
+
+    def _place(self, uid: str, source: str, requested: set[str],
+               waiting: dict[str, _Pending], nodes: list[placement.NodeInfo]) -> None:
+        """Warm the ``waiting`` datasets this node is chosen for, earliest stage first."""
+        todo: list[WarmRequest] = []
+        for dataset, p in list(waiting.items()):
+            if dataset not in requested and placement.should_warm(
+                    self.config.node_name, dataset, nodes, p.pod, self.config.replicas):
+                todo.append(WarmRequest(dataset, source, p.step, p.stage))
         for req in sorted(todo, key=lambda r: (r.stage, r.dataset)):  # earliest first
-            requested.add(req.dataset)
+            with self._lock:
+                if req.dataset in requested:  # a concurrent re-placement got there first
+                    continue
+                requested.add(req.dataset)
+                waiting.pop(req.dataset, None)
             self.warm(req)
+
+    # ------------------------------------------------------------ re-placement on node changes
+
+    def _nodes_changed(self) -> None:
+        """A placement input changed: re-place pending workflows once, ``replan_delay`` later.
+
+        Bursts (a node pool scaling, every agent re-annotating) coalesce into one pass: the
+        first change arms a timer, later ones within the delay ride on it.
+        """
+        with self._lock:
+            if self._replan_timer is not None or self._closed:
+                return
+            t = self._replan_timer = threading.Timer(self.config.replan_delay, self.replan)
+            t.name, t.daemon = "prefetchd-replan", True
+        t.start()
+
+    def replan(self) -> None:
+        """Re-run placement for every remembered workflow's steps that have not started."""
+        with self._lock:
+            self._replan_timer = None
+            work = [(uid, source, self._requested[uid], waiting)
+                    for uid, (source, waiting) in self._waiting.items()
+                    if waiting and uid in self._requested]
+        nodes = self.nodes()
+        log.debug("nodes changed: re-placing %d workflows", len(work))
+        for uid, source, requested, waiting in work:
+            self._place(uid, source, requested, waiting, nodes)
+
+    def close(self) -> None:
+        """Cancel a pending re-placement (the agent is stopping)."""
+        with self._lock:
+            self._closed = True
+            t, self._replan_timer = self._replan_timer, None
+        if t is not None:
+            t.cancel()
 
     def _claim(self, uid: str, source: str) -> set[str]:
         """The datasets requested for workflow ``uid`` (seeded from pins held before a restart)."""
@@ -193,7 +286,8 @@ class Agent:
                 requested = self._requested[uid] = self._held.pop(source, set())
             self._requested.move_to_end(uid)
             while len(self._requested) > self.config.max_workflows:
-                self._requested.popitem(last=False)
+                old, _ = self._requested.popitem(last=False)
+                self._waiting.pop(old, None)
             return requested
 
     def reconcile_pins(self) -> None:
@@ -312,6 +406,7 @@ def run_kubernetes(
             rest.stop()
     finally:
         nodes.stop()
+        agent.close()
 
 
 # ---------------------------------------------------------------- CLI hooks

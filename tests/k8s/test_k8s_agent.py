@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -198,3 +199,54 @@ def test_worker_hands_its_recorded_pins_to_the_agent_at_start(tmp_path):
                        "step": "p", "warmed_at": 2.0, "expires_at": 3.0})  # expired: still held
     worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me"))
     assert worker.held() == [("pod ml/p", "s3://b/p/"), ("workflow ml/a", LABELS)]
+
+
+def poll(what: str, fn, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while not (value := fn()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+    return value
+
+
+def test_node_label_change_makes_a_pending_workflow_warm_here(fake, api):
+    """Placement is re-run for pending steps when a Node changes, not only on workflow events."""
+    fake.create(agent_node("me"))
+    calls = Calls()
+    agent = ag.Agent(ag.AgentConfig(node_name="me", replan_delay=0.05),
+                     dsm.ApiClusterView(api), calls.warm, calls.release)
+    group = ag.build_watchers(lambda: kw.ClientTransport(api), agent, FAST).start()
+    try:
+        wf = corpus_workflow(WF, namespace="ml")
+        wf["spec"]["nodeSelector"] = {"pool": "gpu"}
+        fake.create(wf)
+        poll("the workflow seen", lambda: agent._requested)
+        assert calls.items == []  # "me" lacks the label: not eligible
+        fake.patch("v1", "Node", "me", {"metadata": {"labels": {"pool": "gpu"}}})
+        got = calls.wait(3)
+        assert sorted(got) == sorted(("warm", d) for d in SPLITS | {LABELS})
+    finally:
+        group.stop()
+        agent.close()
+
+
+def test_node_changes_are_debounced_and_a_removed_node_hands_its_datasets_over(api, caplog):
+    calls = Calls()
+    agent = ag.Agent(ag.AgentConfig(node_name="me", replan_delay=0.3),
+                     dsm.ApiClusterView(api), calls.warm, calls.release)
+    nodes = [agent_node("me"), *(agent_node(f"n{i}") for i in range(8))]
+    for n in nodes:
+        agent.on_node("ADDED", n)
+    wf = corpus_workflow(WF, namespace="ml")
+    agent.on_workflow("ADDED", {**wf, "metadata": {**wf["metadata"], "uid": "u1"}})
+    infos = [pl.NodeInfo.from_node(n) for n in nodes]
+    mine = {d for d in SPLITS | {LABELS} if pl.choose(d, infos, None, 1) == ["me"]}
+    assert {d for _, d in calls.items} == mine != SPLITS | {LABELS}
+    # every other node leaves at once: one re-placement pass, and "me" takes over the rest
+    for n in nodes[1:]:
+        agent.on_node("DELETED", n)
+    got = calls.wait(3)
+    assert sorted(d for _, d in got) == sorted(SPLITS | {LABELS})
+    poll("the pass logged", lambda: [r for r in caplog.records if "re-placing" in r.message])
+    assert len([r for r in caplog.records if "re-placing" in r.message]) == 1
+    agent.close()
