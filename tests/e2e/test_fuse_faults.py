@@ -194,3 +194,12 @@ def test_full_cache_disk_keeps_serving_from_s3(local_s3, s3_env, bucket, tmp_pat
         assert "cannot write to the node cache" in log or "cannot store metadata" in log, log
     finally:
         subprocess.run(["umount", "-l", str(cache)], check=False)
+
+
+def test_umount_refuses_what_is_not_a_fusecache_mount(tmp_path: Path) -> None:
+    r = run_cli(["umount", str(tmp_path)])
+    assert r.returncode != 0 and "is not mounted" in r.stderr
+    r = run_cli(["umount", "/proc"])
+    assert r.returncode != 0 and "is not a fusecache mount" in r.stderr
+    r = run_cli(["stats", "--cache-dir", str(tmp_path / "none")])
+    assert r.returncode != 0 and "no node cache in" in r.stderr
