@@ -21,8 +21,9 @@ before that would not be warmed here until the next workflow or node event.
   each DAG task's phase by ``displayName`` (= step id): started steps are not warmed for;
   datasets whose every reading step has finished are released (eviction follows the DAG).
   Remaining datasets are warmed earliest stage first, on this node only if
-  :func:`prefetchd.k8s.placement.should_warm` says so (workflow-level nodeSelector, affinity
-  and tolerations as the pod requirements: step-level ones are not in the plan yet).
+  :func:`prefetchd.k8s.placement.should_warm` says so for the requirements of the earliest
+  pending step reading it (:func:`step_requirements`: the step's own nodeSelector,
+  tolerations, node affinity and container resources, else the workflow-level ones).
 * Pending pod -> :func:`prefetchd.k8s.datasets.pod_datasets` -> warm if this node is chosen.
 * Node -> the NodeInfo table used for ranking. A change placement depends on (added, removed,
   labels, taints, allocatable, cordon, ranking weight) arms one timer (``replan_delay``): then
@@ -106,8 +107,37 @@ def _placement_key(info: placement.NodeInfo | None) -> Any:
 
 def step_requirements(step: Any, wf_spec: dict[str, Any],
                       wf_pod: placement.PodRequirements) -> placement.PodRequirements:
-    """The pod requirements of one step: the workflow-level ones (see issue item 3)."""
-    return wf_pod
+    """The pod requirements of one step: its own constraints, else the workflow's.
+
+    As Argo builds the pod: the step's ``nodeSelector`` and ``tolerations`` replace the
+    workflow's when set, and so does its ``affinity.nodeAffinity``; resource requests come
+    from the step's containers only. A constraint still holding a ``{{...}}`` expression
+    (resolved only when the pod is made) is ignored rather than guessed, falling back to the
+    workflow's.
+    """
+    own = getattr(step, "scheduling", None)
+    if not own:
+        return wf_pod
+    merged: dict[str, Any] = {}
+    for key in ("nodeSelector", "tolerations"):
+        value = own.get(key) if not _templated(own.get(key)) else None
+        merged[key] = value or wf_spec.get(key)
+    own_aff = (own.get("affinity") or {}).get("nodeAffinity")
+    aff = own_aff if own_aff and not _templated(own_aff) else \
+        (wf_spec.get("affinity") or {}).get("nodeAffinity")
+    if aff:
+        merged["affinity"] = {"nodeAffinity": aff}
+    if not _templated(own.get("containers")):
+        merged["containers"] = own.get("containers") or []
+    try:
+        return placement.PodRequirements.from_pod_spec(merged)
+    except (AttributeError, TypeError, ValueError) as exc:  # malformed: the workflow's
+        log.debug("step %s: unreadable scheduling constraints (%s)", step.id, exc)
+        return wf_pod
+
+
+def _templated(value: Any) -> bool:
+    return "{{" in repr(value)
 
 
 class Agent:

@@ -529,6 +529,7 @@ class ArgoAnalyzer:
         )
         self.steps[sid] = step
         self.order.append(sid)
+        sched = {k: tmpl[k] for k in ("nodeSelector", "tolerations", "affinity") if tmpl.get(k)}
 
         def res(text: str) -> Val | None:
             return self.resolve(text, scope)
@@ -541,6 +542,11 @@ class ArgoAnalyzer:
         cs = tmpl.get("containerSet")
         if isinstance(cs, dict):
             containers += [c for c in cs.get("containers") or [] if isinstance(c, dict)]
+        res_of = [{"resources": c["resources"]} for c in containers
+                  if isinstance(c.get("resources"), dict) and c["resources"]]
+        if res_of:
+            sched["containers"] = res_of
+        step.scheduling = sched or None
         for c in containers:
             argv = [*(c.get("command") or []), *(c.get("args") or [])]
             _scan.scan_argv(step, [a for a in argv if isinstance(a, str)], res, paths)

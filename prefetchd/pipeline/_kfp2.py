@@ -541,6 +541,7 @@ class Kfp2Analyzer:
             _scan.scan_named_inputs(step, params)
         env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
         _scan.scan_env(step, env, res)
+        step.scheduling = _kfp_scheduling(c, self.k8s.get(label) or {})
         for i, m in enumerate(((self.k8s.get(label) or {}).get("pvcMount")) or []):
             if isinstance(m, dict):
                 step.pvc_mounts.append(
@@ -718,3 +719,27 @@ def ir_from_argo(
 
 
 __all__ = ["Kfp2Analyzer", "ir_from_argo", "Read"]
+
+
+def _kfp_scheduling(container: dict[str, Any], k8s: dict[str, Any]) -> dict[str, Any] | None:
+    """A KFP v2 task's scheduling constraints in PodSpec shape (see ``Step.scheduling``).
+
+    From the kubernetes platform spec: ``nodeSelector.labels`` and ``tolerations``; from the
+    executor container: ``resources.accelerator`` (type and count) as a limit.
+    """
+    out: dict[str, Any] = {}
+    labels = (k8s.get("nodeSelector") or {}).get("labels") if isinstance(
+        k8s.get("nodeSelector"), dict) else None
+    if isinstance(labels, dict) and labels:
+        out["nodeSelector"] = {str(k): str(v) for k, v in labels.items()}
+    tols = [t for t in k8s.get("tolerations") or [] if isinstance(t, dict)]
+    if tols:
+        out["tolerations"] = tols
+    acc = (container.get("resources") or {}).get("accelerator") if isinstance(
+        container.get("resources"), dict) else None
+    if isinstance(acc, dict):
+        kind = acc.get("resourceType") or acc.get("type")
+        count = acc.get("resourceCount") or acc.get("count")
+        if isinstance(kind, str) and kind and count not in (None, ""):
+            out["containers"] = [{"resources": {"limits": {kind: str(count)}}}]
+    return out or None

@@ -119,6 +119,10 @@ class Step:
     deletes_pvc: dict[str, Any] | None = None
     # absolute paths named in the command line, with direction; used to map PVC reads to S3
     path_mentions: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    # The step's own pod scheduling constraints, raw and in PodSpec shape (any of
+    # "nodeSelector", "tolerations", "affinity", "containers": [{"resources"}]); None when the
+    # step sets none. Used by the Kubernetes agent for placement; not in to_json (unchanged).
+    scheduling: dict[str, Any] | None = field(default=None, repr=False)
 
     def add_read(self, r: Read) -> None:
         """Add a read once: the same location seen through args and env is one read."""

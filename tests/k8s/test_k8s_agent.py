@@ -250,3 +250,41 @@ def test_node_changes_are_debounced_and_a_removed_node_hands_its_datasets_over(a
     poll("the pass logged", lambda: [r for r in caplog.records if "re-placing" in r.message])
     assert len([r for r in caplog.records if "re-placing" in r.message]) == 1
     agent.close()
+
+
+def test_step_level_constraints_decide_that_steps_datasets(api):
+    """A template's own nodeSelector / GPU request keeps its step's data off nodes it cannot
+    run on, while the other steps' data (workflow-level constraints only) is warmed here."""
+    calls = Calls()
+    agent = ag.Agent(ag.AgentConfig(node_name="me"), dsm.ApiClusterView(api), calls.warm)
+    agent.on_node("ADDED", agent_node("me"))
+    wf = corpus_workflow(WF, namespace="ml")
+    wf["metadata"]["uid"] = "u1"
+    tmpl = {t["name"]: t for t in wf["spec"]["templates"]}
+    tmpl["fetch-labels"]["nodeSelector"] = {"pool": "gpu"}
+    tmpl["fetch-split"]["container"]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
+    agent.on_workflow("ADDED", wf)
+    assert calls.items == []  # "me" has neither the label nor a GPU
+    gpu = agent_node("me")
+    gpu["metadata"]["labels"] = {"pool": "gpu"}
+    gpu["status"] = {"allocatable": {"nvidia.com/gpu": "2"}}
+    agent2 = ag.Agent(ag.AgentConfig(node_name="me"), dsm.ApiClusterView(api), calls.warm)
+    agent2.on_node("ADDED", gpu)
+    agent2.on_workflow("ADDED", wf)
+    assert sorted(d for _, d in calls.items) == sorted(SPLITS | {LABELS})
+
+
+def test_step_constraints_fall_back_to_the_workflow_and_ignore_templated_values():
+    from prefetchd.pipeline import _model
+
+    wf_spec = {"nodeSelector": {"pool": "cpu"},
+               "tolerations": [{"key": "spot", "operator": "Exists"}]}
+    wf_pod = pl.PodRequirements.from_pod_spec(wf_spec)
+    step = _model.Step(id="s", kind="container", scheduling={
+        "nodeSelector": {"pool": "{{inputs.parameters.pool}}"},
+        "containers": [{"resources": {"requests": {"cpu": "2"}}}]})
+    got = ag.step_requirements(step, wf_spec, wf_pod)
+    assert dict(got.node_selector) == {"pool": "cpu"}  # templated: the workflow's
+    assert got.tolerations == wf_pod.tolerations
+    assert dict(got.requests) == {"cpu": 2}
+    assert ag.step_requirements(_model.Step(id="t", kind="container"), wf_spec, wf_pod) is wf_pod
