@@ -15,25 +15,33 @@ bounded; it gives up only when the agent stops. One worker thread takes items in
   pod), the step and the dataset (:func:`pin_owner`), so a release unpins exactly those pins
   and never another workflow's. The pin is recorded in ``<cache_dir>/prefetchd/k8s-pins.json``.
 * release: drops the pins of every record of (source, dataset) and the records themselves.
-* publish, after each warm or release and every ``publish_interval`` seconds when idle: a merge
-  patch of this agent's own Node setting ``fusecache.io/cache-free-bytes`` (limit - used, from
+* publish, on its own thread (``prefetchd-node-publisher``) so a long warm does not delay it:
+  soon after each warm or release and every ``publish_interval`` seconds, a merge patch
+  of this agent's own Node setting ``fusecache.io/cache-free-bytes`` (limit - used, from
   ``NodeCache.stats()``) and the bounded ``holds.fusecache.io/bNN`` labels of the datasets the
   records say this node holds. Without the annotation no agent counts this node as a candidate.
 
-Invariant: only this thread opens the node cache (LMDB must not be open twice in one process at
-once, and the Warmer opens it per call), so every cache access here is sequential.
+Invariant: LMDB must not be open twice in one process at once (closing the second handle drops
+the process's lock-file lock), and the Warmer opens the cache per call. So every in-process open
+of the node cache (warm, unpin, stats) holds ``_cache_lock``; when the publisher finds it held
+(a warm is running) it reads the stats in a short-lived helper process instead, which is what
+LMDB supports (every mount on the node is another process).
 Pod-sourced warms pin with a TTL (``pod_pin_ttl``): nothing tells the agent when a pod's data is
 no longer needed. Workflow-sourced pins are released by the DAG (or expire after ``pin_ttl``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import queue
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +78,15 @@ class WorkerConfig:
     publish_interval: float = 30.0
 
 
+# Reads NodeCache.stats() in another process (see the module docstring) and prints it as JSON.
+_STATS_SCRIPT = (
+    "import dataclasses, json, sys, fusecache\n"
+    "c = fusecache.NodeCache.open(sys.argv[1])\n"
+    "try:\n    print(json.dumps(dataclasses.asdict(c.stats())))\n"
+    "finally:\n    c.close()\n"
+)
+
+
 class PinRecords:
     """prefetchd's record of the pins the agent holds (JSON, written atomically).
 
@@ -79,6 +96,7 @@ class PinRecords:
 
     def __init__(self, cache_dir: str) -> None:
         self.path = os.path.join(cache_dir, "prefetchd", "k8s-pins.json")
+        self._lock = threading.RLock()  # the worker writes while the publisher reads
         self._data: dict[str, dict[str, Any]] = self._load()
 
     def _load(self) -> dict[str, dict[str, Any]]:
@@ -103,24 +121,29 @@ class PinRecords:
 
     def live(self, now: float | None = None) -> dict[str, dict[str, Any]]:
         now = time.time() if now is None else now
-        return {o: r for o, r in self._data.items()
-                if not r.get("expires_at") or r["expires_at"] > now}
+        with self._lock:
+            return {o: r for o, r in self._data.items()
+                    if not r.get("expires_at") or r["expires_at"] > now}
 
     def find(self, source: str, dataset: str) -> list[str]:
-        return [o for o, r in self._data.items()
-                if r.get("source") == source and r.get("dataset") == dataset]
+        with self._lock:
+            return [o for o, r in self._data.items()
+                    if r.get("source") == source and r.get("dataset") == dataset]
 
     def add(self, owner: str, record: dict[str, Any]) -> None:
-        self._data[owner] = record
-        self._save()
+        with self._lock:
+            self._data[owner] = record
+            self._save()
 
     def remove(self, owners: list[str]) -> None:
-        for o in owners:
-            self._data.pop(o, None)
-        self._save()
+        with self._lock:
+            for o in owners:
+                self._data.pop(o, None)
+            self._save()
 
     def oldest(self, n: int) -> list[str]:
-        return sorted(self._data, key=lambda o: self._data[o].get("warmed_at") or 0)[:n]
+        with self._lock:
+            return sorted(self._data, key=lambda o: self._data[o].get("warmed_at") or 0)[:n]
 
     def __len__(self) -> int:
         return len(self._data)
@@ -184,7 +207,7 @@ class WarmWorker:
     def __init__(
         self, config: WorkerConfig, publisher: NodePublisher | None = None,
         metrics: Any = None, stop: threading.Event | None = None,
-        queue_size: int = QUEUE_SIZE,
+        queue_size: int = QUEUE_SIZE, make_warmer: Callable[..., Any] = warm_mod.Warmer,
     ) -> None:
         self.config, self.publisher, self.metrics = config, publisher, metrics
         self.stop_event = stop or threading.Event()
@@ -194,7 +217,10 @@ class WarmWorker:
         self._queued: set[tuple[str, str]] = set()  # (source, dataset) warms waiting
         self._cancelled: set[tuple[str, str]] = set()  # released while queued
         self._thread: threading.Thread | None = None
-        self._next_publish = 0.0
+        self._publisher_thread: threading.Thread | None = None
+        self._publish_soon = threading.Event()  # set after a warm or release
+        self._cache_lock = threading.Lock()  # held around every in-process cache open
+        self._make_warmer = make_warmer  # prefetchd.warm.Warmer; a named seam for tests
 
     def held(self) -> list[tuple[str, str]]:
         """(source, dataset) of every recorded pin (call before :meth:`start`)."""
@@ -240,6 +266,9 @@ class WarmWorker:
         self._thread = threading.Thread(target=self.run, name="prefetchd-warm-worker",
                                         daemon=True)
         self._thread.start()
+        self._publisher_thread = threading.Thread(
+            target=self.publish_loop, name="prefetchd-node-publisher", daemon=True)
+        self._publisher_thread.start()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -249,18 +278,29 @@ class WarmWorker:
             self._q.put_nowait(_STOP)
         except queue.Full:
             pass  # the worker sees stop_event within its get timeout
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self._publish_soon.set()  # wakes the publisher, which then sees stop_event
+        for t in (self._thread, self._publisher_thread):
+            if t is not None:
+                t.join(timeout)
+
+    def publish_loop(self) -> None:
+        """The publisher loop (blocking; runs on the publisher thread)."""
+        while not self.stop_event.is_set():
+            self._publish_soon.wait(self.config.publish_interval)
+            self._publish_soon.clear()
+            if self.stop_event.is_set():
+                break
+            try:
+                self.publish()
+            except Exception:  # noqa: BLE001 - the next interval tries again
+                log.exception("node %s: publication failed", self.config.node_name)
 
     def run(self) -> None:
         """The worker loop (blocking; runs on the worker thread)."""
         while not self.stop_event.is_set():
-            timeout = max(0.0, self._next_publish - time.monotonic())
             try:
-                item = self._q.get(timeout=min(timeout, 1.0))
+                item = self._q.get(timeout=1.0)
             except queue.Empty:
-                if time.monotonic() >= self._next_publish:
-                    self.publish()
                 continue
             if item is _STOP:
                 break
@@ -273,8 +313,7 @@ class WarmWorker:
                 log.exception("prefetchd agent: %s failed", item[0])
             if self.metrics is not None:
                 self.metrics.queue_depth(self._q.qsize())
-            if not self.stop_event.is_set():
-                self.publish()
+            self._publish_soon.set()
         log.info("warm worker stopped")
 
     def _do_warm(self, req: Any) -> None:
@@ -297,11 +336,12 @@ class WarmWorker:
         log.info("warming %s for %s (step %s, stage %d)", req.dataset, req.source, req.step,
                  req.stage)
         started = time.time()
-        w = warm_mod.Warmer(self.config.cache_dir, self.config.endpoint_url,
-                            self.config.concurrency, self.config.bandwidth, ttl,
-                            stop=self.stop_event, pin_owner=owner)
+        w = self._make_warmer(self.config.cache_dir, self.config.endpoint_url,
+                              self.config.concurrency, self.config.bandwidth, ttl,
+                              stop=self.stop_event, pin_owner=owner)
         try:
-            results = w.warm([req.dataset])
+            with self._cache_lock:
+                results = w.warm([req.dataset])
         except warm_mod.WarmError as e:
             log.warning("%s: cannot warm %s: %s", req.source, req.dataset, e)
             if self.metrics is not None:
@@ -347,15 +387,38 @@ class WarmWorker:
 
     def _unpin(self, uri: str, owner: str) -> int:
         bucket, prefix = warm_mod.parse_s3_uri(uri)
-        cache = fusecache.NodeCache.open(self.config.cache_dir)
         n = 0
-        try:
-            for oid in cache.iter_objects(bucket, prefix):
-                cache.unpin_object(oid, owner)
-                n += 1
-        finally:
-            cache.close()
+        with self._cache_lock:
+            cache = fusecache.NodeCache.open(self.config.cache_dir)
+            try:
+                for oid in cache.iter_objects(bucket, prefix):
+                    cache.unpin_object(oid, owner)
+                    n += 1
+            finally:
+                cache.close()
         return n
+
+    def _stats(self) -> Any:
+        """NodeCache.stats(), in this process when the cache is free, else in a helper one."""
+        if self._cache_lock.acquire(blocking=False):
+            try:
+                cache = fusecache.NodeCache.open(self.config.cache_dir)
+                try:
+                    return cache.stats()
+                finally:
+                    cache.close()
+            finally:
+                self._cache_lock.release()
+        out = subprocess.run([sys.executable, "-c", _STATS_SCRIPT, self.config.cache_dir],
+                             capture_output=True, text=True, timeout=30, check=False)
+        if out.returncode != 0:
+            tail = (out.stderr.strip().splitlines() or ["?"])[-1]
+            raise RuntimeError(f"stats helper exited {out.returncode}: {tail}")
+        from fusecache import nodecache
+
+        fields = {f.name for f in dataclasses.fields(nodecache.CacheStats)}
+        return nodecache.CacheStats(**{k: v for k, v in json.loads(out.stdout).items()
+                                       if k in fields})
 
     def _mark_unpinned(self, owners: list[str]) -> None:
         """Keep ``prefetchd status`` honest: the warm records of these owners are unpinned."""
@@ -369,13 +432,13 @@ class WarmWorker:
         warm_mod.StateFile(self.config.cache_dir).update(upd)
 
     def publish(self) -> None:
-        """Node cache stats -> metrics and the Node (worker thread only)."""
-        self._next_publish = time.monotonic() + self.config.publish_interval
-        cache = fusecache.NodeCache.open(self.config.cache_dir)
+        """Node cache stats -> metrics and the Node (publisher thread, or before start)."""
         try:
-            st = cache.stats()
-        finally:
-            cache.close()
+            st = self._stats()
+        except Exception as e:  # noqa: BLE001 - cache unreadable now: the next interval
+            log.warning("node %s: cannot read the node cache stats: %s",
+                        self.config.node_name, e)
+            return
         if self.metrics is not None:
             self.metrics.node_stats(st)
         if self.publisher is None:

@@ -1,0 +1,68 @@
+"""WarmWorker: the Node is published on its own thread, also while a long warm runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import fusecache
+from prefetchd.k8s import agent as ag
+from prefetchd.k8s import worker as wk
+
+pytestmark = pytest.mark.k8s
+
+
+class Publisher:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, list[str]]] = []
+        self.cond = threading.Condition()
+
+    def publish(self, free: int, limit: int, held: list[str]) -> bool:
+        with self.cond:
+            self.calls.append((free, limit, held))
+            self.cond.notify_all()
+        return True
+
+    def wait(self, count: int, timeout: float = 20.0) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.calls) >= count, timeout), self.calls
+
+
+class BlockingWarmer:
+    """Stands in for prefetchd.warm.Warmer: its warm() runs until released (a long warm)."""
+
+    started = threading.Event()
+    release = threading.Event()
+
+    def __init__(self, cache_dir: str, *args, stop: threading.Event, **kw) -> None:
+        self.stop = stop
+
+    def warm(self, uris: list[str]) -> list:
+        BlockingWarmer.started.set()
+        deadline = time.monotonic() + 30
+        while not (BlockingWarmer.release.wait(0.05) or self.stop.is_set()):
+            assert time.monotonic() < deadline
+        raise wk.warm_mod.WarmError("stopped")
+
+
+def test_node_is_published_while_a_long_warm_runs(tmp_path, log_police):
+    log_police.allow(r"cannot warm s3://b/d/: stopped")
+    fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
+    pub = Publisher()
+    worker = wk.WarmWorker(
+        wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me", publish_interval=0.2),
+        pub, make_warmer=BlockingWarmer).start()
+    try:
+        worker.warm(ag.WarmRequest("s3://b/d/", "workflow ml/w", "s", 0))
+        assert BlockingWarmer.started.wait(10)
+        before = len(pub.calls)
+        pub.wait(before + 2)  # two publications while the worker thread is busy warming
+        assert not BlockingWarmer.release.is_set()
+        assert pub.calls[-1][1] == 1 << 30  # stats read (in a helper process) are real
+    finally:
+        BlockingWarmer.release.set()
+        worker.stop()
+    assert not any(t.name.startswith("prefetchd-") and t.is_alive()
+                   for t in threading.enumerate())
