@@ -182,24 +182,35 @@ class NodeCache:
         if not os.access(root, os.W_OK | os.X_OK):
             raise CacheUnavailable(f"cache dir {root} is not writable")
         path = root / _ENV_DIR
+        error: BaseException
         try:
-            env = _open_env(path, limit_bytes)
-            cache = cls._init(env, path, limit_bytes, block_size)
-        except (lmdb.Error, struct.error, IncompatibleCache) as e:
-            if not isinstance(e, _DAMAGE + (IncompatibleCache,)):
-                # Disk full, read-only, permissions, I/O errors: the file may be
-                # fine, so keep it and run without the disk tier.
-                raise CacheUnavailable(f"cache {path} not usable: {e}") from None
-            aside = path.with_name(f"{_ENV_DIR}.bad-{int(time.time())}")
-            log.warning("node cache %s is corrupt or incompatible (%s); moved it to %s "
-                        "and starting a fresh cache", path, e, aside)
+            env = _acquire_env(path, limit_bytes)
+        except lmdb.Error as e:
+            error = e
+        else:
             try:
-                os.replace(path, aside)
-            except OSError as e2:
-                raise CacheUnavailable(f"cannot move aside bad cache {path}: {e2}") from None
-            env = _open_env(path, limit_bytes)
-            cache = cls._init(env, path, limit_bytes, block_size)
-        return cache
+                return cls._init(env, path, limit_bytes, block_size)
+            except (lmdb.Error, struct.error, IncompatibleCache) as e:
+                if _release_env(path):  # others in this process use it: not ours to move
+                    raise CacheUnavailable(f"cache {path} not usable: {e}") from None
+                error = e
+        if not isinstance(error, _DAMAGE + (IncompatibleCache,)):
+            # Disk full, read-only, permissions, I/O errors: the file may be
+            # fine, so keep it and run without the disk tier.
+            raise CacheUnavailable(f"cache {path} not usable: {error}") from None
+        aside = path.with_name(f"{_ENV_DIR}.bad-{int(time.time())}")
+        log.warning("node cache %s is corrupt or incompatible (%s); moved it to %s "
+                    "and starting a fresh cache", path, error, aside)
+        try:
+            os.replace(path, aside)
+        except OSError as e2:
+            raise CacheUnavailable(f"cannot move aside bad cache {path}: {e2}") from None
+        env = _acquire_env(path, limit_bytes)
+        try:
+            return cls._init(env, path, limit_bytes, block_size)
+        except BaseException:
+            _release_env(path)
+            raise
 
     @classmethod
     def _init(cls, env: lmdb.Environment, path: Path, limit_bytes: int | None,
@@ -239,7 +250,7 @@ class NodeCache:
             except lmdb.Error as e:
                 log.warning("could not record access times on close: %s", e)
             self._closed = True
-            self.env.close()
+            _release_env(self.path)
 
     # -- blocks ----------------------------------------------------------------
 
@@ -525,6 +536,38 @@ class IncompatibleCache(errors.FusecacheError):
 _DAMAGE = (lmdb.CorruptedError, lmdb.InvalidError, lmdb.VersionMismatchError,
            lmdb.PageNotFoundError, lmdb.BadChecksumError, lmdb.IncompatibleError,
            lmdb.PanicError, struct.error)
+
+
+# One LMDB environment per file per process, shared by every NodeCache handle:
+# LMDB forbids opening the same environment twice in one process (closing one
+# copy drops the other's file locks), and prefetchd's threads each open the cache.
+_ENVS: dict[str, list] = {}
+_ENVS_LOCK = threading.Lock()
+
+
+def _acquire_env(path: Path, limit_bytes: int | None) -> lmdb.Environment:
+    key = str(path.resolve())
+    with _ENVS_LOCK:
+        entry = _ENVS.get(key)
+        if entry is None:
+            entry = _ENVS[key] = [_open_env(path, limit_bytes), 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def _release_env(path: Path) -> bool:
+    """Drop one reference; close on the last. True if others still hold it."""
+    key = str(path.resolve())
+    with _ENVS_LOCK:
+        entry = _ENVS.get(key)
+        if entry is None:
+            return False
+        entry[1] -= 1
+        if entry[1] > 0:
+            return True
+        del _ENVS[key]
+    entry[0].close()
+    return False
 
 
 def _open_env(path: Path, limit_bytes: int | None) -> lmdb.Environment:

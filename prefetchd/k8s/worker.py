@@ -21,24 +21,18 @@ bounded; it gives up only when the agent stops. One worker thread takes items in
   ``NodeCache.stats()``) and the bounded ``holds.fusecache.io/bNN`` labels of the datasets the
   records say this node holds. Without the annotation no agent counts this node as a candidate.
 
-Invariant: LMDB must not be open twice in one process at once (closing the second handle drops
-the process's lock-file lock), and the Warmer opens the cache per call. So every in-process open
-of the node cache (warm, unpin, stats) holds ``_cache_lock``; when the publisher finds it held
-(a warm is running) it reads the stats in a short-lived helper process instead, which is what
-LMDB supports (every mount on the node is another process).
+The node cache may be opened by several threads at once (warm, unpin, stats): the core
+shares one LMDB environment per process between all handles, as LMDB requires.
 Pod-sourced warms pin with a TTL (``pod_pin_ttl``): nothing tells the agent when a pod's data is
 no longer needed. Workflow-sourced pins are released by the DAG (or expire after ``pin_ttl``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 import queue
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -76,15 +70,6 @@ class WorkerConfig:
     pin_ttl: float | None = None  # workflow pins: None = until the DAG releases them
     pod_pin_ttl: float = 6 * 3600.0  # pod pins: nobody releases them, so they expire
     publish_interval: float = 30.0
-
-
-# Reads NodeCache.stats() in another process (see the module docstring) and prints it as JSON.
-_STATS_SCRIPT = (
-    "import dataclasses, json, sys, fusecache\n"
-    "c = fusecache.NodeCache.open(sys.argv[1])\n"
-    "try:\n    print(json.dumps(dataclasses.asdict(c.stats())))\n"
-    "finally:\n    c.close()\n"
-)
 
 
 class PinRecords:
@@ -219,7 +204,6 @@ class WarmWorker:
         self._thread: threading.Thread | None = None
         self._publisher_thread: threading.Thread | None = None
         self._publish_soon = threading.Event()  # set after a warm or release
-        self._cache_lock = threading.Lock()  # held around every in-process cache open
         self._make_warmer = make_warmer  # prefetchd.warm.Warmer; a named seam for tests
 
     def held(self) -> list[tuple[str, str]]:
@@ -340,8 +324,7 @@ class WarmWorker:
                               self.config.concurrency, self.config.bandwidth, ttl,
                               stop=self.stop_event, pin_owner=owner)
         try:
-            with self._cache_lock:
-                results = w.warm([req.dataset])
+            results = w.warm([req.dataset])
         except warm_mod.WarmError as e:
             log.warning("%s: cannot warm %s: %s", req.source, req.dataset, e)
             if self.metrics is not None:
@@ -388,37 +371,22 @@ class WarmWorker:
     def _unpin(self, uri: str, owner: str) -> int:
         bucket, prefix = warm_mod.parse_s3_uri(uri)
         n = 0
-        with self._cache_lock:
-            cache = fusecache.NodeCache.open(self.config.cache_dir)
-            try:
-                for oid in cache.iter_objects(bucket, prefix):
-                    cache.unpin_object(oid, owner)
-                    n += 1
-            finally:
-                cache.close()
+        cache = fusecache.NodeCache.open(self.config.cache_dir)
+        try:
+            for oid in cache.iter_objects(bucket, prefix):
+                cache.unpin_object(oid, owner)
+                n += 1
+        finally:
+            cache.close()
         return n
 
     def _stats(self) -> Any:
-        """NodeCache.stats(), in this process when the cache is free, else in a helper one."""
-        if self._cache_lock.acquire(blocking=False):
-            try:
-                cache = fusecache.NodeCache.open(self.config.cache_dir)
-                try:
-                    return cache.stats()
-                finally:
-                    cache.close()
-            finally:
-                self._cache_lock.release()
-        out = subprocess.run([sys.executable, "-c", _STATS_SCRIPT, self.config.cache_dir],
-                             capture_output=True, text=True, timeout=30, check=False)
-        if out.returncode != 0:
-            tail = (out.stderr.strip().splitlines() or ["?"])[-1]
-            raise RuntimeError(f"stats helper exited {out.returncode}: {tail}")
-        from fusecache import nodecache
-
-        fields = {f.name for f in dataclasses.fields(nodecache.CacheStats)}
-        return nodecache.CacheStats(**{k: v for k, v in json.loads(out.stdout).items()
-                                       if k in fields})
+        """NodeCache.stats(); safe while a warm holds the cache (one shared environment)."""
+        cache = fusecache.NodeCache.open(self.config.cache_dir)
+        try:
+            return cache.stats()
+        finally:
+            cache.close()
 
     def _mark_unpinned(self, owners: list[str]) -> None:
         """Keep ``prefetchd status`` honest: the warm records of these owners are unpinned."""

@@ -196,3 +196,17 @@ def test_concurrent_writer_processes_keep_the_books(tmp_path: Path) -> None:
         got = c.get_block(o, 0)
         assert got is None or got == data_for(o, 0)
     c.close()
+
+
+def test_two_handles_in_one_process_share_one_environment(tmp_path: Path) -> None:
+    a = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    b = NodeCache.open(tmp_path)
+    assert a.env is b.env and b.block_size == BS
+    o = oid("shared")
+    a.put_block(o, 0, data_for(o, 0))
+    a.close()  # closing one handle must not break the other (LMDB's one-open rule)
+    assert b.get_block(o, 0) == data_for(o, 0)
+    b.close()
+    c = NodeCache.open(tmp_path)
+    assert c.env is not a.env and c.get_block(o, 0) == data_for(o, 0)
+    c.close()
