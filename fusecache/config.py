@@ -118,7 +118,7 @@ class MountConfig:
     allow_other: bool = False
     metrics_port: int | None = None
     # Read-ahead budget per mount: bytes in flight or fetched ahead of the reader.
-    # 96 MiB: enough for 24 parallel 4 MiB GETs (saturates a 10 Gb/s link at
+    # 96 MiB: enough for 12 parallel 8 MiB GETs (saturates a 10 Gb/s link at
     # ~40 ms latency) while keeping RSS within RAM tier + 200 MiB.
     readahead_budget: int = 96 * MiB
     # Largest read-ahead window of one sequential reader.

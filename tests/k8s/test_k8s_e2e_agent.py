@@ -36,7 +36,7 @@ WF = "pipelines/argo_dag_s3_artifacts.yaml"
 FILES = {
     "flowers102/labels.csv": b"id,label\n" + b"1,rose\n" * 2000,
     "flowers102/train/a.bin": os.urandom(300_000),
-    "flowers102/train/b.bin": os.urandom(5_000_000),  # more than one 4 MiB block
+    "flowers102/train/b.bin": os.urandom(9_000_000),  # more than one 8 MiB block
     "flowers102/val/c.bin": os.urandom(70_000),
 }
 
