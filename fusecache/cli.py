@@ -148,10 +148,11 @@ def cmd_stats(a: argparse.Namespace) -> int:
     cache = NodeCache.open(cache_dir)
     try:
         st = cache.stats()
+        by_mount = cache.scoped_counters()
     finally:
         cache.close()
     if a.json:
-        print(json.dumps(st.to_json(), indent=2))
+        print(json.dumps({**st.to_json(), "by_mount": by_mount}, indent=2))
         return 0
     c = st.counters
     ram = c["ram_hits"] + c["ram_misses"]
@@ -166,6 +167,11 @@ def cmd_stats(a: argparse.Namespace) -> int:
           + (f" ({100 * c['disk_hits'] / disk:.1f}% hit)" if disk else ""))
     print(f"from S3         {_human(c['s3_bytes'])} in {c['s3_gets']} GETs")
     print(f"evictions       {c['evictions']}, integrity errors {c['integrity_errors']}")
+    for scope, sc in sorted(by_mount.items()):
+        hits = sc.get("ram_hits", 0) + sc.get("disk_hits", 0)
+        reads = hits + sc.get("disk_misses", 0)
+        ratio = f"{100 * hits / reads:.1f}% hit" if reads else "no reads"
+        print(f"mount {scope}: {ratio}, {_human(sc.get('s3_bytes', 0))} from S3")
     return 0
 
 

@@ -232,7 +232,7 @@ class MountedFilesystem:
             return
         try:
             self.disk.flush_touches()
-            self.disk.add_counters(self.metrics.take_pending())
+            self.disk.add_counters(self.metrics.take_pending(), scope=str(self.cfg.location))
         except Exception as e:  # noqa: BLE001 - a full disk must not end the mount
             log.warning("could not update the node cache's bookkeeping: %s", e)
 

@@ -474,14 +474,33 @@ class NodeCache:
 
     # -- counters and stats -----------------------------------------------------------
 
-    def add_counters(self, deltas: dict[str, int]) -> None:
-        """Add a process's counter deltas to the node-wide totals (one short txn)."""
+    def add_counters(self, deltas: dict[str, int], scope: str | None = None) -> None:
+        """Add a process's counter deltas to the node-wide totals (one short txn).
+
+        With *scope* (a mount passes its ``s3://bucket/prefix/``) the deltas are also
+        added to that scope's own totals, so the hit ratio a dataset's mounts saw can
+        be told apart from the node's (prefetchd's per-step metrics).
+        """
         deltas = {k: v for k, v in deltas.items() if v}
         if not deltas:
             return
         with self.env.begin(write=True) as txn:
             for name, value in deltas.items():
                 _add_counter(txn, self._meta, name, value)
+                if scope is not None:
+                    _add_counter(txn, self._meta, f"{scope}\0{name}", value, prefix=b"s:")
+
+    def scoped_counters(self) -> dict[str, dict[str, int]]:
+        """Totals per scope (mount source): {scope: {counter: value}}."""
+        out: dict[str, dict[str, int]] = {}
+        with self.env.begin(db=self._meta) as txn:
+            cur = txn.cursor()
+            ok = cur.set_range(b"s:")
+            while ok and cur.key().startswith(b"s:"):
+                scope, _, name = cur.key()[2:].decode().partition("\0")
+                out.setdefault(scope, {})[name] = _U64.unpack(cur.value())[0]
+                ok = cur.next()
+        return out
 
     def stats(self) -> CacheStats:
         with self.env.begin() as txn:
@@ -616,7 +635,8 @@ def _pin_live(raw: bytes | None, now: int) -> bool:
     return any(exp == 0 or exp > now for exp in owners.values())
 
 
-def _add_counter(txn: lmdb.Transaction, db: object, name: str, value: int) -> None:
-    key = b"c:" + name.encode()
+def _add_counter(txn: lmdb.Transaction, db: object, name: str, value: int,
+                 prefix: bytes = b"c:") -> None:
+    key = prefix + name.encode()
     raw = txn.get(key, db=db)
     txn.put(key, _U64.pack((_U64.unpack(raw)[0] if raw else 0) + value), db=db)

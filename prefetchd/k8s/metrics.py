@@ -40,6 +40,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 log = logging.getLogger(__name__)
 
 
+MAX_SCOPES = 256  # mount sources tracked (label values are bounded)
+
+
+def _covers(scope: str, dataset: str) -> bool:
+    """A mount of *scope* serves *dataset* (or part of it)."""
+    a, b = scope.rstrip("/") + "/", dataset.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
 def hit_ratio(counters: dict[str, int]) -> float | None:
     """Reads served from RAM or disk over all block reads; None before any read.
 
@@ -98,10 +107,30 @@ class AgentMetrics:
         self.counter = Gauge("prefetchd_node_cache_counter",
                              "fusecache node-wide counters (all mounts on the node)", ["name"],
                              registry=r)
+        self.mount_ratio = Gauge("prefetchd_mount_cache_hit_ratio",
+                                 "Cache hit ratio seen by this node's mounts of a dataset "
+                                 "(fusecache counters per mount source)", ["dataset"],
+                                 registry=r)
+        self.step_mount_ratio = Gauge(
+            "prefetchd_step_mount_cache_hit_ratio",
+            "Cache hit ratio of the mounts of the step's datasets while the step ran "
+            "(steps on this node)", step, registry=r)
+        self._scoped: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()
         # (workflow, step) -> {"warm_done", "started", "start_counters", "ratio_done", ...}
         self._steps: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self._counters: dict[str, int] = {}
+
+    def _scoped_delta(self, st: dict[str, Any]) -> dict[str, int]:
+        """Counter growth, over the step, of the mounts that show its datasets."""
+        start = st.get("start_scoped") or {}
+        total: dict[str, int] = {}
+        for scope, now in self._scoped.items():
+            if not any(_covers(scope, d) for d in st.get("datasets", ())):
+                continue
+            for k, v in now.items():
+                total[k] = total.get(k, 0) + v - start.get(scope, {}).get(k, 0)
+        return total
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> Any:  # noqa: S104 - a pod's port
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
@@ -153,9 +182,19 @@ class AgentMetrics:
         with self._lock:
             st = self._step(wf, req.step)
             st["warm_done"] = finished
+            st.setdefault("datasets", set()).add(req.dataset)
             self.warmed.labels(wf, req.step).inc(res.bytes - res.skipped_bytes)
             self.transferred.labels(wf, req.step).inc(res.transferred)
             self._maybe_lead(wf, req.step, st)
+
+    def mount_stats(self, scoped: dict[str, dict[str, int]]) -> None:
+        """Per-mount-source counters from the node cache (``NodeCache.scoped_counters``)."""
+        for scope, counters in list(scoped.items())[:MAX_SCOPES]:
+            ratio = hit_ratio(counters)
+            if ratio is not None:
+                self.mount_ratio.labels(scope).set(ratio)
+        with self._lock:
+            self._scoped = {k: dict(v) for k, v in list(scoped.items())[:MAX_SCOPES]}
 
     def node_stats(self, stats: Any) -> None:
         self.used.set(stats.used_bytes)
@@ -190,6 +229,7 @@ class AgentMetrics:
                     st["started"] = min(starts)
                     if here:
                         st["start_counters"] = dict(self._counters)
+                        st["start_scoped"] = {k: dict(v) for k, v in self._scoped.items()}
                     self._maybe_lead(wf, step, st)
                 finished = all(e.get("finishedAt") for e in entries)
                 if here and finished and "start_counters" in st and "ratio_set" not in st:
@@ -199,3 +239,6 @@ class AgentMetrics:
                     if ratio is not None:
                         st["ratio_set"] = True
                         self.step_ratio.labels(wf, step).set(ratio)
+                    mount_ratio = hit_ratio(self._scoped_delta(st))
+                    if mount_ratio is not None:
+                        self.step_mount_ratio.labels(wf, step).set(mount_ratio)

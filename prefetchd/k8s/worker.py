@@ -380,6 +380,13 @@ class WarmWorker:
             cache.close()
         return n
 
+    def _scoped_counters(self) -> dict[str, dict[str, int]]:
+        cache = fusecache.NodeCache.open(self.config.cache_dir)
+        try:
+            return cache.scoped_counters()
+        finally:
+            cache.close()
+
     def _stats(self) -> Any:
         """NodeCache.stats(); safe while a warm holds the cache (one shared environment)."""
         cache = fusecache.NodeCache.open(self.config.cache_dir)
@@ -409,6 +416,7 @@ class WarmWorker:
             return
         if self.metrics is not None:
             self.metrics.node_stats(st)
+            self.metrics.mount_stats(self._scoped_counters())
         if self.publisher is None:
             return
         held = sorted({r.get("uri") or r["dataset"] for r in self.records.live().values()})

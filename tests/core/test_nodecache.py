@@ -210,3 +210,14 @@ def test_two_handles_in_one_process_share_one_environment(tmp_path: Path) -> Non
     c = NodeCache.open(tmp_path)
     assert c.env is not a.env and c.get_block(o, 0) == data_for(o, 0)
     c.close()
+
+
+def test_counters_are_kept_per_scope_and_node_wide(tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    c.add_counters({"ram_hits": 3, "disk_misses": 1}, scope="s3://b/ds1/")
+    c.add_counters({"ram_hits": 2}, scope="s3://b/ds2/")
+    c.add_counters({"disk_hits": 5})
+    assert c.stats().counters["ram_hits"] == 5 and c.stats().counters["disk_hits"] == 5
+    assert c.scoped_counters() == {"s3://b/ds1/": {"ram_hits": 3, "disk_misses": 1},
+                                   "s3://b/ds2/": {"ram_hits": 2}}
+    c.close()

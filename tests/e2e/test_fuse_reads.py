@@ -139,6 +139,8 @@ def test_two_mounts_share_one_cache_dir(dataset, local_s3, s3_env, tmp_path: Pat
         assert {n: (a2 / n).read_bytes() for n in names} == got_a
     after = stats(cache)
     assert after["s3_bytes"] == before["s3_bytes"], "a cached dataset was fetched again"
+    scoped = after["by_mount"][f"s3://{dataset['bucket']}/train/shard0/"]
+    assert scoped["disk_hits"] >= len(names) and f"s3://{other}/" in after["by_mount"]
     assert after["disk_hits"] >= len(names)
 
 

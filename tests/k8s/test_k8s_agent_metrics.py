@@ -68,3 +68,18 @@ def test_per_step_series_are_bounded():
         m.warm_done(ag.WarmRequest("s3://b/d/", SRC, f"s{i}", 0), res(1), 0.0, 1.0)
     kept = [s for s in m.warmed.collect()[0].samples]
     assert sorted(s.labels["step"] for s in kept) == ["s7", "s8", "s9"]
+
+
+def test_mount_hit_ratio_per_dataset_and_per_step():
+    m = mm.AgentMetrics("n1")
+    m.warm_done(ag.WarmRequest("s3://b/ds/train/", SRC, "train", 0), res(10), 0.0, 1.0)
+    m.mount_stats({"s3://b/ds/": {"ram_hits": 10, "disk_misses": 10},
+                   "s3://b/other/": {"disk_misses": 50}})
+    assert value(m, "prefetchd_mount_cache_hit_ratio", dataset="s3://b/ds/") == 0.5
+    m.observe_workflow(SRC, wf("train", "2023-11-14T22:13:20Z"))
+    m.mount_stats({"s3://b/ds/": {"ram_hits": 30, "disk_hits": 50, "disk_misses": 20},
+                   "s3://b/other/": {"disk_misses": 500}})  # another dataset: not the step's
+    m.observe_workflow(SRC, wf("train", "2023-11-14T22:13:20Z", "2023-11-14T22:20:00Z"))
+    # the step's mount saw +70 hits and +10 misses while it ran
+    assert value(m, "prefetchd_step_mount_cache_hit_ratio", workflow="ml/wf",
+                 step="train") == pytest.approx(70 / 80)
