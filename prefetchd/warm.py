@@ -17,7 +17,6 @@ place for it).
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import logging
 import os
 import sys
@@ -30,7 +29,7 @@ from typing import Any
 import fusecache
 from fusecache import errors
 from fusecache.warm import CacheFull
-from prefetchd import _errors
+from prefetchd import _errors, _jsonfile
 
 log = logging.getLogger(__name__)
 
@@ -104,26 +103,12 @@ class StateFile:
         self.path = os.path.join(self.dir, "warmed.json")
 
     def load(self) -> dict[str, Any]:
-        try:
-            with open(self.path) as f:
-                d = json.load(f)
-            return d if isinstance(d, dict) else {}
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable %s: %s", self.path, e)
-            return {}
+        return _jsonfile.load_dict(self.path)
 
     def update(self, fn: Callable[[dict[str, Any]], None]) -> None:
-        os.makedirs(self.dir, exist_ok=True)
         d = self.load()
         fn(d)
-        tmp = f"{self.path}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(d, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        _jsonfile.save_dict(self.path, d)
 
 
 def _list_all(store: fusecache.S3Store, prefix: str) -> Iterator[fusecache.ObjectInfo]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import fusecache
+from prefetchd import _jsonfile
 from prefetchd import warm as warm_mod
 from prefetchd.k8s import placement
 
@@ -85,24 +86,10 @@ class PinRecords:
         self._data: dict[str, dict[str, Any]] = self._load()
 
     def _load(self) -> dict[str, dict[str, Any]]:
-        try:
-            with open(self.path) as f:
-                d = json.load(f)
-            return d if isinstance(d, dict) else {}
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as e:
-            log.warning("ignoring unreadable %s: %s", self.path, e)
-            return {}
+        return _jsonfile.load_dict(self.path)
 
     def _save(self) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = f"{self.path}.tmp.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(self._data, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        _jsonfile.save_dict(self.path, self._data)
 
     def live(self, now: float | None = None) -> dict[str, dict[str, Any]]:
         now = time.time() if now is None else now
