@@ -188,3 +188,29 @@ def test_metrics_endpoint(dataset, s3_env, tmp_path: Path) -> None:
                  "fusecache_cache_evictions_total", "fusecache_cache_bytes"):
         assert name in text, name
     assert 'fusecache_s3_requests_total{op="get"} 20.0' in text
+
+
+def test_unchanged_file_is_re_read_from_the_page_cache(dataset, s3_env, tmp_path: Path) -> None:
+    """keep_cache on a second open of an unchanged file: no FUSE reads reach the mount."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def block_reads() -> float:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith(("fusecache_cache_hits_total{tier=\"ram\"",
+                                       "fusecache_cache_misses_total{tier=\"ram\"")))
+
+    key = sorted(dataset["small"])[0]
+    with mounted(f"s3://{dataset['bucket']}", tmp_path / "m", s3_env, "--cache-dir",
+                 str(tmp_path / "c"), "--metrics-port", str(port),
+                 "--metadata-ttl", "indefinite") as mp:
+        assert (mp / key).read_bytes() == dataset["small"][key]
+        assert (mp / key).read_bytes() == dataset["small"][key]  # second open: keep_cache
+        before = block_reads()
+        assert before > 0
+        for _ in range(5):
+            assert (mp / key).read_bytes() == dataset["small"][key]
+        assert block_reads() == before, "re-reads of an unchanged file reached the mount"
