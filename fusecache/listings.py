@@ -39,6 +39,8 @@ _GEN = struct.Struct(">Q")
 _ENTRY = struct.Struct("<BQd")  # is_dir, size, mtime; then the etag
 _CHECKED = struct.Struct("<d")
 _FLUSH_EVERY = 1000
+_MAX_NAMES = 1_000_000  # ~100 MB of lookups remembered at most
+_NAMES_CHECK = 1024
 _SWEEP_CHUNK = 5000
 _MAX_NAME = 255
 
@@ -92,6 +94,7 @@ class ListingCache:
         self._dirs = env.open_db(b"dirs")
         self._ents = env.open_db(b"dirents")
         self._names = env.open_db(b"names")
+        self._puts = 0
 
     def get_dir(self, bucket: str, prefix: str) -> DirRecord | None:
         with self.env.begin(db=self._dirs) as txn:
@@ -126,8 +129,17 @@ class ListingCache:
     # -- single names (positive lookups), shared between mounts --------------------
 
     def put_name(self, bucket: str, key: str, entry: DirEntry) -> None:
-        """Remember that *key* exists (a directory key ends in '/'), with when."""
+        """Remember that *key* exists (a directory key ends in '/'), with when.
+
+        The table is an optimisation only, so it is kept bounded the blunt way:
+        past _MAX_NAMES entries it is emptied (checked every _NAMES_CHECK puts).
+        """
+        self._puts += 1
         with self.env.begin(write=True, db=self._names) as txn:
+            if self._puts % _NAMES_CHECK == 0 and \
+                    txn.stat(self._names)["entries"] >= _MAX_NAMES:
+                log.info("positive-lookup table reached %d entries; emptying it", _MAX_NAMES)
+                txn.drop(self._names, delete=False)
             txn.put(_name_key(bucket, key), _CHECKED.pack(self.clock()) + _pack(entry))
 
     def get_name(self, bucket: str, key: str, name: str) -> tuple[DirEntry, float] | None:

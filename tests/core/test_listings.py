@@ -73,3 +73,17 @@ def test_valid_name() -> None:
     assert valid_name("a.jpg")
     assert not any(valid_name(n) for n in ("", ".", "..", "x" * 256, "a\0b"))
     assert valid_name("é" * 127) and not valid_name("é" * 128)
+
+
+def test_positive_lookups_table_is_bounded(tmp_path: Path, monkeypatch) -> None:
+    from fusecache import listings
+
+    monkeypatch.setattr(listings, "_MAX_NAMES", 50)
+    monkeypatch.setattr(listings, "_NAMES_CHECK", 10)
+    c, lc = make(tmp_path)
+    for i in range(200):
+        lc.put_name("b", f"k{i}", DirEntry(f"k{i}", False, 1, "e"))
+        with c.env.begin() as txn:
+            assert txn.stat(lc._names)["entries"] <= 60
+    assert lc.get_name("b", "k199", "k199") is not None
+    c.close()
