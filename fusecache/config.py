@@ -129,7 +129,9 @@ class MountConfig:
     kernel_readahead: int = 4 * MiB
     # A FUSE read that cannot be served within this time returns EIO (never hangs).
     read_timeout: float = 60.0
-    # Per-request S3 timeouts and retry budget (backoff with jitter within read_timeout).
+    # Per-request S3 timeouts. Retries back off (with jitter, up to 5 s apart) until
+    # read_timeout; max_attempts 0 means no other cap, so an outage shorter than
+    # read_timeout is ridden out (measured: a 7 s SeaweedFS restart mid-read).
     connect_timeout: float = 5.0
     request_timeout: float = 20.0
-    max_attempts: int = 6
+    max_attempts: int = 0

@@ -30,8 +30,9 @@ def call_with_retry(fn: Callable[[], T], *, what: str, deadline: float, max_atte
                     on_give_up: Callable[[BaseException], BaseException]) -> T:
     """Call *fn* until it succeeds, raises a permanent error, or time/attempts run out.
 
-    *deadline* is an absolute ``time.monotonic()`` value. *fn* signals a retryable
-    error by raising TemporaryFailure. On giving up, ``on_give_up(cause)`` is raised.
+    *deadline* is an absolute ``time.monotonic()`` value; *max_attempts* 0 means the
+    deadline alone decides. *fn* signals a retryable error by raising
+    TemporaryFailure. On giving up, ``on_give_up(cause)`` is raised.
     Runs in a worker thread (it sleeps).
     """
     attempt = 0
@@ -42,7 +43,7 @@ def call_with_retry(fn: Callable[[], T], *, what: str, deadline: float, max_atte
         except TemporaryFailure as e:
             delay = min(max_delay, base_delay * 2 ** (attempt - 1)) * (0.5 + random.random())
             left = deadline - time.monotonic()
-            if attempt >= max_attempts or left <= delay:
+            if (max_attempts and attempt >= max_attempts) or left <= delay:
                 log.warning("%s failed after %d attempts: %s", what, attempt, e.cause)
                 raise on_give_up(e.cause) from e.cause
             level = logging.DEBUG if attempt < 3 else logging.WARNING

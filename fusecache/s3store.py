@@ -41,7 +41,7 @@ class S3Store:
 
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None,
                  max_connections: int = 24, connect_timeout: float = 5.0,
-                 request_timeout: float = 20.0, max_attempts: int = 6,
+                 request_timeout: float = 20.0, max_attempts: int = 0,
                  op_deadline: float = 60.0, observe: Observer = _noop_observe) -> None:
         self.bucket = bucket
         self.max_attempts = max_attempts
@@ -90,7 +90,8 @@ class S3Store:
             return retry.TemporaryFailure(e)
         return e
 
-    def _call(self, what: str, key: str | None, fn: Callable[[], object]):
+    def _call(self, what: str, key: str | None, fn: Callable[[], object],
+              max_attempts: int | None = None):
         def attempt():
             try:
                 return fn()
@@ -107,7 +108,8 @@ class S3Store:
 
         return retry.call_with_retry(attempt, what=what,
                                      deadline=time.monotonic() + self.op_deadline,
-                                     max_attempts=self.max_attempts, on_give_up=give_up)
+                                     max_attempts=self.max_attempts if max_attempts is None
+                                     else max_attempts, on_give_up=give_up)
 
     # -- ObjectStore ----------------------------------------------------------
 
@@ -116,13 +118,8 @@ class S3Store:
             t = time.monotonic()
             self._client.list_objects_v2(Bucket=self.bucket, MaxKeys=1)
             self._observe("list", time.monotonic() - t, 0)
-        # One quick attempt budget: bad input must fail fast at mount time.
-        saved = self.max_attempts
-        self.max_attempts = min(saved, 3)
-        try:
-            self._call(f"checking bucket {self.bucket!r}", None, go)
-        finally:
-            self.max_attempts = saved
+        # Three attempts: bad input (wrong endpoint) must fail fast at mount time.
+        self._call(f"checking bucket {self.bucket!r}", None, go, max_attempts=3)
 
     def head(self, key: str) -> ObjectInfo:
         def go():
