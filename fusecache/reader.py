@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 _DISK_READ_THREADS = 4
 _INLINE_DISK_READ = 256 * 1024
 _SEQUENTIAL_SLACK = 8 * 1024 * 1024
+_START_WINDOW = 4
 # Write-behind holds blocks that are mostly also in the RAM tier; it is bounded
 # in bytes so a slow disk cannot grow RSS past the bound; when it is full,
 # fetches wait for the disk (see _queue_write).
@@ -311,7 +312,10 @@ class BlockReader:
             state.window = 0
             state.ahead_until = last + 1
             return
-        state.window = min(self.readahead_max_blocks, max(1, state.window * 2))
+        # A read from the very start of an object is the usual start of a whole-file
+        # pass (a shard, a checkpoint): open with a 4-block window, not 1.
+        start = _START_WINDOW if offset == 0 and state.window == 0 else 1
+        state.window = min(self.readahead_max_blocks, max(start, state.window * 2))
         total = math.ceil(oid.size / self.block_size)
         target = min(total, last + 1 + state.window)
         idx = max(state.ahead_until, last + 1)
