@@ -194,7 +194,10 @@ class FuseOperations(pyfuse3.Operations):
     # -- directories ---------------------------------------------------------------------
 
     async def opendir(self, inode, ctx):
-        node = await _guard(f"opendir {inode}", _wrap(self.ns.get, inode))
+        try:
+            node = self.ns.get(inode)
+        except errors.ObjectNotFound:
+            raise pyfuse3.FUSEError(errno.ENOENT) from None
         if not node.is_dir:
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         fh = next(self._fh)
@@ -251,12 +254,3 @@ class FuseOperations(pyfuse3.Operations):
 
     # No flush handler: pyfuse3 answers ENOSYS once and the kernel then stops
     # sending FLUSH on every close (one request less per small file).
-
-
-def _wrap(fn: Callable[..., T], *args: object) -> Callable[[], Awaitable[T]]:
-    async def go() -> T:
-        return fn(*args)
-    return go
-
-
-

@@ -46,14 +46,6 @@ class Metrics:
         return _TierCounter(self, (self.hits if hit else self.misses).labels(tier),
                             f"{tier}_{'hits' if hit else 'misses'}")
 
-    def hit(self, tier: str) -> None:
-        self.hits.labels(tier).inc()
-        self._pending[f"{tier}_hits"] += 1
-
-    def miss(self, tier: str) -> None:
-        self.misses.labels(tier).inc()
-        self._pending[f"{tier}_misses"] += 1
-
     def observe_s3(self, op: str, seconds: float, nbytes: int) -> None:
         """Called from worker threads; prometheus_client metrics are thread-safe."""
         self.s3_requests.labels(op).inc()
