@@ -28,6 +28,9 @@ import threading
 import time
 from pathlib import Path
 
+from _common import PROCS as _PROCS
+from _common import drop_caches, local_s3, log, stop_proc
+
 MiB = 1 << 20
 KiB = 1 << 10
 READ_SIZE = 1 * MiB
@@ -41,12 +44,7 @@ LONG_TTL_S = 86400  # "indefinite" for the peers: one day of stat/dir caching
 # ---------------------------------------------------------------------------------------
 # process and mount bookkeeping (cleaned up in main's finally)
 
-_PROCS: list[subprocess.Popen] = []
 _MOUNTS: list[Path] = []
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def is_mounted(mp: Path) -> bool:
@@ -76,20 +74,6 @@ def unmount(mp: Path) -> None:
         _MOUNTS.remove(mp)
 
 
-def stop_proc(proc: subprocess.Popen, timeout: float = 10.0) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-    with contextlib.suppress(ValueError):
-        _PROCS.remove(proc)
-
-
 def spawn(cmd: list[str], logfile: Path, env: dict | None = None, **kw) -> subprocess.Popen:
     with open(logfile, "ab") as lf:
         p = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -103,12 +87,6 @@ def cleanup_all() -> None:
         unmount(mp)
     for p in list(_PROCS):
         stop_proc(p)
-
-
-def drop_caches() -> None:
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
 
 
 # ---------------------------------------------------------------------------------------
@@ -428,7 +406,6 @@ def main() -> int:
         return 2
     sys.path.insert(0, str(ROOT))
     from fusecache.config import parse_size
-    from fusecache.locals3 import LocalS3
 
     fc_env = dict(kv.split("=", 1) for kv in a.fusecache_env)
     readers = [r.strip() for r in a.readers.split(",") if r.strip()]
@@ -458,13 +435,7 @@ def main() -> int:
         "readers": {},
     }
     link = contextlib.ExitStack()
-    if a.bandwidth:
-        from shaped_link import shaped_namespace
-        ip, prefix = link.enter_context(shaped_namespace(a.bandwidth))
-        s3 = LocalS3(data_dir=work / "s3", ip=ip, cmd_prefix=prefix)
-        res["params"]["bandwidth_mbit"] = a.bandwidth
-    else:
-        s3 = LocalS3(data_dir=work / "s3")
+    s3 = local_s3(work / "s3", a.bandwidth, link, res["params"])
     t_start = time.monotonic()
     try:
         log(f"workdir {work}; starting SeaweedFS")

@@ -29,6 +29,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from _common import PROCS as _PROCS
+from _common import drop_caches, local_s3, log, stop_proc
+
 MiB = 1 << 20
 KiB = 1 << 10
 HERE = Path(__file__).resolve().parent
@@ -39,31 +42,6 @@ BIG_KEY = BIG_PREFIX + "large.bin"
 SMALL_PREFIX = "small/"
 TARGETS = {"large_warm_over_boto3": 0.9, "small_warm_over_boto3": 0.8, "plan_seconds": 1.0}
 
-_PROCS: list[subprocess.Popen] = []
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def drop_caches() -> None:
-    os.sync()
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3\n")
-
-
-def stop_proc(p: subprocess.Popen, timeout: float = 10.0) -> None:
-    if p.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=10)
-    with contextlib.suppress(ValueError):
-        _PROCS.remove(p)
 
 
 def run_proc(cmd: list[str], env: dict, logfile: Path, timeout: float) -> tuple[int, float]:
@@ -433,7 +411,6 @@ def main() -> int:
         print("run_warm_bench: needs root (drop_caches)", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT))
-    from fusecache.locals3 import LocalS3
 
     parts = {p.strip() for p in a.parts.split(",") if p.strip()}
     work = a.workdir or Path(tempfile.mkdtemp(prefix="fcwarmbench-", dir="/var/tmp"))
@@ -467,13 +444,7 @@ def main() -> int:
     link = contextlib.ExitStack()
     try:
         if parts & {"large", "small"}:
-            if a.bandwidth:
-                from shaped_link import shaped_namespace
-                ip, prefix = link.enter_context(shaped_namespace(a.bandwidth))
-                s3 = LocalS3(data_dir=work / "s3", ip=ip, cmd_prefix=prefix)
-                res["params"]["bandwidth_mbit"] = a.bandwidth
-            else:
-                s3 = LocalS3(data_dir=work / "s3")
+            s3 = local_s3(work / "s3", a.bandwidth, link, res["params"])
             log(f"workdir {work}; starting SeaweedFS")
             s3.start()
             _PROCS.append(s3.proc)

@@ -1,0 +1,56 @@
+"""What both benchmarks share: logging, page-cache drops, child processes, the S3 server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+# Child processes (each in its own session) that must be stopped on any exit.
+PROCS: list[subprocess.Popen] = []
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def stop_proc(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    """SIGTERM the process group, SIGKILL after *timeout*; forget it."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    with contextlib.suppress(ValueError):
+        PROCS.remove(proc)
+
+
+def local_s3(data_dir: Path, bandwidth: int | None, stack: contextlib.ExitStack,
+             params: dict[str, Any]) -> Any:
+    """The benchmark's SeaweedFS: on loopback, or behind a shaped link of *bandwidth* Mbit/s.
+
+    The namespace of the shaped link is torn down when *stack* closes.
+    """
+    from fusecache.locals3 import LocalS3
+
+    if not bandwidth:
+        return LocalS3(data_dir=data_dir)
+    from shaped_link import shaped_namespace
+
+    ip, prefix = stack.enter_context(shaped_namespace(bandwidth))
+    params["bandwidth_mbit"] = bandwidth
+    return LocalS3(data_dir=data_dir, ip=ip, cmd_prefix=prefix)
