@@ -61,21 +61,27 @@ def check_mountpoint(path: Path) -> Path:
     return path.resolve()
 
 
-def mount_entry(path: Path) -> tuple[str, str] | None:
-    """(fstype, source) of the mount at *path*, from /proc/self/mountinfo."""
-    target = os.path.realpath(path)
+def _mountinfo(target: str) -> list[str] | None:
+    """Fields of the topmost mount at *target* in /proc/self/mountinfo (no stat)."""
     found = None
     try:
         with open("/proc/self/mountinfo") as f:
             for line in f:
                 fields = line.split()
-                mp = fields[4].encode().decode("unicode_escape")
-                if mp == target:
-                    sep = fields.index("-")
-                    found = (fields[sep + 1], fields[sep + 2])
+                if fields[4].encode().decode("unicode_escape") == target:
+                    found = fields
     except OSError:
         return None
     return found
+
+
+def mount_entry(path: Path) -> tuple[str, str] | None:
+    """(fstype, source) of the mount at *path*."""
+    fields = _mountinfo(os.path.realpath(path))
+    if fields is None:
+        return None
+    sep = fields.index("-")
+    return fields[sep + 1], fields[sep + 2]
 
 
 def is_mounted(path: Path) -> bool:
@@ -83,21 +89,13 @@ def is_mounted(path: Path) -> bool:
 
 
 def _mount_device(path: Path) -> str | None:
-    """'major:minor' of the mount at *path* (already resolved), from mountinfo.
+    """'major:minor' of the mount at *path* (already resolved).
 
     No stat or realpath here: the path is our own mountpoint and the FUSE loop is
     not running yet, so touching it would deadlock.
     """
-    target = str(path)
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                fields = line.split()
-                if fields[4].encode().decode("unicode_escape") == target:
-                    return fields[2]
-    except OSError:
-        pass
-    return None
+    fields = _mountinfo(str(path))
+    return None if fields is None else fields[2]
 
 
 async def set_kernel_readahead(path: Path, kib: int, init_done: trio.Event) -> None:
