@@ -30,6 +30,15 @@ from pathlib import Path
 
 from _common import PROCS as _PROCS
 from _common import drop_caches, local_s3, log, stop_proc
+from _mounts import (
+    Remote,
+    cleanup_all,
+    mount_fusecache,
+    mount_rclone,
+    mount_s3fs,
+    spawn,
+    unmount,
+)
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -39,55 +48,6 @@ ROOT = HERE.parent
 BUCKET = "fcbench"
 BIG_KEY = "big/large.bin"
 SMALL_PREFIX = "small/"
-LONG_TTL_S = 86400  # "indefinite" for the peers: one day of stat/dir caching
-
-# ---------------------------------------------------------------------------------------
-# process and mount bookkeeping (cleaned up in main's finally)
-
-_MOUNTS: list[Path] = []
-
-
-def is_mounted(mp: Path) -> bool:
-    target = os.path.realpath(mp)
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            if line.split()[4].encode().decode("unicode_escape") == target:
-                return True
-    return False
-
-
-def wait_mounted(mp: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if is_mounted(mp):
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(f"mount process for {mp} exited with {proc.returncode}")
-        time.sleep(0.1)
-    raise RuntimeError(f"{mp} not mounted after {timeout}s")
-
-
-def unmount(mp: Path) -> None:
-    if is_mounted(mp):
-        subprocess.run(["fusermount3", "-u", "-z", str(mp)], capture_output=True)
-    with contextlib.suppress(ValueError):
-        _MOUNTS.remove(mp)
-
-
-def spawn(cmd: list[str], logfile: Path, env: dict | None = None, **kw) -> subprocess.Popen:
-    with open(logfile, "ab") as lf:
-        p = subprocess.Popen(cmd, stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             env=env, start_new_session=True, **kw)
-    _PROCS.append(p)
-    return p
-
-
-def cleanup_all() -> None:
-    for mp in list(_MOUNTS):
-        unmount(mp)
-    for p in list(_PROCS):
-        stop_proc(p)
-
 
 # ---------------------------------------------------------------------------------------
 # memory sampling
@@ -275,75 +235,7 @@ def boto3_parallel(s3, ds: dict, runs: int) -> dict:
 
 
 # ---------------------------------------------------------------------------------------
-# the mounts
-
-def mount_s3fs(s3, work: Path) -> tuple[subprocess.Popen, Path, list[str]]:
-    mp, cache = work / "mnt-s3fs", work / "cache-s3fs"
-    mp.mkdir(exist_ok=True)
-    cache.mkdir(exist_ok=True)
-    pw = work / "s3fs.passwd"
-    pw.write_text(f"{s3.access_key}:{s3.secret_key}\n")
-    os.chmod(pw, 0o600)
-    opts = [
-        f"passwd_file={pw}", f"url={s3.endpoint_url}", "use_path_request_style",
-        "endpoint=us-east-1", "ro",
-        f"use_cache={cache}", "check_cache_dir_exist",   # the on-disk file cache
-        f"stat_cache_expire={LONG_TTL_S}", "max_stat_cache_size=200000",
-        "enable_noobj_cache",                          # cache negative lookups too
-        "parallel_count=16", "multipart_size=8",       # 16 parallel 8 MiB ranged GETs
-        "notsup_compat_dir",                           # no per-dir probe objects
-    ]
-    cmd = ["s3fs", BUCKET, str(mp), "-f", "-o", ",".join(opts)]
-    p = spawn(cmd, work / "s3fs.log")
-    _MOUNTS.append(mp)
-    wait_mounted(mp, p)
-    return p, mp, cmd
-
-
-def mount_rclone(s3, work: Path) -> tuple[subprocess.Popen, Path, list[str]]:
-    mp, cache = work / "mnt-rclone", work / "cache-rclone"
-    mp.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "AWS_CA_BUNDLE"}
-    env.update({
-        "RCLONE_CONFIG_FCB_TYPE": "s3", "RCLONE_CONFIG_FCB_PROVIDER": "Other",
-        "RCLONE_CONFIG_FCB_ENV_AUTH": "false",
-        "RCLONE_CONFIG_FCB_ACCESS_KEY_ID": s3.access_key,
-        "RCLONE_CONFIG_FCB_SECRET_ACCESS_KEY": s3.secret_key,
-        "RCLONE_CONFIG_FCB_ENDPOINT": s3.endpoint_url,
-        "RCLONE_CONFIG_FCB_REGION": "us-east-1",
-        "RCLONE_CONFIG_FCB_FORCE_PATH_STYLE": "true",
-    })
-    cmd = ["rclone", "mount", f"fcb:{BUCKET}", str(mp), "--read-only",
-           "--vfs-cache-mode", "full", "--cache-dir", str(cache),
-           "--vfs-cache-max-age", "24h", "--vfs-cache-max-size", "20G",
-           "--dir-cache-time", "24h", "--attr-timeout", "24h", "--poll-interval", "0",
-           "--no-modtime",               # no HEAD per file for the mtime metadata
-           "--vfs-fast-fingerprint",     # cache validity from the listing alone
-           "--config", "/dev/null"]
-    p = spawn(cmd, work / "rclone.log", env=env)
-    _MOUNTS.append(mp)
-    wait_mounted(mp, p)
-    return p, mp, cmd
-
-
-def mount_fusecache(s3, work: Path, cache: Path, ram: str, tag: str,
-                    extra: list[str], extra_env: dict | None = None
-                    ) -> tuple[subprocess.Popen, Path, list[str]]:
-    mp = work / "mnt-fusecache"
-    mp.mkdir(exist_ok=True)
-    env = dict(os.environ)
-    env.update(s3.env())
-    env.update(extra_env or {})
-    cmd = [sys.executable, "-m", "fusecache.cli", "mount", f"s3://{BUCKET}", str(mp),
-           "--endpoint-url", s3.endpoint_url, "--cache-dir", str(cache),
-           "--metadata-ttl", "indefinite", "--ram-cache-size", ram,
-           "--log-level", "warning", "--log-file", str(work / f"fusecache-{tag}.log"),
-           *extra, "--foreground"]
-    p = spawn(cmd, work / f"fusecache-{tag}.out", env=env)
-    _MOUNTS.append(mp)
-    wait_mounted(mp, p)
-    return p, mp, cmd
-
+# profiling
 
 def start_pyspy(pid: int, out: Path, work: Path) -> subprocess.Popen | None:
     exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -459,11 +351,12 @@ def main() -> int:
             res["readers"]["boto3"] = boto3_parallel(s3, ds, a.boto3_runs)
             log(f"    {res['readers']['boto3']}")
 
+        remote = Remote(s3.endpoint_url, s3.access_key, s3.secret_key)
         for name, mounter in (("s3fs", mount_s3fs), ("rclone", mount_rclone)):
             if name not in readers:
                 continue
             log(name)
-            p, mp, cmd = mounter(s3, work)
+            p, mp, cmd = mounter(remote, BUCKET, work)
             rss = RssSampler(p.pid)
             try:
                 r = two_passes(mp, ds, expect, a.threads)
@@ -471,14 +364,14 @@ def main() -> int:
                 r["rss"] = rss.stop()
                 unmount(mp)
                 stop_proc(p)
-            r["cmd"] = " ".join(cmd).replace(s3.secret_key, "***")
+            r["cmd"] = remote.mask(cmd)
             res["readers"][name] = r
 
         if "fusecache" in readers:
             cache = work / "cache-fusecache"
             shutil.rmtree(cache, ignore_errors=True)
             log("fusecache: fresh cache dir, pass 1 (cold) and pass 2 (same mount)")
-            p, mp, cmd = mount_fusecache(s3, work, cache, a.ram_cache_size, "a",
+            p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, "a",
                                          a.fusecache_opt, fc_env)
             rss = RssSampler(p.pid)
             spy = start_pyspy(p.pid, results_dir / f"profile-{stamp}-mount1.txt", work) \
@@ -491,7 +384,7 @@ def main() -> int:
                 unmount(mp)
                 stop_proc(p)
             log("fusecache: remount on the warm node cache (fresh RAM tier), pass 3")
-            p, mp, _ = mount_fusecache(s3, work, cache, a.ram_cache_size, "b",
+            p, mp, _ = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, "b",
                                        a.fusecache_opt, fc_env)
             rss = RssSampler(p.pid)
             spy = start_pyspy(p.pid, results_dir / f"profile-{stamp}-mount2.txt", work) \
