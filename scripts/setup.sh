@@ -25,7 +25,7 @@ fi
 stamp="$VENV/.fusecache-installed"
 if [ ! -f "$stamp" ] || [ "$ROOT/setup.cfg" -nt "$stamp" ]; then
     "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-    if ! "$VENV/bin/python" -m pip install -q -e "$ROOT[test]" >"$VENV/pip-install.log" 2>&1; then
+    if ! "$VENV/bin/python" -m pip install -q -e "$ROOT[test,bench]" >"$VENV/pip-install.log" 2>&1; then
         cat "$VENV/pip-install.log" >&2
         echo "setup: pip install failed (log above)" >&2
         exit 1
