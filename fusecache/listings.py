@@ -190,7 +190,17 @@ class ListingCache:
             writer_for(cur).add(DirEntry(parts[-1], False, obj.size, obj.etag, obj.mtime))
         for w in writers.values():
             w.commit()
+        if writers[prefix].count:
+            self._put_ancestors(bucket, prefix)
         return len(writers)
+
+    def _put_ancestors(self, bucket: str, prefix: str) -> None:
+        """A non-empty *prefix* proves its ancestors are directories: remember them, so
+        that a mount's first lookup of a warmed dataset's path asks S3 nothing."""
+        parts = prefix.rstrip("/").split("/")
+        for i, name in enumerate(parts):
+            if valid_name(name):
+                self.put_name(bucket, "/".join(parts[:i + 1]) + "/", DirEntry(name, True))
 
 
 class ListingWriter:

@@ -69,6 +69,17 @@ def test_store_recursive_builds_every_directory(tmp_path: Path) -> None:
     c.close()
 
 
+def test_store_recursive_remembers_the_ancestors_of_a_non_empty_prefix(tmp_path: Path) -> None:
+    c, lc = make(tmp_path)
+    lc.store_recursive("b", "data/sets/ds/", [ObjectInfo("data/sets/ds/x", 1, "e")])
+    for key, name in (("data/", "data"), ("data/sets/", "sets"), ("data/sets/ds/", "ds")):
+        entry, _ = lc.get_name("b", key, name)
+        assert entry.is_dir and entry.name == name
+    lc.store_recursive("b", "empty/sub/", [])
+    assert lc.get_name("b", "empty/", "empty") is None  # nothing proves it exists
+    c.close()
+
+
 def test_valid_name() -> None:
     assert valid_name("a.jpg")
     assert not any(valid_name(n) for n in ("", ".", "..", "x" * 256, "a\0b"))
