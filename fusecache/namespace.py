@@ -7,8 +7,11 @@ resolved under a directory prefix P:
    one LMDB get, for every process on the node.
 2. Otherwise a recent negative answer (RAM, TTL-bound) answers no.
 3. Otherwise HEAD P+name and LIST P+name+'/' (max 1 key) run in parallel: a
-   directory wins over a file of the same name. A lookup never lists the whole
-   of P, so a prefix of a million objects costs two small requests.
+   directory wins over a file of the same name. A lookup never waits for a
+   listing of the whole of P, so a prefix of a million objects costs two small
+   requests. Once a few lookups in P have gone to S3, P is listed in the
+   background (the way a training loader opens every file of a folder), and
+   later lookups are answered by step 1.
 
 Readdir lists P fully (paginated), streaming pages into the node cache, then walks
 the cached entries; a listing is shared with other mounts and prefetchd while it
@@ -29,7 +32,7 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import lmdb
@@ -39,13 +42,21 @@ from fusecache import errors
 from fusecache.config import S3Location
 from fusecache.listings import DirEntry, DirRecord, ListingCache, valid_name
 from fusecache.nodecache import ObjectId
-from fusecache.store import ObjectInfo, ObjectStore
+from fusecache.store import ListPage, ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
 
 ROOT_INODE = 1
 _NEGATIVE_CACHE_MAX = 100_000
 _WARNED_MAX = 10_000
+# After this many lookups in one directory had to ask S3, the directory is listed
+# once in the background: a data loader opening every file of a class folder then
+# pays one LIST per 1,000 names instead of a HEAD+LIST per name. Bounded: a few
+# listings at a time, and counts for the most recently used directories only.
+_LIST_AFTER_REMOTE_LOOKUPS = 4
+_BACKGROUND_LISTINGS_MAX = 2
+_LOOKUP_COUNTS_MAX = 4096
+_BACKGROUND_LIST_MAX_PAGES = 20  # 20,000 names; a bigger directory keeps HEAD+LIST
 
 
 @dataclass(slots=True)
@@ -88,6 +99,8 @@ class Namespace:
         self._nodes: dict[int, Node] = {ROOT_INODE: self.root}
         self._negative: OrderedDict[tuple[int, str], float] = OrderedDict()
         self._listing_flights: dict[str, trio.Event] = {}
+        self._remote_lookups: OrderedDict[str, int] = OrderedDict()
+        self._background_listings = 0
         self._warned: set[str] = set()
         self._offline_warned = -math.inf
 
@@ -183,6 +196,7 @@ class Namespace:
             known = self.listings.get_name(bucket, k, name)
             if known is not None and self.fresh(known[1]):
                 return self._node_for_entry(parent, known[0])
+        self._count_remote_lookup(parent)
         try:
             node = await self._head_and_list(parent, name, key)
         except errors.StoreUnavailable:
@@ -204,6 +218,37 @@ class Namespace:
         except lmdb.Error as e:
             self._listings_failed(e)  # remembering the name is an optimisation only
         return node
+
+    def _count_remote_lookup(self, parent: Node) -> None:
+        """Start a background listing of *parent* once enough lookups asked S3."""
+        if self.ttl <= 0:
+            return  # a listing would be stale at once
+        n = self._remote_lookups.pop(parent.key, 0) + 1
+        if (n >= _LIST_AFTER_REMOTE_LOOKUPS and parent.key not in self._listing_flights
+                and self._background_listings < _BACKGROUND_LISTINGS_MAX):
+            self._background_listings += 1
+            flight = self._listing_flights[parent.key] = trio.Event()
+            trio.lowlevel.spawn_system_task(self._list_in_background, parent, flight,
+                                            name=f"fusecache-list:{parent.key}")
+            n = 0
+        self._remote_lookups[parent.key] = n
+        if len(self._remote_lookups) > _LOOKUP_COUNTS_MAX:
+            self._remote_lookups.popitem(last=False)
+
+    async def _list_in_background(self, node: Node, flight: trio.Event) -> None:
+        try:
+            stored = await trio.to_thread.run_sync(
+                self._list_into_cache, node.key, _BACKGROUND_LIST_MAX_PAGES,
+                abandon_on_cancel=True)
+            if not stored:  # too big to hold: never try this directory again
+                self._remote_lookups[node.key] = -(1 << 62)
+        except Exception as e:  # noqa: BLE001 - an optimisation must never end the mount
+            log.debug("background listing of %r failed (lookups go on asking S3): %s",
+                      node.key, e)
+        finally:
+            del self._listing_flights[node.key]
+            flight.set()
+            self._background_listings -= 1
 
     def _listings_failed(self, e: Exception) -> bool:
         """Switch to the private listing cache after a node-cache write failure."""
@@ -305,12 +350,22 @@ class Namespace:
             raise errors.StoreError(f"listing of {node.key!r} vanished")
         return rec
 
-    def _list_into_cache(self, prefix: str) -> None:
-        """List *prefix* page by page into the node cache. Runs in a worker thread."""
+    def _list_into_cache(self, prefix: str, max_pages: int | None = None) -> bool:
+        """List *prefix* page by page into the node cache. Runs in a worker thread.
+
+        With *max_pages*, a longer listing is dropped unstored (False): the pages are
+        held in memory until the end, so nothing partial reaches the cache.
+        """
+        pages = self._pages(prefix)
+        if max_pages is not None:
+            held = []
+            for page in pages:
+                if len(held) == max_pages:
+                    return False
+                held.append(page)
+            pages = iter(held)
         writer = self.listings.writer(self.location.bucket, prefix)
-        token: str | None = None
-        while True:
-            page = self.store.list_page(prefix, token)
+        for page in pages:
             for p in page.prefixes:
                 name = p[len(prefix):].rstrip("/")
                 if not p.endswith("/") or not valid_name(name) or "/" in name:
@@ -325,10 +380,17 @@ class Namespace:
                     self._warn_skip(o.key)
                     continue
                 writer.add(DirEntry(name, False, o.size, o.etag, o.mtime))
+        writer.commit()
+        return True
+
+    def _pages(self, prefix: str) -> Iterator[ListPage]:
+        token: str | None = None
+        while True:
+            page = self.store.list_page(prefix, token)
+            yield page
             token = page.next_token
             if token is None:
-                break
-        writer.commit()
+                return
 
     def _warn_skip(self, key: str) -> None:
         if key in self._warned:

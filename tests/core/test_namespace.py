@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from fusecache import errors
 from fusecache.config import S3Location
@@ -131,4 +132,48 @@ def test_inode_numbers_are_stable_and_forgotten(tmp_path: Path) -> None:
             ns.get(y.ino)
         assert (await ns.lookup(d.ino, "y")).ino == y.ino  # same number after forget
     trio.run(go)
+    cache.close()
+
+
+def test_a_folder_opened_file_by_file_is_listed_once_in_the_background(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fusecache import namespace
+
+    store = FakeStore()
+    for i in range(2500):  # three LIST pages
+        store.put(f"cls/img{i:04d}.jpg", b"x" * (i % 7))
+    ns, _, cache = make(tmp_path, store)
+
+    async def go():
+        d = await ns.lookup(ROOT_INODE, "cls")
+        heads0 = store.calls["head"]
+        for i in range(4):  # the 4th remote lookup starts the listing
+            await ns.lookup(d.ino, f"img{i:04d}.jpg")
+        assert store.calls["head"] == heads0 + 4
+        await trio.testing.wait_all_tasks_blocked()
+        while "cls/" in ns._listing_flights:
+            await trio.sleep(0.01)
+        heads = store.calls["head"]
+        for i in range(4, 2500, 97):
+            assert (await ns.lookup(d.ino, f"img{i:04d}.jpg")).size == i % 7
+        with pytest.raises(errors.ObjectNotFound):
+            await ns.lookup(d.ino, "missing.jpg")
+        assert store.calls["head"] == heads  # answered by the listing
+    trio.run(go)
+    cache.close()
+
+    # a folder bigger than the background limit is never stored partially
+    monkeypatch.setattr(namespace, "_BACKGROUND_LIST_MAX_PAGES", 2)
+    store.calls.clear()
+    ns, _, cache = make(tmp_path / "b", store)
+
+    async def go_big():
+        d = await ns.lookup(ROOT_INODE, "cls")
+        for i in range(12):
+            await ns.lookup(d.ino, f"img{i:04d}.jpg")
+            await trio.testing.wait_all_tasks_blocked()
+        assert ns.listings.get_dir("fake", "cls/") is None
+        assert store.calls["head"] == 13  # every lookup asked S3
+        assert store.calls["list"] == 13 + 3  # LIST(1) per lookup + one aborted listing
+    trio.run(go_big)
     cache.close()
