@@ -3,7 +3,8 @@
 # and fusecache installed into it (editable). Sourced by demo.sh and test.sh.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc)
+# s3fs and rclone are the peers of the training-data experiment (demo, tests, bench/)
+APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc s3fs rclone)
 # Debian's own python3 needs venv and headers (pyfuse3 compiles); others bring them.
 if ! python3 -c 'import ensurepip, sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' 2>/dev/null; then
     APT_PKGS+=(python3-dev python3-venv)
