@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import PROCS, stop_proc
+from _common import PROCS, log, stop_proc
 
 LONG_TTL_S = 86400  # "indefinite" for the peers: one day of stat/dir caching
 
@@ -157,3 +159,28 @@ def mount_fusecache(remote: Remote, bucket: str, work: Path, cache: Path, ram: s
     _MOUNTS.append(mp)
     wait_mounted(mp, p)
     return p, mp, cmd
+
+
+# -- profiling a mount (py-spy, when installed) -------------------------------------------
+
+def start_pyspy(pid: int, out: Path, work: Path) -> subprocess.Popen | None:
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not os.path.exists(exe):
+        log("py-spy not found; no profile")
+        return None
+    return spawn([exe, "record", "--pid", str(pid), "--rate", "200", "--threads",
+                  "--format", "raw", "-o", str(out)], work / "py-spy.log")
+
+
+def stop_pyspy(p: subprocess.Popen | None) -> None:
+    if p is None:
+        return
+    # SIGINT makes py-spy write its output and exit
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGINT)
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        stop_proc(p)
+    with contextlib.suppress(ValueError):
+        PROCS.remove(p)

@@ -36,7 +36,8 @@ from _mounts import (
     mount_fusecache,
     mount_rclone,
     mount_s3fs,
-    spawn,
+    start_pyspy,
+    stop_pyspy,
     unmount,
 )
 
@@ -232,32 +233,6 @@ def boto3_parallel(s3, ds: dict, runs: int) -> dict:
         dt = time.perf_counter() - t0
         res.append(round(ds["big_bytes"] / dt / 1e6, 1))
     return {"runs_MB_s": res, "MB_s": max(res)}
-
-
-# ---------------------------------------------------------------------------------------
-# profiling
-
-def start_pyspy(pid: int, out: Path, work: Path) -> subprocess.Popen | None:
-    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not os.path.exists(exe):
-        log("py-spy not found; no profile")
-        return None
-    return spawn([exe, "record", "--pid", str(pid), "--rate", "200", "--threads",
-                  "--format", "raw", "-o", str(out)], work / "py-spy.log")
-
-
-def stop_pyspy(p: subprocess.Popen | None) -> None:
-    if p is None:
-        return
-    # SIGINT makes py-spy write its output and exit
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(p.pid, signal.SIGINT)
-    try:
-        p.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        stop_proc(p)
-    with contextlib.suppress(ValueError):
-        _PROCS.remove(p)
 
 
 # ---------------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ from _mounts import (  # noqa: E402
     mount_fusecache,
     mount_rclone,
     mount_s3fs,
+    start_pyspy,
+    stop_pyspy,
     unmount,
 )
 
@@ -102,6 +104,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out-dir", type=Path, default=HERE / "results",
                     help="where the JSON, Markdown and PNG go (default bench/results)")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib)")
+    ap.add_argument("--profile", action="store_true",
+                    help="attach 'py-spy record --format raw' to each fusecache mount "
+                         "(costs CPU: numbers then not for comparison)")
     a = ap.parse_args(argv)
 
     def bad(msg: str) -> None:
@@ -258,9 +263,11 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
         warm = prefetch(remote, cache, datasets)
         log(f"  warmed {warm['bytes'] / 1e6:.0f} MB in {warm['seconds']:.1f} s")
     p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, c, [])
+    spy = start_pyspy(p.pid, Path(f"{a.profile_prefix}-{c}.txt"), work) if a.profile else None
     try:
         res = train_on(c, under(mp), datasets, a, accel, sampler)
     finally:
+        stop_pyspy(spy)
         unmount(mp)
         stop_proc(p)
     res["cmd"] = remote.mask(cmd)
@@ -281,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    a.profile_prefix = a.out_dir / f"train-profile-{stamp}"
 
     def on_term(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
