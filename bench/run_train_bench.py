@@ -97,6 +97,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--contenders", default=",".join(CONTENDERS),
                     help=f"subset of {','.join(CONTENDERS)}")
     ap.add_argument("--ram-cache-size", default="256MiB", help="fusecache RAM tier")
+    ap.add_argument("--fusecache-opt", action="append", default=[],
+                    help="extra option for 'fusecache mount' (repeatable, e.g. "
+                         "--fusecache-opt=--readahead-budget=256MiB)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", type=Path, default=None,
                     help="scratch dir on local disk (default: a new dir in /var/tmp)")
@@ -262,7 +265,8 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
         log("  prefetchd warm --pipeline (before the mount, as the daemon would)")
         warm = prefetch(remote, cache, datasets)
         log(f"  warmed {warm['bytes'] / 1e6:.0f} MB in {warm['seconds']:.1f} s")
-    p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, c, [])
+    p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, c,
+                                 a.fusecache_opt)
     spy = start_pyspy(p.pid, Path(f"{a.profile_prefix}-{c}.txt"), work) if a.profile else None
     try:
         res = train_on(c, under(mp), datasets, a, accel, sampler)
@@ -307,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                      "batch_size": a.batch_size, "prefetch_factor": a.prefetch_factor,
                      "step_ms": a.step_ms, "epochs": a.epochs, "accelerator": accel.name,
                      "accelerator_why": accel_why, "scale": a.scale, "seed": a.seed,
-                     "ram_cache_size": a.ram_cache_size},
+                     "ram_cache_size": a.ram_cache_size, "fusecache_opts": a.fusecache_opt},
         "datasets": a.datasets, "dataset_info": {}, "contenders": {},
     }
     stack = contextlib.ExitStack()
