@@ -100,6 +100,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--fusecache-opt", action="append", default=[],
                     help="extra option for 'fusecache mount' (repeatable, e.g. "
                          "--fusecache-opt=--readahead-budget=256MiB)")
+    ap.add_argument("--disk-readahead-kb", type=int, default=None, metavar="KB",
+                    help="set read_ahead_kb of the disk under --workdir for the run (restored "
+                         "at the end); default: leave the machine's setting, which is reported")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", type=Path, default=None,
                     help="scratch dir on local disk (default: a new dir in /var/tmp)")
@@ -132,6 +135,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         bad(f"--scale must be in (0, 100], got {a.scale}")
     if a.latency_ms < 0 or a.step_ms < 0 or a.bandwidth < 0:
         bad("--latency-ms, --step-ms and --bandwidth must be >= 0")
+    if a.disk_readahead_kb is not None and not 0 <= a.disk_readahead_kb <= 65536:
+        bad(f"--disk-readahead-kb must be in 0..65536, got {a.disk_readahead_kb}")
     if a.files is None:
         a.files = max(1, round(2000 * a.scale))
     elif a.files < 1:
@@ -165,6 +170,42 @@ def make_datasets(a: argparse.Namespace, data: Path) -> dict[str, FilesDataset |
         lo, hi = max(1, int(64 * MiB * a.scale)), max(2, int(256 * MiB * a.scale))
         out["shards"] = make_shards(data, PREFIXES["shards"], a.shards, lo, hi, a.seed + 1)
     return out
+
+
+def readahead_file(path: Path) -> Path | None:
+    """sysfs read_ahead_kb of the block device holding *path* (its disk, for a partition)."""
+    st = os.stat(path)
+    dev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if not dev.exists():
+        return None
+    dev = dev.resolve()
+    for d in (dev, dev.parent):
+        f = d / "queue" / "read_ahead_kb"
+        if f.exists():
+            return f
+    return None
+
+
+@contextlib.contextmanager
+def disk_readahead(path: Path, kb: int | None, settings: dict) -> Iterator[None]:
+    """Report (and with *kb*, set for the run) the read-ahead of the disk under *path*.
+
+    It matters to every contender reading from local disk: a fault in a memory map
+    reads this much around it (LMDB's node cache), and file reads ramp up to it.
+    """
+    f = readahead_file(path)
+    old = int(f.read_text()) if f else None
+    settings["disk_readahead_kb"] = old
+    if f is None or kb is None or kb == old:
+        yield
+        return
+    f.write_text(f"{kb}\n")
+    settings["disk_readahead_kb"] = kb
+    settings["disk_readahead_kb_machine"] = old
+    try:
+        yield
+    finally:
+        f.write_text(f"{old}\n")
 
 
 @contextlib.contextmanager
@@ -332,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         for ds in datasets.values():
             upload(client, BUCKET, data, ds)
         log(f"uploaded ({time.monotonic() - t_start:.0f} s)")
+        stack.enter_context(disk_readahead(work, a.disk_readahead_kb, res["settings"]))
         proxy = stack.enter_context(latency_proxy(s3.endpoint_url, a.latency_ms, work))
         remote = Remote(proxy, s3.access_key, s3.secret_key)
         for c in a.contenders:

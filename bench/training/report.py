@@ -71,7 +71,10 @@ def markdown(res: dict) -> str:
         f"Link: {s['link']}. Loader: {s['loader']}, {s['workers']} workers, batch "
         f"{s['batch_size']}, prefetch factor {s['prefetch_factor']}. Accelerator: "
         f"{s['accelerator']} ({s['accelerator_why']}). Page cache dropped before each "
-        "contender's epoch 1, not between epochs.",
+        "contender's epoch 1, not between epochs. Local disk read-ahead: "
+        f"{s.get('disk_readahead_kb')} KiB"
+        + (f" (set for this run; the machine's is {s['disk_readahead_kb_machine']} KiB)"
+           if s.get("disk_readahead_kb_machine") is not None else "") + ".",
         "",
     ]
     for ds in res["datasets"]:

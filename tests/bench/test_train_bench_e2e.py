@@ -15,6 +15,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "run_train_bench.py"
+sys.path.insert(0, str(ROOT / "bench"))
+
+from run_train_bench import readahead_file  # noqa: E402
+
 ALL = ["local", "boto3", "s3fs", "rclone", "fusecache", "fusecache-prefetch"]
 
 
@@ -30,9 +34,12 @@ def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_small_run_of_every_contender(tmp_path: Path) -> None:
     out = tmp_path / "out"
+    ra = readahead_file(tmp_path)
+    before = ra.read_text() if ra else None
     p = run("--scale", "0.02", "--files", "60", "--classes", "5", "--shards", "2",
             "--bandwidth", "0", "--latency-ms", "5", "--step-ms", "2", "--workers", "2",
-            "--batch-size", "8", "--out-dir", str(out), "--workdir", str(tmp_path / "work"))
+            "--batch-size", "8", "--out-dir", str(out), "--workdir", str(tmp_path / "work"),
+            "--disk-readahead-kb", "256")
     # 3 = every contender ran but a target was missed: at this size the figures are noise
     assert p.returncode in (0, 3), p.stdout[-3000:] + p.stderr[-3000:]
     res = json.loads(next(out.glob("train-bench-*.json")).read_text())
@@ -58,6 +65,10 @@ def test_small_run_of_every_contender(tmp_path: Path) -> None:
     for text in (json.dumps(res), p.stdout, p.stderr):
         assert not re.search(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])", text)
     assert {t["target"].split()[0] for t in res["targets"]} >= {"prefetched", "fusecache"}
+    if ra is not None:  # the disk's read-ahead was set for the run and put back after
+        assert res["settings"]["disk_readahead_kb"] == 256
+        assert res["settings"].get("disk_readahead_kb_machine", 256) == int(before)
+        assert ra.read_text() == before
     md = next(out.glob("train-bench-*.md")).read_text()
     assert "fusecache after prefetchd warm" in md and md in p.stdout
     assert next(out.glob("train-bench-*.png")).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
