@@ -328,7 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"run_train_bench: {why}", file=sys.stderr)
         return 2
-    accel, sampler, accel_why = choose(a.accelerator, a.step_ms / 1000)
+    try:
+        accel, sampler, accel_why = choose(a.accelerator, a.step_ms / 1000)
+    except RuntimeError as e:
+        print(f"run_train_bench: {e}", file=sys.stderr)
+        return 2
     work = a.workdir or Path(tempfile.mkdtemp(prefix="fctrain-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     a.out_dir.mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,17 @@ def test_small_run_of_every_contender(tmp_path: Path) -> None:
     assert not (tmp_path / "work").exists()  # scratch data removed
 
 
+def test_asking_for_a_gpu_where_there_is_none_is_a_clear_error(tmp_path: Path) -> None:
+    from bench.training.accelerator import gpu_count
+
+    if gpu_count():
+        pytest.skip("this machine has a GPU: --accelerator gpu would run for real")
+    p = run("--accelerator", "gpu", "--out-dir", str(tmp_path), timeout=60)
+    assert p.returncode == 2
+    assert "--accelerator gpu" in p.stderr and "Traceback" not in p.stderr
+    assert not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("args, names", [
     (["--contenders", "local,nfs"], "'nfs'"),
     (["--datasets", "videos"], "'videos'"),
