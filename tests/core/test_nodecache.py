@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import struct
 import time
 from pathlib import Path
 
@@ -110,14 +111,39 @@ def test_corrupt_block_is_dropped_not_served(tmp_path: Path,
     o = oid("a")
     c.put_block(o, 0, data_for(o, 0))
     key = c.block_key(o, 0)
-    with c.env.begin(write=True, db=c._blocks) as txn:  # simulate bit rot
-        bad = bytearray(data_for(o, 0))
-        bad[100] ^= 0xFF
-        txn.put(key, bytes(bad))
+    with c.env.begin(db=c._boffs) as txn:
+        off = struct.unpack("<Q", txn.get(key))[0]
+    with open(c.path / "data.mdb", "r+b") as f:  # bit rot in the file, under the map too
+        f.seek(off + 100)
+        byte = f.read(1)
+        f.seek(off + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
     with caplog.at_level(logging.WARNING):
         assert c.get_block(o, 0) is None
     assert "failed verification" in caplog.text
     assert c.stats().used_bytes == 0 and c.stats().counters["integrity_errors"] == 1
+    c.close()
+
+
+def test_blocks_are_read_by_their_recorded_offset_with_the_map_as_fallback(
+        tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    o = oid("a")
+    c.put_block(o, 0, data_for(o, 0))
+    key = c.block_key(o, 0)
+    with c.env.begin(db=c._boffs) as txn:  # recorded by put_block
+        off = struct.unpack("<Q", txn.get(key))[0]
+    with open(c.path / "data.mdb", "rb") as f:  # the recorded offset is where the bytes are
+        f.seek(off)
+        assert f.read(BS) == data_for(o, 0)
+    for bad in (off + 4096, 1 << 40):  # a wrong offset: the CRC sends the read to the map
+        with c.env.begin(write=True, db=c._boffs) as txn:
+            txn.put(key, struct.pack("<Q", bad))
+        assert c.get_block(o, 0) == data_for(o, 0)
+    with c.env.begin(write=True, db=c._boffs) as txn:  # none recorded: the map too
+        txn.delete(key)
+    assert c.get_block(o, 0) == data_for(o, 0)
+    assert c.stats().counters["integrity_errors"] == 0
     c.close()
 
 
