@@ -314,6 +314,10 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
     finally:
         stop_pyspy(spy)
         unmount(mp)
+        # Let the mount finish by itself: it writes its counters to the node cache
+        # on the way out, and those give mount_s3_bytes below.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=20)
         stop_proc(p)
     res["cmd"] = remote.mask(cmd)
     res["mount_s3_bytes"] = fusecache_s3_bytes(cache)
