@@ -17,8 +17,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _common import PROCS, log, stop_proc
+
+if TYPE_CHECKING:
+    from fusecache.locals3 import LocalS3
 
 LONG_TTL_S = 86400  # "indefinite" for the peers: one day of stat/dir caching
 
@@ -27,20 +31,22 @@ _MOUNTS: list[Path] = []
 
 @dataclass(frozen=True)
 class Remote:
-    """Where the readers find S3 and with which keys (may differ from the server's
-    own address, e.g. a latency proxy in front of it)."""
+    """Where the readers find S3 (may differ from the server's own address, e.g. a
+    latency proxy in front of it) and with which keys (the server's)."""
 
     endpoint_url: str
-    access_key: str
-    secret_key: str
+    server: LocalS3
+
+    @property
+    def access_key(self) -> str:
+        return self.server.access_key
+
+    @property
+    def secret_key(self) -> str:
+        return self.server.secret_key
 
     def env(self) -> dict[str, str]:
-        return {
-            "AWS_ACCESS_KEY_ID": self.access_key,
-            "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_ENDPOINT_URL": self.endpoint_url,
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
+        return self.server.env(self.endpoint_url)
 
     def mask(self, cmd: list[str]) -> str:
         """The command line for a report, with the secret key masked."""

@@ -326,7 +326,7 @@ def main() -> int:
             res["readers"]["boto3"] = boto3_parallel(s3, ds, a.boto3_runs)
             log(f"    {res['readers']['boto3']}")
 
-        remote = Remote(s3.endpoint_url, s3.access_key, s3.secret_key)
+        remote = Remote(s3.endpoint_url, s3)
         for name, mounter in (("s3fs", mount_s3fs), ("rclone", mount_rclone)):
             if name not in readers:
                 continue

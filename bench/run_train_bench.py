@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         log(f"uploaded ({time.monotonic() - t_start:.0f} s)")
         stack.enter_context(disk_readahead(work, a.disk_readahead_kb, res["settings"]))
         proxy = stack.enter_context(latency_proxy(s3.endpoint_url, a.latency_ms, work))
-        remote = Remote(proxy, s3.access_key, s3.secret_key)
+        remote = Remote(proxy, s3)
         for c in a.contenders:
             log(f"{c}")
             try:

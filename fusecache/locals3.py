@@ -73,12 +73,13 @@ class LocalS3:
     def endpoint_url(self) -> str:
         return f"http://{self.ip}:{self.s3_port}"
 
-    def env(self) -> dict[str, str]:
-        """Environment variables that point boto3 (and fusecache) at this server."""
+    def env(self, endpoint_url: str | None = None) -> dict[str, str]:
+        """Environment variables that point boto3 (and fusecache) at this server, or
+        at *endpoint_url* in front of it (the benchmarks' latency proxy)."""
         return {
             "AWS_ACCESS_KEY_ID": self.access_key,
             "AWS_SECRET_ACCESS_KEY": self.secret_key,
-            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ENDPOINT_URL": endpoint_url or self.endpoint_url,
             "AWS_DEFAULT_REGION": "us-east-1",
         }
 
