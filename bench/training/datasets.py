@@ -9,12 +9,11 @@ average size of an ImageNet training JPEG.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 KiB = 1 << 10
@@ -157,7 +156,3 @@ def upload(client, bucket: str, root: Path, ds: FilesDataset | ShardDataset,
     with ThreadPoolExecutor(threads) as pool:
         for _ in pool.map(put, all_keys(ds)):
             pass
-
-
-def save_index(path: Path, ds: FilesDataset | ShardDataset) -> None:
-    path.write_text(json.dumps(asdict(ds)))
