@@ -9,6 +9,7 @@ Layout (named databases in one environment):
 
 - ``blocks``  block key -> the block's bytes
 - ``bmeta``   block key -> (last access ns, length, crc32)
+- ``boffs``   block key -> offset of the block's bytes in data.mdb (read with pread)
 - ``lru``     access ns (8 bytes, big-endian) + block key -> b''   (eviction order)
 - ``pins``    object digest or block key -> JSON {owner: expiry (0 = never)}
 - ``objects`` object digest -> JSON {bucket, key, etag, size}       (for status)
@@ -26,7 +27,8 @@ Invariants:
 - Pinned blocks are never evicted; a put that cannot make room without evicting
   pinned data is refused (returns False).
 - Reads verify the crc32 and the length; a bad block is deleted and reported as a
-  miss, so wrong bytes are never returned.
+  miss, so wrong bytes are never returned. A recorded offset is only a hint: bytes
+  read there that fail the crc32 are read again through the map before judging.
 - Access times of hits are recorded in memory and written in batches
   (``flush_touches``), so a cache hit never takes the write lock.
 
