@@ -145,9 +145,9 @@ def plot(res: dict, path: Path) -> None:
             ax.set_xticks(list(x))
             ax.set_xticklabels(names, fontsize=8)
             ax.set_title(f"{ds}: {title}")
-            if col == 0:
-                ax.set_ylim(0, 1.05)
-            ax.legend(fontsize=8)
+            top = 1.0 if col == 0 else max([*vals[0], *vals[1], 1e-9])
+            ax.set_ylim(0, top * 1.18)  # room for the legend above the bars
+            ax.legend(fontsize=8, loc="upper center", ncol=2)
     fig.suptitle(f"fusecache training-data experiment, {res['settings']['link']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
