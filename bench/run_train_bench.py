@@ -80,7 +80,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="multiplies the file count and the shard sizes (default 1: 2000 "
                         "files of ~110 KiB, 4 shards of 64-256 MiB)")
     g.add_argument("--files", type=int, default=None, help="small files (default 2000 x scale)")
-    g.add_argument("--classes", type=int, default=100, help="class folders (default 100)")
+    g.add_argument("--classes", type=int, default=None,
+                   help="class folders (default 100 x scale: ~20 files a folder)")
     g.add_argument("--shards", type=int, default=4)
     g.add_argument("--datasets", default="files,shards", help="subset: files, shards")
     g = ap.add_argument_group("training")
@@ -128,6 +129,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             bad(f"--datasets: unknown dataset {d!r} (known: files, shards)")
     if not a.contenders or not a.datasets:
         bad("--contenders and --datasets need at least one entry each")
+    if a.classes is None:
+        a.classes = max(1, round(100 * a.scale))
     for name in ("workers", "batch_size", "prefetch_factor", "epochs", "shards", "classes"):
         if getattr(a, name) < 1:
             bad(f"--{name.replace('_', '-')} must be >= 1, got {getattr(a, name)}")
