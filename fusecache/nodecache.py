@@ -165,6 +165,7 @@ class NodeCache:
         self._mapped_since = 0
         self._closed = False
         self._map_base: int | None = None
+        self._pending_offsets: OrderedDict[bytes, int] = OrderedDict()
         try:
             self._data_fd: int | None = os.open(path / "data.mdb", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
@@ -283,9 +284,12 @@ class NodeCache:
             _, length, crc = _BMETA.unpack(bytes(raw))
             data = self._pread(txn.get(key, db=self._boffs), length)
             mapped = data is None or zlib.crc32(data) != crc
+            heal = None
             if mapped:  # no recorded place, or it disagrees: read through the map
                 buf = txn.get(key, db=self._blocks)
                 data = bytes(buf) if buf is not None else b""
+                if len(data) >= _PREAD_MIN:
+                    heal = self._file_offset(buf)
         ok = length == len(data) == end - start and (not mapped or zlib.crc32(data) == crc)
         if not ok:
             log.warning("cached block %d of s3://%s/%s failed verification; dropping it",
@@ -297,6 +301,10 @@ class NodeCache:
             self._pending_touch.move_to_end(key)
             if len(self._pending_touch) > _MAX_PENDING_TOUCHES:
                 self._pending_touch.popitem(last=False)
+            if heal is not None:  # record it with the access times (flush_touches)
+                self._pending_offsets[key] = heal
+                if len(self._pending_offsets) > _MAX_PENDING_TOUCHES:
+                    self._pending_offsets.popitem(last=False)
         if mapped:
             self._count_mapped(len(data))
         return data
@@ -490,12 +498,20 @@ class NodeCache:
             _add_counter(txn, self._meta, "integrity_errors", 1)
 
     def flush_touches(self) -> int:
-        """Write batched access times of hits to the LRU order. Returns how many."""
+        """Write batched access times of hits to the LRU order. Returns how many.
+
+        Also records the offsets learnt by reads through the map (a block stored
+        without one), so that its next read is a pread.
+        """
         with self._lock:
             pending, self._pending_touch = self._pending_touch, OrderedDict()
-        if not pending:
+            offsets, self._pending_offsets = self._pending_offsets, OrderedDict()
+        if not pending and not offsets:
             return 0
         with self.env.begin(write=True) as txn:
+            for key, off in offsets.items():
+                if txn.get(key, db=self._bmeta) is not None:  # still cached
+                    txn.put(key, _U64.pack(off), db=self._boffs)
             for key, ns in pending.items():
                 raw = txn.get(key, db=self._bmeta)
                 if raw is None:

@@ -144,6 +144,9 @@ def test_blocks_are_read_by_their_recorded_offset_with_the_map_as_fallback(
         txn.delete(key)
     assert c.get_block(o, 0) == data_for(o, 0)
     assert c.stats().counters["integrity_errors"] == 0
+    c.flush_touches()  # ...and that read taught the cache where the block lies
+    with c.env.begin(db=c._boffs) as txn:
+        assert struct.unpack("<Q", txn.get(key))[0] == off
     c.close()
 
 
