@@ -331,7 +331,7 @@ class NodeCache:
         span = _map_span(self.path / "data.mdb")
         if span is None or _LIBC is None:
             return
-        start, end = span
+        start, end, _ = span
         _LIBC.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)
 
     def contains_block(self, oid: ObjectId, index: int) -> bool:
@@ -424,9 +424,10 @@ class NodeCache:
         """The offset in data.mdb of a value LMDB handed out from its map."""
         for _ in range(2):
             if self._map_base is None:
-                self._map_base = _map_base(self.path / "data.mdb")
-                if self._map_base is None:
+                span = _map_span(self.path / "data.mdb")
+                if span is None:
                     return None
+                self._map_base = span[0] - span[2]  # the address of file offset 0
             off = _buffer_address(buf) - self._map_base
             if 0 <= off < _MAX_FILE_OFFSET:
                 return off
@@ -721,16 +722,18 @@ def _load_libc() -> ctypes.CDLL | None:
 _LIBC = _load_libc()
 
 
-def _map_span(data_file: Path) -> tuple[int, int] | None:
-    """Address range of this process's mapping of *data_file* (from /proc/self/maps)."""
+def _map_span(data_file: Path) -> tuple[int, int, int] | None:
+    """This process's mapping of *data_file* (from /proc/self/maps): start and end
+    address, and the file offset mapped at the start."""
     target = str(data_file.resolve())
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 if line.rstrip().endswith(target):
-                    lo, hi = line.split(None, 1)[0].split("-")
-                    return int(lo, 16), int(hi, 16)
-    except OSError:
+                    span, _perms, offset = line.split(None, 3)[:3]
+                    lo, hi = span.split("-")
+                    return int(lo, 16), int(hi, 16), int(offset, 16)
+    except (OSError, ValueError):
         pass
     return None
 
@@ -754,20 +757,6 @@ def _buffer_address(obj: object) -> int:
         return int(view.buf or 0) or -1
     finally:
         ctypes.pythonapi.PyBuffer_Release(ctypes.byref(view))
-
-
-def _map_base(data_file: Path) -> int | None:
-    """The address at which this process maps offset 0 of *data_file*."""
-    target = str(data_file.resolve())
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                if line.rstrip().endswith(target):
-                    span, _perms, offset = line.split(None, 3)[:3]
-                    return int(span.split("-")[0], 16) - int(offset, 16)
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def _pin_live(raw: bytes | None, now: int) -> bool:
