@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,21 @@ PROCS: list[subprocess.Popen] = []
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def start_run(argv: list[str] | None = None) -> dict:
+    """Begin a benchmark run: SIGTERM raises KeyboardInterrupt (so every ``finally``
+    tears down what the run started), and the head of the result record, whose
+    ``started`` stamp also names the output files."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
+    cmd = sys.argv if argv is None else [sys.argv[0], *argv]
+    return {
+        "command": " ".join([Path(sys.executable).name, *cmd]),
+        "started": time.strftime("%Y%m%d-%H%M%S"),
+        "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+    }
 
 
 def drop_caches() -> None:

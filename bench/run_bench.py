@@ -20,7 +20,6 @@ import os
 import queue
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 
 from _common import PROCS as _PROCS
-from _common import drop_caches, local_s3, log, stop_proc
+from _common import drop_caches, local_s3, log, start_run, stop_proc
 from _mounts import (
     Remote,
     cleanup_all,
@@ -281,17 +280,10 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     results_dir = HERE / "results"
     results_dir.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    res: dict = start_run()
+    stamp = res["started"]
     out_path = a.out or results_dir / f"bench-{stamp}.json"
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, on_term)
-
-    res: dict = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "started": stamp,
-        "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+    res.update({
         "params": {"size_mib": a.size_mib, "small_files": a.small_files,
                    "threads": a.threads, "read_size": READ_SIZE,
                    "ram_cache_size": a.ram_cache_size, "fusecache_opts": a.fusecache_opt,
@@ -300,7 +292,7 @@ def main() -> int:
             "fusecache --metadata-ttl indefinite; s3fs stat_cache_expire=86400 + "
             "enable_noobj_cache; rclone --dir-cache-time 24h --attr-timeout 24h"),
         "readers": {},
-    }
+    })
     link = contextlib.ExitStack()
     s3 = local_s3(work / "s3", a.bandwidth, link, res["params"])
     t_start = time.monotonic()

@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import PROCS, drop_caches, local_s3, log, stop_proc  # noqa: E402
+from _common import PROCS, drop_caches, local_s3, log, start_run, stop_proc  # noqa: E402
 from _mounts import (  # noqa: E402
     Remote,
     cleanup_all,
@@ -343,21 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     work = a.workdir or Path(tempfile.mkdtemp(prefix="fctrain-", dir="/var/tmp"))
     work.mkdir(parents=True, exist_ok=True)
     a.out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    res: dict = start_run(argv)
+    stamp = res["started"]
     a.profile_prefix = a.out_dir / f"train-profile-{stamp}"
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    signal.signal(signal.SIGTERM, on_term)
 
     link = (f"{a.bandwidth} Mbit/s tbf" if a.bandwidth else "loopback (no bandwidth limit)")
     link += f", {a.latency_ms:g} ms first-byte latency"
     loader_name = make_loader(a.loader, DirSource(work), 1, 1, 1, 0).name
-    res: dict = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None
-        else " ".join(["run_train_bench.py", *argv]),
-        "started": stamp,
-        "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+    res.update({
         "settings": {"link": link, "latency_ms": a.latency_ms, "bandwidth_mbit": a.bandwidth,
                      "loader": loader_name, "workers": a.workers,
                      "batch_size": a.batch_size, "prefetch_factor": a.prefetch_factor,
@@ -365,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                      "accelerator_why": accel_why, "scale": a.scale, "seed": a.seed,
                      "ram_cache_size": a.ram_cache_size, "fusecache_opts": a.fusecache_opt},
         "datasets": a.datasets, "dataset_info": {}, "contenders": {},
-    }
+    })
     stack = contextlib.ExitStack()
     s3 = local_s3(work / "s3", a.bandwidth or None, stack, {})
     t_start = time.monotonic()

@@ -21,7 +21,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _common import PROCS as _PROCS
-from _common import drop_caches, local_s3, log, stop_proc
+from _common import drop_caches, local_s3, log, start_run, stop_proc
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -418,18 +417,10 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     results_dir = HERE / "results"
     results_dir.mkdir(exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    res: dict = start_run()
+    stamp = res["started"]
     out_path = a.out or results_dir / f"warm-bench-{stamp}.json"
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, on_term)
-
-    res: dict = {
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "started": stamp,
-        "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+    res.update({
         "params": {
             "size_mib": a.size_mib,
             "small_files": a.small_files,
@@ -438,7 +429,7 @@ def main() -> int:
             "plan_steps": a.plan_steps,
         },
         "concurrent_pytest": _pytest_running(),
-    }
+    })
     s3 = None
     rc = 1
     link = contextlib.ExitStack()
