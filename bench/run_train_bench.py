@@ -56,7 +56,7 @@ from bench.training.datasets import (  # noqa: E402
     upload,
 )
 from bench.training.emulator import run_epoch  # noqa: E402
-from bench.training.loader import LoaderError, make_loader  # noqa: E402
+from bench.training.loader import LoaderError, loader_class, make_loader  # noqa: E402
 from bench.training.sources import Boto3Source, DirSource, Source  # noqa: E402
 
 BUCKET = "fctrain"
@@ -348,10 +348,9 @@ def main(argv: list[str] | None = None) -> int:
 
     link = (f"{a.bandwidth} Mbit/s tbf" if a.bandwidth else "loopback (no bandwidth limit)")
     link += f", {a.latency_ms:g} ms first-byte latency"
-    loader_name = make_loader(a.loader, DirSource(work), 1, 1, 1, 0).name
     res.update({
         "settings": {"link": link, "latency_ms": a.latency_ms, "bandwidth_mbit": a.bandwidth,
-                     "loader": loader_name, "workers": a.workers,
+                     "loader": loader_class(a.loader).name, "workers": a.workers,
                      "batch_size": a.batch_size, "prefetch_factor": a.prefetch_factor,
                      "step_ms": a.step_ms, "epochs": a.epochs, "accelerator": accel.name,
                      "accelerator_why": accel_why, "scale": a.scale, "seed": a.seed,

@@ -264,8 +264,7 @@ def _collate(items: list[tuple[int, bytes | None]]) -> tuple[int, int, bytes | N
     return len(items), sum(n for n, _ in items), (b"".join(feats) if feats else None)
 
 
-def make_loader(kind: str, source: Source, workers: int, batch_size: int,
-                prefetch_factor: int, feature_bytes: int) -> ProcessLoader | TorchLoader:
+def loader_class(kind: str) -> type[ProcessLoader] | type[TorchLoader]:
     """*kind*: 'torch', 'process' or 'auto' (torch when it imports)."""
     if kind == "auto":
         try:
@@ -274,5 +273,9 @@ def make_loader(kind: str, source: Source, workers: int, batch_size: int,
             kind = "torch"
         except ImportError:
             kind = "process"
-    cls = TorchLoader if kind == "torch" else ProcessLoader
-    return cls(source, workers, batch_size, prefetch_factor, feature_bytes)
+    return TorchLoader if kind == "torch" else ProcessLoader
+
+
+def make_loader(kind: str, source: Source, workers: int, batch_size: int,
+                prefetch_factor: int, feature_bytes: int) -> ProcessLoader | TorchLoader:
+    return loader_class(kind)(source, workers, batch_size, prefetch_factor, feature_bytes)
