@@ -80,6 +80,15 @@ def unmount(mp: Path) -> None:
         _MOUNTS.remove(mp)
 
 
+def unmount_and_stop(mp: Path, proc: subprocess.Popen, grace: float = 20.0) -> None:
+    """Unmount, let the mount process finish by itself (fusecache writes its counters
+    to the node cache on the way out), then stop whatever is left of it."""
+    unmount(mp)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    stop_proc(proc)
+
+
 def spawn(cmd: list[str], logfile: Path, env: dict | None = None, **kw) -> subprocess.Popen:
     """Start *cmd* in a session of its own (so its whole group can be stopped)."""
     with open(logfile, "ab") as lf:

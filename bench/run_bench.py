@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from _common import PROCS as _PROCS
-from _common import drop_caches, local_s3, log, start_run, stop_proc
+from _common import drop_caches, local_s3, log, start_run
 from _mounts import (
     Remote,
     cleanup_all,
@@ -37,7 +37,7 @@ from _mounts import (
     mount_s3fs,
     start_pyspy,
     stop_pyspy,
-    unmount,
+    unmount_and_stop,
 )
 
 MiB = 1 << 20
@@ -329,8 +329,7 @@ def main() -> int:
                 r = two_passes(mp, ds, expect, a.threads)
             finally:
                 r["rss"] = rss.stop()
-                unmount(mp)
-                stop_proc(p)
+                unmount_and_stop(mp, p)
             r["cmd"] = remote.mask(cmd)
             res["readers"][name] = r
 
@@ -348,8 +347,7 @@ def main() -> int:
             finally:
                 stop_pyspy(spy)
                 r["rss"] = rss.stop()
-                unmount(mp)
-                stop_proc(p)
+                unmount_and_stop(mp, p)
             log("fusecache: remount on the warm node cache (fresh RAM tier), pass 3")
             p, mp, _ = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, "b",
                                        a.fusecache_opt, fc_env)
@@ -361,8 +359,7 @@ def main() -> int:
             finally:
                 stop_pyspy(spy)
                 r["rss_remount"] = rss.stop()
-                unmount(mp)
-                stop_proc(p)
+                unmount_and_stop(mp, p)
             r["cmd"] = " ".join(cmd)
             r["ram_cache_mib"] = round(ram_bytes / MiB, 1)
             st = subprocess.run([sys.executable, "-m", "fusecache.cli", "stats",

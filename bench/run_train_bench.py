@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import PROCS, drop_caches, local_s3, log, start_run, stop_proc  # noqa: E402
+from _common import PROCS, drop_caches, local_s3, log, start_run  # noqa: E402
 from _mounts import (  # noqa: E402
     Remote,
     cleanup_all,
@@ -42,7 +42,7 @@ from _mounts import (  # noqa: E402
     mount_s3fs,
     start_pyspy,
     stop_pyspy,
-    unmount,
+    unmount_and_stop,
 )
 
 from bench.training import report  # noqa: E402
@@ -296,8 +296,7 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
         try:
             res = train_on(c, under(mp), datasets, a, accel, sampler)
         finally:
-            unmount(mp)
-            stop_proc(p)
+            unmount_and_stop(mp, p)
         res["cmd"] = remote.mask(cmd)
         return res
     # fusecache, cold or after prefetchd warm: a fresh node cache each
@@ -315,12 +314,7 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
         res = train_on(c, under(mp), datasets, a, accel, sampler)
     finally:
         stop_pyspy(spy)
-        unmount(mp)
-        # Let the mount finish by itself: it writes its counters to the node cache
-        # on the way out, and those give mount_s3_bytes below.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.wait(timeout=20)
-        stop_proc(p)
+        unmount_and_stop(mp, p)  # its counters give mount_s3_bytes below
     res["cmd"] = remote.mask(cmd)
     res["mount_s3_bytes"] = fusecache_s3_bytes(cache)
     if warm:
