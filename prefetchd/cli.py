@@ -134,6 +134,10 @@ def plans_from_args(
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from prefetchd.workloads import plan_cli as work_plan  # training jobs, Katib, Kueue
+
+    if work_plan.claims(args.files):
+        return work_plan.cmd_plan(args)
     plans = plans_from_args(args.files, args.param, args.pvc)
     if args.json:
         out = [p.to_json() for p in plans]

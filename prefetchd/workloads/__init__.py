@@ -1,0 +1,60 @@
+"""Upcoming training work beyond pipelines: Kubeflow Trainer, v1 jobs, Katib, Job, JobSet, Kueue.
+
+Public API (callers: ``prefetchd plan`` through :mod:`prefetchd.workloads.plan_cli`; the node
+agent and the webhook are to call :func:`read` on watched objects, see docs/prefetchd.md):
+
+    read(obj, library=None) -> UpcomingWork
+        One API object (a dict, as the API server serves it) of a kind in KINDS.
+    Library(objects)  runtimes, trial-template ConfigMaps, WorkloadPriorityClasses and
+        ResourceFlavors that some kinds need; is_library_object(obj) tells them apart.
+    UpcomingWork: groups (PodGroup: name, pods, template, datasets, after, requirements),
+        state (State), queue, priority_class, priority, created, copies, owner, release_key,
+        key, nodes, targets(resolve) -> [WarmTarget], to_json(resolve).
+    order_key(work)  the warm order (admitted first, then queued by priority and age).
+    KINDS  what is read: group, kind, versions, plural, scope (for watches and RBAC).
+    WorkloadError: bad input; str(e) is one line naming the object and the field.
+
+One module per kind (``_batch``, ``_jobset``, ``_kubeflow``, ``_trainjob``, ``_katib``,
+``_kueue``), each turning its object into the common model of ``_model`` through
+``_podspec`` (pod template -> datasets and trustworthy constraints). Everything is pure: no
+API reads; PVC claims are named and resolved by the caller (``resolver_from_view``,
+``resolver_from_map`` in ``_resolve``).
+"""
+
+from __future__ import annotations
+
+from prefetchd.workloads._library import Library, is_library_object
+from prefetchd.workloads._model import (
+    DatasetRef,
+    PodGroup,
+    State,
+    UpcomingWork,
+    WarmTarget,
+    WorkloadError,
+    order_key,
+    s3_only,
+    work_key,
+)
+from prefetchd.workloads._registry import KINDS, Kind, describe, lookup, read
+from prefetchd.workloads._resolve import resolver_from_map, resolver_from_view
+
+__all__ = [
+    "KINDS",
+    "DatasetRef",
+    "Kind",
+    "Library",
+    "PodGroup",
+    "State",
+    "UpcomingWork",
+    "WarmTarget",
+    "WorkloadError",
+    "describe",
+    "is_library_object",
+    "lookup",
+    "order_key",
+    "read",
+    "resolver_from_map",
+    "resolver_from_view",
+    "s3_only",
+    "work_key",
+]

@@ -1,0 +1,66 @@
+"""What every adapter reads the same way: metadata, Kueue labels, owners, release keys.
+
+Who calls this: the adapter modules, first thing for each object (:func:`start`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prefetchd.workloads._library import Library
+from prefetchd.workloads._model import UpcomingWork, mapping, work_key
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
+GENERATED = "<generated>"  # a generateName object read from a file has no name yet
+
+# Controller owners that describe the same pods as the object they made: a TrainJob's JobSet,
+# a JobSet's Jobs, a Trial's run object, a job's Kueue Workload. (Experiment -> Trial is not
+# one: the Trial is the rendered instance, read on its own.)
+SAME_PODS_OWNERS = {
+    "trainer.kubeflow.org": {"TrainJob"},
+    "jobset.x-k8s.io": {"JobSet"},
+    "kubeflow.org": {"Trial", "PyTorchJob", "TFJob", "MPIJob", "JAXJob", "XGBoostJob",
+                     "PaddleJob"},
+    "batch": {"Job"},
+}
+
+
+def start(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
+    """An UpcomingWork with what the object's metadata says (no groups, state ADMITTED)."""
+    meta = mapping(obj.get("metadata"), "metadata")
+    labels = mapping(meta.get("labels"), "metadata.labels")
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    if not name:
+        gen = meta.get("generateName")
+        name = f"{gen}{GENERATED}" if gen else GENERATED
+    work = UpcomingWork(
+        api_version=str(obj.get("apiVersion")), kind=str(obj.get("kind")),
+        namespace=namespace, name=name, uid=str(meta.get("uid") or ""),
+        created=str(meta.get("creationTimestamp") or ""),
+    )
+    queue = labels.get(QUEUE_LABEL)
+    work.queue = str(queue) if queue else None
+    pclass = labels.get(PRIORITY_LABEL)
+    if pclass:
+        work.priority_class = str(pclass)
+        work.priority = library.priority(str(pclass))
+    work.owner = same_pods_owner(meta, namespace)
+    exp = labels.get(EXPERIMENT_LABEL)
+    work.release_key = (work_key("Experiment", namespace, str(exp)) if exp
+                        else work.owner or work.key)
+    return work
+
+
+def same_pods_owner(meta: Mapping[str, Any], namespace: str) -> str | None:
+    """The key of the controller owner that describes the same pods, if it is one we read."""
+    for ref in meta.get("ownerReferences") or []:
+        if not isinstance(ref, Mapping) or not ref.get("controller"):
+            continue
+        group = str(ref.get("apiVersion") or "").split("/", 1)[0]
+        if ref.get("kind") in SAME_PODS_OWNERS.get(group, ()):
+            return work_key(str(ref["kind"]), namespace, str(ref.get("name", "")))
+    return None

@@ -1,0 +1,93 @@
+"""Adapter: JobSet (jobset.x-k8s.io/v1alpha2) -> UpcomingWork, one pod group per replicated Job.
+
+Who calls this: :mod:`prefetchd.workloads._registry`; :mod:`._trainjob` reuses
+:func:`replicated_job_groups` on a runtime's JobSet template.
+
+Pods of a group: ``replicas`` (default 1) x the Job's parallelism (capped by completions).
+``dependsOn`` orders the groups. ``volumeClaimPolicies`` templates are mounted by template name
+and become the claim ``<template>-<jobset>``. State: ``terminalState`` or a ``Completed`` /
+``Failed`` condition -> finished; ``spec.suspend`` -> queued; active or ready child Jobs ->
+running; else admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prefetchd.workloads import _batch, _common, _podspec
+from prefetchd.workloads._library import Library
+from prefetchd.workloads._model import (
+    PodGroup,
+    State,
+    UpcomingWork,
+    WorkloadError,
+    condition,
+    count,
+    mapping,
+    sequence,
+)
+
+
+def claim_templates(spec: Mapping[str, Any], owner_name: str, where: str) -> dict[str, str]:
+    """Volume name -> PVC name for the PVCs JobSet makes from ``volumeClaimPolicies``."""
+    out: dict[str, str] = {}
+    for i, policy in enumerate(sequence(spec.get("volumeClaimPolicies"),
+                                        f"{where}.volumeClaimPolicies")):
+        for j, t in enumerate(sequence(mapping(policy, f"{where}.volumeClaimPolicies[{i}]")
+                                       .get("templates"), f"{where}.volumeClaimPolicies[{i}]")):
+            name = (mapping(mapping(t, f"{where}.volumeClaimPolicies[{i}].templates[{j}]")
+                            .get("metadata"), "metadata")).get("name")
+            if name:
+                out[str(name)] = f"{name}-{owner_name}"
+    return out
+
+
+def replicated_job_groups(
+    spec: Mapping[str, Any], owner_name: str, where: str,
+    pods_of: Mapping[str, int] | None = None,
+) -> list[PodGroup]:
+    """The pod groups of a JobSet spec; ``pods_of`` overrides the pod count by job name."""
+    claims = claim_templates(spec, owner_name, where)
+    groups = []
+    for i, rj in enumerate(sequence(spec.get("replicatedJobs"), f"{where}.replicatedJobs")):
+        at = f"{where}.replicatedJobs[{i}]"
+        rj = mapping(rj, at)
+        name = str(rj.get("name") or f"job{i}")
+        job = mapping(mapping(rj.get("template"), f"{at}.template").get("spec"),
+                      f"{at}.template.spec")
+        if pods_of and name in pods_of:
+            pods = pods_of[name]
+        else:
+            pods = count(rj.get("replicas"), f"{at}.replicas") * _batch.job_pods(
+                job, f"{at}.template.spec")
+        after = [str(mapping(d, f"{at}.dependsOn").get("name"))
+                 for d in sequence(rj.get("dependsOn"), f"{at}.dependsOn")]
+        groups.append(_podspec.group(name, pods, job.get("template"),
+                                     f"{at}.template.spec.template", after, claims))
+    if not groups:
+        raise WorkloadError(f"{where}.replicatedJobs: none")
+    return groups
+
+
+def jobset_state(obj: Mapping[str, Any], suspended: bool) -> State:
+    status = mapping(obj.get("status"), "status")
+    terminal = status.get("terminalState")
+    if terminal == "Completed" or condition(obj, "Completed"):
+        return State.SUCCEEDED
+    if terminal == "Failed" or condition(obj, "Failed"):
+        return State.FAILED
+    if suspended:
+        return State.QUEUED
+    for rj in status.get("replicatedJobsStatus") or []:
+        if isinstance(rj, Mapping) and ((rj.get("active") or 0) > 0 or (rj.get("ready") or 0) > 0):
+            return State.RUNNING
+    return State.ADMITTED
+
+
+def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
+    work = _common.start(obj, library)
+    spec = mapping(obj.get("spec"), "spec")
+    work.groups = replicated_job_groups(spec, work.name, "spec")
+    work.state = jobset_state(obj, bool(spec.get("suspend")))
+    return work

@@ -1,0 +1,205 @@
+"""Adapter: Katib Experiment and Trial (kubeflow.org/v1beta1) -> UpcomingWork.
+
+Who calls this: :mod:`prefetchd.workloads._registry`. Both read the trial's run object
+(a batch Job, a v1 job, a TrainJob, ...) through the registry again, and keep its pod groups.
+
+* Experiment: the trial template is ``spec.trialTemplate.trialSpec``, or the
+  ``trialTemplate.configMap`` key (the ConfigMap comes from the Library; a missing one is a
+  WorkloadError naming it). ``${trialParameters.<name>}`` placeholders are substituted where
+  the value is static: the parameter it references has one feasible value (a one-item list,
+  or min == max), or it is ``${trialSpec.Namespace}`` / ``Kind`` / ``APIVersion``. Others
+  (the tuned values, ``${trialSpec.Name}``) stay: in a location they make a runtime-only
+  dataset, in a constraint the constraint is left out, in a pod count an error.
+  ``copies`` is ``parallelTrialCount`` (Katib's default 3, at most ``maxTrialCount``): that
+  many trials read the dataset at once. State: ``Succeeded`` / ``Failed`` -> finished,
+  ``Running`` -> running, else admitted.
+* Trial: ``spec.runSpec`` is the rendered run object. Its release key is its Experiment's
+  (label ``katib.kubeflow.org/experiment``, else the controller owner), so pins outlive each
+  Trial. State: ``Succeeded`` / ``EarlyStopped`` / ``MetricsUnavailable`` -> succeeded,
+  ``Failed`` / ``Killed`` -> failed, ``Running`` -> running, a suspended run object -> queued,
+  else admitted.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from prefetchd.workloads import _common
+from prefetchd.workloads._library import Library
+from prefetchd.workloads._model import (
+    State,
+    UpcomingWork,
+    WorkloadError,
+    condition,
+    count,
+    mapping,
+    sequence,
+    work_key,
+)
+
+DEFAULT_PARALLEL_TRIALS = 3  # Katib's defaulting webhook sets parallelTrialCount to 3
+MAX_TEMPLATE_BYTES = 1 << 20
+_PLACEHOLDER = re.compile(r"\$\{trialParameters\.([A-Za-z0-9_.\-]+)\}")
+
+
+def _static_value(param: Mapping[str, Any]) -> str | None:
+    space = mapping(param.get("feasibleSpace"), "feasibleSpace")
+    values = space.get("list")
+    if isinstance(values, list) and len(values) == 1:
+        return str(values[0])
+    if space.get("min") is not None and str(space.get("min")) == str(space.get("max")):
+        return str(space["min"])
+    return None
+
+
+def static_substitutions(spec: Mapping[str, Any], trial: Mapping[str, Any],
+                         namespace: str) -> tuple[dict[str, str], list[str]]:
+    """trialParameter name -> static value; and the names whose value only a Trial knows."""
+    params = {str(p.get("name")): p for p in sequence(spec.get("parameters"), "spec.parameters")
+              if isinstance(p, Mapping)}
+    meta_refs = {"${trialSpec.Namespace}": namespace,
+                 "${trialSpec.Kind}": str(trial.get("kind") or ""),
+                 "${trialSpec.APIVersion}": str(trial.get("apiVersion") or "")}
+    known: dict[str, str] = {}
+    unknown: list[str] = []
+    tt = mapping(spec.get("trialTemplate"), "spec.trialTemplate")
+    for tp in sequence(tt.get("trialParameters"), "spec.trialTemplate.trialParameters"):
+        tp = mapping(tp, "spec.trialTemplate.trialParameters[]")
+        name, ref = str(tp.get("name")), str(tp.get("reference"))
+        value = meta_refs.get(ref)
+        if value is None and ref in params:
+            value = _static_value(params[ref])
+        if value is None:
+            unknown.append(name)
+        else:
+            known[name] = value
+    return known, unknown
+
+
+def _substitute(node: Any, known: Mapping[str, str]) -> Any:
+    if isinstance(node, str):
+        return _PLACEHOLDER.sub(lambda m: known.get(m.group(1), m.group(0)), node)
+    if isinstance(node, list):
+        return [_substitute(x, known) for x in node]
+    if isinstance(node, Mapping):
+        return {k: _substitute(v, known) for k, v in node.items()}
+    return node
+
+
+def trial_template(obj: Mapping[str, Any], library: Library, namespace: str) -> dict[str, Any]:
+    tt = mapping(mapping(obj.get("spec"), "spec").get("trialTemplate"), "spec.trialTemplate")
+    if tt.get("trialSpec") is not None:
+        return copy.deepcopy(dict(mapping(tt["trialSpec"], "spec.trialTemplate.trialSpec")))
+    cm_ref = mapping(tt.get("configMap"), "spec.trialTemplate.configMap")
+    if not cm_ref:
+        raise WorkloadError("spec.trialTemplate: neither trialSpec nor configMap")
+    cm_ns = str(cm_ref.get("configMapNamespace") or namespace)
+    cm_name, path = str(cm_ref.get("configMapName")), str(cm_ref.get("templatePath"))
+    cm = library.configmap(cm_ns, cm_name)
+    if cm is None:
+        raise WorkloadError(f"spec.trialTemplate.configMap: unknown ConfigMap {cm_ns}/{cm_name}")
+    text = mapping(cm.get("data"), "ConfigMap data").get(path)
+    if not isinstance(text, str):
+        raise WorkloadError(f"spec.trialTemplate.configMap: ConfigMap {cm_ns}/{cm_name} has no "
+                            f"key {path!r}")
+    if len(text) > MAX_TEMPLATE_BYTES:
+        raise WorkloadError(f"spec.trialTemplate.configMap: {path} is larger than "
+                            f"{MAX_TEMPLATE_BYTES} bytes")
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"spec.trialTemplate.configMap: {cm_ns}/{cm_name} key {path}: "
+                            f"malformed YAML ({str(exc).splitlines()[0]})") from None
+    return dict(mapping(doc, f"ConfigMap {cm_ns}/{cm_name} key {path}"))
+
+
+def _run_object(trial: dict[str, Any], name: str, namespace: str,
+                experiment: str) -> dict[str, Any]:
+    """The run object as the Trial controller creates it: the Trial's name and namespace."""
+    meta = dict(mapping(trial.get("metadata"), "trialSpec.metadata"))
+    meta["name"], meta["namespace"] = name, namespace
+    meta["labels"] = {**mapping(meta.get("labels"), "trialSpec.metadata.labels"),
+                      _common.EXPERIMENT_LABEL: experiment}
+    meta.pop("ownerReferences", None)
+    return {**trial, "metadata": meta}
+
+
+def _inner(run: Mapping[str, Any], library: Library, where: str) -> UpcomingWork:
+    from prefetchd.workloads import _registry  # the registry imports this module
+
+    if run.get("kind") in ("Experiment", "Trial"):
+        raise WorkloadError(f"{where}: a trial cannot run a {run.get('kind')}")
+    try:
+        return _registry.read(run, library, label=where)
+    except WorkloadError as exc:
+        raise WorkloadError(str(exc)) from None
+
+
+def read_experiment(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
+    work = _common.start(obj, library)
+    spec = mapping(obj.get("spec"), "spec")
+    trial = trial_template(obj, library, work.namespace)
+    known, unknown = static_substitutions(spec, trial, work.namespace)
+    trial = _substitute(trial, known)
+    inner = _inner(_run_object(trial, f"{work.name}-${{trialSpec.Name}}", work.namespace,
+                               work.name), library, "trial template")
+    work.groups = inner.groups
+    work.queue, work.priority_class, work.priority = \
+        inner.queue, inner.priority_class, inner.priority
+    parallel = count(spec.get("parallelTrialCount"), "spec.parallelTrialCount",
+                     DEFAULT_PARALLEL_TRIALS)
+    if spec.get("maxTrialCount") is not None:
+        parallel = min(parallel, count(spec.get("maxTrialCount"), "spec.maxTrialCount"))
+    work.copies = max(1, parallel)
+    work.notes += inner.notes
+    if unknown:
+        work.notes.append("per-trial values: " + ", ".join(sorted(unknown)))
+    work.owner = None
+    work.release_key = work.key
+    if condition(obj, "Succeeded"):
+        work.state = State.SUCCEEDED
+    elif condition(obj, "Failed"):
+        work.state = State.FAILED
+    elif condition(obj, "Running"):
+        work.state = State.RUNNING
+    else:
+        work.state = State.ADMITTED
+    return work
+
+
+def read_trial(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
+    work = _common.start(obj, library)
+    meta = mapping(obj.get("metadata"), "metadata")
+    experiment = mapping(meta.get("labels"), "labels").get(_common.EXPERIMENT_LABEL)
+    if not experiment:
+        for ref in meta.get("ownerReferences") or []:
+            if isinstance(ref, Mapping) and ref.get("kind") == "Experiment":
+                experiment = ref.get("name")
+    run = mapping(mapping(obj.get("spec"), "spec").get("runSpec"), "spec.runSpec")
+    if not run:
+        raise WorkloadError("spec.runSpec: missing")
+    inner = _inner(_run_object(dict(run), work.name, work.namespace, str(experiment or "")),
+                   library, "spec.runSpec")
+    work.groups, work.notes = inner.groups, work.notes + inner.notes
+    work.queue, work.priority_class, work.priority = \
+        inner.queue, inner.priority_class, inner.priority
+    work.owner = None
+    work.release_key = work_key("Experiment", work.namespace, str(experiment)) if experiment \
+        else work.key
+    if condition(obj, "Succeeded") or condition(obj, "EarlyStopped") \
+            or condition(obj, "MetricsUnavailable"):
+        work.state = State.SUCCEEDED
+    elif condition(obj, "Failed") or condition(obj, "Killed"):
+        work.state = State.FAILED
+    elif condition(obj, "Running"):
+        work.state = State.RUNNING
+    elif inner.state is State.QUEUED:
+        work.state = State.QUEUED
+    else:
+        work.state = State.ADMITTED
+    return work

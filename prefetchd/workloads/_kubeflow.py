@@ -1,0 +1,57 @@
+"""Adapter: the kubeflow.org/v1 training-operator jobs -> UpcomingWork, one group per replica type.
+
+Who calls this: :mod:`prefetchd.workloads._registry`, for PyTorchJob, TFJob, MPIJob, JAXJob,
+XGBoostJob and PaddleJob. Every replica spec (``spec.<x>ReplicaSpecs.<Type>``: Master, Worker,
+Chief, PS, Evaluator, Launcher) is a group of ``replicas`` pods (default 1), all started
+together. State, from ``status.conditions`` (type with status "True"): ``Succeeded`` ->
+succeeded, ``Failed`` -> failed, ``spec.runPolicy.suspend`` (or ``Suspended``) -> queued,
+``Running`` -> running, else admitted (``Created``: pods being made).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prefetchd.workloads import _common, _podspec
+from prefetchd.workloads._library import Library
+from prefetchd.workloads._model import State, UpcomingWork, WorkloadError, condition, count, mapping
+
+REPLICA_SPECS = {
+    "PyTorchJob": "pytorchReplicaSpecs",
+    "TFJob": "tfReplicaSpecs",
+    "MPIJob": "mpiReplicaSpecs",
+    "JAXJob": "jaxReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs",
+    "PaddleJob": "paddleReplicaSpecs",
+}
+
+
+def v1_state(obj: Mapping[str, Any], suspended: bool) -> State:
+    if condition(obj, "Succeeded"):
+        return State.SUCCEEDED
+    if condition(obj, "Failed"):
+        return State.FAILED
+    if suspended or condition(obj, "Suspended"):
+        return State.QUEUED
+    if condition(obj, "Running") or condition(obj, "Restarting"):
+        return State.RUNNING
+    return State.ADMITTED
+
+
+def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
+    work = _common.start(obj, library)
+    spec = mapping(obj.get("spec"), "spec")
+    field = REPLICA_SPECS[work.kind]
+    replicas = mapping(spec.get(field), f"spec.{field}")
+    if not replicas:
+        raise WorkloadError(f"spec.{field}: no replica specs")
+    for rtype, rspec in replicas.items():
+        at = f"spec.{field}.{rtype}"
+        rspec = mapping(rspec, at)
+        work.groups.append(_podspec.group(str(rtype), count(rspec.get("replicas"),
+                                                            f"{at}.replicas"),
+                                          rspec.get("template"), f"{at}.template"))
+    run_policy = mapping(spec.get("runPolicy"), "spec.runPolicy")
+    work.state = v1_state(obj, bool(run_policy.get("suspend")))
+    return work

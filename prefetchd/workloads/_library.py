@@ -1,0 +1,88 @@
+"""The objects some kinds need to be read completely: runtimes, trial templates, priorities.
+
+Who uses it: ``prefetchd plan`` fills one from the files it is given (a TrainJob's runtime as
+a second file); the node agent is meant to fill one from its watches (TrainingRuntime,
+ClusterTrainingRuntime, WorkloadPriorityClass, ResourceFlavor) and from single GETs (a Katib
+trial-template ConfigMap). Adapters only read it:
+
+* ``runtime(kind, namespace, name)``: a TrainJob's ``runtimeRef`` (TrainingRuntime in the
+  job's namespace, or ClusterTrainingRuntime);
+* ``configmap(namespace, name)``: a Katib Experiment's ``trialTemplate.configMap``;
+* ``priority(name)``: the value of a Kueue WorkloadPriorityClass (a job's
+  ``kueue.x-k8s.io/priority-class`` label names one);
+* ``flavor(name)``: a Kueue ResourceFlavor (its ``nodeLabels`` and ``tolerations`` are added
+  to an admitted Workload's pods).
+
+Bounded: at most ``size`` objects (least recently added dropped first).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+LIBRARY_KINDS = {
+    "TrainingRuntime": "trainer.kubeflow.org",
+    "ClusterTrainingRuntime": "trainer.kubeflow.org",
+    "ConfigMap": "",
+    "WorkloadPriorityClass": "kueue.x-k8s.io",
+    "ResourceFlavor": "kueue.x-k8s.io",
+}
+CLUSTER_SCOPED = ("ClusterTrainingRuntime", "WorkloadPriorityClass", "ResourceFlavor")
+
+
+def is_library_object(obj: Mapping[str, Any]) -> bool:
+    kind = obj.get("kind")
+    api = str(obj.get("apiVersion") or "")
+    group = api.split("/", 1)[0] if "/" in api else ""
+    return kind in LIBRARY_KINDS and LIBRARY_KINDS[str(kind)] == group
+
+
+class Library:
+    """Objects by (kind, namespace, name); thread-safe, bounded."""
+
+    def __init__(self, objects: list[Mapping[str, Any]] | None = None, size: int = 4096) -> None:
+        self.size = size
+        self._d: OrderedDict[tuple[str, str, str], Mapping[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        for obj in objects or []:
+            self.add(obj)
+
+    @staticmethod
+    def _key(kind: str, namespace: str | None, name: str) -> tuple[str, str, str]:
+        return (kind, "" if kind in CLUSTER_SCOPED else namespace or "default", name)
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = self._key(str(obj.get("kind")), meta.get("namespace"), str(meta.get("name", "")))
+        with self._lock:
+            self._d[key] = obj
+            self._d.move_to_end(key)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+
+    def remove(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = self._key(str(obj.get("kind")), meta.get("namespace"), str(meta.get("name", "")))
+        with self._lock:
+            self._d.pop(key, None)
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            return self._d.get(self._key(kind, namespace, name))
+
+    def runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.get(kind, namespace, name)
+
+    def configmap(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.get("ConfigMap", namespace, name)
+
+    def priority(self, name: str) -> int | None:
+        obj = self.get("WorkloadPriorityClass", None, name)
+        value = (obj or {}).get("value")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def flavor(self, name: str) -> Mapping[str, Any] | None:
+        return self.get("ResourceFlavor", None, name)

@@ -1,0 +1,365 @@
+"""The common model of upcoming training work: what every adapter yields, whatever the kind.
+
+Who uses it: the adapters (``_batch``, ``_jobset``, ``_kubeflow``, ``_trainjob``, ``_katib``,
+``_kueue``) build :class:`UpcomingWork`; ``prefetchd plan`` renders it (``_plan``); the node
+agent, the warm worker and the webhook are meant to consume it with no kind-specific branch.
+
+Data flow: one API object (plus runtimes / ConfigMaps / priority classes from a
+:class:`~prefetchd.workloads._library.Library`) -> one ``UpcomingWork``:
+
+* ``groups``: one :class:`PodGroup` per pod template that will run (a replica type, a
+  replicated Job, a Kueue pod set), with the number of pods made from it, its PodSpec as the
+  controller will build it, the datasets it names (:class:`DatasetRef`) and the groups that
+  must finish before it starts (``after``: JobSet ``dependsOn``). Every pod of a group is
+  counted as a node of its own: a worker of a distributed job is sized to a node and the
+  scheduler spreads them, and with a shuffling distributed sampler every worker reads the
+  whole dataset (TrainJob ``numProcPerNode`` is processes inside one pod, not pods).
+* ``state`` (:class:`State`), the Kueue ``queue`` / ``priority_class`` / ``priority`` and
+  ``created`` (queue order), and ``copies`` (how many runs of the groups go at once: a Katib
+  Experiment's ``parallelTrialCount``; 1 otherwise).
+* ``release_key``: the pins of this work are recorded and released under it. A Trial shares
+  its Experiment's key (the dataset stays until the Experiment ends); a Kueue Workload
+  shares its job's. ``owner`` is the key of the controller object that made this one, when
+  that owner is a kind prefetchd reads (a TrainJob's JobSet, a JobSet's Jobs, a Trial's run
+  object, a job's Workload): the owner already describes the same pods.
+
+:meth:`UpcomingWork.targets` turns that into what placement needs: per dataset and per set of
+scheduling constraints, how many nodes should hold it; :func:`order_key` is the warm order.
+Everything here is pure: no API reads (PVC claims are resolved by a caller-given function).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prefetchd.k8s import placement
+
+PLACEHOLDER = "${"  # Katib's ${trialParameters.x} / ${trialSpec.Name}: only known per Trial
+
+
+class WorkloadError(ValueError):
+    """An object prefetchd cannot read; the message is one line naming the object and field."""
+
+
+class State(enum.StrEnum):
+    """Where the work is in its life; only the first three can still use warm data."""
+
+
+    QUEUED = "queued"  # suspended, or its Kueue Workload has no quota yet: free lead time
+    ADMITTED = "admitted"  # may start now (pods being made or Pending): warm first of all
+    RUNNING = "running"  # pods running; later pods (restarts, next trials) still read
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INACTIVE = "inactive"  # a Kueue Workload deactivated (spec.active: false): will not run
+
+    @property
+    def done(self) -> bool:
+        """Nothing of it will run (again): its pins can go."""
+        return self in (State.SUCCEEDED, State.FAILED, State.INACTIVE)
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """One place a pod template reads data from, as written (before PVC resolution).
+
+    Exactly one of: ``uri`` (an object-store URI; only s3/s3a can be warmed), ``claim`` (a PVC
+    by name, with ``path`` under the volume, to be resolved by the caller to its PV's
+    bucket/prefix), or ``pattern`` (text still holding a placeholder: only known at run time).
+    """
+
+    origin: str  # "arg", "env NAME", "storageUri", "pvc VOLUME", "csi VOLUME"
+    container: str = ""
+    uri: str | None = None
+    claim: str | None = None
+    path: str = ""  # under the claim's volume: subPath joined with the path named in args
+    pattern: str | None = None
+
+    @property
+    def scheme(self) -> str | None:
+        if self.uri and "://" in self.uri:
+            return self.uri.split("://", 1)[0].lower()
+        return None
+
+    @property
+    def warmable(self) -> bool:
+        """An S3 location known now (a PVC still needs resolving)."""
+        return self.scheme in ("s3", "s3a")
+
+    def describe(self) -> str:
+        if self.uri:
+            return self.uri
+        if self.claim:
+            return f"pvc {self.claim}" + (f" /{self.path}" if self.path else "")
+        return f"(runtime: {self.pattern})"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"origin": self.origin, "container": self.container}
+        for k in ("uri", "claim", "pattern"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.claim:
+            out["path"] = self.path
+        out["warmable"] = self.warmable
+        return out
+
+
+@dataclass(frozen=True)
+class PodGroup:
+    """Pods made from one template; ``pods`` of them run at once (each counted as one node)."""
+
+    name: str
+    pods: int
+    template: Mapping[str, Any]  # PodTemplateSpec as the controller builds it (camelCase)
+    datasets: tuple[DatasetRef, ...] = ()
+    after: tuple[str, ...] = ()  # groups that must complete first
+    notes: tuple[str, ...] = ()  # constraints left out because they are not known yet
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        return self.template.get("spec") or {}
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        return (self.template.get("metadata") or {}).get("labels") or {}
+
+    @property
+    def nodes(self) -> int:
+        return self.pods
+
+    @property
+    def requirements(self) -> placement.PodRequirements:
+        """Scheduling constraints for placement (placeholders already left out, see notes)."""
+        return placement.PodRequirements.from_pod_spec(self.spec)
+
+    def to_json(self) -> dict[str, Any]:
+        spec = self.spec
+        req = placement.pod_requests(spec)
+        return {
+            "name": self.name,
+            "pods": self.pods,
+            "after": list(self.after),
+            "nodeSelector": dict(spec.get("nodeSelector") or {}),
+            "tolerations": list(spec.get("tolerations") or []),
+            "nodeAffinity": ((spec.get("affinity") or {}).get("nodeAffinity")),
+            "requests": {k: _quantity_str(v) for k, v in sorted(req.items())},
+            "datasets": [d.to_json() for d in self.datasets],
+            "notes": list(self.notes),
+        }
+
+
+def _quantity_str(v: Any) -> str:
+    """A quantity for people: 4Gi rather than 4294967296, 500m rather than 0.5."""
+    if v != int(v):
+        return f"{int(v * 1000)}m" if v * 1000 == int(v * 1000) else str(float(v))
+    n = int(v)
+    for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
+@dataclass(frozen=True)
+class WarmTarget:
+    """One dataset for placement: warm it on ``nodes`` eligible nodes under ``requirements``."""
+
+    dataset: str
+    requirements: placement.PodRequirements
+    nodes: int
+    groups: tuple[str, ...]
+    stage: int
+
+
+Resolver = Callable[[DatasetRef], str | None]  # a ref -> s3://bucket/prefix/ or None
+
+
+def s3_only(ref: DatasetRef) -> str | None:
+    """The default resolver: S3 URIs as they are (s3a:// as s3://); PVCs stay unresolved."""
+    if ref.warmable and ref.uri:
+        return "s3://" + ref.uri.split("://", 1)[1]
+    return None
+
+
+@dataclass
+class UpcomingWork:
+    """What one object says will run: pod groups, datasets, constraints, state (see module doc)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+    groups: list[PodGroup] = field(default_factory=list)
+    state: State = State.ADMITTED
+    queue: str | None = None
+    priority_class: str | None = None
+    priority: int | None = None
+    created: str = ""  # metadata.creationTimestamp (RFC 3339 sorts as text): queue order
+    copies: int = 1
+    owner: str | None = None
+    release_key: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.release_key:
+            self.release_key = self.key
+
+    @property
+    def key(self) -> str:
+        """``"<kind> <namespace>/<name>"``, lower-case kind, as the agent names its sources."""
+        return work_key(self.kind, self.namespace, self.name)
+
+    @property
+    def stages(self) -> dict[str, int]:
+        """Group name -> start order (0 first), from ``after``; unknown names are ignored."""
+        names = {g.name for g in self.groups}
+        after = {g.name: [a for a in g.after if a in names and a != g.name] for g in self.groups}
+        stage: dict[str, int] = {}
+        for _ in range(len(self.groups) + 1):  # longest chain is at most len(groups)
+            changed = False
+            for g in self.groups:
+                s = 1 + max((stage.get(a, 0) for a in after[g.name]), default=-1)
+                if stage.get(g.name) != s:
+                    stage[g.name], changed = s, True
+            if not changed:
+                break
+        return stage
+
+    @property
+    def nodes(self) -> int:
+        """Nodes the work occupies at its widest stage (times ``copies``)."""
+        stages = self.stages
+        width: dict[int, int] = {}
+        for g in self.groups:
+            width[stages[g.name]] = width.get(stages[g.name], 0) + g.nodes
+        return self.copies * max(width.values(), default=0)
+
+    def targets(self, resolve: Resolver = s3_only) -> list[WarmTarget]:
+        """Datasets to warm, earliest stage first: one target per (dataset, constraints).
+
+        Groups of one stage with the same constraints that read a dataset add up (a master
+        and three workers of one PodSpec shape need it on four nodes); groups with different
+        constraints get their own target, since different nodes fit them. Groups of later
+        stages run after earlier ones finish, so they count at their own stage: a dataset's
+        node count is its widest stage's. Times ``copies``.
+        """
+        stages = self.stages
+        acc: dict[tuple[str, str], list[Any]] = {}  # (dataset, constraints) -> stage, groups
+        order: list[tuple[str, str]] = []
+        per_stage: dict[tuple[str, str, int], int] = {}
+        reqs: dict[str, placement.PodRequirements] = {}
+        for g in sorted(self.groups, key=lambda g: stages[g.name]):
+            req = constraints_key(g.spec)
+            reqs.setdefault(req, g.requirements)
+            seen: set[str] = set()
+            for ref in g.datasets:
+                uri = resolve(ref)
+                if not uri or uri in seen:
+                    continue
+                seen.add(uri)
+                k = (uri, req)
+                if k not in acc:
+                    acc[k] = [stages[g.name], []]
+                    order.append(k)
+                acc[k][1].append(g.name)
+                sk = (uri, req, stages[g.name])
+                per_stage[sk] = per_stage.get(sk, 0) + g.nodes
+        out = []
+        for uri, req in order:
+            stage, groups = acc[(uri, req)]
+            width = max(n for (u, r, _), n in per_stage.items() if u == uri and r == req)
+            out.append(WarmTarget(uri, reqs[req], self.copies * width, tuple(groups), stage))
+        return sorted(out, key=lambda t: t.stage)
+
+    def to_json(self, resolve: Resolver = s3_only) -> dict[str, Any]:
+        return {
+            "schema": "prefetchd-work/1",
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "key": self.key,
+            "release_key": self.release_key,
+            "owner": self.owner,
+            "state": self.state.value,
+            "queue": self.queue,
+            "priority_class": self.priority_class,
+            "priority": self.priority,
+            "copies": self.copies,
+            "nodes": self.nodes,
+            "groups": [g.to_json() for g in self.groups],
+            "warm": [{"dataset": t.dataset, "nodes": t.nodes, "groups": list(t.groups),
+                      "stage": t.stage} for t in self.targets(resolve)],
+            "notes": list(self.notes),
+        }
+
+
+def work_key(kind: str, namespace: str, name: str) -> str:
+    return f"{kind.lower()} {namespace}/{name}"
+
+
+def order_key(work: UpcomingWork) -> tuple[Any, ...]:
+    """Warm order: admitted or running work first, then queued by Kueue priority (highest
+    first) and queue order (created earliest first); finished work last."""
+    rank = 0 if work.state in (State.ADMITTED, State.RUNNING) else \
+        1 if work.state is State.QUEUED else 2
+    return (rank, -(work.priority or 0), work.created or "~", work.key)
+
+
+# ---------------------------------------------------------------- helpers for the adapters
+
+
+def count(value: Any, where: str, default: int = 1) -> int:
+    """A pod count field (replicas, parallelism, numNodes): an int >= 0, else WorkloadError."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise WorkloadError(f"{where}: {value!r} is not a number")
+    if isinstance(value, int):
+        n = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        n = int(value)
+    elif isinstance(value, str) and PLACEHOLDER in value:
+        raise WorkloadError(f"{where}: {value!r} is only known when the trial runs")
+    else:
+        raise WorkloadError(f"{where}: {value!r} is not a number")
+    if n < 0 or n > 100_000:
+        raise WorkloadError(f"{where}: {n} is out of range")
+    return n
+
+
+def condition(obj: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
+    """The ``status.conditions`` entry of ``ctype`` with status "True", else None."""
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == ctype and c.get("status") == "True":
+            return c
+    return None
+
+
+def mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """``value`` if it is a mapping (None -> {}), else WorkloadError naming ``where``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise WorkloadError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return value
+
+
+def sequence(value: Any, where: str) -> list[Any]:
+    """``value`` if it is a list (None -> []), else WorkloadError naming ``where``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise WorkloadError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def constraints_key(spec: Mapping[str, Any]) -> str:
+    """A hashable summary of what placement reads from a PodSpec (equal specs place alike)."""
+    return json.dumps([spec.get("nodeSelector") or {}, spec.get("tolerations") or [],
+                       (spec.get("affinity") or {}).get("nodeAffinity") or {},
+                       sorted((k, str(v)) for k, v in placement.pod_requests(spec).items())],
+                      sort_keys=True, default=str)

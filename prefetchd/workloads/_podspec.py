@@ -1,0 +1,186 @@
+"""One pod template -> a :class:`~prefetchd.workloads._model.PodGroup`: its datasets and the
+constraints placement can trust.
+
+Who calls this: every adapter, once per pod template it finds (``group``).
+
+Datasets, as for pipeline steps (the read/write conventions of
+:mod:`prefetchd.pipeline._uri`, so ``--output s3://...`` and the destination of ``aws s3 cp``
+are writes and not warmed):
+
+* object-store URIs in container ``command``/``args`` (shell strings split into words) and
+  ``env`` values (an env var whose name says output is a write);
+* PVC volumes by claim name (resolved later by the caller to the PV's bucket/prefix): a path
+  under the mount named in args or env narrows the read to that sub-path, honouring
+  ``subPath``; a mount no path names is read whole; volumes JobSet makes from
+  ``volumeClaimPolicies`` (mounted by template name, no ``volumes`` entry) become the claim
+  ``<template>-<jobset>``;
+* inline CSI volumes of the fusecache driver (their bucket/prefix is in the spec).
+
+A word still holding a Katib placeholder (``${trialParameters.x}``) where a location is becomes
+a runtime-only ref (shown, never warmed). Constraints holding one (a nodeSelector value, a
+toleration, the node affinity, a resource quantity) are left out of the group's PodSpec,
+with a note: placement on a guess could exclude every right node.
+"""
+
+from __future__ import annotations
+
+import copy
+import posixpath
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prefetchd.k8s import datasets as k8s_datasets
+from prefetchd.pipeline import _uri
+from prefetchd.workloads._model import PLACEHOLDER, DatasetRef, PodGroup, WorkloadError, mapping
+
+REDIRECTS = (">", ">>", "1>", "2>", "&>")  # the word after a shell redirection is written
+MAX_REFS = 64  # per group: bounds what a hostile template can make us hold and warm
+
+
+def group(
+    name: str, pods: int, template: Any, where: str, after: Iterable[str] = (),
+    claim_templates: Mapping[str, str] | None = None,
+) -> PodGroup:
+    """The PodGroup of one PodTemplateSpec (``where`` names it in errors)."""
+    tmpl = mapping(template, where)
+    spec = mapping(tmpl.get("spec"), f"{where}.spec")
+    for key in ("containers", "initContainers", "volumes", "tolerations"):
+        if spec.get(key) is not None and not isinstance(spec.get(key), list):
+            raise WorkloadError(f"{where}.spec.{key}: expected a list")
+    if not spec.get("containers"):
+        raise WorkloadError(f"{where}.spec.containers: no containers")
+    clean, notes = _trusted_constraints(spec)
+    clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
+                  "spec": clean}
+    refs = template_refs(clean, claim_templates or {})
+    return PodGroup(name, pods, clean_tmpl, tuple(refs), tuple(after), tuple(notes))
+
+
+# ---------------------------------------------------------------- constraints
+
+
+def _has_placeholder(value: Any) -> bool:
+    return PLACEHOLDER in repr(value)
+
+
+def _trusted_constraints(spec: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """A copy of ``spec`` without the scheduling constraints that still hold a placeholder."""
+    out = copy.deepcopy(dict(spec))
+    notes: list[str] = []
+    sel = out.get("nodeSelector")
+    if isinstance(sel, Mapping):
+        keep = {k: v for k, v in sel.items() if not _has_placeholder((k, v))}
+        if len(keep) != len(sel):
+            notes.append("nodeSelector entries with a per-trial value left out")
+        out["nodeSelector"] = keep
+    tols = out.get("tolerations")
+    if isinstance(tols, list):
+        keep_t = [t for t in tols if not _has_placeholder(t)]
+        if len(keep_t) != len(tols):
+            notes.append("tolerations with a per-trial value left out")
+        out["tolerations"] = keep_t
+    aff = out.get("affinity")
+    if isinstance(aff, Mapping) and _has_placeholder(aff.get("nodeAffinity")):
+        out["affinity"] = {k: v for k, v in aff.items() if k != "nodeAffinity"}
+        notes.append("node affinity with a per-trial value left out")
+    for c in [*(out.get("containers") or []), *(out.get("initContainers") or [])]:
+        res = c.get("resources") if isinstance(c, dict) else None
+        if not isinstance(res, dict):
+            continue
+        for kind in ("requests", "limits"):
+            amounts = res.get(kind)
+            if isinstance(amounts, Mapping) and _has_placeholder(amounts):
+                res[kind] = {k: v for k, v in amounts.items() if not _has_placeholder(v)}
+                notes.append(f"container {c.get('name')}: {kind} with a per-trial value left out")
+    return out, notes
+
+
+# ---------------------------------------------------------------- datasets
+
+
+def _join(*parts: str) -> str:
+    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -> list[DatasetRef]:
+    """The datasets one PodSpec names, in container order, deduplicated, at most MAX_REFS."""
+    volumes: dict[str, tuple[str, str]] = {}  # volume name -> ("claim"|"uri", value)
+    for vol in spec.get("volumes") or []:
+        if not isinstance(vol, Mapping):
+            continue
+        vname = str(vol.get("name", ""))
+        loc = k8s_datasets.csi_location(vol.get("csi") if isinstance(vol.get("csi"), Mapping)
+                                        else None)
+        claim = (mapping(vol.get("persistentVolumeClaim"), f"volume {vname}")
+                 .get("claimName"))
+        if loc:
+            volumes[vname] = ("uri", loc)
+        elif claim:
+            volumes[vname] = ("claim", str(claim))
+    for vname, claim in claim_templates.items():
+        volumes.setdefault(vname, ("claim", claim))
+    out: list[DatasetRef] = []
+
+    def add(ref: DatasetRef) -> None:
+        if ref not in out and len(out) < MAX_REFS:
+            out.append(ref)
+
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        if not isinstance(c, Mapping):
+            raise WorkloadError("container: expected a mapping")
+        cname = str(c.get("name", ""))
+        words = _words(c)  # (text, origin, direction)
+        for text, origin, direction in words:
+            if direction == "write":
+                continue
+            if PLACEHOLDER in text and "://" in text:
+                add(DatasetRef(origin, cname, pattern=text))
+                continue
+            for uri in _uri.find_uris(text):
+                add(DatasetRef(origin, cname, uri=uri.rstrip(".")))
+        for m in c.get("volumeMounts") or []:
+            vname = str((m or {}).get("name", ""))
+            if vname not in volumes:
+                continue
+            vkind, value = volumes[vname]
+            mount = str(m.get("mountPath", "")).rstrip("/")
+            sub = str(m.get("subPath", "") or "")
+            origin = f"{'pvc' if vkind == 'claim' else 'csi'} {vname}"
+            named = [(t, d) for t, _, d in words
+                     if mount and (t == mount or t.startswith(mount + "/"))]
+            paths: list[str] = []
+            for text, direction in named:
+                if direction == "write":
+                    continue
+                rel = posixpath.normpath(text[len(mount):].lstrip("/") or ".")
+                if rel.startswith(".."):
+                    continue
+                paths.append(_join(sub, "" if rel == "." else rel))
+            if not named:
+                paths.append(_join(sub))
+            for p in paths:
+                if PLACEHOLDER in value or PLACEHOLDER in p:
+                    add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
+                elif vkind == "claim":
+                    add(DatasetRef(origin, cname, claim=value, path=p))
+                else:
+                    uri = value.rstrip("/") + "/" + (p + "/" if p else "")
+                    add(DatasetRef(origin, cname, uri=uri))
+    return out
+
+
+def _words(c: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(word, origin, "read"|"write") for every word of command/args and every env value."""
+    argv = [str(a) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
+    tokens = _uri.tokenize(argv)
+    direction = _uri.classify_tokens(tokens)
+    out = [(t, "arg", "write" if i and tokens[i - 1] in REDIRECTS else direction.get(i, "read"))
+           for i, t in enumerate(tokens)]
+    for env in c.get("env") or []:
+        if not isinstance(env, Mapping) or not isinstance(env.get("value"), str):
+            continue
+        name = str(env.get("name", ""))
+        d = "write" if _uri.name_says_write(name) else "read"
+        for word in env["value"].split():
+            out.append((word, f"env {name}", d))
+    return out

@@ -1,0 +1,83 @@
+"""The adapters by apiVersion/kind, and what the agent must watch to see them.
+
+Who calls this: :func:`prefetchd.workloads.read` (and the Katib adapter, for a trial's run
+object). :data:`KINDS` lists every kind prefetchd reads with its API group, versions and
+resource (plural, scope): the agent's watches and the RBAC rules follow from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prefetchd.workloads import _batch, _jobset, _katib, _kubeflow, _kueue, _trainjob
+from prefetchd.workloads._library import Library
+from prefetchd.workloads._model import UpcomingWork, WorkloadError
+
+Adapter = Callable[[Mapping[str, Any], Library], UpcomingWork]
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    kind: str
+    versions: tuple[str, ...]  # the first is the one to watch
+    plural: str
+    read: Adapter
+    namespaced: bool = True
+
+
+KINDS: tuple[Kind, ...] = (
+    Kind("batch", "Job", ("v1",), "jobs", _batch.read),
+    Kind("jobset.x-k8s.io", "JobSet", ("v1alpha2",), "jobsets", _jobset.read),
+    Kind("trainer.kubeflow.org", "TrainJob", ("v1alpha1",), "trainjobs", _trainjob.read),
+    *(Kind("kubeflow.org", k, ("v1",), k.lower() + "s", _kubeflow.read)
+      for k in _kubeflow.REPLICA_SPECS),
+    Kind("kubeflow.org", "Experiment", ("v1beta1",), "experiments", _katib.read_experiment),
+    Kind("kubeflow.org", "Trial", ("v1beta1",), "trials", _katib.read_trial),
+    Kind("kueue.x-k8s.io", "Workload", ("v1beta2", "v1beta1"), "workloads", _kueue.read),
+)
+_BY_KIND = {(k.group, k.kind): k for k in KINDS}
+
+
+def split_api_version(api_version: Any) -> tuple[str, str]:
+    text = str(api_version or "")
+    return tuple(text.split("/", 1)) if "/" in text else ("", text)  # type: ignore[return-value]
+
+
+def lookup(obj: Mapping[str, Any]) -> Kind | None:
+    group, _ = split_api_version(obj.get("apiVersion"))
+    return _BY_KIND.get((group, str(obj.get("kind"))))
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` of an object, for messages (never fails)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    name = meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else "?")
+    ns = meta.get("namespace")
+    return f"{obj.get('kind')} {ns + '/' if ns else ''}{name}"
+
+
+def read(obj: Mapping[str, Any], library: Library | None = None,
+         label: str | None = None) -> UpcomingWork:
+    """The UpcomingWork of one object; WorkloadError (one line naming it) if it cannot be read."""
+    where = label or describe(obj)
+    if not isinstance(obj, Mapping):
+        raise WorkloadError(f"{where}: not an object")
+    kind = lookup(obj)
+    group, version = split_api_version(obj.get("apiVersion"))
+    if kind is None:
+        raise WorkloadError(f"{where}: {obj.get('kind')} ({obj.get('apiVersion')}) is not a kind "
+                            "prefetchd reads")
+    if version not in kind.versions:
+        raise WorkloadError(f"{where}: {kind.kind} version {version} is not read (only "
+                            f"{', '.join(group + '/' + v for v in kind.versions)})")
+    try:
+        return kind.read(obj, library or Library())
+    except WorkloadError as exc:
+        raise WorkloadError(f"{where}: {exc}") from None
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        # A field of an unexpected shape deep inside: name the object, do not crash.
+        raise WorkloadError(f"{where}: malformed {kind.kind} ({type(exc).__name__}: {exc})") \
+            from None

@@ -1,0 +1,49 @@
+"""Turning a :class:`~prefetchd.workloads._model.DatasetRef` into the S3 location to warm.
+
+Who calls this: ``prefetchd plan`` (``resolver_from_map``, from ``--pvc CLAIM=s3://...``) and,
+to be wired, the node agent and the webhook (``resolver_from_view``, over the same
+:class:`prefetchd.k8s.datasets.ClusterView` they use for pods: PVC -> bound PV -> the
+fusecache CSI driver's ``bucket``/``prefix`` volume attributes). A PVC that is not bound, or
+not backed by fusecache, resolves to None (nothing to warm). S3 URIs pass through (s3a:// as
+s3://); other schemes and runtime-only refs resolve to None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prefetchd.k8s import datasets as k8s_datasets
+from prefetchd.workloads._model import DatasetRef, Resolver, s3_only
+
+
+def _under(base: str, path: str) -> str:
+    base = base.rstrip("/") + "/"
+    return base + (path.strip("/") + "/" if path.strip("/") else "")
+
+
+def resolver_from_map(pvc_map: Mapping[str, str]) -> Resolver:
+    """Claims resolved through a name -> ``s3://bucket/prefix`` map (``plan --pvc``)."""
+
+    def resolve(ref: DatasetRef) -> str | None:
+        if ref.claim is not None:
+            base = pvc_map.get(ref.claim)
+            return _under(base.replace("s3a://", "s3://", 1), ref.path) if base else None
+        return s3_only(ref)
+
+    return resolve
+
+
+def resolver_from_view(view: k8s_datasets.ClusterView, namespace: str,
+                       driver: str = k8s_datasets.DRIVER_NAME) -> Resolver:
+    """Claims in ``namespace`` resolved through the API: PVC -> PV -> fusecache CSI attributes."""
+
+    def resolve(ref: DatasetRef) -> str | None:
+        if ref.claim is None:
+            return s3_only(ref)
+        pvc = view.pvc(namespace, ref.claim)
+        pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
+        pv = view.pv(pv_name) if pv_name else None
+        base = k8s_datasets.csi_location(((pv or {}).get("spec") or {}).get("csi"), driver)
+        return _under(base, ref.path) if base else None
+
+    return resolve

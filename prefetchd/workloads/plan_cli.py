@@ -1,0 +1,249 @@
+"""``prefetchd plan FILE...`` for training-job kinds: what would be warmed, on how many nodes.
+
+Who calls this: :func:`prefetchd.cli.cmd_plan`, when :func:`claims` says the files hold a kind
+of :data:`prefetchd.workloads.KINDS` (a cheap look at the top-level ``apiVersion`` lines, so
+pipeline files are not parsed twice).
+
+Data flow: each file is read with the same bounds as pipeline files (size, document count,
+alias bombs; :mod:`prefetchd.pipeline._load`), every document is sorted into work (a kind
+prefetchd reads), library (runtimes, trial-template ConfigMaps, priority classes, resource
+flavors), PVC/PV (to resolve claims as the agent does, through a file-backed ClusterView) or
+ignored (queues and the like, listed). Each work object is read with
+:func:`prefetchd.workloads.read` and shown in warm order (:func:`prefetchd.workloads.order_key`):
+state, queue and priority, pod groups with their constraints and datasets, and the datasets to
+warm with their node counts. ``--pvc CLAIM=s3://...`` resolves a claim directly.
+
+Bad input (a file that cannot be read, an object that cannot be read, a pipeline mixed in)
+prints one line naming the file and object and returns 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from prefetchd import pipeline
+from prefetchd.k8s import placement
+from prefetchd.pipeline import _load
+from prefetchd.workloads import _registry, _resolve
+from prefetchd.workloads._library import Library, is_library_object
+from prefetchd.workloads._model import (
+    PodGroup,
+    Resolver,
+    UpcomingWork,
+    WorkloadError,
+    order_key,
+)
+
+EXIT_BAD_INPUT = 2
+_GROUPS = sorted({k.group for k in _registry.KINDS}, key=len, reverse=True)
+_API_LINE = re.compile(
+    r"^apiVersion:\s*[\"']?(" + "|".join(re.escape(g) for g in _GROUPS) + r")/", re.M)
+RESOLVING_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
+
+
+def claims(files: list[str]) -> bool:
+    """True when any file has a top-level ``apiVersion`` of a group whose kinds we read."""
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(_load.MAX_FILE_BYTES + 1)
+        except OSError:
+            continue  # the pipeline loader reports it
+        if _API_LINE.search(head.decode("utf-8", "replace")):
+            return True
+    return False
+
+
+def _documents(path: str) -> list[dict[str, Any]]:
+    try:
+        size = os.stat(path).st_size
+        if size > _load.MAX_FILE_BYTES:
+            raise WorkloadError(f"{path}: file is {size} bytes, larger than the "
+                                f"{_load.MAX_FILE_BYTES} byte limit")
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except OSError as e:
+        raise WorkloadError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise WorkloadError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    docs: list[dict[str, Any]] = []
+    try:
+        for i, d in enumerate(yaml.load_all(text, Loader=_load._Loader)):
+            if d is None:
+                continue
+            if len(docs) >= _load.MAX_DOCUMENTS:
+                raise WorkloadError(f"{path}: more than {_load.MAX_DOCUMENTS} YAML documents")
+            where = path if i == 0 else f"{path} (document {i + 1})"
+            _load._check_expanded_size(d, where)
+            if not isinstance(d, dict):
+                raise WorkloadError(f"{where}: a {type(d).__name__}, not a Kubernetes object")
+            docs.append(d)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise WorkloadError(f"{path}:{line} malformed YAML: {problem}") from None
+    except RecursionError:
+        raise WorkloadError(f"{path}: YAML nested too deeply") from None
+    except pipeline.PipelineError as e:
+        raise WorkloadError(str(e)) from None
+    return docs
+
+
+class FileClusterView:
+    """PVCs and PVs given in the files, looked up as :class:`ApiClusterView` does (no nodes)."""
+
+    def __init__(self, objects: list[Mapping[str, Any]]) -> None:
+        self._pvc: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self._pv: dict[str, Mapping[str, Any]] = {}
+        for o in objects:
+            meta = o.get("metadata") or {}
+            if o.get("kind") == "PersistentVolumeClaim":
+                self._pvc[(meta.get("namespace") or "default", meta.get("name", ""))] = o
+            else:
+                self._pv[meta.get("name", "")] = o
+
+    def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._pvc.get((namespace, name))
+
+    def pv(self, name: str) -> Mapping[str, Any] | None:
+        return self._pv.get(name)
+
+    def nodes(self) -> list[placement.NodeInfo]:
+        return []
+
+
+def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterView]:
+    """The work in ``files`` (warm order), what was ignored, and the PVCs/PVs they hold."""
+    library = Library()
+    todo: list[tuple[str, dict[str, Any]]] = []
+    ignored: list[str] = []
+    volumes: list[Mapping[str, Any]] = []
+    for path in files:
+        for d in _documents(path):
+            api = str(d.get("apiVersion") or "")
+            if api.startswith("argoproj.io/") or "pipelineInfo" in d:
+                raise WorkloadError(f"{path}: {_registry.describe(d)} is a pipeline; plan "
+                                    "pipelines and training jobs in separate calls")
+            if is_library_object(d):
+                library.add(d)
+            elif _registry.lookup(d) is not None:
+                todo.append((path, d))
+            elif d.get("kind") in RESOLVING_KINDS and api == "v1":
+                volumes.append(d)
+            else:
+                ignored.append(_registry.describe(d))
+    if not todo:
+        raise WorkloadError(f"{', '.join(files)}: no training job, JobSet, Job, Katib "
+                            "Experiment/Trial or Kueue Workload")
+    works = []
+    for path, d in todo:
+        try:
+            works.append(_registry.read(d, library))
+        except WorkloadError as e:
+            raise WorkloadError(f"{path}: {e}") from None
+    return sorted(works, key=order_key), ignored, FileClusterView(volumes)
+
+
+def resolver(work: UpcomingWork, pvc_map: Mapping[str, str], view: FileClusterView) -> Resolver:
+    by_map = _resolve.resolver_from_map(pvc_map)
+    by_view = _resolve.resolver_from_view(view, work.namespace)
+    return lambda ref: by_map(ref) or by_view(ref)
+
+
+def _constraints(g: PodGroup) -> str:
+    spec = g.spec
+    parts = []
+    sel = spec.get("nodeSelector") or {}
+    if sel:
+        parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(sel.items())))
+    tols = spec.get("tolerations") or []
+    if tols:
+        parts.append("tolerates " + ",".join(
+            f"{t.get('key') or '*'}{'=' + str(t['value']) if t.get('value') else ''}"
+            f"{':' + t['effect'] if t.get('effect') else ''}" for t in tols))
+    if (spec.get("affinity") or {}).get("nodeAffinity"):
+        parts.append("node affinity")
+    req = g.to_json()["requests"]
+    if req:
+        parts.append("requests " + " ".join(f"{k}={v}" for k, v in req.items()))
+    return "; ".join(parts) or "no constraints"
+
+
+def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, str],
+           view: FileClusterView) -> str:
+    lines: list[str] = []
+    for n, w in enumerate(works, 1):
+        resolve = resolver(w, pvc_map, view)
+        state = w.state.value
+        if w.queue:
+            state += f" in queue {w.queue}"
+        if w.priority_class or w.priority is not None:
+            state += f", priority {w.priority_class or ''}" + \
+                (f"={w.priority}" if w.priority is not None else " (value unknown)")
+        lines.append(f"{n}. {w.kind} {w.namespace}/{w.name}  [{w.api_version}]  {state}")
+        copies = f" ({w.copies} trials at once)" if w.copies > 1 else ""
+        lines.append(f"   {w.nodes} nodes{copies}; pins released with {w.release_key}")
+        stages = w.stages
+        for g in w.groups:
+            after = f" after {', '.join(g.after)}" if g.after else ""
+            lines.append(f"   {g.name} x{g.pods}  stage {stages[g.name]}{after}: "
+                         f"{_constraints(g)}")
+            for ref in g.datasets:
+                uri = resolve(ref)
+                where = f" -> {uri}" if uri and uri != ref.uri else ""
+                if ref.claim and not uri:
+                    where = f" (unresolved: --pvc {ref.claim}=s3://BUCKET/PREFIX)"
+                elif ref.uri and not ref.warmable:
+                    where = " [unsupported scheme]"
+                lines.append(f"      reads {ref.describe()}  ({ref.origin}){where}")
+            for note in g.notes:
+                lines.append(f"      note: {note}")
+        targets = w.targets(resolve)
+        if targets:
+            lines.append("   warm:")
+            for t in targets:
+                lines.append(f"      {t.dataset}  on {t.nodes} nodes  for {', '.join(t.groups)}"
+                             f"  (stage {t.stage})")
+        else:
+            lines.append("   warm: nothing (no S3 dataset known before the run)")
+        for note in w.notes:
+            lines.append(f"   note: {note}")
+    if ignored:
+        lines.append(f"ignored: {', '.join(ignored)}")
+    return "\n".join(lines)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``prefetchd plan`` over training-job files; 2 with one line on stderr for bad input."""
+    if args.param:
+        print("prefetchd: error: --param sets pipeline parameters; these files hold training "
+              "jobs", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        pvc_map = pipeline.parse_pvc_map(dict(
+            (p.split("=", 1) if "=" in p else (p, "")) for p in args.pvc or []))
+        works, ignored, view = load(args.files)
+        if args.json:
+            out = []
+            for n, w in enumerate(works, 1):
+                doc = w.to_json(resolver(w, pvc_map, view))
+                doc["warm_order"] = n
+                out.append(doc)
+            sys.stdout.write(json.dumps({"schema": "prefetchd-work-plan/1", "work": out,
+                                         "ignored": ignored}, indent=2) + "\n")
+        else:
+            print(render(works, ignored, pvc_map, view))
+    except (WorkloadError, pipeline.PipelineError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"prefetchd: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return 0
