@@ -59,7 +59,8 @@ def _static_value(param: Mapping[str, Any]) -> str | None:
 
 def static_substitutions(spec: Mapping[str, Any], trial: Mapping[str, Any],
                          namespace: str) -> tuple[dict[str, str], list[str]]:
-    """trialParameter name -> static value; and the names whose value only a Trial knows."""
+    """trialParameter name -> static value; and those whose value only a Trial knows (with
+    their feasible values when listed, so a per-trial dataset shows its candidates)."""
     params = {str(p.get("name")): p for p in sequence(spec.get("parameters"), "spec.parameters")
               if isinstance(p, Mapping)}
     meta_refs = {"${trialSpec.Namespace}": namespace,
@@ -75,7 +76,10 @@ def static_substitutions(spec: Mapping[str, Any], trial: Mapping[str, Any],
         if value is None and ref in params:
             value = _static_value(params[ref])
         if value is None:
-            unknown.append(name)
+            values = (mapping(params.get(ref, {}).get("feasibleSpace"), "feasibleSpace")
+                      .get("list") or [])
+            shown = ", ".join(str(v) for v in values[:4]) + (", ..." if len(values) > 4 else "")
+            unknown.append(f"{name} (one of {shown})" if values else name)
         else:
             known[name] = value
     return known, unknown

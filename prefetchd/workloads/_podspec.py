@@ -170,12 +170,22 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -
 
 
 def _words(c: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(word, origin, "read"|"write") for every word of command/args and every env value."""
+    """(word, origin, "read"|"write") for every word of command/args and every env value.
+
+    A ``key=value`` word (Hydra / torchtune style overrides such as
+    ``output_dir=/workspace/output``) also yields its value, written when the key says output.
+    """
     argv = [str(a) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
     tokens = _uri.tokenize(argv)
     direction = _uri.classify_tokens(tokens)
-    out = [(t, "arg", "write" if i and tokens[i - 1] in REDIRECTS else direction.get(i, "read"))
-           for i, t in enumerate(tokens)]
+    out = []
+    for i, t in enumerate(tokens):
+        d = "write" if i and tokens[i - 1] in REDIRECTS else direction.get(i, "read")
+        out.append((t, "arg", d))
+        if "=" in t and not t.startswith("-"):
+            key, value = t.split("=", 1)
+            out.append((value, "arg", "write" if _uri.name_says_write(key.rsplit(".", 1)[-1])
+                        else d))
     for env in c.get("env") or []:
         if not isinstance(env, Mapping) or not isinstance(env.get("value"), str):
             continue
