@@ -44,6 +44,9 @@ PLACEHOLDER = "${"  # Katib's ${trialParameters.x} / ${trialSpec.Name}: only kno
 class WorkloadError(ValueError):
     """An object prefetchd cannot read; the message is one line naming the object and field."""
 
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(str(message).split("\n")) if "\n" in str(message) else message)
+
 
 class State(enum.StrEnum):
     """Where the work is in its life; only the first three can still use warm data."""

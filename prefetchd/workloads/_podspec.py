@@ -30,8 +30,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prefetchd.k8s import datasets as k8s_datasets
+from prefetchd.k8s import placement
 from prefetchd.pipeline import _uri
-from prefetchd.workloads._model import PLACEHOLDER, DatasetRef, PodGroup, WorkloadError, mapping
+from prefetchd.workloads._model import (
+    PLACEHOLDER,
+    DatasetRef,
+    PodGroup,
+    WorkloadError,
+    mapping,
+    sequence,
+)
 
 REDIRECTS = (">", ">>", "1>", "2>", "&>")  # the word after a shell redirection is written
 MAX_REFS = 64  # per group: bounds what a hostile template can make us hold and warm
@@ -44,16 +52,42 @@ def group(
     """The PodGroup of one PodTemplateSpec (``where`` names it in errors)."""
     tmpl = mapping(template, where)
     spec = mapping(tmpl.get("spec"), f"{where}.spec")
-    for key in ("containers", "initContainers", "volumes", "tolerations"):
-        if spec.get(key) is not None and not isinstance(spec.get(key), list):
-            raise WorkloadError(f"{where}.spec.{key}: expected a list")
     if not spec.get("containers"):
         raise WorkloadError(f"{where}.spec.containers: no containers")
+    _check_shapes(spec, f"{where}.spec")
     clean, notes = _trusted_constraints(spec)
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
     refs = template_refs(clean, claim_templates or {})
-    return PodGroup(name, pods, clean_tmpl, tuple(refs), tuple(after), tuple(notes))
+    out = PodGroup(name, pods, clean_tmpl, tuple(refs), tuple(after), tuple(notes))
+    try:  # what every reader of the model does with it must work: fail here, naming it
+        out.requirements  # noqa: B018
+        placement.pod_requests(clean)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise WorkloadError(f"{where}.spec: unreadable scheduling constraints ({exc})") from None
+    return out
+
+
+def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
+    """The fields placement and dataset finding read have the shapes the API guarantees."""
+    mapping(spec.get("nodeSelector"), f"{where}.nodeSelector")
+    for t in sequence(spec.get("tolerations"), f"{where}.tolerations"):
+        mapping(t, f"{where}.tolerations[]")
+    aff = mapping(spec.get("affinity"), f"{where}.affinity")
+    mapping(aff.get("nodeAffinity"), f"{where}.affinity.nodeAffinity")
+    for v in sequence(spec.get("volumes"), f"{where}.volumes"):
+        mapping(v, f"{where}.volumes[]")
+    for kind in ("containers", "initContainers"):
+        for c in sequence(spec.get(kind), f"{where}.{kind}"):
+            c = mapping(c, f"{where}.{kind}[]")
+            at = f"{where}.{kind}[{c.get('name')}]"
+            res = mapping(c.get("resources"), f"{at}.resources")
+            mapping(res.get("requests"), f"{at}.resources.requests")
+            mapping(res.get("limits"), f"{at}.resources.limits")
+            for key in ("command", "args", "env", "volumeMounts"):
+                sequence(c.get(key), f"{at}.{key}")
+            for m in c.get("volumeMounts") or []:
+                mapping(m, f"{at}.volumeMounts[]")
 
 
 # ---------------------------------------------------------------- constraints

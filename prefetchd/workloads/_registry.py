@@ -53,10 +53,12 @@ def lookup(obj: Mapping[str, Any]) -> Kind | None:
 
 def describe(obj: Mapping[str, Any]) -> str:
     """``Kind namespace/name`` of an object, for messages (never fails)."""
+    if not isinstance(obj, Mapping):
+        return f"a {type(obj).__name__}"
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     name = meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else "?")
     ns = meta.get("namespace")
-    return f"{obj.get('kind')} {ns + '/' if ns else ''}{name}"
+    return f"{obj.get('kind')} {str(ns) + '/' if ns else ''}{name}"
 
 
 def read(obj: Mapping[str, Any], library: Library | None = None,

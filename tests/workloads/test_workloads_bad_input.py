@@ -1,0 +1,133 @@
+"""Objects prefetchd cannot read give one clear line naming the object and field, never a crash."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from workload_helpers import doc, library
+
+from prefetchd import workloads
+
+EXAMPLES = [
+    "kubeflow-trainer/pytorchjob-simple.yaml", "kubeflow-trainer/tfjob-multi-worker-pvc.yaml",
+    "kubeflow-trainer/trainjob-02-runtime-patches.yaml", "kueue/workload-for-sample-job.yaml",
+    "kueue/sample-jobset.yaml", "kueue/job-suspended-with-priority.yaml",
+    "jobset/single-pvc.yaml", "katib/experiment-pytorchjob-mnist.yaml",
+    "katib/experiment-trial-configmap-source.yaml", "katib/experiment-trainjob-pytorch.yaml",
+]
+LIB = library("kubeflow-trainer/torch_distributed.yaml", "katib/configmap-trial-templates.yaml",
+              "kueue/workloadpriorityclass-sample-priority.yaml")
+
+
+def error(obj: Any, lib: workloads.Library | None = None) -> str:
+    with pytest.raises(workloads.WorkloadError) as info:
+        workloads.read(obj, lib)
+    msg = str(info.value)
+    assert "\n" not in msg
+    return msg
+
+
+def test_unknown_runtime_names_it() -> None:
+    msg = error(doc("kubeflow-trainer/trainjob-01-multi-node.yaml"))
+    assert msg == ("TrainJob multi-node-example: spec.runtimeRef: unknown runtime "
+                   "ClusterTrainingRuntime torch-distributed (not installed, or give its file too)")
+
+
+def test_katib_trainjob_trial_needs_its_runtime() -> None:
+    msg = error(doc("katib/experiment-trainjob-pytorch.yaml"))
+    assert msg.startswith("Experiment kubeflow/torch-distributed-example: trial template: ")
+    assert "unknown runtime ClusterTrainingRuntime torch-distributed" in msg
+
+
+def test_missing_trial_template_configmap() -> None:
+    exp = doc("katib/experiment-trial-configmap-source.yaml")
+    assert "unknown ConfigMap kubeflow/trial-templates" in error(exp)
+    exp["spec"]["trialTemplate"]["configMap"]["templatePath"] = "nope.yaml"
+    assert "ConfigMap kubeflow/trial-templates has no key 'nope.yaml'" in error(exp, LIB)
+
+
+def test_templated_pod_count_cannot_be_resolved() -> None:
+    exp = doc("katib/experiment-pytorchjob-mnist.yaml")
+    exp["spec"]["parameters"].append({"name": "workers", "parameterType": "int",
+                                      "feasibleSpace": {"min": "1", "max": "4"}})
+    exp["spec"]["trialTemplate"]["trialParameters"].append({"name": "workers",
+                                                           "reference": "workers"})
+    worker = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Worker"]
+    worker["replicas"] = "${trialParameters.workers}"
+    msg = error(exp)
+    assert msg == ("Experiment kubeflow/pytorchjob-mnist: trial template: "
+                   "spec.pytorchReplicaSpecs.Worker.replicas: '${trialParameters.workers}' is "
+                   "only known when the trial runs")
+    # one feasible value: static, so it resolves
+    exp["spec"]["parameters"][-1]["feasibleSpace"] = {"min": "3", "max": "3"}
+    assert workloads.read(exp).groups[1].pods == 3
+
+
+def test_templated_constraint_is_left_out_with_a_note() -> None:
+    exp = doc("katib/experiment-random-batchjob.yaml")
+    pod = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
+    pod["nodeSelector"] = {"pool": "${trialParameters.learningRate}", "zone": "a"}
+    work = workloads.read(exp)
+    assert dict(work.groups[0].requirements.node_selector) == {"zone": "a"}
+    assert "nodeSelector entries with a per-trial value left out" in work.groups[0].notes
+
+
+@pytest.mark.parametrize("obj,expect", [
+    ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
+     "Pod p: Pod (v1) is not a kind prefetchd reads"),
+    ({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "m"}},
+     "MPIJob m: MPIJob version v2beta1 is not read (only kubeflow.org/v1)"),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": []},
+     "Job j: spec: expected a mapping, got list"),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+      "spec": {"parallelism": "many", "template": {}}},
+     "Job j: spec.parallelism: 'many' is not a number"),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+      "spec": {"template": {"spec": {"containers": []}}}},
+     "Job j: spec.template.spec.containers: no containers"),
+    ({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"},
+      "spec": {"queueName": "q"}}, "Workload w: spec.podSets: none"),
+    ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
+      "spec": {}}, "PyTorchJob p: spec.pytorchReplicaSpecs: no replica specs"),
+    ({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+      "metadata": {"name": "t"}, "spec": {"runtimeRef": {"name": "x", "kind": "Deployment"}}},
+     "TrainJob t: spec.runtimeRef: Deployment (trainer.kubeflow.org) is not a training runtime"),
+    ({"apiVersion": "kubeflow.org/v1beta1", "kind": "Trial", "metadata": {"name": "t"},
+      "spec": {"runSpec": {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment"}}},
+     "Trial t: spec.runSpec: a trial cannot run a Experiment"),
+])
+def test_bad_objects(obj: dict, expect: str) -> None:
+    assert error(obj) == expect
+
+
+def _mutate(obj: Any, path: list[int], value: Any) -> Any:
+    """Replace the node reached by walking ``path`` (indices into children) with ``value``."""
+    if not path or not isinstance(obj, (dict, list)) or not obj:
+        return value
+    keys = list(obj.keys()) if isinstance(obj, dict) else list(range(len(obj)))
+    k = keys[path[0] % len(keys)]
+    obj[k] = _mutate(obj[k], path[1:], value)
+    return obj
+
+
+JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**9), st.text(max_size=8),
+                 st.just("${trialParameters.x}"), st.lists(st.integers(), max_size=2),
+                 st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(EXAMPLES), st.lists(st.integers(0, 50), min_size=1, max_size=9), JUNK)
+def test_fuzzed_examples_never_crash(name: str, path: list[int], junk: Any) -> None:
+    """Any field of any example replaced by junk: a model or a WorkloadError, nothing else."""
+    obj = _mutate(copy.deepcopy(doc(name)), path, junk)
+    try:
+        work = workloads.read(obj, LIB)
+    except workloads.WorkloadError as exc:
+        assert "\n" not in str(exc)
+        return
+    work.to_json()  # and what a reader of the model does with it works too
+    workloads.order_key(work)
