@@ -1,0 +1,128 @@
+"""``prefetchd plan`` over training-job files, end to end as a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+from workload_helpers import doc, path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def plan(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "prefetchd.cli", "plan", *argv],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+def write(tmp_path, name: str, *objs: dict) -> str:
+    f = tmp_path / name
+    f.write_text(yaml.safe_dump_all(objs, sort_keys=False))
+    return str(f)
+
+
+def test_trainjob_with_runtime_pytorchjob_and_experiment(tmp_path) -> None:
+    """The three the issue names, from files: a queued TrainJob + its runtime file, a
+    4-worker PyTorchJob, a Katib Experiment."""
+    trainjob = doc("kubeflow-trainer/trainjob-03-kueue-integration.yaml")
+    trainjob["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "sample-priority"
+    trainjob["spec"]["trainer"]["args"] = ["--data=s3://datasets/alpaca/"]
+    pytorchjob = doc("kubeflow-trainer/pytorchjob-simple.yaml")
+    pytorchjob["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 3
+    for r in pytorchjob["spec"]["pytorchReplicaSpecs"].values():
+        r["template"]["spec"]["containers"][0]["command"].append(
+            "--data=s3://datasets/mnist/")
+    files = [write(tmp_path, "trainjob.yaml", trainjob),
+             path("kubeflow-trainer/torch_distributed.yaml"),
+             write(tmp_path, "pytorchjob.yaml", pytorchjob),
+             path("katib/experiment-pytorchjob-mnist.yaml"),
+             path("kueue/workloadpriorityclass-sample-priority.yaml")]
+    r = plan(*files)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    out = r.stdout
+    # warm order: admitted work first (the experiment, the PyTorchJob), then the queued TrainJob
+    assert out.index("Experiment kubeflow/pytorchjob-mnist") < out.index(
+        "PyTorchJob kubeflow/pytorch-simple") < out.index("TrainJob default/kueue-example")
+    assert "queued in queue training-queue, priority sample-priority=10000" in out
+    assert "s3://datasets/alpaca/  on 3 nodes  for node  (stage 0)" in out
+    assert "s3://datasets/mnist/  on 4 nodes  for Master, Worker  (stage 0)" in out
+    assert "6 nodes (3 trials at once); pins released with experiment " \
+           "kubeflow/pytorchjob-mnist" in out
+    assert "per-trial values: learningRate, momentum" in out
+
+    r = plan(*files, "--json")
+    assert r.returncode == 0, r.stderr
+    doc_ = json.loads(r.stdout)
+    by_kind = {w["kind"]: w for w in doc_["work"]}
+    assert [w["warm_order"] for w in doc_["work"]] == [1, 2, 3]
+    tj = by_kind["TrainJob"]
+    assert (tj["state"], tj["queue"], tj["priority"], tj["nodes"]) == (
+        "queued", "training-queue", 10000, 3)
+    assert tj["warm"] == [{"dataset": "s3://datasets/alpaca/", "nodes": 3, "groups": ["node"],
+                           "stage": 0}]
+    assert tj["groups"][0]["requests"] == {"cpu": "2", "memory": "4Gi"}
+    assert by_kind["PyTorchJob"]["warm"][0]["nodes"] == 4
+    assert by_kind["Experiment"]["copies"] == 3
+
+
+def test_pvc_resolved_from_files_or_flag(tmp_path) -> None:
+    tfjob = path("kubeflow-trainer/tfjob-multi-worker-pvc.yaml")
+    r = plan(tfjob)
+    assert r.returncode == 0, r.stderr
+    assert "(unresolved: --pvc strategy-volume=s3://BUCKET/PREFIX)" in r.stdout
+    r = plan(tfjob, "--pvc", "strategy-volume=s3://bucket/tf/")
+    assert "s3://bucket/tf/  on 2 nodes  for Worker" in r.stdout
+    job = doc("kubeflow-trainer/tfjob-multi-worker-pvc.yaml")
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"][0][
+        "persistentVolumeClaim"]["claimName"] = "imagenet-train"
+    r = plan(write(tmp_path, "tf.yaml", job),
+             os.path.join(ROOT, "manifests", "examples", "static-pv-pvc.yaml"))
+    assert r.returncode == 0, r.stderr
+    assert "s3://my-training-data/imagenet/train/  on 2 nodes  for Worker" in r.stdout
+
+
+def _one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("prefetchd: error: ")
+    return lines[0]
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path) -> None:
+    trainjob = path("kubeflow-trainer/trainjob-01-multi-node.yaml")
+    line = _one_line_error(plan(trainjob))
+    assert line == (f"prefetchd: error: {trainjob}: TrainJob multi-node-example: "
+                    "spec.runtimeRef: unknown runtime ClusterTrainingRuntime torch-distributed "
+                    "(not installed, or give its file too)")
+    exp = path("katib/experiment-trial-configmap-source.yaml")
+    assert "unknown ConfigMap kubeflow/trial-templates" in _one_line_error(plan(exp))
+    assert "--param sets pipeline parameters" in _one_line_error(
+        plan(exp, "--param", "a=b"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: batch/v1\nkind: Job\nspec: [\n")
+    assert f"{bad}: line" in _one_line_error(plan(str(bad)))
+    mixed = write(tmp_path, "mixed.yaml", doc("kueue/sample-job.yaml"),
+                  {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                   "metadata": {"name": "wf"}, "spec": {"entrypoint": "main"}})
+    assert "plan pipelines and training jobs in separate calls" in _one_line_error(plan(mixed))
+    only_queues = path("kueue/single-clusterqueue-setup.yaml")
+    r = plan(only_queues)  # kueue.x-k8s.io objects, but nothing that runs
+    assert "no training job, JobSet, Job, Katib Experiment/Trial or Kueue Workload" in \
+        _one_line_error(r)
+
+
+def test_pipeline_files_still_go_to_the_pipeline_analysis(tmp_path) -> None:
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+          "metadata": {"name": "wf"},
+          "spec": {"entrypoint": "main", "templates": [{
+              "name": "main", "container": {"image": "x", "args": ["s3://datasets/a/"]}}]}}
+    r = plan(write(tmp_path, "wf.yaml", wf), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["schema"] == "prefetchd-plan/1"
