@@ -12,6 +12,8 @@ agent and the webhook are to call :func:`read` on watched objects, see docs/pref
         key, nodes, targets(resolve) -> [WarmTarget], to_json(resolve).
     order_key(work)  the warm order (admitted first, then queued by priority and age).
     KINDS  what is read: group, kind, versions, plural, scope (for watches and RBAC).
+    pod_work(pod) -> [(work key, group name)]  which work a pod belongs to, from the labels
+        its controller sets (for the webhook).
     WorkloadError: bad input; str(e) is one line naming the object and the field.
 
 One module per kind (``_batch``, ``_jobset``, ``_kubeflow``, ``_trainjob``, ``_katib``,
@@ -35,7 +37,7 @@ from prefetchd.workloads._model import (
     s3_only,
     work_key,
 )
-from prefetchd.workloads._registry import KINDS, Kind, describe, lookup, read
+from prefetchd.workloads._registry import KINDS, Kind, describe, lookup, pod_work, read
 from prefetchd.workloads._resolve import resolver_from_map, resolver_from_view
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "is_library_object",
     "lookup",
     "order_key",
+    "pod_work",
     "read",
     "resolver_from_map",
     "resolver_from_view",

@@ -1,8 +1,10 @@
-"""The adapters by apiVersion/kind, and what the agent must watch to see them.
+"""The adapters by apiVersion/kind, what the agent must watch to see them, and pods -> work.
 
 Who calls this: :func:`prefetchd.workloads.read` (and the Katib adapter, for a trial's run
 object). :data:`KINDS` lists every kind prefetchd reads with its API group, versions and
 resource (plural, scope): the agent's watches and the RBAC rules follow from it.
+:func:`pod_work` tells, from the labels the controllers put on pods, which work and which pod
+group a pod belongs to (for the webhook: steer a worker to a warm node its siblings do not hold).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from prefetchd.workloads import _batch, _jobset, _katib, _kubeflow, _kueue, _trainjob
 from prefetchd.workloads._library import Library
-from prefetchd.workloads._model import UpcomingWork, WorkloadError
+from prefetchd.workloads._model import UpcomingWork, WorkloadError, work_key
 
 Adapter = Callable[[Mapping[str, Any], Library], UpcomingWork]
 
@@ -83,3 +85,43 @@ def read(obj: Mapping[str, Any], library: Library | None = None,
         # A field of an unexpected shape deep inside: name the object, do not crash.
         raise WorkloadError(f"{where}: malformed {kind.kind} ({type(exc).__name__}: {exc})") \
             from None
+
+
+# Pod labels set by the controllers (training-operator v1, JobSet, the Job controller, Katib).
+V1_JOB_LABEL = "training.kubeflow.org/job-name"
+V1_REPLICA_LABEL = "training.kubeflow.org/replica-type"  # the replica type, lower-cased
+V1_OPERATOR_LABEL = "training.kubeflow.org/operator-name"  # "<kind lower-cased>-controller"
+JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOB_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+TRIAL_LABEL = "katib.kubeflow.org/trial"
+
+
+def pod_work(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(work key, group name) candidates for a pod, most specific first; [] if none.
+
+    A TrainJob's pods are its JobSet's (same name), so both keys are given; a Trial's pods
+    are also its run object's. Group names of v1 jobs come lower-cased in the label: compare
+    them case-insensitively (``PodGroup.name``, e.g. "Worker").
+    """
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    ns = str(meta.get("namespace") or "default")
+    out: list[tuple[str, str]] = []
+    trial = labels.get(TRIAL_LABEL)
+    if labels.get(JOBSET_LABEL):
+        name, group = str(labels[JOBSET_LABEL]), str(labels.get(REPLICATED_JOB_LABEL, ""))
+        out += [(work_key("TrainJob", ns, name), group), (work_key("JobSet", ns, name), group)]
+    elif labels.get(V1_JOB_LABEL):
+        kind = str(labels.get(V1_OPERATOR_LABEL, "")).removesuffix("-controller")
+        v1_kinds = {k.kind.lower(): k.kind for k in KINDS if k.group == "kubeflow.org"}
+        if kind in v1_kinds:
+            out.append((work_key(v1_kinds[kind], ns, str(labels[V1_JOB_LABEL])),
+                        str(labels.get(V1_REPLICA_LABEL, ""))))
+    else:
+        job = next((labels[k] for k in JOB_LABELS if labels.get(k)), None)
+        if job:
+            out.append((work_key("Job", ns, str(job)), "main"))
+    if trial and out:
+        out.insert(0, (work_key("Trial", ns, str(trial)), out[0][1]))
+    return out

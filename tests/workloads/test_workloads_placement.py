@@ -84,3 +84,29 @@ def test_pvc_resolved_through_a_cluster_view() -> None:
     assert (t.dataset, t.nodes) == ("s3://my-training-data/imagenet/train/", 2)
     assert work.targets() == []  # without resolution a claim is not a dataset
     assert work.targets(workloads.resolver_from_view(view, "elsewhere")) == []
+
+
+def test_pods_map_to_their_work_and_group() -> None:
+    """From the labels the controllers set on pods, to the work and group the model has."""
+    def pod(**labels: str) -> dict:
+        return {"metadata": {"name": "p", "namespace": "kubeflow", "labels": labels}}
+
+    work = workloads.read(pytorchjob_4_workers())
+    (key, group), = workloads.pod_work(pod(**{
+        "training.kubeflow.org/job-name": "pytorch-simple",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": "2",
+        "training.kubeflow.org/operator-name": "pytorchjob-controller"}))
+    assert key == work.key
+    assert [g.name for g in work.groups if g.name.lower() == group] == ["Worker"]
+    assert workloads.pod_work(pod(**{
+        "jobset.sigs.k8s.io/jobset-name": "kueue-example",
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "batch.kubernetes.io/job-name": "kueue-example-node-0",
+        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"})) == [
+        ("trainjob kubeflow/kueue-example", "node"), ("jobset kubeflow/kueue-example", "node")]
+    assert workloads.pod_work(pod(**{
+        "batch.kubernetes.io/job-name": "random-7x2kq", "job-name": "random-7x2kq",
+        "katib.kubeflow.org/trial": "random-7x2kq"})) == [
+        ("trial kubeflow/random-7x2kq", "main"), ("job kubeflow/random-7x2kq", "main")]
+    assert workloads.pod_work(pod(app="web")) == []
