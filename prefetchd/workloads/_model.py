@@ -1,7 +1,7 @@
 """The common model of upcoming training work: what every adapter yields, whatever the kind.
 
 Who uses it: the adapters (``_batch``, ``_jobset``, ``_kubeflow``, ``_trainjob``, ``_katib``,
-``_kueue``) build :class:`UpcomingWork`; ``prefetchd plan`` renders it (``_plan``); the node
+``_kueue``) build :class:`UpcomingWork`; ``prefetchd plan`` renders it (``plan_cli``); the node
 agent, the warm worker and the webhook are meant to consume it with no kind-specific branch.
 
 Data flow: one API object (plus runtimes / ConfigMaps / priority classes from a
