@@ -41,8 +41,11 @@ def _strict_check() -> Any:
 
 strict_check = _strict_check()
 
-# Fields of the custom resources we use, from their CRDs (cert-manager v1, monitoring.coreos.com
-# v1); a field outside these sets is a typo or a field of another version.
+# Fields of the custom resources we use (cert-manager.io/v1, monitoring.coreos.com/v1), as the
+# types generated from their CRDs name them in the npm packages @kubernetes-models/cert-manager
+# 6.0.0 and @kubernetes-models/prometheus-operator 6.0.0 (CertificateSpec, CertificatePrivateKey,
+# IssuerConfig, ServiceMonitorSpec, Endpoint, RelabelConfig, NamespaceSelector); no schema of
+# them is available offline here. A field outside these sets is a typo or of another version.
 CR_FIELDS: dict[str, dict[str, set[str]]] = {
     "Issuer": {"spec": {"selfSigned", "ca", "acme", "vault", "venafi"}},
     "Certificate": {"spec": {
@@ -59,8 +62,9 @@ CR_FIELDS: dict[str, dict[str, set[str]]] = {
         "labelValueLengthLimit", "attachMetadata", "scrapeProtocols", "selectorMechanism",
         "scrapeClass", "bodySizeLimit", "keepDroppedTargets", "fallbackScrapeProtocol",
         "nativeHistogramBucketLimit", "nativeHistogramMinBucketFactor",
-        "scrapeClassicHistograms", "convertClassicHistogramsToNHCB", "serviceDiscoveryRole"},
-        "endpoint": {"port", "targetPort", "path", "scheme", "params", "interval",
+        "scrapeClassicHistograms", "convertClassicHistogramsToNHCB", "serviceDiscoveryRole",
+        "scrapeNativeHistograms"},
+        "endpoint": {"port", "targetPort", "path", "scheme", "params", "interval",  # Endpoint
                      "scrapeTimeout", "tlsConfig", "bearerTokenFile", "bearerTokenSecret",
                      "authorization", "honorLabels", "honorTimestamps", "trackTimestampsStaleness",
                      "basicAuth", "oauth2", "metricRelabelings", "relabelings", "proxyUrl",
