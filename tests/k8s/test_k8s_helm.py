@@ -125,3 +125,13 @@ def test_values_reach_every_object():
     roles = {(d["metadata"]["namespace"], tuple(d["rules"][0]["resourceNames"]))
              for d in docs if d["kind"] == "Role" and "secrets" in d["rules"][0]["resources"]}
     assert roles == {("team-a", ("a-s3", "b-s3")), ("team-b", ("s3",))}
+
+
+@pytest.mark.parametrize("sets", [[], ["certManager.enabled=false", "serviceMonitor.enabled=true"],
+                                  ["prefetchd.enabled=false"]])
+def test_helm_lint_is_clean(sets):
+    cmd = [renders.helm(), "lint", "--strict", str(renders.CHART)]
+    for s in sets:
+        cmd += ["--set", s]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "0 chart(s) failed" in res.stdout, res.stdout + res.stderr
