@@ -69,6 +69,7 @@ OBJECT_TTL = 10.0  # PVC listings, PVs, StorageClasses: fresh enough, few GETs p
 SECRET_TTL = 60.0  # a rotated Secret is picked up within this
 CACHE_SIZE = 1024  # entries per cache (LRU): bounded memory
 MAX_CLAIMS = 5000  # PVCs looked at per namespace (listed 500 per page)
+API_ATTEMPTS = 3  # per GET, on connection errors, 429 and 5xx
 _TEMPLATE = re.compile(r"\$\{([^}]*)\}")
 
 
@@ -171,17 +172,32 @@ class VolumeCredentials:
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None
              ) -> Mapping[str, Any] | None:
-        """GET a JSON object; None on 404; CredentialError (status only) otherwise."""
+        """GET a JSON object; None on 404; CredentialError (status only) otherwise.
+
+        A connection error, 429 or 5xx is tried ``API_ATTEMPTS`` times (0.5 s, 1 s apart):
+        a warm whose credentials cannot be resolved fails, and is not retried later.
+        """
         method, url, headers, body, post = self.api.param_serialize(
             "GET", path, query_params=query or [],
             header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
-        resp = self.api.call_api(method, url, headers, body, post,
-                                 _request_timeout=(5.0, 15.0)).response
-        if resp.status == 404:
-            return None
-        if resp.status != 200:
-            raise CredentialError(f"GET {path}: HTTP {resp.status}")
-        return json.loads(resp.data)
+        problem = ""
+        for attempt in range(API_ATTEMPTS):
+            if attempt:
+                time.sleep(0.5 * 2 ** (attempt - 1))
+            try:
+                resp = self.api.call_api(method, url, headers, body, post,
+                                         _request_timeout=(5.0, 15.0)).response
+            except Exception as e:  # noqa: BLE001 - urllib3's connection errors, timeouts
+                problem = type(e).__name__
+                continue
+            if resp.status == 404:
+                return None
+            if resp.status == 200:
+                return json.loads(resp.data)
+            problem = f"HTTP {resp.status}"
+            if resp.status != 429 and resp.status < 500:
+                break
+        raise CredentialError(f"GET {path}: {problem}")
 
     def _pv(self, name: str) -> Mapping[str, Any] | None:
         return self._objects.get(("pv", name), lambda: self._get(

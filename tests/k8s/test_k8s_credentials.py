@@ -73,6 +73,40 @@ def test_a_volume_without_secret_and_no_volume_use_the_agent_s_own(cluster, api)
     assert cfg == cr.StoreConfig("http://agent-default:9000", None, "agent identity")
 
 
+def test_a_workflow_s_dataset_under_a_claim_of_its_namespace_uses_that_volume(cluster, api):
+    """A workflow names s3:// URIs, not volumes: a claim of its namespace covering one counts."""
+    cfg = cr.VolumeCredentials(api).store_config(
+        req("s3://datasets/imagenet/train/shard-0007.tar", source="workflow ml/train-resnet"))
+    assert cfg.origin == "pv imagenet-train, secret fusecache/fusecache-s3"
+
+
+def test_api_errors_are_retried_then_one_line(cluster, api):
+    fake = cluster
+    fake.fail_next(count=2, code=503, path_contains="/persistentvolumeclaims")
+    cfg = cr.VolumeCredentials(api).store_config(req("s3://datasets/imagenet/train/"))
+    assert cfg.origin == "pv imagenet-train, secret fusecache/fusecache-s3"
+    fake.fail_next(count=cr.API_ATTEMPTS, code=500, path_contains="/persistentvolumeclaims")
+    with pytest.raises(cr.CredentialError, match="persistentvolumeclaims: HTTP 500$"):
+        cr.VolumeCredentials(api).store_config(req("s3://datasets/imagenet/train/"))
+    with pytest.raises(cr.CredentialError, match="GET /api/v1/persistentvolumes/x: "):
+        cr.VolumeCredentials(api_at_closed_port()).store_config(
+            req("s3://datasets/a/", volume="x"))
+
+
+def api_at_closed_port():
+    import socket
+
+    from kubernetes import client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.retries = 0
+    return client.ApiClient(cfg)
+
+
 def test_only_the_requesting_namespace_s_claims_count(cluster, api):
     cfg = cr.VolumeCredentials(api).store_config(
         req("s3://datasets/imagenet/train/", source="workflow other/wf"))
