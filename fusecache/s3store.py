@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
 import boto3
@@ -42,12 +42,15 @@ class S3Store:
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None,
                  max_connections: int = 24, connect_timeout: float = 5.0,
                  request_timeout: float = 20.0, max_attempts: int = 0,
-                 op_deadline: float = 60.0, observe: Observer = _noop_observe) -> None:
+                 op_deadline: float = 60.0, observe: Observer = _noop_observe,
+                 credentials: Mapping[str, str] | None = None) -> None:
         self.bucket = bucket
         self.max_attempts = max_attempts
         self.op_deadline = op_deadline
         self._observe = observe
-        session = boto3.session.Session(region_name=region)
+        # credentials: explicit boto3 Session arguments (aws_access_key_id, ...), e.g. a
+        # volume's node-stage Secret read by prefetchd; None: the standard chain.
+        session = boto3.session.Session(region_name=region, **(credentials or {}))
         cfg = Config(
             retries={"max_attempts": 1, "mode": "standard"},
             connect_timeout=connect_timeout,

@@ -22,7 +22,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,8 +142,13 @@ class Warmer:
         progress: Callable[[WarmStats], None] | None = None,
         stop: threading.Event | None = None,
         pin_owner: str | None = None,
+        region: str | None = None,
+        credentials: Mapping[str, str] | None = None,
     ) -> None:
         self.cache_dir = cache_dir
+        # The Kubernetes agent passes a volume's region and Secret (prefetchd.k8s.credentials);
+        # None: boto3's standard chain. Never logged.
+        self.region, self._credentials = region, credentials
         # None: one owner per dataset (PIN_OWNER_PREFIX + URI); the Kubernetes agent passes
         # an owner per workflow step so a release unpins exactly its own pins.
         self.pin_owner = pin_owner
@@ -166,7 +171,8 @@ class Warmer:
         if s is None:
             t0 = time.monotonic()
             s = fusecache.S3Store(
-                bucket, endpoint_url=self.endpoint_url, max_connections=self.concurrency + 4
+                bucket, endpoint_url=self.endpoint_url, max_connections=self.concurrency + 4,
+                region=self.region, credentials=self._credentials,
             )
             try:
                 s.check_bucket()

@@ -4,6 +4,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/setup.sh"
 cd "$ROOT"
+# helm for the chart comparison (tests/k8s/test_k8s_helm.py, skipped without it)
+bash scripts/get-helm.sh >/dev/null 2>&1 || echo "test.sh: no helm: the Helm chart test is skipped" >&2
 unset AWS_CA_BUNDLE
 set +e
 python -m pytest -q -p no:cacheprovider --timeout=600 "$@"

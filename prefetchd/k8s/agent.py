@@ -69,6 +69,7 @@ class WarmRequest:
     source: str  # "workflow ns/name" or "pod ns/name"
     step: str
     stage: int
+    volume: str | None = None  # the PV it comes from, when known (prefetchd.k8s.credentials)
 
 
 WarmFn = Callable[[WarmRequest], None]
@@ -516,6 +517,7 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
     (see :mod:`prefetchd.k8s.worker`) that also publishes the Node and feeds the metrics.
     Injected callbacks replace both (no cache, no Node patches: a test or dry-run seam).
     """
+    from prefetchd.k8s import credentials as credentials_mod
     from prefetchd.k8s import metrics as metrics_mod
     from prefetchd.k8s import worker as worker_mod
 
@@ -538,7 +540,9 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
                     endpoint_url=args.endpoint_url, concurrency=args.concurrency,
                     bandwidth=args.bandwidth_limit, pin_ttl=args.pin_ttl,
                     pod_pin_ttl=args.pod_pin_ttl, publish_interval=args.publish_interval),
-                worker_mod.NodePublisher(api_client, args.node_name), metrics, stop)
+                worker_mod.NodePublisher(api_client, args.node_name), metrics, stop,
+                store_configs=credentials_mod.VolumeCredentials(
+                    api_client, args.endpoint_url).store_config)
             worker.publish()  # before watching: placement counts only annotated nodes
             worker.start()
             warm, release = worker.warm, worker.release

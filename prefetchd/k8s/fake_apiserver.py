@@ -91,6 +91,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True),
     ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False),
     ResourceType("", "v1", "nodes", "Node", False, ("spec.unschedulable",)),
+    ResourceType("", "v1", "secrets", "Secret", True, ("type",)),
+    ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False),
 )
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 _BY_KIND = {(r.api_version, r.kind): r for r in RESOURCES}

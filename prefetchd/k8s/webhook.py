@@ -1,7 +1,7 @@
 """``prefetchd webhook``: a mutating admission webhook that steers pods toward their data.
 
 Who calls this: the API server, for Pod CREATE in the namespaces the
-MutatingWebhookConfiguration selects (manifests/prefetchd/webhook.yaml), over HTTPS.
+MutatingWebhookConfiguration selects (manifests/prefetchd/base/webhook.yaml), over HTTPS.
 
 For each pod: find its datasets (:mod:`prefetchd.k8s.datasets`), choose the nodes the agents
 warm for each (:func:`prefetchd.k8s.placement.choose`, the same ranking the agents compute,

@@ -14,6 +14,8 @@ bounded; it gives up only when the agent stops. One worker thread takes items in
   what the node cache lacks and pins it under an owner derived from the source (workflow or
   pod), the step and the dataset (:func:`pin_owner`), so a release unpins exactly those pins
   and never another workflow's. The pin is recorded in ``<cache_dir>/prefetchd/k8s-pins.json``.
+  The endpoint, region and credentials come from the dataset's volume
+  (:mod:`prefetchd.k8s.credentials`); the record names their origin, never their values.
 * release: drops the pins of every record of (source, dataset) and the records themselves.
 * publish, on its own thread (``prefetchd-node-publisher``) so a long warm does not delay it:
   soon after each warm or release and every ``publish_interval`` seconds, a merge patch
@@ -42,7 +44,7 @@ from typing import Any
 import fusecache
 from prefetchd import _jsonfile
 from prefetchd import warm as warm_mod
-from prefetchd.k8s import placement
+from prefetchd.k8s import credentials, placement
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +182,7 @@ class WarmWorker:
         self, config: WorkerConfig, publisher: NodePublisher | None = None,
         metrics: Any = None, stop: threading.Event | None = None,
         queue_size: int = QUEUE_SIZE, make_warmer: Callable[..., Any] = warm_mod.Warmer,
+        store_configs: Callable[[Any], credentials.StoreConfig] | None = None,
     ) -> None:
         self.config, self.publisher, self.metrics = config, publisher, metrics
         self.stop_event = stop or threading.Event()
@@ -192,6 +195,9 @@ class WarmWorker:
         self._publisher_thread: threading.Thread | None = None
         self._publish_soon = threading.Event()  # set after a warm or release
         self._make_warmer = make_warmer  # prefetchd.warm.Warmer; a named seam for tests
+        # request -> endpoint/region/credentials of the dataset's volume
+        # (prefetchd.k8s.credentials.VolumeCredentials); None: the agent's own, for every warm
+        self._store_configs = store_configs
 
     def held(self) -> list[tuple[str, str]]:
         """(source, dataset) of every recorded pin (call before :meth:`start`)."""
@@ -304,12 +310,21 @@ class WarmWorker:
         is_pod = req.source.startswith("pod ")
         ttl = self.config.pod_pin_ttl if is_pod else self.config.pin_ttl
         owner = pin_owner(req.source, req.step, req.dataset)
-        log.info("warming %s for %s (step %s, stage %d)", req.dataset, req.source, req.step,
-                 req.stage)
+        try:
+            store = (self._store_configs(req) if self._store_configs is not None else
+                     credentials.StoreConfig(self.config.endpoint_url, None, "agent identity"))
+        except credentials.CredentialError as e:
+            log.warning("%s: cannot warm %s: %s", req.source, req.dataset, e)
+            if self.metrics is not None:
+                self.metrics.warm_failed(req)
+            return
+        log.info("warming %s for %s (step %s, stage %d) with the credentials of %s",
+                 req.dataset, req.source, req.step, req.stage, store.origin)
         started = time.time()
-        w = self._make_warmer(self.config.cache_dir, self.config.endpoint_url,
+        w = self._make_warmer(self.config.cache_dir, store.endpoint_url,
                               self.config.concurrency, self.config.bandwidth, ttl,
-                              stop=self.stop_event, pin_owner=owner)
+                              stop=self.stop_event, pin_owner=owner, region=store.region,
+                              credentials=store.credentials)
         try:
             results = w.warm([req.dataset])
         except warm_mod.WarmError as e:
@@ -330,6 +345,7 @@ class WarmWorker:
         self.records.add(owner, {
             "dataset": req.dataset, "uri": res.uri, "source": req.source, "step": req.step,
             "warmed_at": finished, "bytes": res.bytes - res.skipped_bytes,
+            "credentials_from": store.origin,  # names the PV/Secret, never a secret value
             "transferred": res.transferred,
             "expires_at": (finished + ttl) if ttl else None,
         })

@@ -1,97 +1,288 @@
-"""manifests/prefetchd parse into the kubernetes client's models; the invariants we promise hold."""
+"""The installs under manifests/, rendered as ``kubectl apply -k`` would, are valid and consistent.
+
+Every object of every install (the driver, prefetchd with and without cert-manager, the
+ServiceMonitor) is checked strictly against the kubernetes client's models (unknown fields
+fail, as tests/csi/test_csi_manifests.py does); custom resources (cert-manager, Prometheus
+Operator) have no model here and are checked against the fields their CRDs define, listed below.
+Then the promises of docs/install.md: one image setting for every container, namespaces
+created, no StorageClass installed, least-privilege RBAC (Secrets: get, by name, only the
+node-stage Secrets the examples use), the agent on the driver's node cache, matching
+``--replicas``, the monitoring Service and ServiceMonitor selecting the agent.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+import renders
 import yaml
 from kubernetes import client
 
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s,
+              pytest.mark.skipif(renders.kubectl() is None, reason="needs kubectl (kustomize)")]
 
-ROOT = Path(__file__).resolve().parents[2] / "manifests" / "prefetchd"
-MODELS = {
-    "ServiceAccount": "V1ServiceAccount", "ClusterRole": "V1ClusterRole",
-    "ClusterRoleBinding": "V1ClusterRoleBinding", "Deployment": "V1Deployment",
-    "Service": "V1Service",
-    "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration",
+M = renders.MANIFESTS
+
+
+def _strict_check() -> Any:
+    path = renders.ROOT / "tests" / "csi" / "test_csi_manifests.py"
+    spec = importlib.util.spec_from_file_location("_csi_manifest_checks", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    # our own copy of the module: base64 fields (Secret data, caBundle) are strings in YAML
+    mod._PRIMITIVES.setdefault("bytes", str)  # noqa: SLF001
+    return mod.strict_check
+
+
+strict_check = _strict_check()
+
+# Fields of the custom resources we use (cert-manager.io/v1, monitoring.coreos.com/v1), as the
+# types generated from their CRDs name them in the npm packages @kubernetes-models/cert-manager
+# 6.0.0 and @kubernetes-models/prometheus-operator 6.0.0 (CertificateSpec, CertificatePrivateKey,
+# IssuerConfig, ServiceMonitorSpec, Endpoint, RelabelConfig, NamespaceSelector); no schema of
+# them is available offline here. A field outside these sets is a typo or of another version.
+CR_FIELDS: dict[str, dict[str, set[str]]] = {
+    "Issuer": {"spec": {"selfSigned", "ca", "acme", "vault", "venafi"}},
+    "Certificate": {"spec": {
+        "secretName", "duration", "renewBefore", "renewBeforePercentage", "dnsNames",
+        "ipAddresses", "uris", "emailAddresses", "commonName", "subject", "issuerRef",
+        "privateKey", "usages", "isCA", "secretTemplate", "keystores", "literalSubject",
+        "revisionHistoryLimit", "additionalOutputFormats", "encodeUsagesInRequest",
+        "nameConstraints", "otherNames", "signatureAlgorithm"},
+        "privateKey": {"algorithm", "size", "rotationPolicy", "encoding"},
+        "issuerRef": {"name", "kind", "group"}},
+    "ServiceMonitor": {"spec": {
+        "selector", "namespaceSelector", "endpoints", "jobLabel", "targetLabels",
+        "podTargetLabels", "sampleLimit", "targetLimit", "labelLimit", "labelNameLengthLimit",
+        "labelValueLengthLimit", "attachMetadata", "scrapeProtocols", "selectorMechanism",
+        "scrapeClass", "bodySizeLimit", "keepDroppedTargets", "fallbackScrapeProtocol",
+        "nativeHistogramBucketLimit", "nativeHistogramMinBucketFactor",
+        "scrapeClassicHistograms", "convertClassicHistogramsToNHCB", "serviceDiscoveryRole",
+        "scrapeNativeHistograms"},
+        "endpoint": {"port", "targetPort", "path", "scheme", "params", "interval",  # Endpoint
+                     "scrapeTimeout", "tlsConfig", "bearerTokenFile", "bearerTokenSecret",
+                     "authorization", "honorLabels", "honorTimestamps", "trackTimestampsStaleness",
+                     "basicAuth", "oauth2", "metricRelabelings", "relabelings", "proxyUrl",
+                     "followRedirects", "enableHttp2", "filterRunning", "noProxy",
+                     "proxyFromEnvironment", "proxyConnectHeader"},
+        "relabeling": {"sourceLabels", "separator", "targetLabel", "regex", "modulus",
+                       "replacement", "action"},
+        "namespaceSelector": {"any", "matchNames"}},
 }
 
 
-PATCHES = ("agent-daemonset-patch.yaml",)  # partial objects, merged into the CSI DaemonSet
+def installs() -> dict[str, list[dict[str, Any]]]:
+    return {
+        "driver": renders.kustomize(M),
+        "prefetchd": renders.kustomize(M / "prefetchd"),
+        "prefetchd-no-cert-manager": renders.install_script("--no-cert-manager"),
+        "monitoring": renders.kustomize(M / "monitoring"),
+    }
 
 
-def docs() -> list[dict]:
-    out = []
-    for path in sorted(ROOT.glob("*.yaml")):
-        if path.name in PATCHES:
-            continue
-        out += [d for d in yaml.safe_load_all(path.read_text()) if d]
+INSTALLS = installs()
+ALL = [(f"{name}:{d['kind']}/{d['metadata']['name']}", d)
+       for name, docs in INSTALLS.items() for d in docs]
+
+
+def check_custom_resource(doc: dict[str, Any], where: str) -> None:
+    fields = CR_FIELDS[doc["kind"]]
+    assert set(doc) <= {"apiVersion", "kind", "metadata", "spec"}, where
+    strict_check(doc["metadata"], "V1ObjectMeta", f"{where}.metadata")
+    spec = doc["spec"]
+    assert set(spec) <= fields["spec"], f"{where}: unknown {set(spec) - fields['spec']}"
+    if doc["kind"] == "Certificate":
+        assert set(spec["privateKey"]) <= fields["privateKey"], where
+        assert set(spec["issuerRef"]) <= fields["issuerRef"], where
+    if doc["kind"] == "ServiceMonitor":
+        strict_check(spec["selector"], "V1LabelSelector", f"{where}.selector")
+        assert set(spec["namespaceSelector"]) <= fields["namespaceSelector"], where
+        for ep in spec["endpoints"]:
+            assert set(ep) <= fields["endpoint"], f"{where}: {set(ep) - fields['endpoint']}"
+            for r in ep.get("relabelings") or []:
+                assert set(r) <= fields["relabeling"], where
+
+
+@pytest.mark.parametrize(("where", "doc"), ALL, ids=[w for w, _ in ALL])
+def test_every_object_is_valid(where: str, doc: dict[str, Any]) -> None:
+    if doc["kind"] in CR_FIELDS:
+        assert doc["apiVersion"] in ("cert-manager.io/v1", "monitoring.coreos.com/v1")
+        check_custom_resource(doc, where)
+        return
+    version = doc["apiVersion"].split("/")[-1]
+    model = getattr(client, f"{version.capitalize()}{doc['kind']}")
+    strict_check(doc, model.__name__, where)
+    obj = client.ApiClient()._ApiClient__deserialize(doc, model)  # noqa: SLF001
+    assert obj.metadata.name
+
+
+def test_the_custom_resource_check_can_fail() -> None:
+    (sm,) = [d for d in INSTALLS["monitoring"] if d["kind"] == "ServiceMonitor"]
+    bad = json.loads(json.dumps(sm))
+    bad["spec"]["endpoints"][0]["intervall"] = "30s"
+    with pytest.raises(AssertionError, match="intervall"):
+        check_custom_resource(bad, "bad")
+
+
+def kinds(name: str) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for d in INSTALLS[name]:
+        out.setdefault(d["kind"], []).append(d)
     return out
 
 
-def test_every_manifest_parses_into_a_model():
-    api = client.ApiClient()
-    kinds = set()
-    for doc in docs():
-        kinds.add(doc["kind"])
-        if doc["kind"] in MODELS:
-            model = api.deserialize(json.dumps(doc), MODELS[doc["kind"]], "application/json")
-            assert model.metadata.name
-    assert {"MutatingWebhookConfiguration", "Deployment", "Service", "ClusterRole"} <= kinds
+def containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [c for d in docs if d["kind"] in ("Deployment", "DaemonSet")
+            for c in d["spec"]["template"]["spec"]["containers"]]
 
 
-def test_webhook_never_blocks_and_is_scoped():
-    (cfg,) = [d for d in docs() if d["kind"] == "MutatingWebhookConfiguration"]
-    for hook in cfg["webhooks"]:
-        assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"
-        assert hook["namespaceSelector"] and hook["admissionReviewVersions"] == ["v1"]
+def test_no_storage_class_is_installed_and_the_example_is_complete() -> None:
+    for name, docs in INSTALLS.items():
+        assert "StorageClass" not in {d["kind"] for d in docs}, name
+    (sc,) = renders.documents((M / "examples" / "storageclass.yaml").read_text())
+    from csi.volumes import source_for_new_volume
+
+    params = {**sc["parameters"], "csi.storage.k8s.io/pvc/name": "imagenet",
+              "csi.storage.k8s.io/pvc/namespace": "default"}
+    assert source_for_new_volume("pvc-1", params).uri == "s3://my-training-data/datasets/imagenet"
 
 
-def test_rbac_is_least_privilege():
-    roles = {d["metadata"]["name"]: d["rules"] for d in docs() if d["kind"] == "ClusterRole"}
-    for rules in roles.values():
-        for rule in rules:
-            assert "*" not in rule["verbs"] and "*" not in rule["resources"]
-            writes = set(rule["verbs"]) - {"get", "list", "watch"}
-            assert writes <= {"patch"} and (not writes or rule["resources"] == ["nodes"])
-    assert not any("patch" in r["verbs"] for r in roles["prefetchd-webhook"])
+def test_every_namespace_used_is_created() -> None:
+    for name in ("driver", "prefetchd", "prefetchd-no-cert-manager"):
+        docs = INSTALLS[name] + (INSTALLS["driver"] if name != "driver" else [])
+        created = {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
+        used = {d["metadata"].get("namespace") for d in INSTALLS[name]} - {None}
+        assert used <= created, (name, used - created)
+    assert {d["metadata"]["name"] for d in INSTALLS["prefetchd"]
+            if d["kind"] == "Namespace"} == {"fusecache-system"}
 
 
-def test_agent_patch_adds_the_prefetchd_container():
-    (patch,) = yaml.safe_load_all((ROOT / PATCHES[0]).read_text())
-    (container,) = patch["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["prefetchd", "run", "--kubernetes"]
-    model = client.ApiClient().deserialize(json.dumps(container), "V1Container",
-                                           "application/json")
-    assert model.env[0].value_from.field_ref.field_path == "spec.nodeName"
+def test_one_image_setting_reaches_every_fusecache_container(tmp_path: Path) -> None:
+    copy = tmp_path / "manifests"
+    shutil.copytree(M, copy)
+    comp = copy / "image" / "kustomization.yaml"
+    doc = yaml.safe_load(comp.read_text())
+    doc["images"][0].update(newName="registry.example/ml/fusecache", newTag="9.9.9")
+    comp.write_text(yaml.safe_dump(doc))
+    for path in (copy, copy / "prefetchd"):
+        ours = [c["image"] for c in containers(renders.kustomize(path))
+                if "registry.k8s.io" not in c["image"]]
+        assert ours and set(ours) == {"registry.example/ml/fusecache:9.9.9"}, path
 
 
-def test_agent_patch_targets_the_csi_node_daemonset_and_its_cache():
-    """The patch names the real CSI node DaemonSet and uses its cache dir; its args parse."""
+def test_rbac_is_least_privilege_and_secrets_are_get_by_name() -> None:
+    docs = [d for name in ("driver", "prefetchd") for d in INSTALLS[name]]
+    secret_rules = []
+    for d in docs:
+        if d["kind"] not in ("Role", "ClusterRole"):
+            continue
+        for rule in d["rules"]:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"], d["metadata"]
+            if "secrets" in rule["resources"]:
+                secret_rules.append((d, rule))
+    (role, rule), = secret_rules
+    assert role["kind"] == "Role" and rule["verbs"] == ["get"] and rule["resources"] == ["secrets"]
+    granted = {(role["metadata"]["namespace"], n) for n in rule["resourceNames"]}
+    # exactly the node-stage Secrets the examples name (StorageClass and static PV)
+    named = set()
+    for path in (M / "examples").glob("*.yaml"):
+        for d in renders.documents(path.read_text()):
+            if d["kind"] == "StorageClass":
+                p = d["parameters"]
+                named.add((p["csi.storage.k8s.io/node-stage-secret-namespace"],
+                           p["csi.storage.k8s.io/node-stage-secret-name"]))
+            if d["kind"] == "PersistentVolume" and d["spec"]["csi"].get("nodeStageSecretRef"):
+                ref = d["spec"]["csi"]["nodeStageSecretRef"]
+                named.add((ref["namespace"], ref["name"]))
+    assert granted == named
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"
+                  and d["roleRef"]["name"] == role["metadata"]["name"]]
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prefetchd",
+                                    "namespace": "fusecache-system"}]
+    webhook_roles = [d for d in docs if d["kind"] == "ClusterRole"
+                     and d["metadata"]["name"] == "prefetchd-webhook"]
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for d in webhook_roles
+               for r in d["rules"])
+
+
+def test_the_agent_shares_the_driver_s_node_cache_and_its_args_parse() -> None:
     from prefetchd import cli
 
-    (patch,) = yaml.safe_load_all((ROOT / PATCHES[0]).read_text())
-    (csi,) = [d for d in yaml.safe_load_all((ROOT.parent / "node.yaml").read_text())
-              if d and d["kind"] == "DaemonSet"]
-    assert (patch["metadata"]["name"], patch["metadata"]["namespace"]) == \
-        (csi["metadata"]["name"], csi["metadata"]["namespace"])
-    pod = csi["spec"]["template"]["spec"]
-    (plugin,) = [c for c in pod["containers"] if c["name"] == "fusecache-csi"]
+    (csi_ds,) = kinds("driver")["DaemonSet"]
+    csi_pod = csi_ds["spec"]["template"]["spec"]
+    (plugin,) = [c for c in csi_pod["containers"] if c["name"] == "fusecache-csi"]
     csi_cache = next(a.split("=", 1)[1] for a in plugin["args"] if a.startswith("--cache-dir="))
-    (agent,) = patch["spec"]["template"]["spec"]["containers"]
-    args = cli.build_parser().parse_args(agent["command"][1:] + agent["args"])
-    assert args.kubernetes and args.cache_dir == csi_cache and args.metrics_port
-    mounts = {m["name"]: m["mountPath"] for m in agent["volumeMounts"]}
-    assert mounts["cache-dir"] == csi_cache
-    assert "cache-dir" in {v["name"] for v in pod["volumes"]}
-    # the CSI pod mounts no token; the agent's own projected token is where in-cluster looks
-    assert pod.get("automountServiceAccountToken") is False
-    assert mounts["prefetchd-api-token"] == "/var/run/secrets/kubernetes.io/serviceaccount"
-    # and the pod's own service account holds the agent's rules
-    bindings = [d for d in docs() if d["kind"] == "ClusterRoleBinding"
-                and d["roleRef"]["name"] == "prefetchd-agent"]
-    subjects = {(s["namespace"], s["name"]) for b in bindings for s in b["subjects"]}
-    assert (csi["metadata"]["namespace"], pod["serviceAccountName"]) in subjects
+    csi_host = {v["name"]: v.get("hostPath", {}).get("path") for v in csi_pod["volumes"]}
+    csi_mount = {m["mountPath"]: m["name"] for m in plugin["volumeMounts"]}
+    for name in ("prefetchd", "prefetchd-no-cert-manager"):
+        (agent_ds,) = kinds(name)["DaemonSet"]
+        pod = agent_ds["spec"]["template"]["spec"]
+        (agent,) = pod["containers"]
+        args = cli.build_parser().parse_args(agent["command"][1:] + agent["args"])
+        assert args.kubernetes and args.all_namespaces
+        host = {v["name"]: v.get("hostPath", {}).get("path") for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in agent["volumeMounts"]}
+        # the same host directory, seen at the same path, as the CSI plugin's --cache-dir
+        assert host[mounts[args.cache_dir]] == csi_host[csi_mount[csi_cache]]
+        assert args.cache_dir == csi_cache
+        assert pod["serviceAccountName"] == "prefetchd"
+        assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in agent["env"]
+                if e["name"] == "NODE_NAME"] == ["spec.nodeName"]
+        (hook,) = kinds(name)["Deployment"]
+        hook_args = cli.build_parser().parse_args(
+            hook["spec"]["template"]["spec"]["containers"][0]["command"][1:]
+            + hook["spec"]["template"]["spec"]["containers"][0]["args"])
+        assert hook_args.replicas == args.replicas  # placement agrees only if they match
+        ports = {p["name"]: p["containerPort"] for p in agent["ports"]}
+        assert ports["metrics"] == args.metrics_port
+
+
+def test_webhook_certificates_per_install() -> None:
+    (with_cm,) = kinds("prefetchd")["MutatingWebhookConfiguration"]
+    assert with_cm["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == \
+        "fusecache-system/prefetchd-webhook"
+    (cert,) = kinds("prefetchd")["Certificate"]
+    assert cert["spec"]["secretName"] == "prefetchd-webhook-tls"
+    assert "prefetchd-webhook.fusecache-system.svc" in cert["spec"]["dnsNames"]
+    plain = kinds("prefetchd-no-cert-manager")
+    assert "Certificate" not in plain and "Issuer" not in plain
+    (hook,) = plain["MutatingWebhookConfiguration"]
+    assert "annotations" not in hook["metadata"]
+    assert hook["webhooks"][0]["clientConfig"]["caBundle"]
+    (secret,) = plain["Secret"]
+    assert secret["metadata"]["name"] == "prefetchd-webhook-tls"
+    for hook in (with_cm, plain["MutatingWebhookConfiguration"][0]):
+        for h in hook["webhooks"]:
+            assert h["failurePolicy"] == "Ignore" and h["sideEffects"] == "None"
+            assert h["namespaceSelector"] and h["admissionReviewVersions"] == ["v1"]
+
+
+def test_the_service_monitor_scrapes_the_agents() -> None:
+    (svc,) = kinds("monitoring")["Service"]
+    (sm,) = kinds("monitoring")["ServiceMonitor"]
+    (agent_ds,) = kinds("prefetchd")["DaemonSet"]
+    pod_labels = agent_ds["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["namespaceSelector"]["matchNames"] == [svc["metadata"]["namespace"]]
+    (port,) = svc["spec"]["ports"]
+    assert sm["spec"]["endpoints"][0]["port"] == port["name"]
+    (agent,) = agent_ds["spec"]["template"]["spec"]["containers"]
+    agent_ports = {p["name"] for p in agent["ports"]}
+    assert port["targetPort"] in agent_ports
+
+
+def test_the_install_script_refuses_bad_arguments() -> None:
+    import subprocess
+
+    script = renders.ROOT / "scripts" / "install-prefetchd.sh"
+    for args, message in ((["--bogus"], "unknown argument --bogus"),
+                          (["--days", "soon"], "--days soon: not a number of days")):
+        res = subprocess.run(["bash", str(script), *args], capture_output=True, text=True)
+        assert res.returncode == 2 and message in res.stderr, res.stderr
