@@ -54,6 +54,24 @@ def parse_ttl(text: str | float) -> float:
     return value
 
 
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str | float, what: str) -> float:
+    """Parse '90', '90s', '30m', '24h', '7d' into seconds (> 0); ConfigError names *what*."""
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+        if not m or m.group(2).lower() not in _DURATION_UNITS:
+            raise ConfigError(f"invalid {what} {text!r}: expected seconds or a number with "
+                              "s, m, h or d, such as 90, 30m, 24h")
+        value = float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
+    if not value > 0 or math.isinf(value):
+        raise ConfigError(f"invalid {what} {text!r}: must be > 0")
+    return value
+
+
 def default_cache_dir() -> Path:
     """/var/lib/fusecache for root (a node cache), else the user's cache dir."""
     if os.geteuid() == 0:
@@ -135,3 +153,10 @@ class MountConfig:
     connect_timeout: float = 5.0
     request_timeout: float = 20.0
     max_attempts: int = 0
+    # S3 unreachable: the mount serves cached data only if S3 authorised this mount's
+    # credential for the bucket/prefix (a successful request, recorded in the node
+    # cache) at most this long ago. 24 h: a training job rides out an outage of up
+    # to a day (an active mount refreshes its record at least every 10 minutes while
+    # S3 answers), and a credential revoked in S3 keeps offline access to bytes
+    # already on this node for at most a day, and only during an outage.
+    offline_auth_max_age: float = 24 * 3600.0

@@ -89,18 +89,18 @@ def _read_until_ok(path: Path, want: bytes, timeout: float = 60.0) -> float:
 def test_stale_if_error_reads_cached_dataset_with_s3_stopped(private_s3: LocalS3,
                                                              tmp_path: Path) -> None:
     c = private_s3.client()
-    c.create_bucket(Bucket="ds")
+    c.create_bucket(Bucket="dset")
     files = {f"d/{i:03d}.bin": os.urandom(256 * 1024 + i) for i in range(40)}
     files["big.bin"] = os.urandom(24 << 20)
     uncached = {"d/zz-never-read.bin": os.urandom(300_000)}
     for k, v in {**files, **uncached}.items():
-        c.put_object(Bucket="ds", Key=k, Body=v)
+        c.put_object(Bucket="dset", Key=k, Body=v)
     names = sorted(files)
     nbytes = sum(len(v) for v in files.values())
     port = _free_port()
     log_file = tmp_path / "mount.log"
     ttl = 2.0
-    with mounted("s3://ds", tmp_path / "m", private_s3.env(), "--cache-dir",
+    with mounted("s3://dset", tmp_path / "m", private_s3.env(), "--cache-dir",
                  str(tmp_path / "c"), "--metadata-ttl", str(ttl), "--read-timeout", "30",
                  "--metrics-port", str(port), "--log-file", str(log_file)) as mp:
         listed = sorted(os.listdir(mp / "d"))
