@@ -8,8 +8,9 @@ for a bounded time after S3 last said so (``--offline-auth-max-age``).
 
 Who calls it: ``mount.py`` records after the mount check and from the flusher
 (``sync``: the S3Store's ``authorised_at`` / ``denied_at``), re-checks with S3 now
-and then while the mount is idle (``keep_fresh``), and refuses a mount made while
-S3 is unreachable without a record (``OfflineGate.check``). The namespace and the
+and then while the mount is idle, and prefetchd records after a warm
+(``record_authorised``). A mount made while S3 is unreachable is refused without a
+record (``OfflineGate.check``). The namespace and the
 reader call ``OfflineGate.check`` whenever they serve without S3 (stale-if-error,
 or any read while the S3 circuit breaker is open); a refusal is AccessDenied
 (EACCES).
@@ -34,10 +35,15 @@ import struct
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import lmdb
 
 from fusecache import errors
+
+if TYPE_CHECKING:
+    from fusecache.nodecache import NodeCache
+    from fusecache.s3store import S3Store
 
 log = logging.getLogger(__name__)
 
@@ -226,3 +232,24 @@ def open_gate(env: lmdb.Environment, key_dir: Path, access_key_id: str | None, b
                     "this mount will serve nothing from the node cache", e)
         auth = None
     return OfflineGate(auth, access_key_id, bucket, prefix, max_age, on_refuse=on_refuse)
+
+
+def record_authorised(cache: NodeCache, store: S3Store, bucket: str, prefix: str) -> bool:
+    """Record that *store*'s credential read s3://bucket/prefix successfully (prefetchd,
+    after a warm). A prefix not ending in '/' is recorded as the directory below it
+    (narrower, never wider). Returns whether a record was written. Blocking."""
+    if store.authorised_at <= 0:
+        return False
+    key_id = store.access_key_id
+    if key_id is None:
+        return False
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    try:
+        auth = OfflineAuth(cache.env, load_key(cache.path.parent))
+        auth.record(auth.tag(key_id), bucket, prefix, store.authorised_at)
+    except (OSError, lmdb.Error, errors.ConfigError) as e:
+        log.warning("could not record the offline authorisation of s3://%s/%s: %s",
+                    bucket, prefix, e)
+        return False
+    return True
