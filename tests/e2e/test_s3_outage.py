@@ -159,6 +159,7 @@ def test_hung_s3_bounded_then_fails_fast(private_s3: LocalS3, tmp_path: Path) ->
     c.create_bucket(Bucket="hung")
     cached = os.urandom(3 << 20)
     others = {f"u{i}.bin": os.urandom(1 << 20) for i in range(5)}
+    others["a-big.bin"] = os.urandom(40 << 20)  # first: a sequential read with read-ahead
     c.put_object(Bucket="hung", Key="cached.bin", Body=cached)
     for k, v in others.items():
         c.put_object(Bucket="hung", Key=k, Body=v)
@@ -193,7 +194,8 @@ def test_hung_s3_bounded_then_fails_fast(private_s3: LocalS3, tmp_path: Path) ->
         assert took[0] < 2 * bound + 2, took
         assert all(s < 3 for s in took[1:]), took
         back = [_read_until_ok(mp / k, v) for k, v in sorted(others.items())]
-    print(f"\n[hung] --read-timeout {bound:g}: uncached files EIO after "
+    print(f"\n[hung] --read-timeout {bound:g}: uncached files (40 MiB, then 5 x 1 MiB) "
+          f"EIO after "
           f"{', '.join(f'{s:.2f}' for s in took)} s; cached file (stale) {cached_s:.2f}s; "
           f"after SIGCONT first read ok in {back[0]:.1f}s")
 
