@@ -145,11 +145,14 @@ class MountConfig:
     max_connections: int = 24
     # Kernel read-ahead for the mount (sysfs read_ahead_kb); FUSE's default is 128 KiB.
     kernel_readahead: int = 4 * MiB
-    # A FUSE read that cannot be served within this time returns EIO (never hangs).
+    # The bound of one whole FUSE operation that needs S3 (a listing: of each page):
+    # past it the operation returns EIO, or cached state (stale-if-error), never hangs.
     read_timeout: float = 60.0
-    # Per-request S3 timeouts. Retries back off (with jitter, up to 5 s apart) until
-    # read_timeout; max_attempts 0 means no other cap, so an outage shorter than
-    # read_timeout is ridden out (measured: a 7 s SeaweedFS restart mid-read).
+    # Per-request S3 timeouts, each capped by read_timeout. Server errors (5xx,
+    # throttling) and dropped connections are retried with backoff (jitter, up to
+    # 5 s apart) until read_timeout; max_attempts 0 means no other cap. No answer at
+    # all (refused, DNS, timeout) is not retried: it opens the circuit breaker
+    # (circuit.py) and the operation fails or serves the cache at once.
     connect_timeout: float = 5.0
     request_timeout: float = 20.0
     max_attempts: int = 0
