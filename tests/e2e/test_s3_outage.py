@@ -189,9 +189,9 @@ def test_hung_s3_bounded_then_fails_fast(private_s3: LocalS3, tmp_path: Path) ->
             assert sorted(os.listdir(mp)) == names
         finally:
             os.killpg(pgid, signal.SIGCONT)
-        # The first file waited for S3 at most one bound per operation that needed it;
-        # every later one failed fast.
-        assert took[0] < 2 * bound + 2, took
+        # The first file waited for S3 once, for one bound (its lookup, which then
+        # answered from the expired listing); every later one failed fast.
+        assert took[0] < bound + 3, took
         assert all(s < 3 for s in took[1:]), took
         back = [_read_until_ok(mp / k, v) for k, v in sorted(others.items())]
     print(f"\n[hung] --read-timeout {bound:g}: uncached files (40 MiB, then 5 x 1 MiB) "
