@@ -77,11 +77,7 @@ class S3Store:
         )
         self._client = self._session.client("s3", endpoint_url=endpoint_url, config=cfg)
         self.endpoint_url = self._client.meta.endpoint_url
-        probe_cfg = Config(retries={"max_attempts": 1, "mode": "standard"},
-                           connect_timeout=_PROBE_TIMEOUT, read_timeout=_PROBE_TIMEOUT,
-                           max_pool_connections=1)
-        self._probe_client = self._session.client("s3", endpoint_url=endpoint_url,
-                                                  config=probe_cfg)
+        self._probe_client = None  # made by the probe thread on the first outage
         self.breaker = CircuitBreaker(self._probe, name=f"S3 endpoint {self.endpoint_url}",
                                       **({"on_event": on_breaker} if on_breaker else {}))
         self.authorised_at = 0.0
@@ -99,6 +95,12 @@ class S3Store:
 
     def _probe(self) -> None:
         """Return if the endpoint answers at all (any HTTP status), raise if not."""
+        if self._probe_client is None:
+            cfg = Config(retries={"max_attempts": 1, "mode": "standard"},
+                         connect_timeout=_PROBE_TIMEOUT, read_timeout=_PROBE_TIMEOUT,
+                         max_pool_connections=1)
+            self._probe_client = self._session.client("s3", endpoint_url=self.endpoint_url,
+                                                      config=cfg)
         try:
             self._probe_client.list_objects_v2(Bucket=self.bucket, MaxKeys=1)
         except bce.ClientError:
