@@ -191,6 +191,11 @@ class MountedFilesystem:
                               self.cfg.offline_auth_max_age, self.metrics.offline_refused.inc)
         try:
             self.store.check_bucket(loc.prefix)
+        except errors.AccessDenied:
+            # S3 said no: forget any earlier authorisation, so an outage cannot undo it.
+            with contextlib.suppress(Exception):
+                self.gate.sync(self.store.authorised_at, self.store.denied_at)
+            raise
         except errors.StoreUnavailable as e:
             # A dataset this node has mounted before stays readable while S3 is down,
             # for a credential S3 authorised for it (offline_auth.py).

@@ -266,3 +266,32 @@ def _outage_never_widens_access(s3: LocalS3, creds_b: dict[str, str], tmp_path: 
                 break
             assert time.monotonic() < deadline, "no EACCES 30s into the outage"
             time.sleep(0.2)
+
+
+def test_denial_by_s3_revokes_offline_access(tmp_path: Path) -> None:
+    """A credential S3 authorised, then refused (access withdrawn), gets nothing from the
+    cache in a later outage: the refusal deleted its record."""
+    key, secret = "fcc" + secrets.token_hex(8), secrets.token_hex(20)
+    ident = {"name": "tenant-c", "credentials": [{"accessKey": key, "secretKey": secret}],
+             "actions": ["Read:revoked", "List:revoked"]}
+    s3 = LocalS3(data_dir=tmp_path / "s3", extra_identities=[ident])
+    s3.start()
+    try:
+        c = s3.client()
+        c.create_bucket(Bucket="revoked")
+        c.put_object(Bucket="revoked", Key="a.bin", Body=b"secret bytes")
+        env_c = {**s3.env(), "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+        common = ["--cache-dir", str(tmp_path / "c"), "--read-timeout", "5"]
+        with mounted("s3://revoked", tmp_path / "m", env_c, *common) as mp:
+            assert (mp / "a.bin").read_bytes() == b"secret bytes"
+        s3.stop()
+        ident["actions"] = ["Read:elsewhere", "List:elsewhere"]  # access withdrawn
+        s3.start()
+        r = run_cli(["mount", "s3://revoked", str(tmp_path / "m"), *common], env=env_c)
+        assert r.returncode != 0 and "access denied" in r.stderr.lower(), r.stderr
+        s3.stop()
+        r = run_cli(["mount", "s3://revoked", str(tmp_path / "m"), *common], env=env_c)
+        assert r.returncode != 0, r.stderr
+        assert "never authorised" in r.stderr, r.stderr
+    finally:
+        s3.cleanup()
