@@ -27,7 +27,7 @@ import pytest
 
 from fusecache.locals3 import LocalS3
 
-from mounting import mounted, run_cli
+from mounting import force_unmount, mounted, run_cli
 
 pytestmark = [pytest.mark.fuse, pytest.mark.s3]
 
@@ -36,6 +36,16 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _refused(source: str, mountpoint: Path, env: dict[str, str], *extra: str) -> str:
+    """Run a mount that must be refused; its stderr. Never leaves a mount behind."""
+    mountpoint.mkdir(exist_ok=True)
+    r = run_cli(["mount", source, str(mountpoint), *extra], env=env)
+    if r.returncode == 0:
+        force_unmount(mountpoint)
+    assert r.returncode != 0, f"mount of {source} was accepted"
+    return r.stderr
 
 
 def _metrics(port: int) -> dict[str, float]:
@@ -232,9 +242,8 @@ def _outage_never_widens_access(s3: LocalS3, creds_b: dict[str, str], tmp_path: 
     # S3 up: A caches everything; B is refused by S3 itself.
     with mounted("s3://tenant-a", tmp_path / "ma", env_a, *common) as mp:
         assert {k: (mp / k).read_bytes() for k in files} == files
-    (tmp_path / "mb").mkdir()
-    r = run_cli(["mount", "s3://tenant-a", str(tmp_path / "mb"), *common], env=env_b)
-    assert r.returncode != 0 and "access denied" in r.stderr.lower(), r.stderr
+    err = _refused("s3://tenant-a", tmp_path / "mb", env_b, *common)
+    assert "access denied" in err.lower(), err
 
     # The shared cache holds no access key id, and the HMAC key is private.
     key_file = cache / "offline-auth.key"
@@ -249,10 +258,9 @@ def _outage_never_widens_access(s3: LocalS3, creds_b: dict[str, str], tmp_path: 
         s3.stop()
         # B during the outage: refused, whatever the metadata TTL.
         for ttl in ("60", "indefinite"):
-            r = run_cli(["mount", "s3://tenant-a", str(tmp_path / "mb"), *common,
-                         "--metadata-ttl", ttl], env=env_b)
-            assert r.returncode != 0, r.stderr
-            assert "never authorised" in r.stderr, r.stderr
+            err = _refused("s3://tenant-a", tmp_path / "mb", env_b, *common,
+                           "--metadata-ttl", ttl)
+            assert "never authorised" in err, err
         # A, freshly mounted during the outage, reads byte-exact.
         with mounted("s3://tenant-a", tmp_path / "ma", env_a, *common) as mp:
             assert {k: (mp / k).read_bytes() for k in files} == files
@@ -287,11 +295,10 @@ def test_denial_by_s3_revokes_offline_access(tmp_path: Path) -> None:
         s3.stop()
         ident["actions"] = ["Read:elsewhere", "List:elsewhere"]  # access withdrawn
         s3.start()
-        r = run_cli(["mount", "s3://revoked", str(tmp_path / "m"), *common], env=env_c)
-        assert r.returncode != 0 and "access denied" in r.stderr.lower(), r.stderr
+        err = _refused("s3://revoked", tmp_path / "m", env_c, *common)
+        assert "access denied" in err.lower(), err
         s3.stop()
-        r = run_cli(["mount", "s3://revoked", str(tmp_path / "m"), *common], env=env_c)
-        assert r.returncode != 0, r.stderr
-        assert "never authorised" in r.stderr, r.stderr
+        err = _refused("s3://revoked", tmp_path / "m", env_c, *common)
+        assert "never authorised" in err, err
     finally:
         s3.cleanup()
