@@ -13,6 +13,8 @@ The public Python API (used by prefetchd and the CSI plugin):
 - ``S3Store(bucket, endpoint_url=..., ...)``: boto3 access with one retry policy;
   ``head``, ``get_range``, ``list_page``; raises the ``errors`` family.
 - ``fetch_object(store, cache, info)``: fill the cache with one object's missing blocks.
+- ``offline_auth.record_authorised(cache, store, bucket, prefix)``: after a warm, let
+  mounts with the same credential serve that prefix while S3 is unreachable.
 """
 
 from fusecache import errors as errors

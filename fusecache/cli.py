@@ -17,6 +17,7 @@ from fusecache.config import (
     MountConfig,
     S3Location,
     default_cache_dir,
+    parse_duration,
     parse_size,
     parse_ttl,
 )
@@ -28,6 +29,15 @@ def _size(what: str):
     def conv(text: str) -> int:
         try:
             return parse_size(text, what)
+        except errors.ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return conv
+
+
+def _duration(what: str):
+    def conv(text: str) -> float:
+        try:
+            return parse_duration(text, what)
         except errors.ConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
     return conv
@@ -70,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bytes of read-ahead in flight for the whole mount")
     m.add_argument("--read-timeout", type=float, default=None,
                    help="seconds after which a read that S3 cannot serve fails with EIO")
+    m.add_argument("--offline-auth-max-age", type=_duration("--offline-auth-max-age"),
+                   default=None, metavar="DURATION",
+                   help="while S3 is unreachable, serve cached data only if S3 authorised "
+                   "this mount's credential for the bucket/prefix at most this long ago "
+                   "(e.g. 30m, 24h; default 24h)")
     m.add_argument("--allow-other", action="store_true")
     m.add_argument("--metrics-port", type=int, default=None)
     m.add_argument("--log-level", default="info",
@@ -112,6 +127,8 @@ def mount_config(a: argparse.Namespace) -> MountConfig:
         if a.read_timeout <= 0:
             raise errors.ConfigError("invalid --read-timeout: must be > 0")
         cfg.read_timeout = a.read_timeout
+    if a.offline_auth_max_age is not None:
+        cfg.offline_auth_max_age = a.offline_auth_max_age
     return cfg
 
 

@@ -54,6 +54,24 @@ def parse_ttl(text: str | float) -> float:
     return value
 
 
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str | float, what: str) -> float:
+    """Parse '90', '90s', '30m', '24h', '7d' into seconds (> 0); ConfigError names *what*."""
+    if isinstance(text, int | float):
+        value = float(text)
+    else:
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
+        if not m or m.group(2).lower() not in _DURATION_UNITS:
+            raise ConfigError(f"invalid {what} {text!r}: expected seconds or a number with "
+                              "s, m, h or d, such as 90, 30m, 24h")
+        value = float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
+    if not value > 0 or math.isinf(value):
+        raise ConfigError(f"invalid {what} {text!r}: must be > 0")
+    return value
+
+
 def default_cache_dir() -> Path:
     """/var/lib/fusecache for root (a node cache), else the user's cache dir."""
     if os.geteuid() == 0:
@@ -127,11 +145,21 @@ class MountConfig:
     max_connections: int = 24
     # Kernel read-ahead for the mount (sysfs read_ahead_kb); FUSE's default is 128 KiB.
     kernel_readahead: int = 4 * MiB
-    # A FUSE read that cannot be served within this time returns EIO (never hangs).
+    # The bound of one whole FUSE operation that needs S3 (a listing: of each page):
+    # past it the operation returns EIO, or cached state (stale-if-error), never hangs.
     read_timeout: float = 60.0
-    # Per-request S3 timeouts. Retries back off (with jitter, up to 5 s apart) until
-    # read_timeout; max_attempts 0 means no other cap, so an outage shorter than
-    # read_timeout is ridden out (measured: a 7 s SeaweedFS restart mid-read).
+    # Per-request S3 timeouts, each capped by read_timeout. Server errors (5xx,
+    # throttling) and dropped connections are retried with backoff (jitter, up to
+    # 5 s apart) until read_timeout; max_attempts 0 means no other cap. No answer at
+    # all (refused, DNS, timeout) is not retried: it opens the circuit breaker
+    # (circuit.py) and the operation fails or serves the cache at once.
     connect_timeout: float = 5.0
     request_timeout: float = 20.0
     max_attempts: int = 0
+    # S3 unreachable: the mount serves cached data only if S3 authorised this mount's
+    # credential for the bucket/prefix (a successful request, recorded in the node
+    # cache) at most this long ago. 24 h: a training job rides out an outage of up
+    # to a day (an active mount refreshes its record at least every 10 minutes while
+    # S3 answers), and a credential revoked in S3 keeps offline access to bytes
+    # already on this node for at most a day, and only during an outage.
+    offline_auth_max_age: float = 24 * 3600.0

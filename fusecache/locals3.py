@@ -81,6 +81,9 @@ class LocalS3:
     ip: str = "127.0.0.1"
     cmd_prefix: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
+    # More SeaweedFS identities for s3.json (name, credentials, actions such as
+    # "Read:bucket"), e.g. a second credential that may not read a test's bucket.
+    extra_identities: list[dict] = field(default_factory=list)
     _own_dir: bool = False
 
     @property
@@ -122,7 +125,8 @@ class LocalS3:
                     "name": "fusecache",
                     "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
                     "actions": ["Admin", "Read", "List", "Tagging", "Write"],
-                }
+                },
+                *self.extra_identities,
             ]
         }
         cfg_path = self.data_dir / "s3.json"

@@ -36,6 +36,25 @@ class Metrics:
                                  registry=r)
         self.cache_bytes = Gauge("fusecache_cache_bytes", "Cache bytes used and limit",
                                  ["tier", "kind"], registry=r)
+        self.s3_unreachable = Gauge(
+            "fusecache_s3_unreachable",
+            "1 while the S3 circuit breaker is open (S3 did not answer; requests fail fast)",
+            registry=r)
+        self.s3_outages = Counter("fusecache_s3_outages",
+                                  "Times the S3 circuit breaker opened", registry=r)
+        self.s3_fast_failures = Counter(
+            "fusecache_s3_fast_failures",
+            "S3 requests failed at once because the circuit breaker was open", registry=r)
+        self.stale = Counter(
+            "fusecache_stale_served",
+            "Operations answered from cached metadata of any age because S3 could not be "
+            "reached (stale-if-error), by kind: lookup, listing, attributes", ["kind"],
+            registry=r)
+        self.offline_refused = Counter(
+            "fusecache_offline_refused",
+            "Operations refused with EACCES while S3 was unreachable: this mount's "
+            "credential had no recent authorisation record for its bucket/prefix",
+            registry=r)
         self.readahead_bytes = Gauge("fusecache_readahead_inflight_bytes",
                                      "Bytes reserved by read-ahead", registry=r)
         self._pending = _Tally()
@@ -52,6 +71,19 @@ class Metrics:
         self.s3_latency.labels(op).observe(seconds)
         if nbytes:
             self.s3_bytes.inc(nbytes)
+
+    def observe_breaker(self, event: str) -> None:
+        """From CircuitBreaker (any thread): open, close, fast_fail."""
+        if event == "open":
+            self.s3_unreachable.set(1)
+            self.s3_outages.inc()
+        elif event == "close":
+            self.s3_unreachable.set(0)
+        elif event == "fast_fail":
+            self.s3_fast_failures.inc()
+
+    def stale_served(self, kind: str) -> None:
+        self.stale.labels(kind).inc()
 
     def take_pending(self) -> dict[str, int]:
         """Counter deltas since the last call (for the node cache's shared totals)."""

@@ -33,6 +33,7 @@ from fusecache.config import MountConfig
 from fusecache.listings import DirEntry, ListingCache
 from fusecache.metrics import Metrics
 from fusecache.nodecache import CacheUnavailable, NodeCache
+from fusecache.offline_auth import open_gate
 from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader
 from fusecache.s3store import S3Store
@@ -159,7 +160,8 @@ class MountedFilesystem:
             cfg.location.bucket, endpoint_url=cfg.endpoint_url, region=cfg.region,
             max_connections=cfg.max_connections, connect_timeout=cfg.connect_timeout,
             request_timeout=cfg.request_timeout, max_attempts=cfg.max_attempts,
-            op_deadline=cfg.read_timeout, observe=self.metrics.observe_s3)
+            op_deadline=cfg.read_timeout, observe=self.metrics.observe_s3,
+            on_breaker=self.metrics.observe_breaker)
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.disk: NodeCache | None = None
         self.cache_env: NodeCache
@@ -184,24 +186,42 @@ class MountedFilesystem:
         from fusecache.namespace import Namespace
         self.listings = ListingCache(self.cache_env.env)
         loc = self.cfg.location
+        self.gate = open_gate(self.cache_env.env, self._tmp.name if self._tmp else c.cache_dir,
+                              self.store.access_key_id, loc.bucket, loc.prefix,
+                              self.cfg.offline_auth_max_age, self.metrics.offline_refused.inc)
         try:
-            self.store.check_bucket()
+            self.store.check_bucket(loc.prefix)
+        except errors.AccessDenied:
+            # S3 said no: forget any earlier authorisation, so an outage cannot undo it.
+            with contextlib.suppress(Exception):
+                self.gate.sync(self.store.authorised_at, self.store.denied_at)
+            raise
         except errors.StoreUnavailable as e:
-            # A dataset this node has mounted before stays readable while S3 is down.
+            # A dataset this node has mounted before stays readable while S3 is down,
+            # for a credential S3 authorised for it (offline_auth.py).
             if self.listings.get_name(loc.bucket, loc.prefix + "/", "") is None \
                     and self.listings.get_dir(loc.bucket, loc.prefix) is None:
                 raise
+            try:
+                self.gate.check()
+            except errors.AccessDenied as denied:
+                raise errors.AccessDenied(f"{e}; {denied}") from None
             log.warning("%s; mounting from the node cache only until S3 is back", e)
         else:
             self.listings.put_name(loc.bucket, loc.prefix + "/", DirEntry("", True))
+            self.gate.sync(self.store.authorised_at, self.store.denied_at)
         self.ram = RamCache(c.ram_cache_size)
         self.reader = BlockReader(
             self.store, self.ram, self.disk, self.metrics, block_size=block_size,
             readahead_budget=self.cfg.readahead_budget, readahead_max=self.cfg.readahead_max,
-            max_connections=self.cfg.max_connections, read_timeout=self.cfg.read_timeout)
+            max_connections=self.cfg.max_connections, read_timeout=self.cfg.read_timeout,
+            breaker=self.store.breaker, offline=self.gate)
         self.namespace = Namespace(self.store, self.listings, self.cfg.location,
                                    self.cfg.metadata_ttl,
-                                   fallback_listings=self._private_listings)
+                                   fallback_listings=self._private_listings,
+                                   breaker=self.store.breaker, offline=self.gate,
+                                   op_timeout=self.cfg.read_timeout,
+                                   on_stale=self.metrics.stale_served)
         self.ops = FuseOperations(self.namespace, self.reader)
 
     def _private_listings(self) -> ListingCache:
@@ -226,6 +246,10 @@ class MountedFilesystem:
                                              st.counters.get("evictions", 0))
 
     def _flush_once(self) -> None:
+        try:
+            self.gate.sync(self.store.authorised_at, self.store.denied_at)
+        except Exception as e:  # noqa: BLE001 - bookkeeping must not end the mount
+            log.warning("could not update the offline-authorisation record: %s", e)
         if self.disk is None:
             return
         try:
@@ -241,11 +265,25 @@ class MountedFilesystem:
             await nursery.start(self.reader.run)
             nursery.start_soon(self._flusher, name="fusecache-flusher")
             nursery.start_soon(self._watch_signals, name="fusecache-signals")
+            nursery.start_soon(self._keep_authorised, name="fusecache-offline-auth")
             if self.cfg.kernel_readahead:
                 nursery.start_soon(set_kernel_readahead, self.mountpoint,
                                    self.cfg.kernel_readahead // 1024, self.ops.init_done)
             await pyfuse3.main(min_tasks=4, max_tasks=64)
             nursery.cancel_scope.cancel()
+
+    async def _keep_authorised(self) -> None:
+        """An idle mount asks S3 now and then (one LIST of one key), so that its
+        offline-authorisation record stays fresh while S3 answers (offline_auth.py)."""
+        loc = self.cfg.location
+        while True:
+            await trio.sleep(self.gate.refresh_interval())
+            if self.store.breaker.is_open or \
+                    time.time() - self.store.authorised_at < self.gate.refresh_interval():
+                continue
+            with contextlib.suppress(errors.StoreError):
+                await trio.to_thread.run_sync(self.store.check_bucket, loc.prefix,
+                                              abandon_on_cancel=True)
 
     async def _watch_signals(self) -> None:
         import pyfuse3
@@ -259,6 +297,7 @@ class MountedFilesystem:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._flush_once()
+        self.store.close()
         if self.disk is not None:
             self.disk.close()
         if self._tmp is not None:

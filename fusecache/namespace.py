@@ -23,10 +23,22 @@ references (lookup counts, ``forget``): memory is bounded by the kernel's inode
 cache, not by the size of the bucket. A file node re-checks its ETag with HEAD
 when older than the TTL; a changed ETag gives a new ObjectId, so old cached
 blocks are never served for new content.
+
+S3 unreachable (stale-if-error): every S3 request of one operation is bounded by
+``op_timeout`` (``--read-timeout``) as a whole and fails at once while the S3
+circuit breaker is open (``circuit.py``). A lookup, a revalidation or a listing
+that cannot reach S3 then answers from the last known state in the node cache,
+whatever its age: a listing, a remembered name, the node's own size and ETag
+(whose blocks are keyed by that ETag, so they are the bytes S3 last had). Before
+anything is served that way, and for every operation while the breaker is open,
+the mount's ``OfflineGate`` must allow it (its credential was authorised for this
+bucket/prefix recently: ``offline_auth.py``), else AccessDenied (EACCES). One
+warning per outage; each stale answer counts in ``fusecache_stale_served``.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import math
@@ -39,9 +51,11 @@ import lmdb
 import trio
 
 from fusecache import errors
+from fusecache.circuit import CircuitBreaker
 from fusecache.config import S3Location
 from fusecache.listings import DirEntry, DirRecord, ListingCache, valid_name
 from fusecache.nodecache import ObjectId
+from fusecache.offline_auth import OfflineGate
 from fusecache.store import ListPage, ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
@@ -57,6 +71,8 @@ _LIST_AFTER_REMOTE_LOOKUPS = 4
 _BACKGROUND_LISTINGS_MAX = 2
 _LOOKUP_COUNTS_MAX = 4096
 _BACKGROUND_LIST_MAX_PAGES = 20  # 20,000 names; a bigger directory keeps HEAD+LIST
+# S3 did not answer: these fall back to the node cache's last known state.
+_OFFLINE = (errors.StoreUnavailable, errors.DeadlineExceeded)
 
 
 @dataclass(slots=True)
@@ -84,8 +100,15 @@ def _ino_for(key: str, is_dir: bool) -> int:
 class Namespace:
     def __init__(self, store: ObjectStore, listings: ListingCache, location: S3Location,
                  ttl: float, clock: Callable[[], float] = time.time,
-                 fallback_listings: Callable[[], ListingCache] | None = None) -> None:
+                 fallback_listings: Callable[[], ListingCache] | None = None,
+                 breaker: CircuitBreaker | None = None, offline: OfflineGate | None = None,
+                 op_timeout: float = 60.0,
+                 on_stale: Callable[[str], None] | None = None) -> None:
         self.store = store
+        self.breaker = breaker
+        self.offline = offline
+        self.op_timeout = op_timeout
+        self._on_stale = on_stale
         self.listings = listings
         # Called once when the node cache cannot take metadata writes (disk full):
         # listings then go to a private cache so the mount keeps working.
@@ -102,7 +125,7 @@ class Namespace:
         self._remote_lookups: OrderedDict[str, int] = OrderedDict()
         self._background_listings = 0
         self._warned: set[str] = set()
-        self._offline_warned = -math.inf
+        self._offline_warned: float | None = None
 
     # -- inode table -----------------------------------------------------------------
 
@@ -153,16 +176,17 @@ class Namespace:
         if not valid_name(name):
             raise errors.ObjectNotFound(name)
         # LMDB reads of small values stay on the loop: cheaper than a thread hop.
+        self._gate_if_offline()
         rec = self.listings.get_dir(self.location.bucket, parent.key)
         if rec is not None and self.fresh(rec.listed_at):
             node = self._from_listing(parent, rec, name)
         else:
             try:
                 node = await self._lookup_remote(parent, name)
-            except errors.StoreUnavailable:
+            except _OFFLINE as e:
                 if rec is None:
                     raise
-                self._warn_offline()
+                self._serve_stale("lookup", e)
                 node = self._from_listing(parent, rec, name)
         node.lookups += 1
         return node
@@ -173,11 +197,40 @@ class Namespace:
             raise errors.ObjectNotFound(parent.key + name)
         return self._node_for_entry(parent, entry)
 
-    def _warn_offline(self) -> None:
-        now = self.clock()
-        if now - self._offline_warned > 60:
-            self._offline_warned = now
-            log.warning("S3 is unreachable: serving cached (possibly stale) metadata")
+    def _gate_if_offline(self) -> None:
+        """While S3 is unreachable, serve nothing the mount's credential may not read."""
+        if self.offline is not None and self.breaker is not None and self.breaker.is_open:
+            self.offline.check()
+
+    def _serve_stale(self, kind: str, cause: BaseException) -> None:
+        """About to answer from cached metadata of any age because S3 did not answer."""
+        if self.offline is not None:
+            self.offline.check()  # AccessDenied: EACCES
+        if self._on_stale is not None:
+            self._on_stale(kind)
+        # One warning per outage (per opening of the breaker; without one, per minute).
+        outage = self.breaker.opened_at if self.breaker is not None else \
+            float(int(self.clock() // 60))
+        if self._offline_warned != outage:
+            self._offline_warned = outage
+            log.warning("S3 is unreachable (%s): serving the node cache's last known "
+                        "metadata and cached blocks (stale-if-error) until it answers again",
+                        cause)
+
+    async def _bounded(self, what: str, fn: Callable, *args: object):
+        """Run one operation's S3 work within op_timeout as a whole; fail fast while the
+        circuit breaker is open; trip it when S3 did not answer in time."""
+        if self.breaker is not None:
+            self.breaker.check(what)
+        with trio.move_on_after(self.op_timeout):
+            return await fn(*args)
+        if self.breaker is not None:
+            self.breaker.trip(f"no answer within {self.op_timeout:g}s")
+        raise errors.DeadlineExceeded(f"{what}: S3 did not answer within {self.op_timeout:g}s")
+
+    async def _in_thread(self, fn: Callable, *args: object):
+        return await trio.to_thread.run_sync(functools.partial(fn, *args),
+                                             abandon_on_cancel=True)
 
     def _listing_if_fresh(self, prefix: str) -> DirRecord | None:
         rec = self.listings.get_dir(self.location.bucket, prefix)
@@ -196,14 +249,15 @@ class Namespace:
             known = self.listings.get_name(bucket, k, name)
             if known is not None and self.fresh(known[1]):
                 return self._node_for_entry(parent, known[0])
-        self._count_remote_lookup(parent)
         try:
-            node = await self._head_and_list(parent, name, key)
-        except errors.StoreUnavailable:
+            self._count_remote_lookup(parent)
+            node = await self._bounded(f"lookup of s3://{bucket}/{key}", self._head_and_list,
+                                       parent, name, key)
+        except _OFFLINE as e:
             for k in (key + "/", key):
                 known = self.listings.get_name(bucket, k, name)
                 if known is not None:
-                    self._warn_offline()
+                    self._serve_stale("lookup", e)
                     return self._node_for_entry(parent, known[0])
             raise
         if node is None:
@@ -225,7 +279,8 @@ class Namespace:
             return  # a listing would be stale at once
         n = self._remote_lookups.pop(parent.key, 0) + 1
         if (n >= _LIST_AFTER_REMOTE_LOOKUPS and parent.key not in self._listing_flights
-                and self._background_listings < _BACKGROUND_LISTINGS_MAX):
+                and self._background_listings < _BACKGROUND_LISTINGS_MAX
+                and not (self.breaker is not None and self.breaker.is_open)):
             self._background_listings += 1
             flight = self._listing_flights[parent.key] = trio.Event()
             trio.lowlevel.spawn_system_task(self._list_in_background, parent, flight,
@@ -265,23 +320,31 @@ class Namespace:
         head: ObjectInfo | None = None
         is_dir = False
 
+        failed: list[Exception] = []
+
         async def do_head() -> None:
             nonlocal head
             try:
-                head = await trio.to_thread.run_sync(self.store.head, key,
-                                                     abandon_on_cancel=True)
+                head = await self._in_thread(self.store.head, key)
             except errors.ObjectNotFound:
                 head = None
+            except Exception as e:  # noqa: BLE001 - re-raised below, not in a group
+                failed.append(e)
 
         async def do_list() -> None:
             nonlocal is_dir
-            page = await trio.to_thread.run_sync(
-                lambda: self.store.list_page(key + "/", max_keys=1), abandon_on_cancel=True)
+            try:
+                page = await self._in_thread(self.store.list_page, key + "/", None, "/", 1)
+            except Exception as e:  # noqa: BLE001 - re-raised below, not in a group
+                failed.append(e)
+                return
             is_dir = bool(page.objects or page.prefixes)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(do_head)
             nursery.start_soon(do_list)
+        if failed:
+            raise failed[0]
         if is_dir:
             return self._child(parent, name, True)
         if head is not None:
@@ -296,12 +359,13 @@ class Namespace:
     async def revalidate(self, node: Node) -> Node:
         """Confirm a file's size and ETag with S3 when its metadata is older than the TTL."""
         if node.is_dir or self.fresh(node.checked_at):
+            self._gate_if_offline()
             return node
         try:
-            info = await trio.to_thread.run_sync(self.store.head, node.key,
-                                                 abandon_on_cancel=True)
-        except errors.StoreUnavailable:
-            self._warn_offline()
+            info = await self._bounded(f"HEAD s3://{self.location.bucket}/{node.key}",
+                                       self._in_thread, self.store.head, node.key)
+        except _OFFLINE as e:
+            self._serve_stale("attributes", e)
             return node
         if info.etag != node.etag:
             log.info("s3://%s/%s changed (ETag %s -> %s)", self.location.bucket, node.key,
@@ -317,6 +381,7 @@ class Namespace:
 
     async def ensure_listing(self, node: Node) -> DirRecord:
         """A fresh listing of a directory, from the node cache or listed from S3 now."""
+        self._gate_if_offline()
         while True:
             rec = self._listing_if_fresh(node.key)
             if rec is not None:
@@ -328,6 +393,10 @@ class Namespace:
         flight = self._listing_flights[node.key] = trio.Event()
         try:
             try:
+                if self.breaker is not None:
+                    self.breaker.check(f"LIST s3://{self.location.bucket}/{node.key}")
+                # Each page is bounded by the store (its deadline and timeouts are
+                # --read-timeout); a directory of many pages may take longer as a whole.
                 await trio.to_thread.run_sync(self._list_into_cache, node.key,
                                               abandon_on_cancel=True)
             except lmdb.Error as e:
@@ -336,11 +405,11 @@ class Namespace:
                                             f"{e}") from None
                 await trio.to_thread.run_sync(self._list_into_cache, node.key,
                                               abandon_on_cancel=True)
-        except errors.StoreUnavailable:
+        except _OFFLINE as e:
             stale = self.listings.get_dir(self.location.bucket, node.key)
             if stale is None:
                 raise
-            self._warn_offline()
+            self._serve_stale("listing", e)
             return stale
         finally:
             del self._listing_flights[node.key]

@@ -24,9 +24,14 @@ start therefore turns into up to budget/block_size parallel ranged GETs, which
 is what lets one reader use the whole link.
 
 Failures: each S3 call retries with backoff inside the store; a read that cannot
-finish within ``read_timeout`` raises DeadlineExceeded (EIO for the caller). A
-failed fetch is not cached and wakes its waiters with the error. Bytes are
-checked for length before they are served or cached.
+finish within ``read_timeout`` (the bound of the whole read, however many blocks)
+raises DeadlineExceeded (EIO for the caller) and trips the S3 circuit breaker
+(``circuit.py``), so that later fetches fail at once (EIO) instead of each waiting
+its own bound, until the breaker's probe finds S3 answering again. Blocks already
+in RAM or in the node cache are served as usual while S3 is unreachable, if the
+mount's ``OfflineGate`` allows it (else AccessDenied: EACCES). A failed fetch is
+not cached and wakes its waiters with the error. Bytes are checked for length
+before they are served or cached.
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ import lmdb
 import trio
 
 from fusecache import errors
+from fusecache.circuit import CircuitBreaker
 from fusecache.metrics import Metrics
 from fusecache.nodecache import NodeCache, ObjectId, block_key
+from fusecache.offline_auth import OfflineGate
 from fusecache.ramcache import RamCache
 from fusecache.store import ObjectStore
 
@@ -95,8 +102,12 @@ class BlockReader:
     def __init__(self, store: ObjectStore, ram: RamCache, disk: NodeCache | None,
                  metrics: Metrics, *, block_size: int, readahead_budget: int,
                  readahead_max: int, max_connections: int, read_timeout: float,
-                 failure_memory: float = _FAILURE_MEMORY) -> None:
+                 failure_memory: float = _FAILURE_MEMORY,
+                 breaker: CircuitBreaker | None = None,
+                 offline: OfflineGate | None = None) -> None:
         self.store = store
+        self.breaker = breaker
+        self.offline = offline
         self.ram = ram
         self.disk = disk
         self.metrics = metrics
@@ -142,6 +153,8 @@ class BlockReader:
         end = min(oid.size, offset + size)
         if offset >= end:
             return b""
+        if self.breaker is not None and self.breaker.is_open and self.offline is not None:
+            self.offline.check()  # S3 unreachable: only what this credential may read
         bs = self.block_size
         first, last = offset // bs, (end - 1) // bs
         if state is not None:
@@ -161,6 +174,7 @@ class BlockReader:
                 parts.append(memoryview(block)[max(0, offset - start):min(bs, end - start)])
             return b"".join(parts)
         assert scope.cancelled_caught
+        self._no_answer()
         raise errors.DeadlineExceeded(
             f"read of s3://{oid.bucket}/{oid.key} at {offset} timed out after "
             f"{self.read_timeout:g}s")
@@ -221,7 +235,9 @@ class BlockReader:
             return data
         except BaseException as e:
             flight.error = e if isinstance(e, Exception) else errors.StoreError("cancelled")
-            if isinstance(e, errors.StoreUnavailable | errors.DeadlineExceeded):
+            # With a circuit breaker, an unreachable S3 fails fast there instead.
+            if self.breaker is None and isinstance(
+                    e, errors.StoreUnavailable | errors.DeadlineExceeded):
                 self._remember_failure(key, e)
             raise
         finally:
@@ -231,6 +247,14 @@ class BlockReader:
     def _streamed(self, oid: ObjectId) -> bool:
         """Objects too big to keep whole in RAM go to the stream segment."""
         return oid.size > self._stream_threshold
+
+    def _no_answer(self) -> None:
+        if self.breaker is not None:
+            self.breaker.trip(f"a read got no answer within {self.read_timeout:g}s")
+
+    def _fail_fast(self, oid: ObjectId) -> None:
+        if self.breaker is not None:
+            self.breaker.check(f"GET s3://{oid.bucket}/{oid.key}")
 
     def _remember_failure(self, key: bytes, e: Exception) -> None:
         """The kernel re-sends a failed read page by page (read-ahead, then a
@@ -250,7 +274,9 @@ class BlockReader:
                 self._disk_hits.inc()
                 return data
             self._disk_misses.inc()
+        self._fail_fast(oid)  # before queueing for a connection held by a stuck request
         async with self._connections:
+            self._fail_fast(oid)
             data = await trio.to_thread.run_sync(
                 self.store.get_range, oid.key, start, end, oid.etag, abandon_on_cancel=True)
         if len(data) != end - start:  # the store checks too; never cache a short block
@@ -333,8 +359,10 @@ class BlockReader:
 
     async def _prefetch(self, oid: ObjectId, idx: int) -> None:
         try:
-            with trio.move_on_after(self.read_timeout):
+            with trio.move_on_after(self.read_timeout) as scope:
                 await self.get_block(oid, idx)
+            if scope.cancelled_caught:
+                self._no_answer()
         except Exception as e:  # noqa: BLE001 - read-ahead is best effort; the reader retries
             log.debug("read-ahead of block %d of %s failed: %s", idx, oid.key, e)
         finally:

@@ -4,7 +4,21 @@ Credentials come from boto3's standard chain (environment, profile, instance or
 pod identity) and are never logged or put in an error message. botocore's own
 retries are switched off so that one policy (``retry.call_with_retry``) with one
 deadline governs every request; a FUSE read must end with bytes or EIO in a
-bounded time.
+bounded time. No single request waits longer than that deadline either (the
+client's connect and read timeouts are capped by it).
+
+S3 unreachable: a refused connection, a DNS failure or a connect/read timeout
+trips the store's ``CircuitBreaker`` (``circuit.py``) and the request fails at
+once with StoreUnavailable instead of retrying to its deadline; while the breaker
+is open every request fails fast and a probe (one ``ListObjectsV2`` of one key,
+2 s timeouts, every second) watches for S3 to answer again. Server errors (5xx,
+throttling) and dropped connections are retried as before: S3 is there.
+
+Authorisation: ``authorised_at`` is the wall-clock time of the last request S3
+answered with success (proof that this credential may read this bucket, under
+the prefixes asked for), ``denied_at`` that of the last AccessDenied; the mount
+turns them into the node cache's offline-authorisation records
+(``offline_auth.py``). ``access_key_id`` names the credential (never logged).
 """
 
 from __future__ import annotations
@@ -19,6 +33,7 @@ import botocore.exceptions as bce
 from botocore.config import Config
 
 from fusecache import errors, retry
+from fusecache.circuit import CircuitBreaker
 from fusecache.store import ListPage, ObjectInfo
 
 log = logging.getLogger(__name__)
@@ -30,6 +45,9 @@ _DENIED = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403",
 _CHANGED = {"PreconditionFailed", "412"}
 
 Observer = Callable[[str, float, int], None]
+# Errors that mean "no answer from the endpoint": they trip the circuit breaker.
+_UNREACHABLE = (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ReadTimeoutError)
+_PROBE_TIMEOUT = 2.0
 
 
 def _noop_observe(op: str, seconds: float, nbytes: int) -> None:
@@ -43,6 +61,7 @@ class S3Store:
                  max_connections: int = 24, connect_timeout: float = 5.0,
                  request_timeout: float = 20.0, max_attempts: int = 0,
                  op_deadline: float = 60.0, observe: Observer = _noop_observe,
+                 on_breaker: Callable[[str], None] | None = None,
                  credentials: Mapping[str, str] | None = None) -> None:
         self.bucket = bucket
         self.max_attempts = max_attempts
@@ -50,16 +69,48 @@ class S3Store:
         self._observe = observe
         # credentials: explicit boto3 Session arguments (aws_access_key_id, ...), e.g. a
         # volume's node-stage Secret read by prefetchd; None: the standard chain.
-        session = boto3.session.Session(region_name=region, **(credentials or {}))
+        self._session = boto3.session.Session(region_name=region, **(credentials or {}))
         cfg = Config(
             retries={"max_attempts": 1, "mode": "standard"},
-            connect_timeout=connect_timeout,
-            read_timeout=request_timeout,
+            # One request never outlasts the whole operation's bound.
+            connect_timeout=min(connect_timeout, op_deadline),
+            read_timeout=min(request_timeout, op_deadline),
             max_pool_connections=max_connections,
             tcp_keepalive=True,
         )
-        self._client = session.client("s3", endpoint_url=endpoint_url, config=cfg)
+        self._client = self._session.client("s3", endpoint_url=endpoint_url, config=cfg)
         self.endpoint_url = self._client.meta.endpoint_url
+        self._probe_client = None  # made by the probe thread on the first outage
+        self.breaker = CircuitBreaker(self._probe, name=f"S3 endpoint {self.endpoint_url}",
+                                      **({"on_event": on_breaker} if on_breaker else {}))
+        self.authorised_at = 0.0
+        self.denied_at = 0.0
+
+    @property
+    def access_key_id(self) -> str | None:
+        """The access key id of boto3's credential chain (None: no credentials)."""
+        try:
+            creds = self._session.get_credentials()
+            return None if creds is None else creds.get_frozen_credentials().access_key
+        except Exception as e:  # noqa: BLE001 - e.g. a pod-identity refresh that fails
+            log.warning("cannot resolve the AWS credentials: %s", type(e).__name__)
+            return None
+
+    def _probe(self) -> None:
+        """Return if the endpoint answers at all (any HTTP status), raise if not."""
+        if self._probe_client is None:
+            cfg = Config(retries={"max_attempts": 1, "mode": "standard"},
+                         connect_timeout=_PROBE_TIMEOUT, read_timeout=_PROBE_TIMEOUT,
+                         max_pool_connections=1)
+            self._probe_client = self._session.client("s3", endpoint_url=self.endpoint_url,
+                                                      config=cfg)
+        try:
+            self._probe_client.list_objects_v2(Bucket=self.bucket, MaxKeys=1)
+        except bce.ClientError:
+            return  # an answer, even 403 or 404: the endpoint is reachable
+
+    def close(self) -> None:
+        self.breaker.shutdown()
 
     # -- classification -------------------------------------------------------
 
@@ -96,12 +147,25 @@ class S3Store:
     def _call(self, what: str, key: str | None, fn: Callable[[], object],
               max_attempts: int | None = None):
         def attempt():
+            self.breaker.check(what)
             try:
-                return fn()
+                result = fn()
             except retry.TemporaryFailure:
                 raise
+            except _UNREACHABLE as e:
+                self.breaker.trip(type(e).__name__)
+                raise errors.StoreUnavailable(
+                    f"{what}: cannot reach S3 endpoint {self.endpoint_url}: {e}") from None
             except Exception as e:  # noqa: BLE001 - classified below
-                raise self._translate(e, key) from None
+                err = self._translate(e, key)
+                if not isinstance(err, retry.TemporaryFailure | errors.StoreUnavailable):
+                    self.breaker.record_success()  # S3 answered
+                    if isinstance(err, errors.AccessDenied):
+                        self.denied_at = time.time()
+                raise err from None
+            self.breaker.record_success()
+            self.authorised_at = time.time()
+            return result
 
         def give_up(cause: BaseException) -> BaseException:
             if isinstance(cause, bce.EndpointConnectionError | bce.ConnectTimeoutError):
@@ -116,10 +180,11 @@ class S3Store:
 
     # -- ObjectStore ----------------------------------------------------------
 
-    def check_bucket(self) -> None:
+    def check_bucket(self, prefix: str = "") -> None:
+        """List one key under *prefix*: the bucket exists and the credential may list it."""
         def go():
             t = time.monotonic()
-            self._client.list_objects_v2(Bucket=self.bucket, MaxKeys=1)
+            self._client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1)
             self._observe("list", time.monotonic() - t, 0)
         # Three attempts: bad input (wrong endpoint) must fail fast at mount time.
         self._call(f"checking bucket {self.bucket!r}", None, go, max_attempts=3)

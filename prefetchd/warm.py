@@ -28,6 +28,7 @@ from typing import Any
 
 import fusecache
 from fusecache import errors
+from fusecache.offline_auth import record_authorised
 from fusecache.warm import CacheFull
 from prefetchd import _errors, _jsonfile
 
@@ -255,6 +256,8 @@ class Warmer:
                 else:
                     res.skipped, res.skipped_bytes = len(objs), sum(o.size for o in objs)
                 self._record(state, res, owner)
+                # A mount with this credential may serve it while S3 is down.
+                record_authorised(cache, store, bucket, prefix)
                 if self.stop.is_set():
                     break
             cache.flush_touches()
