@@ -234,7 +234,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(
             f"{r['uri']}: {r['cached_objects']}/{r['objects']} objects, "
             f"{r['cached_bytes']}/{r['bytes']} bytes cached; "
-            f"{'pinned' if r['pinned'] else 'not pinned'}; warmed {when}"
+            f"{'pinned' if r['pinned'] else 'not pinned'}"
+            + (f" by {', '.join(r['pinned_by'])}" if r.get("pinned_by") else "")
+            + f"; warmed {when}"
         )
     return 0
 

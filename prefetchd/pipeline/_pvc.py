@@ -11,8 +11,8 @@ its command line (``Step.path_mentions``). :func:`claim_name` says which claim a
 use in a given run (for a template claim, Argo's ``<workflow>-<template>``); :func:`map_mounts`
 asks a ``locate`` callback for the S3 prefix behind each mount and adds the reads: the whole
 prefix (narrowed by ``subPath``), or only the sub-prefixes of the paths under the mount that
-the step names and reads. Paths are normalised first (trailing slashes, ``.``/``..``, a path
-equal to the mount point), so ``--data-dir /data/`` reads the mount itself.
+the step names and reads (:func:`narrow`). Paths are normalised first (trailing slashes,
+``.``/``..``, a path equal to the mount point), so ``--data-dir /data/`` reads the mount itself.
 :func:`unresolved` lists the mounts left without a location, for ``plan``/``warm`` to name.
 """
 
@@ -36,6 +36,18 @@ def join(prefix: str, *parts: str) -> str:
         if p:
             out += "/" + p
     return out + "/"
+
+
+def narrow(base: str, rel: str) -> str:
+    """The dataset of a path ``rel`` under a mount of ``base``: the mount itself when empty.
+
+    No trailing slash: the path may name a file (``labels.csv``) or a folder, and the warmer
+    reads ``s3://b/p/train`` as the folder ``train/`` when no such object exists. The webhook
+    and the agent's pod path (prefetchd/k8s/datasets.py) use this too, so a step's dataset has
+    one name everywhere (placement hashes it).
+    """
+    rel = posixpath.normpath("/" + rel).strip("/") if rel else ""
+    return base.rstrip("/") + "/" + rel if rel else base
 
 
 def relative_under(path: str, mount_path: str) -> str | None:
@@ -119,7 +131,7 @@ def map_mounts(plan: Plan, locate: Callable[[Step, PvcMount], str | None]) -> No
                 continue
             for rel, d in named:
                 if d == "read":
-                    s.add_read(Read(join(base, rel) if rel else base, True, "pvc", via_pvc=via))
+                    s.add_read(Read(narrow(base, rel), True, "pvc", via_pvc=via))
 
 
 def map_from_flags(plan: Plan, pvc_map: Mapping[str, str]) -> None:
