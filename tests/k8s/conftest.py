@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from prefetchd.k8s.fake_apiserver import FakeApiServer
+from fake_apiserver import FakeApiServer
 
 
 @pytest.fixture()

@@ -12,7 +12,7 @@ import urllib3
 from k8s_helpers import corpus_workflow, node
 from kubernetes import client, watch
 
-from prefetchd.k8s.fake_apiserver import (
+from fake_apiserver import (
     ApiError,
     FakeApiServer,
     apply_json_patch,

@@ -10,7 +10,7 @@ import pytest
 from k8s_helpers import corpus_workflow, node
 
 from prefetchd.k8s import watch as kw
-from prefetchd.k8s.fake_apiserver import FakeApiServer
+from fake_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.k8s
 

@@ -20,7 +20,7 @@ from k8s_helpers import node
 from prefetchd.k8s import datasets as dsm
 from prefetchd.k8s import placement as pl
 from prefetchd.k8s import webhook as wh
-from prefetchd.k8s.fake_apiserver import apply_json_patch
+from fake_apiserver import apply_json_patch
 
 pytestmark = pytest.mark.k8s
 
