@@ -179,6 +179,7 @@ class Agent:
         self._awaiting_wf: OrderedDict[str, dict[str, Any]] = OrderedDict()
         # Known workflows by (ns, name) -> uid: a pod carrying Argo's label names only that.
         self._wf_uids: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._step_pods: OrderedDict[Any, None] = OrderedDict()  # uids logged (bounded)
         for source, dataset in held:
             if source.startswith("workflow "):
                 self._held.setdefault(source, set()).add(dataset)
@@ -507,9 +508,14 @@ class Agent:
         with self._lock:
             uid = uid or self._wf_uids.get((namespace, name), "")
             requested = self._requested.get(uid)
+            first = meta.get("uid") not in self._step_pods
+            self._step_pods[meta.get("uid")] = None
+            while len(self._step_pods) > self.config.max_workflows:
+                self._step_pods.popitem(last=False)
+        if first:
+            log.info("pod %s/%s: a step of workflow %s; its data is the workflow's", namespace,
+                     meta.get("name"), name)
         if requested is None or (obj.get("spec") or {}).get("nodeName") != self.config.node_name:
-            log.debug("pod %s/%s: a step of workflow %s; its data is the workflow's",
-                      namespace, meta.get("name"), name)
             return
         source = f"workflow {namespace}/{name}"
         node_name = (meta.get("annotations") or {}).get(ARGO_NODE_NAME_ANNOTATION, "")

@@ -8,9 +8,8 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from kubernetes import client
-
 from fake_apiserver import FakeApiServer
+from kubernetes import client
 
 
 @pytest.fixture()

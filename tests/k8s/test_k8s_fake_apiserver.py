@@ -9,9 +9,6 @@ from typing import Any
 
 import pytest
 import urllib3
-from k8s_helpers import corpus_workflow, node
-from kubernetes import client, watch
-
 from fake_apiserver import (
     ApiError,
     FakeApiServer,
@@ -19,6 +16,8 @@ from fake_apiserver import (
     label_selector_matches,
     parse_label_selector,
 )
+from k8s_helpers import corpus_workflow, node
+from kubernetes import client, watch
 
 pytestmark = pytest.mark.k8s
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import apply_json_patch
 from k8s_helpers import node
 
 from prefetchd.k8s import datasets as dsm
 from prefetchd.k8s import placement as pl
 from prefetchd.k8s import webhook as wh
-from fake_apiserver import apply_json_patch
 
 pytestmark = pytest.mark.k8s
 
