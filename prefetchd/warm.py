@@ -397,7 +397,7 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
             pinned = bool(rec.get("pinned")) and (exp is None or exp > now)
             by = agent.get(u, [])
             own = rec.get("pin_owner")
-            if pinned and own and not own.startswith(PIN_OWNER_PREFIX + ("workflow/", "pod/")):
+            if pinned and own and not own.startswith(_AGENT_OWNERS):
                 by = [own.removeprefix(PIN_OWNER_PREFIX) or "prefetchd warm", *by]
             out.append(
                 {
@@ -414,6 +414,9 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
         return out
     finally:
         cache.close()
+
+
+_AGENT_OWNERS = (PIN_OWNER_PREFIX + "workflow/", PIN_OWNER_PREFIX + "pod/")
 
 
 def _agent_pins(cache_dir: str, now: float) -> dict[str, list[str]]:

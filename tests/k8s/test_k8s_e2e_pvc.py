@@ -292,6 +292,14 @@ def test_five_workflows_mounting_fusecache_pvcs_are_warmed_before_their_pods(
             assert all(r["source"].startswith("workflow ") for r in records.values()), records
             assert {r["source"] for r in records.values()} <= {
                 f"workflow {NS}/{r.name}" for r in runs.values()}
+            # prefetchd status says who pins what: the workflow and its step, never a pod
+            rows = {r["uri"]: r for r in json.loads(subprocess.run(
+                [sys.executable, "-m", "prefetchd.cli", "status", "--json", "--cache-dir",
+                 str(caches[n])], cwd=ROOT, env=env, capture_output=True, check=True).stdout)}
+            for i, run in runs.items():
+                if n in holders[i]:
+                    row = rows[f"s3://{BUCKET}/ds-{i}/train/"]
+                    assert row["pinned_by"] == [f"workflow {NS}/{run.name} step train"], row
 
         # ---- train runs and finishes; the workflows succeed: every pin goes, within seconds
         for i, run in runs.items():
