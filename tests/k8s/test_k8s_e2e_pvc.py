@@ -1,115 +1,73 @@
-"""The headline path end to end: workflow steps that mount a fusecache PVC are warmed before their
-pod exists, land on the warmed node, and their pins follow the DAG.
+"""The headline path end to end on the fake API server: workflow steps that mount a fusecache
+PVC are warmed before their pod exists, land on the warmed node, and their pins follow the DAG.
 
-Real processes: three ``prefetchd run --kubernetes`` agents (one per node, each on its own
-cache dir, ``--replicas 2``), ``prefetchd webhook`` (called for every pod, as the API server
-would), a SeaweedFS of this test's own, and at the end ``fusecache mount`` on a warmed cache
-with S3 stopped. The fake API server is fed what Argo, KFP and the PV controller make
-(tests/k8s/argo_sim.py). Five workflows at once, of three kinds:
-
-* ``argo``: an Argo Workflow whose train step mounts a bound static PV of csi.fusecache.io
-  through a workflow parameter (``claimName: {{workflow.parameters.dataset-claim}}``);
-* ``kfp``: the compiled KFP v2 pipeline tests/k8s/data/kfp_mount_pvc_pipeline.yaml
-  (``kubernetes.mount_pvc`` with the claim a pipeline parameter, resolved from the run's
-  parameter values) as the KFP backend submits it;
-* ``vct``: an Argo ``volumeClaimTemplates`` claim, bound to a fusecache PV only while the
-  workflow runs (after its prepare step started).
-
-Each is checked: the dataset (the train sub-folder only) complete in exactly two caches and
-absent from the third before the train pod exists; the pod steered to those nodes; no pin
-under a pod; after Succeeded no pin anywhere; the bytes served sha256-exact from the cache
-with S3 stopped. The time from submission to fully warmed is printed per dataset.
+The scenario (five workflows at once: Argo claim parameter, compiled KFP v2 ``mount_pvc``,
+``volumeClaimTemplates`` claim bound while running) is tests/k8s/pvc_scenario.py; here the
+fake API server stands for the control plane, so this module plays its parts too: it sends
+every pod through ``prefetchd webhook`` (as the API server would), binds pods to the node the
+webhook prefers (as the scheduler does: the weight-80 term dominates) and binds claims to PVs
+(as the PV controller does).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from argo_sim import (
-    ArgoRun,
-    FakeCluster,
-    KfpRun,
-    argo_workflow,
-    bind,
-    claim,
-    kfp_workflow,
-    static_pv,
-)
+from argo_sim import FakeCluster, bind
 from k8s_helpers import node
+from pvc_scenario import preferred_hosts, run_scenario
 
-import fusecache
 from fusecache.locals3 import LocalS3
-from prefetchd.k8s import placement as pl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.fuse, pytest.mark.s3]
 
-ROOT = Path(__file__).resolve().parents[2]
-KFP_IR = Path(__file__).resolve().parent / "data" / "kfp_mount_pvc_pipeline.yaml"
-NS = "ml"
-BUCKET = "datasets"
-NODES = ("n1", "n2", "n3")
-REPLICAS = 2
-KINDS = ("argo", "kfp", "vct", "argo", "kfp")
 
+class FakePlatform:
+    namespace = "ml"
+    nodes = ("n1", "n2", "n3")
 
-def wait_until(what: str, fn: Callable[[], Any], timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = fn()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)  # polling with a deadline: the state lives in other processes
+    def __init__(self, fake: Any, tmp_path: Path) -> None:
+        from test_k8s_e2e_agent import write_kubeconfig
 
+        self.fake, self.cluster = fake, FakeCluster(fake)
+        self.kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig", fake.url))
+        self.webhook: tuple[int, str] | None = None
+        for n in self.nodes:
+            fake.create(node(n, {"kubernetes.io/hostname": n, "kubernetes.io/os": "linux"},
+                             status={"allocatable": {"cpu": "16", "memory": "64Gi",
+                                                     "pods": "110"},
+                                     "conditions": [{"type": "Ready", "status": "True"}]}))
 
-def files_of(i: int) -> dict[str, bytes]:
-    """Dataset i: what train reads (train/) and what it does not (other/)."""
-    out = {f"ds-{i}/train/part-{j}.bin": os.urandom(40_000 + 9_000 * j + 100 * i)
-           for j in range(4)}
-    if i == 0:
-        out["ds-0/train/big.bin"] = os.urandom(9_000_000)  # more than one 8 MiB block
-    out[f"ds-{i}/other/unread.bin"] = os.urandom(30_000)
-    return out
+    def agent_kubeconfig(self, node: str) -> str:
+        return self.kubeconfig
 
+    def webhook_kubeconfig(self) -> str:
+        return self.kubeconfig
 
-def cache_objects(cache_dir: Path) -> dict[str, tuple[bool, bool]]:
-    """key -> (every block cached, pinned) for the bucket's objects in one node cache."""
-    if not (cache_dir / "cache.lmdb").exists():
-        return {}
-    cache = fusecache.NodeCache.open(cache_dir)
-    try:
-        return {o.key: (not cache.missing_blocks(o), cache.is_pinned(o))
-                for o in cache.iter_objects(BUCKET)}
-    finally:
-        cache.close()
+    def register_webhook(self, port: int, cafile: str) -> None:
+        self.webhook = (port, cafile)
 
+    def create_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
+        from test_k8s_webhook import mutate
 
-class Nodes:
-    """The three node caches, read together (one snapshot per poll)."""
+        assert self.webhook is not None
 
-    def __init__(self, caches: dict[str, Path], files: dict[int, dict[str, bytes]]) -> None:
-        self.caches, self.files = caches, files
+        class Srv:  # what mutate() needs of a server
+            port = self.webhook[0]
 
-    def snapshot(self) -> dict[str, dict[str, tuple[bool, bool]]]:
-        return {n: cache_objects(c) for n, c in self.caches.items()}
+        return self.cluster.create(mutate(Srv(), self.webhook[1], pod)[1])  # type: ignore[arg-type]
 
-    def holders(self, snap: dict, i: int) -> tuple[set[str], set[str]]:
-        """(nodes holding all of dataset i's train/ objects, nodes holding any object of ds-i)."""
-        want = [k for k in self.files[i] if "/train/" in k]
-        full = {n for n, objs in snap.items() if all(objs.get(k, (False,))[0] for k in want)}
-        some = {n for n, objs in snap.items() if any(k.startswith(f"ds-{i}/") for k in objs)}
-        return full, some
+    def schedule(self, pod: dict[str, Any]) -> str:
+        target = sorted(preferred_hosts(pod) or self.nodes)[0]
+        self.cluster.patch("v1", "Pod", pod["metadata"]["name"], {"spec": {"nodeName": target}},
+                           pod["metadata"]["namespace"])
+        return target
+
+    def bind(self, pv: dict[str, Any], namespace: str, claim_name: str) -> None:
+        bind(self.cluster, pv, namespace, claim_name)
 
 
 @pytest.fixture()
@@ -122,250 +80,7 @@ def private_s3(tmp_path: Path) -> Iterator[LocalS3]:
         s3.cleanup()
 
 
-def start(cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
-    with open(log_path, "w") as log_file:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log_file, stderr=log_file)
-
-
-def stop(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            return -9
-    return proc.returncode
-
-
-class Steer:
-    """The API server's side of admission: every pod goes through ``prefetchd webhook``."""
-
-    def __init__(self, port: int, cafile: str) -> None:
-        self.port, self.cafile = port, cafile
-
-    def __call__(self, pod: dict) -> dict:
-        from test_k8s_webhook import mutate
-
-        return mutate(self, self.cafile, pod)[1]  # type: ignore[arg-type]
-
-
-def preferred_hosts(pod: dict) -> set[str]:
-    terms = ((((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {})
-             .get("preferredDuringSchedulingIgnoredDuringExecution") or [])
-    return {v for t in terms for e in t["preference"].get("matchExpressions") or []
-            if e["key"] == "kubernetes.io/hostname" for v in e["values"]}
-
-
 def test_five_workflows_mounting_fusecache_pvcs_are_warmed_before_their_pods(
         fake, private_s3, tmp_path):
-    from test_k8s_e2e_agent import free_port, write_kubeconfig
-    from test_k8s_webhook import make_cert
-
-    from mounting import mounted
-
-    s3 = private_s3.client()
-    s3.create_bucket(Bucket=BUCKET)
-    files = {i: files_of(i) for i in range(len(KINDS))}
-    for fs in files.values():
-        for key, data in fs.items():
-            s3.put_object(Bucket=BUCKET, Key=key, Body=data)
-    cluster = FakeCluster(fake)
-    for n in NODES:
-        fake.create(node(n, {"kubernetes.io/hostname": n, "kubernetes.io/os": "linux"},
-                         status={"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-                                 "conditions": [{"type": "Ready", "status": "True"}]}))
-    env = {**os.environ, **private_s3.env()}
-    for var in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "AWS_CA_BUNDLE"):
-        env.pop(var, None)
-    kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig", fake.url))
-    caches = {n: tmp_path / f"cache-{n}" for n in NODES}
-    procs: dict[str, subprocess.Popen] = {}
-    logs = {n: tmp_path / f"agent-{n}.log" for n in NODES}
-    try:
-        for n in NODES:
-            procs[n] = start([sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "run",
-                              "--kubernetes", "--kubeconfig", kubeconfig, "--node-name", n,
-                              "--replicas", str(REPLICAS), "--cache-dir", str(caches[n]),
-                              "--endpoint-url", private_s3.endpoint_url,
-                              "--publish-interval", "1"], env, logs[n])
-        cert, key = make_cert(tmp_path)
-        port = free_port()
-        procs["webhook"] = start([sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO",
-                                  "webhook", "--kubeconfig", kubeconfig, "--port", str(port),
-                                  "--tls-cert-file", cert, "--tls-key-file", key,
-                                  "--replicas", str(REPLICAS)], env, tmp_path / "webhook.log")
-        steer = Steer(port, cert)
-
-        def annotated() -> bool:
-            assert all(p.poll() is None for p in procs.values()), "a process exited"
-            return all(pl.CACHE_FREE_ANNOTATION in (fake.get("v1", "Node", n)["metadata"]
-                                                    .get("annotations") or {}) for n in NODES)
-
-        wait_until("every agent published its node", annotated, 60)
-        wait_until("the webhook listening", lambda: _listening(port), 30)
-
-        # ---- submit five workflows at once; "Argo" starts them and runs their prepare step
-        runs: dict[int, ArgoRun] = {}
-        submitted: dict[int, float] = {}
-        for i, kind in enumerate(KINDS):
-            pv = static_pv(f"pv-ds-{i}", BUCKET, f"ds-{i}", private_s3.endpoint_url)
-            if kind in ("argo", "kfp"):
-                cluster.create(claim(f"ds-{i}", NS))
-                bind(cluster, pv, NS, f"ds-{i}")
-            if kind == "argo":
-                wf = argo_workflow(f"train-{i}", NS, f"ds-{i}")
-            elif kind == "vct":
-                wf = argo_workflow(f"train-{i}", NS, None, data_arg="/data/./train",
-                                   template_claim=True)
-            else:
-                wf = kfp_workflow(KFP_IR, f"train-{i}", NS,
-                                  {"dataset_claim": f"ds-{i}", "run_id": f"run-{i}"})
-            wf = cluster.create(wf)
-            submitted[i] = time.monotonic()
-            runs[i] = (KfpRun(cluster, wf, KFP_IR, {"dataset_claim": f"ds-{i}", "run_id": "r"})
-                       if kind == "kfp" else ArgoRun(cluster, wf))
-        for i, run in runs.items():
-            run.start()
-            pod = _step(run, "prepare", "Pending", create_pod=True)
-            pod = cluster.create(steer(pod))
-            cluster.patch("v1", "Pod", pod["metadata"]["name"], {"spec": {"nodeName": "n1"}},
-                          NS)
-            run.pod_phase(_node_name(run, "prepare"), "Running")
-            _step(run, "prepare", "Running", host="n1")
-            if KINDS[i] == "vct":  # the provisioner binds the template claim while it runs
-                bind(cluster, static_pv(f"pv-ds-{i}", BUCKET, f"ds-{i}"), NS,
-                     f"{run.name}-data")
-
-        # ---- every dataset is warmed on exactly --replicas nodes, before its train pod exists
-        nodes = Nodes(caches, files)
-        warmed_at: dict[int, float] = {}
-
-        def all_warmed() -> bool:
-            assert all(p.poll() is None for p in procs.values()), "a process exited"
-            snap = nodes.snapshot()
-            for i in runs:
-                full, _ = nodes.holders(snap, i)
-                if len(full) >= REPLICAS and i not in warmed_at:
-                    warmed_at[i] = time.monotonic()
-            return len(warmed_at) == len(runs)
-
-        wait_until("every dataset warmed on two nodes", all_warmed, 240)
-        lead = {i: round(warmed_at[i] - submitted[i], 2) for i in runs}
-        print(f"\nsubmission -> fully warmed, seconds: {json.dumps(lead)}")
-        if os.environ.get("FUSECACHE_E2E_REPORT"):
-            Path(os.environ["FUSECACHE_E2E_REPORT"]).write_text(json.dumps(
-                {"kinds": KINDS, "submit_to_warm_s": lead}))
-
-        holders: dict[int, set[str]] = {}
-        for i, run in runs.items():
-            _step(run, "prepare", "Succeeded", host="n1")
-            run.pod_phase(_node_name(run, "prepare"), "Succeeded")
-            snap = nodes.snapshot()
-            full, some = nodes.holders(snap, i)
-            assert len(full) == REPLICAS and some == full, (i, full, some)  # nowhere else
-            assert not any(k.startswith(f"ds-{i}/other/") for objs in snap.values()
-                           for k in objs), "a file train does not read was warmed"
-            holders[i] = full
-            # "Argo" creates the train pod only now; the API server calls the webhook
-            pod = steer(_step(run, "train", "Pending", create_pod=True,
-                              claim_name=f"ds-{i}"))
-            assert preferred_hosts(pod) == full, (i, preferred_hosts(pod), full)
-            pod = cluster.create(pod)
-            # the scheduler binds it to the preferred node (weight 80 term)
-            target = sorted(full)[0]
-            cluster.patch("v1", "Pod", pod["metadata"]["name"],
-                          {"spec": {"nodeName": target}}, NS)
-
-        # every agent has seen every step pod as a workflow's step (not a pending pod of its own)
-        pods = [run.pods[_node_name(run, t)] for run in runs.values() for t in ("prepare",
-                                                                               "train")]
-
-        def pods_seen() -> bool:
-            texts = [logs[n].read_text() for n in NODES]
-            return all(f"pod {NS}/{p}: a step of workflow" in t for t in texts for p in pods)
-
-        wait_until("agents saw the step pods", pods_seen, 60)
-        for n in NODES:
-            records = _records(caches[n])
-            assert all(r["source"].startswith("workflow ") for r in records.values()), records
-            assert {r["source"] for r in records.values()} <= {
-                f"workflow {NS}/{r.name}" for r in runs.values()}
-            # prefetchd status says who pins what: the workflow and its step, never a pod
-            rows = {r["uri"]: r for r in json.loads(subprocess.run(
-                [sys.executable, "-m", "prefetchd.cli", "status", "--json", "--cache-dir",
-                 str(caches[n])], cwd=ROOT, env=env, capture_output=True, check=True).stdout)}
-            for i, run in runs.items():
-                if n in holders[i]:
-                    row = rows[f"s3://{BUCKET}/ds-{i}/train/"]
-                    assert row["pinned_by"] == [f"workflow {NS}/{run.name} step train"], row
-
-        # ---- train runs and finishes; the workflows succeed: every pin goes, within seconds
-        for i, run in runs.items():
-            host = sorted(holders[i])[0]
-            run.pod_phase(_node_name(run, "train"), "Running")
-            _step(run, "train", "Running", host=host)
-            run.pod_phase(_node_name(run, "train"), "Succeeded")
-            _step(run, "train", "Succeeded", host=host)
-            run.finish()
-
-        def no_pins() -> bool:
-            snap = nodes.snapshot()
-            return not any(p for objs in snap.values() for _, p in objs.values()) and \
-                all(_records(caches[n]) == {} for n in NODES)
-
-        wait_until("no pin left anywhere", no_pins, 30)
-        for n in NODES:
-            rows = json.loads(subprocess.run(
-                [sys.executable, "-m", "prefetchd.cli", "status", "--json", "--cache-dir",
-                 str(caches[n])], cwd=ROOT, env=env, capture_output=True, check=True).stdout)
-            assert all(not r["pinned"] and r["pinned_by"] == [] for r in rows), rows
-        for name, p in procs.items():
-            assert stop(p) == 0, name
-    finally:
-        for p in procs.values():
-            stop(p)
-    for n in NODES:
-        text = logs[n].read_text()
-        assert " WARNING " not in text and " ERROR " not in text, text
-        assert "prefetchd agent stopped" in text
-        assert env["AWS_SECRET_ACCESS_KEY"] not in text
-
-    # ---- S3 gone: each dataset is served from a node that warmed it, every byte exact
-    private_s3.stop()
-    for i in runs:
-        node_name = sorted(holders[i])[0]
-        want = {k: v for k, v in files[i].items() if "/train/" in k}
-        with mounted(f"s3://{BUCKET}/ds-{i}/train", tmp_path / f"mnt-{i}", env, "--cache-dir",
-                     str(caches[node_name]), "--read-timeout", "5") as mp:
-            got = {f"ds-{i}/train/{name}": hashlib.sha256((mp / name).read_bytes()).hexdigest()
-                   for name in os.listdir(mp)}
-        assert got == {k: hashlib.sha256(v).hexdigest() for k, v in want.items()}
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
-def _records(cache_dir: Path) -> dict[str, Any]:
-    path = cache_dir / "prefetchd" / "k8s-pins.json"
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _node_name(run: ArgoRun, task: str) -> str:
-    return f"{run.name}.root.{task}.executor" if isinstance(run, KfpRun) else \
-        f"{run.name}.{task}"
-
-
-def _step(run: ArgoRun, task: str, phase: str, **kw: Any) -> Any:
-    if isinstance(run, KfpRun):
-        return run.kfp_step(task, phase, **kw)
-    kw.pop("claim_name", None)
-    return run.argo_step(task, phase, **kw)
+    lead = run_scenario(FakePlatform(fake, tmp_path), private_s3, tmp_path)
+    assert len(lead) == 5
