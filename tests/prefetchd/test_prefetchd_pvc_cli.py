@@ -78,3 +78,15 @@ def test_run_pvc_and_param_are_for_watch_dir_only(capsys, tmp_path):
     assert cli.main(["run", "--watch-dir", str(tmp_path), "--pvc", "a=/local",
                      "--once"]) == cli.EXIT_BAD_INPUT
     assert "--pvc a=/local: expected CLAIM=s3://BUCKET[/PREFIX]" in capsys.readouterr().err
+
+
+def test_kfp_claim_of_a_pipelinechannel_parameter_is_resolved_from_the_run_parameter(capsys):
+    """mount_pvc inside dsl.If: the claim reaches train as pipelinechannel--dataset_claim."""
+    ir = str(ROOT / "tests" / "k8s" / "data" / "kfp_mount_pvc_in_condition.yaml")
+    assert "pipelinechannel--dataset_claim" in Path(ir).read_text()
+    assert cli.main(["plan", ir, "--param", "dataset_claim=ds-9", "--pvc",
+                     "ds-9=s3://b/ds-9", "--json"]) == 0
+    train = next(s for s in json.loads(capsys.readouterr().out)["steps"] if s["id"] == "train")
+    assert [(m["claim"], m["s3_prefix"]) for m in train["pvc_mounts"]] == [
+        ("ds-9", "s3://b/ds-9/")]
+    assert [r["uri"] for r in train["reads"] if r["origin"] == "pvc"] == ["s3://b/ds-9/train"]

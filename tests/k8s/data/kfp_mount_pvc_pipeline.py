@@ -11,7 +11,8 @@ Compile (kfp and kfp-kubernetes pin protobuf<7: use a virtualenv of their own):
     python3 -m venv /tmp/kfp-pvc && /tmp/kfp-pvc/bin/pip install kfp kfp-kubernetes
     /tmp/kfp-pvc/bin/python tests/k8s/data/kfp_mount_pvc_pipeline.py
 
-which writes kfp_mount_pvc_pipeline.yaml next to this file (checked in; kfp 2.17.3).
+which writes kfp_mount_pvc_pipeline.yaml and kfp_mount_pvc_in_condition.yaml next to this file
+(checked in; kfp 2.17.3 and kfp-kubernetes 2.17.3).
 No ``from __future__ import annotations``: kfp reads the real annotation types.
 """
 
@@ -46,5 +47,17 @@ def pvc_train(dataset_claim: str, run_id: str = "r1") -> None:
     kubernetes.mount_pvc(fit, pvc_name=dataset_claim, mount_path="/data")
 
 
+@dsl.pipeline(name="pvc-train-if", description="the same, train inside a condition")
+def pvc_train_in_condition(dataset_claim: str, run_id: str = "r1") -> None:
+    """Inside a dsl.If the claim reaches train as ``pipelinechannel--dataset_claim``."""
+    prep = prepare(run_id=run_id)
+    with dsl.If(prep.output != "skip"):
+        fit = train(data_dir="/data/train", tag=prep.output)
+        kubernetes.mount_pvc(fit, pvc_name=dataset_claim, mount_path="/data")
+
+
 if __name__ == "__main__":
-    compiler.Compiler().compile(pvc_train, str(Path(__file__).with_suffix(".yaml")))
+    here = Path(__file__)
+    compiler.Compiler().compile(pvc_train, str(here.with_suffix(".yaml")))
+    compiler.Compiler().compile(pvc_train_in_condition,
+                                str(here.with_name("kfp_mount_pvc_in_condition.yaml")))
