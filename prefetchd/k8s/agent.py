@@ -3,7 +3,8 @@
 Who calls this: prefetchd/cli.py (``add_arguments`` + ``run``), or tests via :class:`Agent`.
 
 Data flow: :mod:`prefetchd.k8s.watch` watchers (workflows, workflow templates, cluster
-workflow templates, pending pods, nodes) call the ``on_*`` handlers below from their threads;
+workflow templates, PVCs, PVs, pending pods, nodes) call the ``on_*`` handlers below from their
+threads;
 handlers only compute and call the injected ``warm`` / ``release`` callbacks, so the real
 warmer and test doubles plug in the same way. :func:`run` wires the real ones: a
 :class:`prefetchd.k8s.worker.WarmWorker` (bounded queue, one thread running
@@ -24,7 +25,16 @@ before that would not be warmed here until the next workflow or node event.
   :func:`prefetchd.k8s.placement.should_warm` says so for the requirements of the earliest
   pending step reading it (:func:`step_requirements`: the step's own nodeSelector,
   tolerations, node affinity and container resources, else the workflow-level ones).
-* Pending pod -> :func:`prefetchd.k8s.datasets.pod_datasets` -> warm if this node is chosen.
+  Steps' PVC mounts become reads at analysis time (:meth:`Agent._locate_claims`): the claim
+  (literal, parameter, volumeClaimTemplates claim, a created claim the Workflow names) ->
+  :func:`prefetchd.k8s.datasets.claim_dataset` (bound to a fusecache PV) -> the dataset,
+  narrowed by :func:`prefetchd.pipeline.map_mounts`; the WarmRequest carries the volume's
+  attributes. A claim not bound yet makes the workflow wait for that claim (bounded):
+  ``on_pvc``/``on_pv`` evaluate it again as soon as the claim or its PV changes.
+* Pending pod -> a step of a workflow (:func:`workflow_of`: Argo's label or owner reference)
+  is the workflow's (warmed and pinned under it; only when bound here before its data, warmed
+  here under the workflow); any other pod -> :func:`prefetchd.k8s.datasets.pod_datasets` ->
+  warm if this node is chosen (pinned with a TTL by the worker).
 * Node -> the NodeInfo table used for ranking. A change placement depends on (added, removed,
   labels, taints, allocatable, cordon, ranking weight) arms one timer (``replan_delay``): then
   every remembered workflow's datasets not requested here are re-placed with the requirements
@@ -176,7 +186,8 @@ class Agent:
         # Claims a workflow step mounts that are not (yet) a dataset: (ns, claim) -> uids,
         # and the latest object of each such workflow (bounded by max_awaiting).
         self._awaiting: dict[tuple[str, str], set[str]] = {}
-        self._awaiting_wf: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._awaiting_wf: OrderedDict[str, tuple[dict[str, Any], set[tuple[str, str]]]] = \
+            OrderedDict()
         # Known workflows by (ns, name) -> uid: a pod carrying Argo's label names only that.
         self._wf_uids: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._step_pods: OrderedDict[Any, None] = OrderedDict()  # uids logged (bounded)
@@ -218,12 +229,13 @@ class Agent:
 
     # ------------------------------------------------------------ workflows
 
-    def on_workflow(self, etype: str, obj: dict[str, Any]) -> None:
+    def on_workflow(self, etype: str, obj: dict[str, Any], observe: bool = True) -> None:
+        """A Workflow event (``observe`` False: the same object again, after a claim changed)."""
         meta = obj.get("metadata") or {}
         uid = meta.get("uid", "")
         source = f"workflow {meta.get('namespace')}/{meta.get('name')}"
         phase = (obj.get("status") or {}).get("phase")
-        if self.observer is not None and etype != "DELETED":
+        if self.observer is not None and etype != "DELETED" and observe:
             try:
                 self.observer(source, obj)
             except Exception:  # metrics must never stop warming
@@ -340,21 +352,20 @@ class Agent:
             if waiting:
                 for key in waiting:
                     self._awaiting.setdefault(key, set()).add(uid)
-                self._awaiting_wf[uid] = obj
-                self._awaiting_wf.move_to_end(uid)
+                self._awaiting_wf[uid] = (obj, waiting)
                 while len(self._awaiting_wf) > self.config.max_awaiting:
-                    old, _ = self._awaiting_wf.popitem(last=False)
-                    self._forget_claims(old)
+                    self._forget_claims(next(iter(self._awaiting_wf)))
         return found
 
     def _forget_claims(self, uid: str) -> None:
         """Drop ``uid`` from the claim waiters (lock held)."""
-        if self._awaiting_wf.pop(uid, None) is None:
-            return
-        for key in [k for k, uids in self._awaiting.items() if uid in uids]:
-            self._awaiting[key].discard(uid)
-            if not self._awaiting[key]:
-                del self._awaiting[key]
+        _, keys = self._awaiting_wf.pop(uid, (None, ()))
+        for key in keys:
+            uids = self._awaiting.get(key)
+            if uids is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._awaiting[key]
 
     def on_pvc(self, etype: str, obj: dict[str, Any]) -> None:
         """A claim changed: the workflows waiting for it are evaluated again."""
@@ -378,12 +389,12 @@ class Agent:
 
     def _claim_changed(self, key: tuple[str, str]) -> None:
         with self._lock:
-            objs = [self._awaiting_wf[u] for u in sorted(self._awaiting.get(key, ()))
+            objs = [self._awaiting_wf[u][0] for u in sorted(self._awaiting.get(key, ()))
                     if u in self._awaiting_wf]
         for wf in objs:
             log.debug("claim %s/%s changed: evaluating workflow %s again", *key,
                       (wf.get("metadata") or {}).get("name"))
-            self.on_workflow("MODIFIED", wf)
+            self.on_workflow("MODIFIED", wf, observe=False)
 
     # ------------------------------------------------------------ re-placement on node changes
 

@@ -71,11 +71,27 @@ class _TtlCache:
         return value
 
     def put(self, key: Any, value: Any, now: float | None = None) -> None:
+        """Store ``value`` unless what is cached is a newer version of the same object.
+
+        A GET that raced with a watch event must not put back the older object the event
+        replaced (objects compare by ``metadata.resourceVersion`` when both are numbers, as
+        etcd's are).
+        """
         with self._lock:
+            old = self._d.get(key)
+            if old is not None and _rv(old[1]) > _rv(value) >= 0:
+                return
             self._d[key] = (self.clock() if now is None else now, value)
             self._d.move_to_end(key)
             while len(self._d) > self.size:
                 self._d.popitem(last=False)
+
+
+def _rv(obj: Any) -> int:
+    """An object's resourceVersion as a number, -1 when absent or not a number."""
+    rv = ((obj or {}).get("metadata") or {}).get("resourceVersion") if isinstance(
+        obj, Mapping) else None
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else -1
 
 
 class ApiClusterView:
