@@ -204,3 +204,15 @@ def test_mount_paths_are_normalised_alike_for_pods_and_workflows(arg, want):
     wf = argo_workflow("w", NS, "c", data_arg=arg)
     (plan,) = pipeline.analyze_documents([wf], pvc_map={"c": "s3://bkt/p"})
     assert [r.uri for r in plan.step("train").reads] == [want]
+
+
+def test_a_racing_get_never_puts_back_an_older_claim_than_a_watch_event():
+    cache = dsm._TtlCache(ttl=60, size=8)
+    new = {"metadata": {"resourceVersion": "12"}, "spec": {"volumeName": "pv"}}
+    old = {"metadata": {"resourceVersion": "11"}, "spec": {}}
+    cache.put("k", new)  # the watch event
+    assert cache.get("k", lambda: old) is new  # fresh: no GET
+    cache.put("k", old)  # a GET that started before the event, finishing after it
+    assert cache.get("k", lambda: old) is new
+    cache.put("k", None)  # deleted
+    assert cache.get("k", lambda: old) is None
