@@ -216,3 +216,7 @@ def test_a_racing_get_never_puts_back_an_older_claim_than_a_watch_event():
     assert cache.get("k", lambda: old) is new
     cache.put("k", None)  # deleted
     assert cache.get("k", lambda: old) is None
+
+
+def test_holds_label_is_the_same_for_the_warmed_and_the_requested_form():
+    assert pl.holds_label("s3://b/p/train/") == pl.holds_label("s3://b/p/train")
