@@ -308,9 +308,10 @@ def run_scenario(platform: Platform, private_s3: LocalS3, tmp_path: Path) -> dic
             bound_to[i] = platform.schedule(pod)  # the scheduler follows the preference
             assert bound_to[i] in full, (i, bound_to[i], full)
 
-        # every agent has seen every step pod as a workflow's step (not a pending pod of its own)
-        pods = [run.pods[_node_name(run, t)] for run in runs.values() for t in ("prepare",
-                                                                               "train")]
+        # every agent has seen every train pod (Pending until after this check) as a step of
+        # its workflow, not as a pending pod of its own (prepare pods may have been Running
+        # before an agent's pod watch started, which then never lists them)
+        pods = [run.pods[_node_name(run, "train")] for run in runs.values()]
 
         def pods_seen() -> bool:
             texts = [logs[n].read_text() for n in NODES]
