@@ -696,7 +696,9 @@ def _release_env(path: Path) -> bool:
         if entry[1] > 0:
             return True
         del _ENVS[key]
-    entry[0].close()
+        # closed under the lock: a thread opening the cache meanwhile would otherwise find
+        # the environment still open ("already open in this process")
+        entry[0].close()
     return False
 
 
