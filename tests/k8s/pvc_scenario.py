@@ -234,11 +234,12 @@ def run_scenario(platform: Platform, private_s3: LocalS3, tmp_path: Path) -> dic
         runs: dict[int, ArgoRun] = {}
         prepare_host: dict[int, str] = {}
         submitted_wall: dict[int, float] = {}
-        for i, kind in enumerate(KINDS):
-            pv = static_pv(f"pv-ds-{i}", BUCKET, f"ds-{i}", private_s3.endpoint_url)
+        for i, kind in enumerate(KINDS):  # the datasets' static PVs, bound beforehand
             if kind in ("argo", "kfp"):
                 cluster.create(claim(f"ds-{i}", NS))
-                platform.bind(pv, NS, f"ds-{i}")
+                platform.bind(static_pv(f"pv-ds-{i}", BUCKET, f"ds-{i}",
+                                        private_s3.endpoint_url), NS, f"ds-{i}")
+        for i, kind in enumerate(KINDS):  # then five workflows submitted at once
             if kind == "argo":
                 wf = argo_workflow(f"train-{i}", NS, f"ds-{i}")
             elif kind == "vct":

@@ -215,7 +215,8 @@ def control_plane(tmp_path: Path) -> Iterator[dict[str, str]]:
         (tools / "bin" / b).symlink_to(assets / b)
     (tools / "bin" / "etcd").symlink_to(etcd)
     (tools / "kvenv" / "bin" / "kubectl").symlink_to(kubectl)
-    env = {**os.environ, "TOOLS": str(tools), "K8S_DIR": str(tmp_path / "k8s")}
+    env = {**os.environ, "TOOLS": str(tools), "K8S_DIR": str(tmp_path / "k8s"),
+           "K8S_ARGO_CRDS": str(ROOT.parent / "shared" / "k8s" / "crds" / "argo")}
     try:
         out = _bash(
             "k8s_up >&2 && k8s_fake_nodes 3 >&2 && k8s_apply_argo_crds >&2 "
