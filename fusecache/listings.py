@@ -91,9 +91,12 @@ class ListingCache:
                  clock: Callable[[], float] = time.time) -> None:
         self.env = env
         self.clock = clock  # wall-clock seconds: records are shared between processes
-        self._dirs = env.open_db(b"dirs")
-        self._ents = env.open_db(b"dirents")
-        self._names = env.open_db(b"names")
+        # inside a write transaction of our own: see NodeCache.__init__ (open_db without
+        # txn= holds the GIL while waiting for LMDB's write lock)
+        with env.begin(write=True) as txn:
+            self._dirs = env.open_db(b"dirs", txn=txn)
+            self._ents = env.open_db(b"dirents", txn=txn)
+            self._names = env.open_db(b"names", txn=txn)
         self._puts = 0
 
     def get_dir(self, bucket: str, prefix: str) -> DirRecord | None:

@@ -151,15 +151,20 @@ class NodeCache:
         headroom = 2 * block_size if limit_bytes >= 8 * block_size else 0
         self._fill_limit = limit_bytes - headroom
         self.block_size = block_size
-        self._blocks = env.open_db(b"blocks")
-        self._bmeta = env.open_db(b"bmeta")
-        # Where each block's bytes lie in data.mdb, recorded right after the block is
-        # stored (see _record_offset). Absent for a block: it is read through the map.
-        self._boffs = env.open_db(b"boffs")
-        self._lru = env.open_db(b"lru")
-        self._pins = env.open_db(b"pins")
-        self._objects = env.open_db(b"objects")
-        self._meta = env.open_db(b"meta")
+        # Named databases are opened inside a write transaction of our own: py-lmdb's
+        # open_db without txn= begins one while holding the GIL, which deadlocks against
+        # another thread of this process that holds the write lock and waits for the GIL
+        # (seen: the prefetchd agent's publisher opening the cache during a warm).
+        with env.begin(write=True) as txn:
+            self._blocks = env.open_db(b"blocks", txn=txn)
+            self._bmeta = env.open_db(b"bmeta", txn=txn)
+            # Where each block's bytes lie in data.mdb, recorded right after the block is
+            # stored (see _record_offset). Absent for a block: it is read through the map.
+            self._boffs = env.open_db(b"boffs", txn=txn)
+            self._lru = env.open_db(b"lru", txn=txn)
+            self._pins = env.open_db(b"pins", txn=txn)
+            self._objects = env.open_db(b"objects", txn=txn)
+            self._meta = env.open_db(b"meta", txn=txn)
         self._lock = threading.Lock()
         self._pending_touch: OrderedDict[bytes, int] = OrderedDict()
         self._mapped_since = 0
@@ -228,7 +233,8 @@ class NodeCache:
     @classmethod
     def _init(cls, env: lmdb.Environment, path: Path, limit_bytes: int | None,
               block_size: int | None) -> NodeCache:
-        meta = env.open_db(b"meta")
+        with env.begin(write=True) as txn:  # open_db with txn=: see __init__
+            meta = env.open_db(b"meta", txn=txn)
         with env.begin(write=True, db=meta) as txn:
             fmt = txn.get(b"format")
             if fmt is None:
@@ -690,7 +696,9 @@ def _release_env(path: Path) -> bool:
         if entry[1] > 0:
             return True
         del _ENVS[key]
-    entry[0].close()
+        # closed under the lock: a thread opening the cache meanwhile would otherwise find
+        # the environment still open ("already open in this process")
+        entry[0].close()
     return False
 
 

@@ -97,8 +97,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.kubernetes:
         if args.watch_dir:
             raise UsageError("run: --kubernetes and --watch-dir are two modes; give one")
-        if args.once:
-            raise UsageError("run: --once is for --watch-dir, not --kubernetes")
+        if args.once or args.pvc or args.param:
+            flag = "--once" if args.once else "--pvc" if args.pvc else "--param"
+            raise UsageError(f"run: {flag} is for --watch-dir, not --kubernetes")
         problem = agent.check_arguments(args)
         if problem:
             raise UsageError(f"run --kubernetes: {problem}")
@@ -190,6 +191,8 @@ def render_plan(plan: pipeline.Plan) -> str:
                 ro = " ro" if m.read_only else ""
                 s3 = f" -> {m.s3_prefix}" if m.s3_prefix else ""
                 lines.append(f"      mounts pvc {claim} at {m.mount_path}{sp}{ro}{s3}")
+    for sid, m, hint in pipeline.unresolved_mounts(plan):
+        lines.append(f"unresolved pvc {pipeline.describe_mount(m)} of {sid}: {hint}")
     ds = plan.datasets()
     if ds:
         lines.append("datasets to warm (plan order):")

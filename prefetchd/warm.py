@@ -399,17 +399,23 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
                 if oid.bucket == b and oid.key.startswith(p) and cache.contains_object(oid):
                     per[u]["cached_objects"] += 1
                     per[u]["cached_bytes"] += oid.size
+        agent = _agent_pins(cache_dir, now)
         out = []
         for u, rec in state.items():
             exp = rec.get("pin_expires_at")
             pinned = bool(rec.get("pinned")) and (exp is None or exp > now)
+            by = agent.get(u, [])
+            own = rec.get("pin_owner")
+            if pinned and own and not own.startswith(_AGENT_OWNERS):
+                by = [own.removeprefix(PIN_OWNER_PREFIX) or "prefetchd warm", *by]
             out.append(
                 {
                     "uri": u,
                     "objects": rec.get("objects", 0),
                     "bytes": rec.get("bytes", 0),
                     **per[u],
-                    "pinned": pinned,
+                    "pinned": bool(by) or (pinned and not own),
+                    "pinned_by": by,
                     "pin_expires_at": exp,
                     "warmed_at": rec.get("warmed_at"),
                 }
@@ -417,6 +423,27 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
         return out
     finally:
         cache.close()
+
+
+_AGENT_OWNERS = (PIN_OWNER_PREFIX + "workflow/", PIN_OWNER_PREFIX + "pod/")
+
+
+def _agent_pins(cache_dir: str, now: float) -> dict[str, list[str]]:
+    """Warmed URI -> who pins it, from the Kubernetes agent's live pin records.
+
+    ``workflow ml/train-1 step train`` (released by the workflow's DAG) or ``pod ml/p`` (TTL);
+    the records are the agent's (prefetchd/k8s/worker.py ``PinRecords``).
+    """
+    path = os.path.join(cache_dir, "prefetchd", "k8s-pins.json")
+    out: dict[str, list[str]] = {}
+    for rec in _jsonfile.load_dict(path).values():
+        if not isinstance(rec, dict) or (rec.get("expires_at") or now + 1) <= now:
+            continue
+        who = f"{rec.get('source')}" + (f" step {rec['step']}"
+                                        if str(rec.get("source", "")).startswith("workflow ")
+                                        else "")
+        out.setdefault(rec.get("uri") or rec.get("dataset") or "", []).append(who)
+    return {u: sorted(set(w)) for u, w in out.items()}
 
 
 def unpin(cache_dir: str, uris: list[str]) -> int:

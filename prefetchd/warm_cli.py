@@ -80,6 +80,10 @@ def add_subcommands(sub: Any) -> None:
     r.add_argument("--bandwidth-limit", type=_size, default=None, metavar="RATE")
     r.add_argument("--pin-ttl", type=float, default=None, metavar="SECONDS")
     r.add_argument("--once", action="store_true", help="process what is there, then exit")
+    r.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="override a parameter of every pipeline (--watch-dir)")
+    r.add_argument("--pvc", action="append", metavar="CLAIM=s3://BUCKET/PREFIX",
+                   help="the S3 prefix behind a PVC the pipelines mount (--watch-dir)")
     r.set_defaults(func=cmd_run)
 
 
@@ -100,12 +104,19 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         plans = pipeline.analyze_all(
             args.pipeline, _kv(args.param, "--param"), _kv(args.pvc, "--pvc")
         )
+        claims = []
         for p in plans:
             uris += [u for u, _, _ in p.datasets()]
             for s in p.steps:
                 for r in s.reads:
                     if not (r.supported and r.static):
                         skipped.append(f"{s.id}: {r.uri or r.pattern or r.key or r.origin}")
+            for sid, m, hint in pipeline.unresolved_mounts(p):
+                claims.append(f"{sid}: pvc {pipeline.describe_mount(m)} at {m.mount_path}; {hint}")
+        skipped += claims
+        if not uris and claims:
+            raise UsageError(f"warm: nothing to warm; {claims[0]}"
+                             + (f" (and {len(claims) - 1} more)" if len(claims) > 1 else ""))
     elif args.param or args.pvc:
         raise UsageError("--param/--pvc need --pipeline")
     if not uris and not args.pipeline:
@@ -223,7 +234,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(
             f"{r['uri']}: {r['cached_objects']}/{r['objects']} objects, "
             f"{r['cached_bytes']}/{r['bytes']} bytes cached; "
-            f"{'pinned' if r['pinned'] else 'not pinned'}; warmed {when}"
+            f"{'pinned' if r['pinned'] else 'not pinned'}"
+            + (f" by {', '.join(r['pinned_by'])}" if r.get("pinned_by") else "")
+            + f"; warmed {when}"
         )
     return 0
 
@@ -250,6 +263,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not os.path.isdir(wd):
         raise UsageError(f"--watch-dir {wd}: not a directory")
     cache_dir = args.cache_dir or _default_cache_dir()
+    from prefetchd.cli import _kv
+
+    params, pvcs = _kv(args.param, "--param"), pipeline.parse_pvc_map(_kv(args.pvc, "--pvc"))
     stop = threading.Event()
     q: queue.Queue[str] = queue.Queue(maxsize=WATCH_QUEUE_SIZE)
     queued: set[str] = set()
@@ -277,7 +293,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             dest = done_dir
             try:
                 log.info("warming %s", path)
-                plans = pipeline.analyze_all([path])
+                plans = pipeline.analyze_all([path], params, pvcs)
+                for p in plans:
+                    for sid, m, hint in pipeline.unresolved_mounts(p):
+                        log.warning("%s: %s: pvc %s at %s has no known dataset; %s", path, sid,
+                                    pipeline.describe_mount(m), m.mount_path, hint)
                 uris = [u for p in plans for u, _, _ in p.datasets()]
                 w = warm.Warmer(
                     cache_dir,

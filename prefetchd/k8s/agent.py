@@ -3,7 +3,8 @@
 Who calls this: prefetchd/cli.py (``add_arguments`` + ``run``), or tests via :class:`Agent`.
 
 Data flow: :mod:`prefetchd.k8s.watch` watchers (workflows, workflow templates, cluster
-workflow templates, pending pods, nodes) call the ``on_*`` handlers below from their threads;
+workflow templates, PVCs, PVs, pending pods, nodes) call the ``on_*`` handlers below from their
+threads;
 handlers only compute and call the injected ``warm`` / ``release`` callbacks, so the real
 warmer and test doubles plug in the same way. :func:`run` wires the real ones: a
 :class:`prefetchd.k8s.worker.WarmWorker` (bounded queue, one thread running
@@ -24,7 +25,16 @@ before that would not be warmed here until the next workflow or node event.
   :func:`prefetchd.k8s.placement.should_warm` says so for the requirements of the earliest
   pending step reading it (:func:`step_requirements`: the step's own nodeSelector,
   tolerations, node affinity and container resources, else the workflow-level ones).
-* Pending pod -> :func:`prefetchd.k8s.datasets.pod_datasets` -> warm if this node is chosen.
+  Steps' PVC mounts become reads at analysis time (:meth:`Agent._locate_claims`): the claim
+  (literal, parameter, volumeClaimTemplates claim, a created claim the Workflow names) ->
+  :func:`prefetchd.k8s.datasets.claim_dataset` (bound to a fusecache PV) -> the dataset,
+  narrowed by :func:`prefetchd.pipeline.map_mounts`; the WarmRequest carries the volume's
+  attributes. A claim not bound yet makes the workflow wait for that claim (bounded):
+  ``on_pvc``/``on_pv`` evaluate it again as soon as the claim or its PV changes.
+* Pending pod -> a step of a workflow (:func:`workflow_of`: Argo's label or owner reference)
+  is the workflow's (warmed and pinned under it; only when bound here before its data, warmed
+  here under the workflow); any other pod -> :func:`prefetchd.k8s.datasets.pod_datasets` ->
+  warm if this node is chosen (pinned with a TTL by the worker).
 * Node -> the NodeInfo table used for ranking. A change placement depends on (added, removed,
   labels, taints, allocatable, cordon, ranking weight) arms one timer (``replan_delay``): then
   every remembered workflow's datasets not requested here are re-placed with the requirements
@@ -69,7 +79,9 @@ class WarmRequest:
     source: str  # "workflow ns/name" or "pod ns/name"
     step: str
     stage: int
-    volume: str | None = None  # the PV it comes from, when known (prefetchd.k8s.credentials)
+    # The fusecache volume the dataset is read through (PV attributes such as endpointUrl,
+    # region, its nodeStageSecretRef), when it comes from a claim or an inline volume.
+    volume: ds_mod.VolumeDataset | None = None
 
 
 WarmFn = Callable[[WarmRequest], None]
@@ -84,6 +96,9 @@ class AgentConfig:
     namespace: str | None = None  # None: all namespaces
     max_workflows: int = 10_000  # workflows remembered at once (their requested datasets)
     max_templates: int = 2_000
+    # Workflows remembered with their object while one of their claims is not yet bound to a
+    # fusecache PV, so a claim (or PV) event re-evaluates them without waiting for theirs.
+    max_awaiting: int = 1_000
     # After a Node change, wait this long before re-placing pending workflows: a burst of
     # node events (scale-up, every agent re-annotating) then costs one pass, not one each.
     replan_delay: float = 2.0
@@ -96,6 +111,7 @@ class _Pending:
     stage: int
     step: str
     pod: placement.PodRequirements
+    volume: ds_mod.VolumeDataset | None = None
 
 
 def _placement_key(info: placement.NodeInfo | None) -> Any:
@@ -167,6 +183,14 @@ class Agent:
         self._waiting: OrderedDict[str, tuple[str, dict[str, _Pending]]] = OrderedDict()
         self._replan_timer: threading.Timer | None = None
         self._closed = False
+        # Claims a workflow step mounts that are not (yet) a dataset: (ns, claim) -> uids,
+        # and the latest object of each such workflow (bounded by max_awaiting).
+        self._awaiting: dict[tuple[str, str], set[str]] = {}
+        self._awaiting_wf: OrderedDict[str, tuple[dict[str, Any], set[tuple[str, str]]]] = \
+            OrderedDict()
+        # Known workflows by (ns, name) -> uid: a pod carrying Argo's label names only that.
+        self._wf_uids: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._step_pods: OrderedDict[Any, None] = OrderedDict()  # uids logged (bounded)
         for source, dataset in held:
             if source.startswith("workflow "):
                 self._held.setdefault(source, set()).add(dataset)
@@ -205,27 +229,38 @@ class Agent:
 
     # ------------------------------------------------------------ workflows
 
-    def on_workflow(self, etype: str, obj: dict[str, Any]) -> None:
+    def on_workflow(self, etype: str, obj: dict[str, Any], observe: bool = True) -> None:
+        """A Workflow event (``observe`` False: the same object again, after a claim changed)."""
         meta = obj.get("metadata") or {}
         uid = meta.get("uid", "")
         source = f"workflow {meta.get('namespace')}/{meta.get('name')}"
         phase = (obj.get("status") or {}).get("phase")
-        if self.observer is not None and etype != "DELETED":
+        if self.observer is not None and etype != "DELETED" and observe:
             try:
                 self.observer(source, obj)
             except Exception:  # metrics must never stop warming
                 log.exception("%s: observer failed", source)
+        key = (meta.get("namespace") or "", meta.get("name") or "")
         if etype == "DELETED" or phase in DONE_WORKFLOW_PHASES:
             with self._lock:
                 done = self._requested.pop(uid, set()) | self._held.pop(source, set())
                 self._waiting.pop(uid, None)
+                self._forget_claims(uid)
+                if etype == "DELETED" and self._wf_uids.get(key) == uid:
+                    del self._wf_uids[key]
             for dataset in sorted(done):
                 self.release(dataset, source)
             return
+        with self._lock:
+            self._wf_uids[key] = uid
+            self._wf_uids.move_to_end(key)
+            while len(self._wf_uids) > self.config.max_workflows:
+                self._wf_uids.popitem(last=False)
         requested = self._claim(uid, source)
         plans = self._analyze(obj, uid, meta.get("resourceVersion", ""), source)
         if plans is None:
             return
+        volumes = self._locate_claims(plans, obj, uid)
         tasks = (obj.get("status") or {}).get("nodes") or {}
         phases = {n.get("displayName"): n.get("phase") for n in tasks.values()}
         spec = obj.get("spec") or {}
@@ -251,7 +286,8 @@ class Agent:
             if not pending or dataset in requested:
                 continue
             stage, sid, step = pending[0]  # the earliest step still to come decides
-            waiting[dataset] = _Pending(stage, sid, step_requirements(step, spec, wf_pod))
+            waiting[dataset] = _Pending(stage, sid, step_requirements(step, spec, wf_pod),
+                                        _volume_of(dataset, volumes))
         with self._lock:
             if uid in self._requested:  # not evicted meanwhile
                 self._waiting[uid] = (source, waiting)
@@ -265,7 +301,7 @@ class Agent:
         for dataset, p in list(waiting.items()):
             if dataset not in requested and placement.should_warm(
                     self.config.node_name, dataset, nodes, p.pod, self.config.replicas):
-                todo.append(WarmRequest(dataset, source, p.step, p.stage))
+                todo.append(WarmRequest(dataset, source, p.step, p.stage, p.volume))
         for req in sorted(todo, key=lambda r: (r.stage, r.dataset)):  # earliest first
             with self._lock:
                 if req.dataset in requested:  # a concurrent re-placement got there first
@@ -273,6 +309,92 @@ class Agent:
                 requested.add(req.dataset)
                 waiting.pop(req.dataset, None)
             self.warm(req)
+
+    # ------------------------------------------------------------ claims of workflow steps
+
+    def _locate_claims(self, plans: list[Any], obj: dict[str, Any],
+                       uid: str) -> list[ds_mod.VolumeDataset]:
+        """Turn the steps' PVC mounts into reads of the datasets behind the claims.
+
+        Each mount's claim (literal, parameter, ``volumeClaimTemplates`` claim of this run, a
+        created claim whose name the Workflow fixes) is looked up: bound to a PV of our driver,
+        it becomes reads (narrowed by subPath and the paths the step names under the mount);
+        not bound yet (or not existing yet), the workflow waits for that claim's events; bound
+        to another driver, it is no dataset. Returns the volumes found (for their attributes).
+        """
+        from prefetchd import pipeline
+
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        found: list[ds_mod.VolumeDataset] = []
+        waiting: set[tuple[str, str]] = set()
+
+        def locate(_step: Any, mount: Any) -> str | None:
+            claim = pipeline.claim_name(mount, obj)
+            if not claim:
+                return None
+            try:
+                ds = ds_mod.claim_dataset(self.view, namespace, claim)
+            except Exception as exc:  # API trouble: tried again at the next event
+                log.warning("workflow %s/%s: cannot look up claim %s: %s", namespace,
+                            meta.get("name"), claim, exc)
+                ds = None
+            if ds is None:
+                waiting.add((namespace, claim))
+                return None
+            found.append(ds)
+            return ds.location
+
+        for plan in plans:
+            pipeline.map_mounts(plan, locate)
+        with self._lock:
+            self._forget_claims(uid)
+            if waiting:
+                for key in waiting:
+                    self._awaiting.setdefault(key, set()).add(uid)
+                self._awaiting_wf[uid] = (obj, waiting)
+                while len(self._awaiting_wf) > self.config.max_awaiting:
+                    self._forget_claims(next(iter(self._awaiting_wf)))
+        return found
+
+    def _forget_claims(self, uid: str) -> None:
+        """Drop ``uid`` from the claim waiters (lock held)."""
+        _, keys = self._awaiting_wf.pop(uid, (None, ()))
+        for key in keys:
+            uids = self._awaiting.get(key)
+            if uids is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._awaiting[key]
+
+    def on_pvc(self, etype: str, obj: dict[str, Any]) -> None:
+        """A claim changed: the workflows waiting for it are evaluated again."""
+        meta = obj.get("metadata") or {}
+        self._note("pvc", etype, obj)
+        if etype != "DELETED":
+            self._claim_changed((meta.get("namespace") or "", meta.get("name") or ""))
+
+    def on_pv(self, etype: str, obj: dict[str, Any]) -> None:
+        """A PV changed (e.g. bound to a claim): the workflows waiting for its claim, again."""
+        ref = (obj.get("spec") or {}).get("claimRef") or {}
+        self._note("pv", etype, obj)
+        if etype != "DELETED" and ref.get("name"):
+            self._claim_changed((ref.get("namespace") or "", ref["name"]))
+
+    def _note(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+        """Hand a watched claim/PV to the view, so lookups see it now, not after a TTL."""
+        note = getattr(self.view, "note", None)
+        if note is not None:
+            note(kind, obj if etype != "DELETED" else None, obj)
+
+    def _claim_changed(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            objs = [self._awaiting_wf[u][0] for u in sorted(self._awaiting.get(key, ()))
+                    if u in self._awaiting_wf]
+        for wf in objs:
+            log.debug("claim %s/%s changed: evaluating workflow %s again", *key,
+                      (wf.get("metadata") or {}).get("name"))
+            self.on_workflow("MODIFIED", wf, observe=False)
 
     # ------------------------------------------------------------ re-placement on node changes
 
@@ -366,6 +488,10 @@ class Agent:
         if (obj.get("spec") or {}).get("nodeName") not in (None, "", self.config.node_name):
             return  # already bound elsewhere
         meta = obj.get("metadata") or {}
+        owner = workflow_of(obj)
+        if owner is not None:
+            self._on_step_pod(obj, owner)
+            return
         source = f"pod {meta.get('namespace')}/{meta.get('name')}"
         try:
             found = ds_mod.pod_datasets(obj, self.view)
@@ -378,6 +504,78 @@ class Agent:
             if bound_here or placement.should_warm(
                     self.config.node_name, dataset, self.nodes(), pod, self.config.replicas):
                 self.warm(WarmRequest(dataset, source, meta.get("name", ""), 0))
+
+
+    def _on_step_pod(self, obj: dict[str, Any], owner: tuple[str, str, str]) -> None:
+        """A workflow's step pod: its data is the workflow's, pinned under the workflow.
+
+        Nothing is warmed for it on its own account (no TTL pin that the workflow's DAG would
+        never release). Only when it is bound to this node, and the workflow is known here, are
+        its datasets this node lacks warmed as the workflow's (the step's last chance when it
+        landed elsewhere than its data); the workflow's DAG releases them as usual.
+        """
+        meta = obj.get("metadata") or {}
+        namespace, name, uid = owner
+        with self._lock:
+            uid = uid or self._wf_uids.get((namespace, name), "")
+            requested = self._requested.get(uid)
+            first = meta.get("uid") not in self._step_pods
+            self._step_pods[meta.get("uid")] = None
+            while len(self._step_pods) > self.config.max_workflows:
+                self._step_pods.popitem(last=False)
+        if first:
+            log.info("pod %s/%s: a step of workflow %s; its data is the workflow's", namespace,
+                     meta.get("name"), name)
+        if requested is None or (obj.get("spec") or {}).get("nodeName") != self.config.node_name:
+            return
+        source = f"workflow {namespace}/{name}"
+        node_name = (meta.get("annotations") or {}).get(ARGO_NODE_NAME_ANNOTATION, "")
+        step = node_name.rsplit(".", 1)[-1] if node_name else meta.get("name", "")
+        try:
+            found = ds_mod.pod_datasets(obj, self.view)
+        except Exception as exc:
+            log.warning("pod %s/%s: cannot resolve datasets: %s", namespace, meta.get("name"),
+                        exc)
+            return
+        for dataset in found:
+            with self._lock:
+                if dataset in requested:
+                    continue
+                requested.add(dataset)
+            log.info("%s: step pod %s bound here before its data: warming %s", source,
+                     meta.get("name"), dataset)
+            self.warm(WarmRequest(dataset, source, step, 0))
+
+
+ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"
+ARGO_NODE_NAME_ANNOTATION = "workflows.argoproj.io/node-name"
+
+
+def workflow_of(pod: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(namespace, workflow name, uid or "") when the pod is a step of an Argo Workflow.
+
+    Argo's controller labels every step pod ``workflows.argoproj.io/workflow: <name>`` and
+    makes the Workflow its controlling owner (KFP v2 pods are Argo pods, so the same holds).
+    """
+    meta = pod.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "Workflow" and str(ref.get("apiVersion", "")).startswith(
+                "argoproj.io/") and ref.get("name"):
+            return namespace, ref["name"], ref.get("uid") or ""
+    name = (meta.get("labels") or {}).get(ARGO_WORKFLOW_LABEL)
+    return (namespace, name, "") if name else None
+
+
+def _volume_of(dataset: str,
+               volumes: list[ds_mod.VolumeDataset]) -> ds_mod.VolumeDataset | None:
+    """The volume a (possibly narrowed) dataset is read through: the longest location under it."""
+    best = None
+    for v in volumes:
+        if (dataset.startswith(v.location) or dataset == v.location.rstrip("/")) and (
+                best is None or len(v.location) > len(best.location)):
+            best = v
+    return best
 
 
 def build_watchers(
@@ -393,6 +591,8 @@ def build_watchers(
         kw.Watcher(make_transport(), kw.NODES, agent.on_node, cluster),
         kw.Watcher(make_transport(), kw.CLUSTER_WORKFLOW_TEMPLATES, agent.on_template, cluster),
         kw.Watcher(make_transport(), kw.WORKFLOW_TEMPLATES, agent.on_template, options),
+        kw.Watcher(make_transport(), kw.PVS, agent.on_pv, cluster),
+        kw.Watcher(make_transport(), kw.PVCS, agent.on_pvc, options),
         kw.Watcher(make_transport(), kw.WORKFLOWS, agent.on_workflow, options,
                    on_listed=agent.reconcile_pins),
         kw.Watcher(make_transport(), kw.PODS, agent.on_pod, pending),

@@ -269,7 +269,10 @@ class VolumeCredentials:
 
     def store_config(self, req: Any) -> StoreConfig:
         """The StoreConfig of one :class:`~prefetchd.k8s.agent.WarmRequest`."""
-        pv = self.volume_for(req.dataset, req.source, getattr(req, "volume", None))
+        # req.volume: the VolumeDataset the analysis resolved (its PV by name), when known.
+        volume = getattr(req, "volume", None)
+        pv_name = volume if isinstance(volume, str) else getattr(volume, "pv", None)
+        pv = self.volume_for(req.dataset, req.source, pv_name or None)
         if pv is None:
             return StoreConfig(self.endpoint_url, None, "agent identity")
         pv_name = (pv.get("metadata") or {}).get("name", "")

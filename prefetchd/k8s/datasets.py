@@ -7,8 +7,13 @@ last chance to warm). A dataset is an ``s3://bucket/prefix`` location:
   ``volumeAttributes`` carry ``bucket`` and ``prefix`` (keys of csi/volumes.py); a path under
   the volume's mount named in the container's command/args narrows it (``/data/train`` with
   the volume mounted at ``/data`` -> ``s3://bucket/prefix/train``), honouring ``subPath``;
+  paths are normalised and named exactly as the workflow analysis names them
+  (prefetchd/pipeline/_pvc.py), so a step's dataset has one name for agent and webhook;
 * an inline CSI volume of the driver (same attributes);
 * ``s3://`` / ``s3a://`` URIs in command, args and env values.
+
+:func:`claim_dataset` (claim -> :class:`VolumeDataset`, carrying the PV's attributes and
+secret reference) is also what the agent uses for the claims of workflow steps.
 
 Lookups go through a :class:`ClusterView`; :class:`ApiClusterView` reads the API with a small
 TTL cache (bounded), so a burst of pod creations does not become a burst of GETs.
@@ -23,9 +28,11 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prefetchd.k8s import placement
+from prefetchd.pipeline import _pvc
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +67,31 @@ class _TtlCache:
                 self._d.move_to_end(key)
                 return hit[1]
         value = load()
+        self.put(key, value, now)
+        return value
+
+    def put(self, key: Any, value: Any, now: float | None = None) -> None:
+        """Store ``value`` unless what is cached is a newer version of the same object.
+
+        A GET that raced with a watch event must not put back the older object the event
+        replaced (objects compare by ``metadata.resourceVersion`` when both are numbers, as
+        etcd's are).
+        """
         with self._lock:
-            self._d[key] = (now, value)
+            old = self._d.get(key)
+            if old is not None and _rv(old[1]) > _rv(value) >= 0:
+                return
+            self._d[key] = (self.clock() if now is None else now, value)
             self._d.move_to_end(key)
             while len(self._d) > self.size:
                 self._d.popitem(last=False)
-        return value
+
+
+def _rv(obj: Any) -> int:
+    """An object's resourceVersion as a number, -1 when absent or not a number."""
+    rv = ((obj or {}).get("metadata") or {}).get("resourceVersion") if isinstance(
+        obj, Mapping) else None
+    return int(rv) if isinstance(rv, str) and rv.isdigit() else -1
 
 
 class ApiClusterView:
@@ -100,6 +126,14 @@ class ApiClusterView:
         return self._cache.get(("pv", name), lambda: self._get_json(
             f"/api/v1/persistentvolumes/{name}"))
 
+    def note(self, kind: str, value: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> None:
+        """A claim or PV seen on a watch (``value`` None: deleted): it replaces what is cached."""
+        meta = obj.get("metadata") or {}
+        if kind == "pvc":
+            self._cache.put(("pvc", meta.get("namespace") or "", meta.get("name") or ""), value)
+        elif kind == "pv":
+            self._cache.put(("pv", meta.get("name") or ""), value)
+
     def nodes(self) -> list[placement.NodeInfo]:
         def load() -> list[placement.NodeInfo]:
             doc = self._get_json("/api/v1/nodes") or {}
@@ -108,16 +142,62 @@ class ApiClusterView:
         return self._cache.get(("nodes",), load)
 
 
-def csi_location(csi: Mapping[str, Any] | None, driver: str = DRIVER_NAME) -> str | None:
-    """``s3://bucket/prefix`` of a CSI volume source of our driver, else None."""
+@dataclass(frozen=True)
+class VolumeDataset:
+    """A dataset reached through a volume of our driver, with what the volume says about it.
+
+    ``attributes`` are the PV's (or inline volume's) ``volumeAttributes`` as given (bucket,
+    prefix, and e.g. ``endpointUrl``/``region``), ``secret_ref`` its ``nodeStageSecretRef``
+    (namespace/name, never the secret itself): what a warm of this dataset may need besides
+    the location. ``claim``/``pv`` name where it came from (empty for an inline volume).
+    """
+
+    location: str  # s3://bucket/prefix/
+    claim: str = ""
+    pv: str = ""
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    secret_ref: Mapping[str, str] | None = None
+
+
+def csi_dataset(csi: Mapping[str, Any] | None, driver: str = DRIVER_NAME, *, claim: str = "",
+                pv: str = "") -> VolumeDataset | None:
+    """The dataset of a CSI volume source of our driver (bucket/prefix attributes), else None."""
     if not csi or csi.get("driver") != driver:
         return None
     attrs = csi.get("volumeAttributes") or {}
     bucket = attrs.get("bucket")
     if not bucket:
         return None
-    prefix = (attrs.get("prefix") or "").strip("/")
-    return f"s3://{bucket}/{prefix + '/' if prefix else ''}"
+    prefix = posixpath.normpath("/" + str(attrs.get("prefix") or "")).strip("/")
+    secret = csi.get("nodeStageSecretRef") or csi.get("nodePublishSecretRef")
+    return VolumeDataset(f"s3://{bucket}/{prefix + '/' if prefix else ''}", claim, pv,
+                         {str(k): str(v) for k, v in attrs.items()},
+                         dict(secret) if isinstance(secret, Mapping) else None)
+
+
+def csi_location(csi: Mapping[str, Any] | None, driver: str = DRIVER_NAME) -> str | None:
+    """``s3://bucket/prefix/`` of a CSI volume source of our driver, else None."""
+    ds = csi_dataset(csi, driver)
+    return ds.location if ds else None
+
+
+def claim_dataset(view: ClusterView, namespace: str, claim: str,
+                  driver: str = DRIVER_NAME) -> VolumeDataset | None:
+    """The dataset behind a claim: bound to a PV of our driver, else None (not yet, or never).
+
+    A claim that does not exist, is not bound yet, or is bound to another driver's PV is no
+    dataset (the caller may ask again when the claim or its PV changes).
+    """
+    pvc = view.pvc(namespace, claim)
+    pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
+    if not pv_name:
+        return None
+    pv = view.pv(pv_name)
+    ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
+    if ref and (ref.get("name"), ref.get("namespace") or namespace) != (claim, namespace):
+        return None  # the PV is bound to another claim: ours is not really bound yet
+    return csi_dataset(((pv or {}).get("spec") or {}).get("csi"), driver, claim=claim,
+                       pv=pv_name)
 
 
 def _volume_locations(
@@ -132,10 +212,8 @@ def _volume_locations(
         loc = csi_location(vol.get("csi"), driver)
         claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
         if loc is None and claim:
-            pvc = view.pvc(namespace, claim)
-            pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
-            pv = view.pv(pv_name) if pv_name else None
-            loc = csi_location(((pv or {}).get("spec") or {}).get("csi"), driver)
+            found = claim_dataset(view, namespace, claim, driver)
+            loc = found.location if found else None
         if loc:
             out[name] = loc
     return out
@@ -162,24 +240,21 @@ def pod_datasets(
             found.append(uri)
 
     for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        mounts = [(m.get("mountPath", "").rstrip("/"), volumes[m["name"]], m.get("subPath", ""))
+        mounts = [(m.get("mountPath", ""), _pvc.join(volumes[m["name"]], m.get("subPath", "")))
                   for m in c.get("volumeMounts") or [] if m.get("name") in volumes]
         narrowed: set[str] = set()
         for text in _strings(c):
             for uri in _S3_URI.findall(text):
                 add(uri.replace("s3a://", "s3://", 1))
             for word in re.split(r"[\s=,:;\"']+", text):
-                for mount_path, base, sub in mounts:
-                    if mount_path and word.startswith(mount_path + "/"):
-                        rest = posixpath.normpath(word[len(mount_path) + 1:])
-                        if rest.startswith(".."):
-                            continue
-                        add(base + posixpath.join(sub, rest).strip("/") + (
-                            "/" if word.endswith("/") else ""))
+                for mount_path, base in mounts:
+                    rel = _pvc.relative_under(word, mount_path)
+                    if rel is not None:  # the same name the workflow analysis gives it
+                        add(_pvc.narrow(base, rel))
                         narrowed.add(mount_path)
-        for mount_path, base, sub in mounts:
+        for mount_path, base in mounts:
             if mount_path not in narrowed:
-                add(base + (sub.strip("/") + "/" if sub else ""))
+                add(base)
     for name, loc in volumes.items():  # fusecache volumes no container mounts (rare)
         if not any(u.startswith(loc) for u in found):
             log.debug("volume %s (%s) is not mounted by any container", name, loc)

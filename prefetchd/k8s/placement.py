@@ -307,8 +307,13 @@ def should_warm(
 
 
 def holds_label(dataset: str) -> str:
-    """The label key that says "this node holds data of datasets hashing to this bucket"."""
-    bucket = int.from_bytes(hashlib.sha256(dataset.encode()).digest()[:4], "big") % LABEL_BUCKETS
+    """The label key that says "this node holds data of datasets hashing to this bucket".
+
+    A trailing slash does not count: the agent publishes the warmed form (``s3://b/p/train/``)
+    of the dataset the webhook names ``s3://b/p/train``.
+    """
+    key = dataset.rstrip("/").encode()
+    bucket = int.from_bytes(hashlib.sha256(key).digest()[:4], "big") % LABEL_BUCKETS
     return f"{HOLDS_LABEL_PREFIX}b{bucket:02d}"
 
 

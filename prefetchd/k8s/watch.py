@@ -2,7 +2,7 @@
 
 Who calls this: :mod:`prefetchd.k8s.agent` runs one :class:`Watcher` per resource (workflows,
 workflow templates, pending pods, nodes, PVCs, PVs), each in its own thread, and hands every
-change to a handler. Tests run it against :mod:`prefetchd.k8s.fake_apiserver`.
+change to a handler. Tests run it against the fake API server of tests/k8s/fake_apiserver.py.
 
 Data flow, in three layers (as kopf's ``watching.py``):
 

@@ -15,8 +15,12 @@ Public API (stable; the Kubernetes watcher of issue 5 calls `analyze_documents`)
 
 `params` overrides pipeline parameters by name (values as strings, converted to
 the declared KFP type); an unknown name is an error. `pvc_map` maps a claim name
-to the S3 prefix behind it (`s3://bucket/prefix`): reads through that PVC
-(its mount, or paths under the mount named in args) then become S3 reads.
+(or a volumeClaimTemplates name) to the S3 prefix behind it (`s3://bucket/prefix`):
+reads through that PVC (its mount, or paths under the mount named in args) then
+become S3 reads (`_pvc`). `map_mounts(plan, locate)` does the same with a callback
+(the Kubernetes agent locates claims on the cluster; `claim_name` says which claim a
+mount uses in a given Workflow); `unresolved_mounts(plan)` lists the mounts left
+without a location, with the flag that would resolve each.
 
 Design. Loading (`_load`) is bounded and alias-safe and classifies each
 document: KFP v2 IR (+ platform spec), KFP v2 compiled to Argo, KFP v1 Argo,
@@ -37,11 +41,10 @@ given files), so callers may run it in a worker thread.
 from __future__ import annotations
 
 import logging
-import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prefetchd.pipeline import _argo, _kfp2, _load
+from prefetchd.pipeline import _argo, _kfp2, _load, _pvc
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step, finish_plan
 
@@ -58,7 +61,16 @@ __all__ = [
     "Loop",
     "PipelineError",
     "parse_pvc_map",
+    "claim_name",
+    "map_mounts",
+    "unresolved_mounts",
+    "describe_mount",
 ]
+
+claim_name = _pvc.claim_name
+map_mounts = _pvc.map_mounts
+unresolved_mounts = _pvc.unresolved
+describe_mount = _pvc.describe
 
 RUNNABLE_ARGO = ("Workflow", "CronWorkflow")
 
@@ -179,40 +191,5 @@ def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list
         plan = _argo.ArgoAnalyzer(d, library, params).analyze()
     finish_plan(plan)
     if pvc_map:
-        _map_pvcs(plan, pvc_map)
+        _pvc.map_from_flags(plan, pvc_map)
     return plan
-
-
-def _join(prefix: str, *parts: str) -> str:
-    out = prefix.rstrip("/")
-    for p in parts:
-        p = p.strip("/")
-        if p:
-            out += "/" + p
-    return out + "/"
-
-
-def _map_pvcs(plan: Plan, pvc_map: dict[str, str]) -> None:
-    """Reads through a mapped PVC become reads of the S3 prefix behind the claim.
-
-    Paths under the mount named in the command line narrow the read to that
-    sub-prefix (and a path the step writes is not a read); a mount no path
-    names is read as a whole.
-    """
-    for s in plan.steps:
-        for m in s.pvc_mounts:
-            if m.claim is None or m.claim not in pvc_map:
-                continue
-            base = _join(pvc_map[m.claim], m.sub_path)
-            m.s3_prefix = base
-            mp = m.mount_path.rstrip("/") or "/"
-            named = [(p, d) for p, d in s.path_mentions if p == mp or p.startswith(mp + "/")]
-            if not named:
-                s.add_read(Read(base, True, "pvc", via_pvc=m.claim))
-                continue
-            for p, d in named:
-                if d != "read":
-                    continue
-                rel = posixpath.normpath(p[len(mp) :]).lstrip("/") if p != mp else ""
-                uri = _join(base, rel) if rel and rel != "." else base
-                s.add_read(Read(uri, True, "pvc", via_pvc=m.claim))

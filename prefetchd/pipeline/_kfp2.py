@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from prefetchd.pipeline import _scan
+from prefetchd.pipeline import _scan, _uri
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
 from prefetchd.pipeline._resolve import Val, const, runtime, substitute
@@ -539,6 +539,12 @@ class Kfp2Analyzer:
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
             _scan.scan_named_inputs(step, params)
+            # paths handed to the component as inputs (e.g. root="/data/train"): they narrow
+            # reads through a PVC mounted there (see _pvc.map_mounts)
+            for pname, pv in params.items():
+                for value in pv.values or ():
+                    if value.startswith("/") and "\n" not in value:
+                        paths.append((value, "write" if _uri.name_says_write(pname) else "read"))
         env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
         _scan.scan_env(step, env, res)
         step.scheduling = _kfp_scheduling(c, self.k8s.get(label) or {})

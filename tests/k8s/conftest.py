@@ -8,9 +8,8 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from fake_apiserver import FakeApiServer
 from kubernetes import client
-
-from prefetchd.k8s.fake_apiserver import FakeApiServer
 
 
 @pytest.fixture()

@@ -149,7 +149,7 @@ def test_pending_pod_with_fusecache_pvc_is_warmed(fake, running_agent):
                  "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]},
         "status": {"phase": "Pending"}}
     fake.create(pod)
-    assert calls.wait(1) == [("warm", "s3://bkt/p/x/")]
+    assert calls.wait(1) == [("warm", "s3://bkt/p/x")]
 
 
 def test_pins_held_before_a_restart_are_reconciled_after_the_first_listing(fake, api):

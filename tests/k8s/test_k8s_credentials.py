@@ -11,6 +11,7 @@ from volume_objects import bound_pair, secret, storage_class
 
 from prefetchd.k8s import credentials as cr
 from prefetchd.k8s.agent import WarmRequest
+from prefetchd.k8s.datasets import VolumeDataset
 
 pytestmark = pytest.mark.k8s
 
@@ -18,7 +19,8 @@ ENDPOINT = "http://s3.tenant-a.example:9000"
 
 
 def req(dataset: str, source: str = "pod ml/train", volume: str | None = None) -> WarmRequest:
-    return WarmRequest(dataset, source, "train", 0, volume)
+    vol = VolumeDataset(location=dataset, pv=volume) if volume else None
+    return WarmRequest(dataset, source, "train", 0, vol)
 
 
 @pytest.fixture()

@@ -9,16 +9,15 @@ from typing import Any
 
 import pytest
 import urllib3
-from k8s_helpers import corpus_workflow, node
-from kubernetes import client, watch
-
-from prefetchd.k8s.fake_apiserver import (
+from fake_apiserver import (
     ApiError,
     FakeApiServer,
     apply_json_patch,
     label_selector_matches,
     parse_label_selector,
 )
+from k8s_helpers import corpus_workflow, node
+from kubernetes import client, watch
 
 pytestmark = pytest.mark.k8s
 

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from k8s_helpers import corpus_workflow, node
 
 from prefetchd.k8s import watch as kw
-from prefetchd.k8s.fake_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.k8s
 

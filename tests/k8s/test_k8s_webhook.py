@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import apply_json_patch
 from k8s_helpers import node
 
 from prefetchd.k8s import datasets as dsm
 from prefetchd.k8s import placement as pl
 from prefetchd.k8s import webhook as wh
-from prefetchd.k8s.fake_apiserver import apply_json_patch
 
 pytestmark = pytest.mark.k8s
 
@@ -158,7 +158,7 @@ def test_pod_with_fusecache_pvc_is_steered_to_chosen_eligible_nodes(fake, server
              for n in client.CoreV1Api(api).list_node().items]
     req = pl.PodRequirements.from_pod_spec(TRAIN_POD["spec"])
     expected = []
-    for ds in ("s3://datasets/val-set/", "s3://datasets/imagenet/train/"):
+    for ds in ("s3://datasets/val-set/", "s3://datasets/imagenet/train"):
         chosen = pl.choose(ds, nodes, req, 2)
         assert set(chosen) <= {"node-0", "node-1"}  # GPUs, untainted, agent running
         expected.append({"weight": 80, "preference": {"matchExpressions": [{
@@ -168,7 +168,7 @@ def test_pod_with_fusecache_pvc_is_steered_to_chosen_eligible_nodes(fake, server
     assert all(t in hostname_terms for t in expected)
     holds = {t["preference"]["matchExpressions"][0]["key"] for t in terms if t["weight"] == 20}
     assert holds == {pl.holds_label("s3://datasets/val-set/"),
-                     pl.holds_label("s3://datasets/imagenet/train/")}
+                     pl.holds_label("s3://datasets/imagenet/train")}
     assert "requiredDuringSchedulingIgnoredDuringExecution" not in \
         patched["spec"]["affinity"]["nodeAffinity"]
     assert patched["metadata"]["annotations"][wh.STEERED_ANNOTATION]

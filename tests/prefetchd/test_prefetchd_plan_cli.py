@@ -123,7 +123,7 @@ def test_pvc_map_path_under_mount(capsys: pytest.CaptureFixture[str]) -> None:
     assert rc == 0
     steps = {s["id"]: s for s in json.loads(out)["steps"]}
     pvc_reads = [r["uri"] for r in steps["evaluate"]["reads"] if r["origin"] == "pvc"]
-    assert pvc_reads == ["s3://ref/sets/mnist-test/"]
+    assert pvc_reads == ["s3://ref/sets/mnist-test"]  # a path under the mount: file or folder
 
 
 def test_console_script_runs() -> None:
