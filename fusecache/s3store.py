@@ -43,8 +43,10 @@ class S3Store:
                  max_connections: int = 24, connect_timeout: float = 5.0,
                  request_timeout: float = 20.0, max_attempts: int = 0,
                  op_deadline: float = 60.0, observe: Observer = _noop_observe,
-                 credentials: Mapping[str, str] | None = None) -> None:
+                 credentials: Mapping[str, str] | None = None,
+                 on_retry: Callable[[], None] | None = None) -> None:
         self.bucket = bucket
+        self._on_retry = on_retry  # called before each retry of a request (a counter)
         self.max_attempts = max_attempts
         self.op_deadline = op_deadline
         self._observe = observe
@@ -112,7 +114,8 @@ class S3Store:
         return retry.call_with_retry(attempt, what=what,
                                      deadline=time.monotonic() + self.op_deadline,
                                      max_attempts=self.max_attempts if max_attempts is None
-                                     else max_attempts, on_give_up=give_up)
+                                     else max_attempts, on_give_up=give_up,
+                                     on_retry=self._on_retry)
 
     # -- ObjectStore ----------------------------------------------------------
 
