@@ -54,7 +54,9 @@ class S3Store:
         # volume's node-stage Secret read by prefetchd; None: the standard chain.
         session = boto3.session.Session(region_name=region, **(credentials or {}))
         cfg = Config(
-            retries={"max_attempts": 1, "mode": "standard"},
+            # total_max_attempts 1: botocore makes one attempt ("max_attempts": 1 would
+            # be one retry of its own, invisible to our policy and its counter)
+            retries={"total_max_attempts": 1, "mode": "standard"},
             connect_timeout=connect_timeout,
             read_timeout=request_timeout,
             max_pool_connections=max_connections,
