@@ -26,11 +26,9 @@ import time
 from pathlib import Path
 
 import pytest
-from faultkit import BLOCK, Obj, new_cache, put_object
+from faultkit import BLOCK, Obj, check_cache, new_cache, put_object
 
-from fusecache import nodecache
 from fusecache.locals3 import LocalS3
-from fusecache.nodecache import NodeCache
 
 from mounting import FUSECACHE, force_unmount
 
@@ -73,38 +71,6 @@ def _child_env(s3_env: dict[str, str], failpoint: str | None) -> dict[str, str]:
     if failpoint:
         env["FUSECACHE_FAILPOINT"] = failpoint
     return env
-
-
-def check_cache(cache_dir: Path, objs: dict[str, Obj]) -> int:
-    """Every block exact or absent; bookkeeping exact. Returns the live blocks."""
-    c = NodeCache.open(cache_dir)
-    try:
-        with c.env.begin() as txn:
-            def keys(db: object) -> set[bytes]:
-                return set(txn.cursor(db=db).iternext(keys=True, values=False))
-            blocks, bmeta, boffs = keys(c._blocks), keys(c._bmeta), keys(c._boffs)
-            lru = {k[8:] for k in keys(c._lru)}
-            objects = keys(c._objects)
-            used = nodecache._U64.unpack(txn.get(b"used", db=c._meta))[0]
-            lengths = sum(nodecache._BMETA.unpack(txn.get(k, db=c._bmeta))[1] for k in bmeta)
-            n_lru = txn.stat(c._lru)["entries"]
-        assert blocks == bmeta, "blocks without metadata or metadata without block"
-        assert lru == bmeta and n_lru == len(bmeta), "LRU order disagrees with the blocks"
-        assert boffs <= bmeta, "an offset recorded for a block that is not there"
-        assert objects == {k[:16] for k in bmeta}, "object records disagree with the blocks"
-        assert used == lengths, f"used {used} != sum of live blocks {lengths}"
-        live = 0
-        for o in objs.values():
-            for i in range(o.blocks):
-                got = c.get_block(o.oid, i)
-                if got is not None:
-                    live += 1
-                    assert got == o.data[i * BLOCK:(i + 1) * BLOCK], f"wrong bytes {o.key}#{i}"
-        assert live == len(bmeta)
-        assert c.stats().counters["integrity_errors"] == 0
-        return live
-    finally:
-        c.close()
 
 
 @contextlib.contextmanager
