@@ -182,7 +182,8 @@ def cmd_stats(a: argparse.Namespace) -> int:
           + (f" ({100 * c['ram_hits'] / ram:.1f}% hit)" if ram else ""))
     print(f"disk tier       {c['disk_hits']} hits, {c['disk_misses']} misses"
           + (f" ({100 * c['disk_hits'] / disk:.1f}% hit)" if disk else ""))
-    print(f"from S3         {_human(c['s3_bytes'])} in {c['s3_gets']} GETs")
+    print(f"from S3         {_human(c['s3_bytes'])} in {c['s3_gets']} GETs, "
+          f"{c['s3_retries']} retries")
     print(f"evictions       {c['evictions']}, integrity errors {c['integrity_errors']}")
     for scope, sc in sorted(by_mount.items()):
         hits = sc.get("ram_hits", 0) + sc.get("disk_hits", 0)

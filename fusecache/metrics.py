@@ -8,6 +8,7 @@ totals, which is what ``fusecache stats`` prints for the whole node.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter as _Tally
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -29,6 +30,8 @@ class Metrics:
         self.s3_latency = Histogram(
             "fusecache_s3_request_seconds", "S3 request latency", ["op"], registry=r,
             buckets=(.002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.s3_retries = Counter("fusecache_s3_retries",
+                                  "S3 requests retried after a temporary failure", registry=r)
         self.s3_errors = Counter("fusecache_s3_errors", "S3 requests that failed for good",
                                  registry=r)
         self.evictions = Counter("fusecache_cache_evictions",
@@ -58,6 +61,7 @@ class Metrics:
         self.readahead_bytes = Gauge("fusecache_readahead_inflight_bytes",
                                      "Bytes reserved by read-ahead", registry=r)
         self._pending = _Tally()
+        self._pending_lock = threading.Lock()  # retried() runs in worker threads
         self._last_evictions: int | None = None
 
     def tier_counter(self, tier: str, hit: bool) -> _TierCounter:
@@ -85,9 +89,16 @@ class Metrics:
     def stale_served(self, kind: str) -> None:
         self.stale.labels(kind).inc()
 
+    def retried(self) -> None:
+        """One S3 request retried (called by the store from a worker thread)."""
+        self.s3_retries.inc()
+        with self._pending_lock:
+            self._pending["s3_retries"] += 1
+
     def take_pending(self) -> dict[str, int]:
         """Counter deltas since the last call (for the node cache's shared totals)."""
-        out, self._pending = dict(self._pending), _Tally()
+        with self._pending_lock:
+            out, self._pending = dict(self._pending), _Tally()
         return out
 
     def add_pending(self, name: str, value: int) -> None:

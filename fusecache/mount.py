@@ -161,7 +161,8 @@ class MountedFilesystem:
             max_connections=cfg.max_connections, connect_timeout=cfg.connect_timeout,
             request_timeout=cfg.request_timeout, max_attempts=cfg.max_attempts,
             op_deadline=cfg.read_timeout, observe=self.metrics.observe_s3,
-            on_breaker=self.metrics.observe_breaker)
+            on_breaker=self.metrics.observe_breaker,
+            on_retry=self.metrics.retried)
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.disk: NodeCache | None = None
         self.cache_env: NodeCache

@@ -35,6 +35,15 @@ Invariants:
 Durability: opened with ``sync=False``; a killed process never leaves a half-written
 block (LMDB commits are atomic), a power loss may lose the last commits. A file that
 cannot be opened or has another format is moved aside and a fresh cache created.
+
+Failpoints (tests only; off by default): ``FUSECACHE_FAILPOINT=SITE:N``, read once at
+import, makes the process SIGKILL itself the Nth time it reaches SITE, so a test can
+kill -9 a mount or a warm at a chosen point of a cache write. Sites: ``put:begin``
+(write transaction open, nothing written), ``put:data`` (block bytes written, not its
+metadata), ``put:commit`` (everything written, not committed), ``put:committed``
+(committed, offset not recorded), ``evict:delete`` (one block evicted in an uncommitted
+transaction), ``offset:commit``, ``touch:commit``. Unset, each site costs one test of
+a module global against None.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import struct
 import threading
 import time
@@ -59,6 +69,32 @@ import lmdb
 from fusecache import errors
 
 log = logging.getLogger(__name__)
+
+
+def _parse_failpoint(spec: str | None) -> tuple[str, int] | None:
+    if not spec:
+        return None
+    site, _, n = spec.rpartition(":")
+    if not site or not n.isdigit() or int(n) < 1:
+        log.warning("ignoring FUSECACHE_FAILPOINT=%r (expected SITE:N, N >= 1)", spec)
+        return None
+    return site, int(n)
+
+
+_FAILPOINT = _parse_failpoint(os.environ.get("FUSECACHE_FAILPOINT"))
+_FAILPOINT_HITS = [0]
+_FAILPOINT_LOCK = threading.Lock()
+
+
+def _failpoint(site: str) -> None:
+    """SIGKILL this process at the Nth hit of the configured site (see the docstring)."""
+    assert _FAILPOINT is not None
+    if site != _FAILPOINT[0]:
+        return
+    with _FAILPOINT_LOCK:
+        _FAILPOINT_HITS[0] += 1
+        if _FAILPOINT_HITS[0] == _FAILPOINT[1]:
+            os.kill(os.getpid(), signal.SIGKILL)
 
 FORMAT = b"fusecache-node-cache-1"
 _ENV_DIR = "cache.lmdb"
@@ -81,7 +117,7 @@ _DEFAULT_MAP_SIZE = 1 << 40
 DEFAULT_BLOCK_SIZE = 8 << 20
 
 COUNTERS = ("ram_hits", "ram_misses", "disk_hits", "disk_misses", "s3_bytes", "s3_gets",
-            "evictions", "integrity_errors", "write_dropped")
+            "evictions", "integrity_errors", "write_dropped", "s3_retries")
 
 
 @dataclass(frozen=True)
@@ -367,6 +403,8 @@ class NodeCache:
         crc = zlib.crc32(data)  # before the write lock: other writers need not wait for it
         now = time.time_ns()
         with self.env.begin(write=True) as txn:
+            if _FAILPOINT is not None:
+                _failpoint("put:begin")
             old = txn.get(key, db=self._bmeta)
             if old is not None:
                 return True  # another process stored it first: same bytes by identity
@@ -377,6 +415,8 @@ class NodeCache:
                     txn.put(b"used", _U64.pack(used), db=self._meta)
                     return False
             txn.put(key, data, db=self._blocks)
+            if _FAILPOINT is not None:
+                _failpoint("put:data")
             txn.put(key, _BMETA.pack(now, len(data), crc), db=self._bmeta)
             txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
             txn.put(b"used", _U64.pack(used + len(data)), db=self._meta)
@@ -384,6 +424,10 @@ class NodeCache:
                 txn.put(oid.digest, json.dumps(
                     {"bucket": oid.bucket, "key": oid.key, "etag": oid.etag,
                      "size": oid.size}).encode(), db=self._objects)
+            if _FAILPOINT is not None:
+                _failpoint("put:commit")
+        if _FAILPOINT is not None:
+            _failpoint("put:committed")
         self._record_offset(key)
         return True
 
@@ -421,6 +465,8 @@ class NodeCache:
                 off = self._file_offset(buf) if touched >= _PREAD_MIN else None
                 if off is not None:
                     txn.put(key, _U64.pack(off), db=self._boffs)
+                if _FAILPOINT is not None:
+                    _failpoint("offset:commit")
         except lmdb.Error as e:  # an optimisation: the block is stored either way
             log.debug("could not record where block %r lies: %s", key, e)
             return
@@ -472,6 +518,8 @@ class NodeCache:
             txn.delete(key, db=self._boffs)
             ok = cur.delete()
             evicted += 1
+            if _FAILPOINT is not None:
+                _failpoint("evict:delete")
             self._forget_object_if_empty(txn, key[:16])
         for lru_key, key in rotate:
             txn.delete(lru_key, db=self._lru)
@@ -529,6 +577,8 @@ class NodeCache:
                 txn.delete(_ATIME.pack(atime) + key, db=self._lru)
                 txn.put(_ATIME.pack(ns) + key, b"", db=self._lru)
                 txn.put(key, _BMETA.pack(ns, length, crc), db=self._bmeta)
+            if _FAILPOINT is not None:
+                _failpoint("touch:commit")
         return len(pending)
 
     # -- pins --------------------------------------------------------------------

@@ -27,12 +27,14 @@ class TemporaryFailure(Exception):
 
 def call_with_retry(fn: Callable[[], T], *, what: str, deadline: float, max_attempts: int,
                     base_delay: float = 0.1, max_delay: float = 5.0,
-                    on_give_up: Callable[[BaseException], BaseException]) -> T:
+                    on_give_up: Callable[[BaseException], BaseException],
+                    on_retry: Callable[[], None] | None = None) -> T:
     """Call *fn* until it succeeds, raises a permanent error, or time/attempts run out.
 
     *deadline* is an absolute ``time.monotonic()`` value; *max_attempts* 0 means the
     deadline alone decides. *fn* signals a retryable error by raising
-    TemporaryFailure. On giving up, ``on_give_up(cause)`` is raised.
+    TemporaryFailure. On giving up, ``on_give_up(cause)`` is raised. *on_retry* is
+    called before each retry (a counter).
     Runs in a worker thread (it sleeps).
     """
     attempt = 0
@@ -49,4 +51,6 @@ def call_with_retry(fn: Callable[[], T], *, what: str, deadline: float, max_atte
             level = logging.DEBUG if attempt < 3 else logging.WARNING
             log.log(level, "%s: attempt %d failed (%s); retrying in %.2fs",
                     what, attempt, e.cause, delay)
+            if on_retry is not None:
+                on_retry()
             time.sleep(delay)

@@ -62,8 +62,10 @@ class S3Store:
                  request_timeout: float = 20.0, max_attempts: int = 0,
                  op_deadline: float = 60.0, observe: Observer = _noop_observe,
                  on_breaker: Callable[[str], None] | None = None,
-                 credentials: Mapping[str, str] | None = None) -> None:
+                 credentials: Mapping[str, str] | None = None,
+                 on_retry: Callable[[], None] | None = None) -> None:
         self.bucket = bucket
+        self._on_retry = on_retry  # called before each retry of a request (a counter)
         self.max_attempts = max_attempts
         self.op_deadline = op_deadline
         self._observe = observe
@@ -71,7 +73,9 @@ class S3Store:
         # volume's node-stage Secret read by prefetchd; None: the standard chain.
         self._session = boto3.session.Session(region_name=region, **(credentials or {}))
         cfg = Config(
-            retries={"max_attempts": 1, "mode": "standard"},
+            # total_max_attempts 1: botocore makes one attempt ("max_attempts": 1 would
+            # be one retry of its own, invisible to our policy and its counter)
+            retries={"total_max_attempts": 1, "mode": "standard"},
             # One request never outlasts the whole operation's bound.
             connect_timeout=min(connect_timeout, op_deadline),
             read_timeout=min(request_timeout, op_deadline),
@@ -176,7 +180,8 @@ class S3Store:
         return retry.call_with_retry(attempt, what=what,
                                      deadline=time.monotonic() + self.op_deadline,
                                      max_attempts=self.max_attempts if max_attempts is None
-                                     else max_attempts, on_give_up=give_up)
+                                     else max_attempts, on_give_up=give_up,
+                                     on_retry=self._on_retry)
 
     # -- ObjectStore ----------------------------------------------------------
 

@@ -163,6 +163,7 @@ class Warmer:
         self.stats = WarmStats()
         self._lock = threading.Lock()
         self._stores: dict[str, fusecache.S3Store] = {}
+        self._retries = 0  # S3 requests retried, added to the node cache's s3_retries
         # seconds spent: connect (clients, bucket checks), list, fetch (GETs and cache
         # writes), total (all of warm()); reported by `warm --json`, used by the benchmark
         self.timings: dict[str, float] = {"connect": 0.0, "list": 0.0, "fetch": 0.0}
@@ -173,7 +174,7 @@ class Warmer:
             t0 = time.monotonic()
             s = fusecache.S3Store(
                 bucket, endpoint_url=self.endpoint_url, max_connections=self.concurrency + 4,
-                region=self.region, credentials=self._credentials,
+                region=self.region, credentials=self._credentials, on_retry=self._retried,
             )
             try:
                 s.check_bucket()
@@ -262,8 +263,18 @@ class Warmer:
                     break
             cache.flush_touches()
         finally:
-            cache.close()
+            with self._lock:
+                retries, self._retries = self._retries, 0
+            try:
+                cache.add_counters({"s3_retries": retries})
+            finally:
+                cache.close()
         return [r for r, _, _ in plan]
+
+    def _retried(self) -> None:
+        """Called by the store (from fetch threads) before each retried request."""
+        with self._lock:
+            self._retries += 1
 
     def _record(self, state: StateFile, res: DatasetResult, owner: str) -> None:
         now = time.time()

@@ -1,4 +1,9 @@
-"""Shared fixtures: a real SeaweedFS S3 server on loopback, unique buckets, cleanup."""
+"""Shared fixtures: a real SeaweedFS S3 server on loopback, unique buckets, cleanup.
+
+Tests marked ``fuse`` need root and /dev/fuse. Without them they are skipped, except
+under ``CI=true``, where a ``fuse`` test that does not run (skipped for any reason)
+fails the run: CI must not go green without its real mounts.
+"""
 
 from __future__ import annotations
 
@@ -41,9 +46,24 @@ def bucket(local_s3: LocalS3) -> str:
     return name
 
 
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
         skip = pytest.mark.skip(reason="needs root and /dev/fuse")
         for item in items:
             if "fuse" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    rep = outcome.get_result()
+    if (rep.skipped and not hasattr(rep, "wasxfail") and "fuse" in item.keywords
+            and _in_ci()):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"CI=true: a test that needs real FUSE mounts was skipped ({reason})"

@@ -160,13 +160,71 @@ def test_run_epoch_accounts_for_every_second(data) -> None:
     st = run_epoch(loader, files, SimulatedAccelerator(step), epoch=0, seed=1)
     assert st.samples == 300 and st.batches == 30 and st.bytes == files.total_bytes
     assert st.compute_s >= 30 * step
-    # wall = stalls + steps (+ the loop's own few microseconds per batch)
-    assert st.stall_s + st.compute_s <= st.wall_s <= st.stall_s + st.compute_s + 0.05
+    # wall = stalls + steps + the loop's own time (exact accounting: the next test)
+    assert st.stall_s + st.compute_s <= st.wall_s
     # 2 workers at 50 ms a file cannot feed 10 files per 10 ms step: the loop stalls
     assert st.stall_s > st.compute_s and st.utilization == st.compute_s / st.wall_s
     assert 0 < st.first_batch_s <= st.stall_s
     d = st.as_dict()
     assert d["samples_per_s"] == round(300 / st.wall_s, 1)
+
+
+class _Clock:
+    """A clock that moves only when told: the epoch's accounting becomes exact."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+class _ClockedLoader(ProcessLoader):
+    """The real loader; the wait for batch i is stalls[i] seconds of the test's clock."""
+
+    def __init__(self, clock: _Clock, stalls: list[float], *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.clock, self.stalls = clock, stalls
+
+    def map_epoch(self, ds, order):
+        for i, batch in enumerate(super().map_epoch(ds, order)):
+            self.clock.now += self.stalls[i]
+            yield batch
+
+
+class _ClockedAccelerator:
+    feature_bytes = 0
+
+    def __init__(self, clock: _Clock, steps: list[float]) -> None:
+        self.clock, self.steps, self.i = clock, steps, 0
+
+    def step(self, batch: Batch) -> float:
+        took = self.steps[self.i]
+        self.i += 1
+        self.clock.now += took
+        return took
+
+
+def test_run_epoch_accounts_for_every_second_exactly(data, monkeypatch) -> None:
+    """Every second of the epoch is a stall or a step, none counted twice or lost (on
+    the test's clock, so the loop's own time is zero and no speed is assumed)."""
+    import types
+
+    from bench.training import emulator
+
+    root, files, _ = data
+    clock = _Clock()
+    monkeypatch.setattr(emulator, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    stalls = [0.5 + i / 64 for i in range(30)]  # binary fractions: sums are exact
+    steps = [0.25 + (i % 3) / 8 for i in range(30)]
+    loader = _ClockedLoader(clock, stalls, DirSource(root / "imagenet"), workers=2,
+                            batch_size=10)
+    st = run_epoch(loader, files, _ClockedAccelerator(clock, steps), epoch=0, seed=1)
+    assert st.batches == 30 and st.samples == 300
+    assert st.stall_s == sum(stalls) and st.compute_s == sum(steps)
+    assert st.wall_s == sum(stalls) + sum(steps)
+    assert st.first_batch_s == stalls[0]
+    assert st.utilization == sum(steps) / st.wall_s
 
 
 def test_run_epoch_refuses_a_short_epoch(data) -> None:

@@ -17,13 +17,15 @@ from fusecache.mount import is_mounted
 
 from mounting import mount_pids, mounted, run_cli
 
-pytestmark = [pytest.mark.fuse, pytest.mark.s3]
+# Markers per test (not per module): bad input and umount of a non-mount need no mount.
 
 
 def env_of(s3: LocalS3) -> dict[str, str]:
     return s3.env()
 
 
+@pytest.mark.fuse
+@pytest.mark.s3
 def test_remount_serves_cache_with_s3_stopped(private_s3: LocalS3, tmp_path: Path) -> None:
     c = private_s3.client()
     c.create_bucket(Bucket="keep")
@@ -44,6 +46,8 @@ def test_remount_serves_cache_with_s3_stopped(private_s3: LocalS3, tmp_path: Pat
         assert {k: (mp / k).read_bytes() for k in files} == files
 
 
+@pytest.mark.fuse
+@pytest.mark.s3
 def test_read_returns_eio_in_bounded_time_when_s3_dies(private_s3: LocalS3,
                                                        tmp_path: Path) -> None:
     c = private_s3.client()
@@ -61,6 +65,8 @@ def test_read_returns_eio_in_bounded_time_when_s3_dies(private_s3: LocalS3,
         assert took < 15, f"EIO took {took:.1f}s"
 
 
+@pytest.mark.fuse
+@pytest.mark.s3
 def test_killed_mount_leaves_no_half_written_block(private_s3: LocalS3,
                                                    tmp_path: Path) -> None:
     c = private_s3.client()
@@ -107,6 +113,8 @@ def test_killed_mount_leaves_no_half_written_block(private_s3: LocalS3,
         assert good >= 1, "nothing was cached before the kill"
 
 
+@pytest.mark.fuse
+@pytest.mark.s3
 def test_cache_dir_unusable_still_serves_from_s3(local_s3, s3_env, bucket,
                                                  tmp_path: Path) -> None:
     local_s3.client().put_object(Bucket=bucket, Key="a", Body=b"abc")
@@ -117,6 +125,8 @@ def test_cache_dir_unusable_still_serves_from_s3(local_s3, s3_env, bucket,
         assert (mp / "a").read_bytes() == b"abc"
 
 
+@pytest.mark.fuse
+@pytest.mark.s3
 def test_corrupt_cache_is_moved_aside_at_mount(local_s3, s3_env, bucket,
                                                tmp_path: Path) -> None:
     local_s3.client().put_object(Bucket=bucket, Key="a", Body=b"abc")
@@ -130,9 +140,11 @@ def test_corrupt_cache_is_moved_aside_at_mount(local_s3, s3_env, bucket,
     assert "corrupt or incompatible" in logs
 
 
-@pytest.mark.parametrize("case", ["bad-uri", "bad-bucket-name", "missing-bucket",
-                                  "wrong-credentials", "unreachable", "no-mountpoint",
-                                  "not-a-dir", "already-mounted", "bad-size", "bad-ttl"])
+@pytest.mark.s3
+@pytest.mark.parametrize("case", [
+    "bad-uri", "bad-bucket-name", "missing-bucket", "wrong-credentials", "unreachable",
+    "no-mountpoint", "not-a-dir", pytest.param("already-mounted", marks=pytest.mark.fuse),
+    "bad-size", "bad-ttl"])
 def test_bad_input_fails_before_mounting(case: str, local_s3, s3_env, bucket,
                                          tmp_path: Path) -> None:
     mp = tmp_path / "m"
@@ -179,6 +191,8 @@ def test_bad_input_fails_before_mounting(case: str, local_s3, s3_env, bucket,
     assert "wrong-secret-value-123" not in err and s3_env["AWS_SECRET_ACCESS_KEY"] not in err
 
 
+@pytest.mark.fuse
+@pytest.mark.s3
 def test_full_cache_disk_keeps_serving_from_s3(local_s3, s3_env, bucket, tmp_path: Path) -> None:
     """A cache dir on a 12 MiB tmpfs: block writes fail for lack of space, reads go on."""
     import subprocess
@@ -214,6 +228,8 @@ def test_umount_refuses_what_is_not_a_fusecache_mount(tmp_path: Path) -> None:
     assert r.returncode != 0 and "no node cache in" in r.stderr
 
 
+@pytest.mark.fuse
+@pytest.mark.s3
 def test_read_survives_a_transient_s3_outage(private_s3: LocalS3, tmp_path: Path) -> None:
     """S3 goes away mid-read and comes back: retries with backoff give exact bytes."""
     import threading

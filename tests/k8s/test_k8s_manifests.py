@@ -129,6 +129,18 @@ def test_the_custom_resource_check_can_fail() -> None:
         check_custom_resource(bad, "bad")
 
 
+def test_the_strict_check_can_fail_on_the_prefetchd_install() -> None:
+    """The kubernetes client drops unknown fields; strict_check must not (a misspelt key
+    in the agent's DaemonSet, as in manifests/prefetchd/base/agent.yaml)."""
+    (ds,) = [d for d in INSTALLS["prefetchd"] if d["kind"] == "DaemonSet"]
+    bad = json.loads(json.dumps(ds))
+    bad["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0][
+        "mountPropogation"] = "None"
+    with pytest.raises(AssertionError, match="mountPropogation"):
+        strict_check(bad, "V1DaemonSet", "bad")
+    client.ApiClient()._ApiClient__deserialize(bad, client.V1DaemonSet)  # noqa: SLF001
+
+
 def kinds(name: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for d in INSTALLS[name]:

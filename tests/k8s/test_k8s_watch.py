@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -153,18 +154,62 @@ def test_namespace_and_selector_scoping(fake, run_watcher):
     assert [(t, n) for t, n, _ in rec.calls] == [("ADDED", "mine"), ("DELETED", "mine")]
 
 
+class _SeenTransport(kw.ClientTransport):
+    """The real client transport, noting each watch's starting version and what it got."""
+
+    def __init__(self, api) -> None:
+        super().__init__(api)
+        self.watched_from: list[str] = []
+        self.bookmarks: list[str] = []
+
+    def watch(self, resource, options, resource_version, stop):
+        self.watched_from.append(resource_version)
+        for event in super().watch(resource, options, resource_version, stop):
+            if event.get("type") == "BOOKMARK":
+                self.bookmarks.append(event["object"]["metadata"]["resourceVersion"])
+            yield event
+
+
+def _poll(cond: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
 def test_bookmarks_advance_the_version_without_handler_calls(fake, api):
+    """A BOOKMARK moves the watch's position: after the history before it is compacted
+    and the stream dropped, the watch resumes from the bookmark's version (no 410, no
+    second listing); without the bookmark it would have resumed from the listing's."""
+    fake.create(node("n0"))
+    transport = _SeenTransport(api)
     rec = Recorder()
-    watcher = kw.Watcher(kw.ClientTransport(api), kw.NODES, rec, FAST)
+    watcher = kw.Watcher(transport, kw.NODES, rec, FAST)
     group = kw.WatchGroup([watcher]).start()
     try:
         fake.wait_for_watchers(1)
-        fake.send_bookmarks()
-        fake.create(node("n"))
         rec.wait(lambda c: len(c) == 1)
+        listed_at = transport.watched_from[0]
+        # writes the node watch does not see move the global resourceVersion on
+        for i in range(3):
+            fake.create({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": f"p{i}", "namespace": "ml"},
+                         "spec": {"containers": []}})
+        fake.send_bookmarks()
+        _poll(lambda: transport.bookmarks, "no BOOKMARK arrived")
+        bookmark = transport.bookmarks[-1]
+        assert int(bookmark) > int(listed_at)
+        fake.compact()  # every version before the bookmark's is Gone now
+        fake.drop_watches()
+        _poll(lambda: len(transport.watched_from) >= 2, "the watch did not resume")
+        fake.create(node("n1"))
+        rec.wait(lambda c: len(c) == 2)
     finally:
         group.stop()
-    assert rec.calls[0][:2] == ("ADDED", "n")
+    assert transport.watched_from[1] == bookmark
+    stats = watcher.statistics()
+    assert stats.lists == 1 and stats.relists_after_gone == 0
+    assert [(t, n) for t, n, _ in rec.calls] == [("ADDED", "n0"), ("ADDED", "n1")]
 
 
 def test_iterations_seam_bounds_the_cycles():

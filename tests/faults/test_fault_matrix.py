@@ -1,0 +1,185 @@
+"""HTTP faults of S3 x {a real ``fusecache mount``, ``prefetchd warm``}, end to end.
+
+Each fault (500, 503 SlowDown, a reset in the body, a body shorter than its
+Content-Length, a stall after the headers) is injected by the fault proxy between the
+real process and SeaweedFS. A passing fault must leave exact bytes (sha256), exactly
+one retry per spoiled request (the node cache's ``s3_retries`` counter, read with
+``fusecache stats --json``) and one GET per block besides. A fault that persists must
+end a FUSE read with EIO within ``--read-timeout`` (the whole bound) and cache nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import pytest
+from faultkit import BLOCK, Obj, cached_bytes, new_cache, run_warm, stats, wait_counter
+from s3_fault_proxy import FaultProxy, Rule
+
+from fusecache.locals3 import LocalS3
+
+from mounting import mounted
+
+pytestmark = [pytest.mark.s3]
+
+# transient faults: each spoils the first two GETs of the object, then S3 is healthy
+TRANSIENT = {
+    "500": lambda key: Rule("status", key=key, status=500, times=2),
+    "503-slowdown": lambda key: Rule("status", key=key, status=503, times=2),
+    "reset": lambda key: Rule("reset", key=key, after_bytes=1_000, times=2),
+    "truncate": lambda key: Rule("truncate", key=key, after_bytes=1_000, times=2),
+    # stalls 1 s after the headers, then the connection is closed (a short body)
+    "stall": lambda key: Rule("stall", key=key, seconds=1.0, times=2),
+}
+# persistent faults: every GET of the object, for ever
+PERSISTENT = {
+    "500": lambda key: Rule("status", key=key, status=500, times=None),
+    "503-slowdown": lambda key: Rule("status", key=key, status=503, times=None),
+    "reset": lambda key: Rule("reset", key=key, after_bytes=1_000, times=None),
+    "truncate": lambda key: Rule("truncate", key=key, after_bytes=1_000, times=None),
+    "stall": lambda key: Rule("stall", key=key, seconds=None, times=None),
+}
+READ_TIMEOUT = 4.0
+# What the process itself may add to the bound: the kernel's round trip and the
+# scheduling of a loaded 2-core machine. Much less than the bound itself, so a read
+# that waits for the bound twice (two requests, each given the whole timeout) fails.
+EIO_SLACK = 1.5
+
+
+def _mount_args(cache: Path, proxy: FaultProxy, read_timeout: float) -> list[str]:
+    return ["--cache-dir", str(cache), "--endpoint-url", proxy.url,
+            "--block-size", str(BLOCK), "--read-timeout", str(read_timeout)]
+
+
+def _check_cached_exact(cache: Path, o: Obj) -> None:
+    blocks = cached_bytes(cache, o)
+    assert sorted(blocks) == list(range(o.blocks))
+    assert hashlib.sha256(b"".join(blocks[i] for i in range(o.blocks))).hexdigest() == o.sha
+    st = stats(cache)
+    assert st["integrity_errors"] == 0
+    assert st["used_bytes"] == len(o.data)
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("fault", sorted(TRANSIENT))
+def test_mount_rides_out_transient_fault(fault: str, local_s3: LocalS3, s3_env: dict,
+                                         bucket: str, obj: Obj, proxy: FaultProxy,
+                                         tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env,
+                 *_mount_args(cache, proxy, 30)) as mp:
+        assert (mp / obj.key).stat().st_size == len(obj.data)
+        proxy.add(TRANSIENT[fault](obj.key))
+        got = (mp / obj.key).read_bytes()
+        assert hashlib.sha256(got).hexdigest() == obj.sha
+        assert proxy.spoiled(obj.key) == 2
+        st = wait_counter(cache, "s3_retries", 2)
+        assert st["s3_retries"] == 2, st
+        # one GET per block, plus one per spoiled request
+        gets = proxy.gets(obj.key)
+        assert sorted(k for k in gets if k is not None) == [i * BLOCK for i in range(obj.blocks)]
+        assert sum(gets.values()) == obj.blocks + 2, gets
+    wait_counter(cache, "used_bytes", len(obj.data))
+    _check_cached_exact(cache, obj)
+
+
+# On main (51121bc) a read() over a stalled S3 waits --read-timeout once per FUSE
+# request the kernel sends for it (measured 8.0 s for a 4 s bound); branch `outage`
+# makes --read-timeout the whole bound. Not strict: the kernel does not always send two.
+_STALL_TWICE = pytest.mark.xfail(
+    reason="--read-timeout is applied per FUSE request, not to the whole read(): "
+    "a stalled S3 gives EIO after about twice the bound", strict=False)
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("fault", [pytest.param(f, marks=_STALL_TWICE) if f == "stall" else f
+                                   for f in sorted(PERSISTENT)])
+def test_mount_read_fails_with_eio_within_read_timeout(
+        fault: str, local_s3: LocalS3, s3_env: dict, bucket: str, obj: Obj,
+        proxy: FaultProxy, tmp_path: Path) -> None:
+    cache = tmp_path / "c"
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env,
+                 *_mount_args(cache, proxy, READ_TIMEOUT)) as mp:
+        fd = os.open(mp / obj.key, os.O_RDONLY)
+        try:
+            proxy.add(PERSISTENT[fault](obj.key))
+            t = time.monotonic()
+            with pytest.raises(OSError) as e:
+                os.read(fd, 256 * 1024)
+            took = time.monotonic() - t
+        finally:
+            os.close(fd)
+        print(f"EIO after {took:.2f}s ({fault}, --read-timeout {READ_TIMEOUT:g})")
+        assert e.value.errno == errno.EIO
+        assert proxy.spoiled(obj.key) >= 1
+        assert took <= READ_TIMEOUT + EIO_SLACK, (
+            f"{fault}: EIO after {took:.2f}s, beyond --read-timeout {READ_TIMEOUT:g}s")
+        if fault != "stall":  # a stalled request never ends within the bound: no retry
+            st = wait_counter(cache, "s3_retries", 1)
+            assert st["s3_retries"] >= 1
+        cached = cached_bytes(cache, obj)
+        assert {i: b == obj.data[i * BLOCK:(i + 1) * BLOCK] for i, b in cached.items()} == {}
+        assert stats(cache)["used_bytes"] == 0
+        # S3 healthy again: the same mount serves exact bytes (no poisoned block)
+        proxy.clear()
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                got = (mp / obj.key).read_bytes()
+                break
+            except OSError:
+                # a failed block fails fast for a few seconds (the reader's memory of it)
+                assert time.monotonic() < deadline
+                time.sleep(0.5)
+        assert hashlib.sha256(got).hexdigest() == obj.sha
+
+
+@pytest.mark.parametrize("fault", sorted(TRANSIENT))
+def test_warm_rides_out_transient_fault(fault: str, local_s3: LocalS3, s3_env: dict,
+                                        bucket: str, obj: Obj, proxy: FaultProxy,
+                                        tmp_path: Path) -> None:
+    cache = new_cache(tmp_path / "c")
+    proxy.add(TRANSIENT[fault](obj.key))
+    r = run_warm(f"s3://{bucket}/data/", cache, proxy.url, s3_env, "--concurrency", "4")
+    assert r.returncode == 0, r.stderr
+    assert proxy.spoiled(obj.key) == 2
+    assert stats(cache)["s3_retries"] == 2
+    gets = proxy.gets(obj.key)
+    assert sorted(gets) == [i * BLOCK for i in range(obj.blocks)]
+    assert sum(gets.values()) == obj.blocks + 2, gets
+    _check_cached_exact(cache, obj)
+
+
+@pytest.mark.slow
+def test_warm_reports_a_persistent_fault_and_caches_nothing_of_it(
+        local_s3: LocalS3, s3_env: dict, bucket: str, obj: Obj, proxy: FaultProxy,
+        tmp_path: Path) -> None:
+    """warm has no --read-timeout: a request is retried for the store's 60 s deadline."""
+    cache = new_cache(tmp_path / "c")
+    proxy.add(PERSISTENT["503-slowdown"](obj.key))
+    t = time.monotonic()
+    r = run_warm(f"s3://{bucket}/data/", cache, proxy.url, s3_env, "--concurrency", "4")
+    took = time.monotonic() - t
+    print(f"warm gave up after {took:.1f}s")
+    assert r.returncode == 1
+    assert "1 objects failed" in r.stderr
+    assert cached_bytes(cache, obj) == {}
+    st = stats(cache)
+    assert st["used_bytes"] == 0 and st["integrity_errors"] == 0
+    assert st["s3_retries"] == proxy.spoiled(obj.key) - obj.blocks > 0
+
+
+def test_delay_below_read_timeout_is_not_a_fault(local_s3: LocalS3, s3_env: dict,
+                                                 bucket: str, obj: Obj, proxy: FaultProxy,
+                                                 tmp_path: Path) -> None:
+    cache = new_cache(tmp_path / "c")
+    proxy.add(Rule("delay", key=obj.key, seconds=1.0, times=None))
+    r = run_warm(f"s3://{bucket}/data/", cache, proxy.url, s3_env, "--concurrency", "4")
+    assert r.returncode == 0, r.stderr
+    assert proxy.spoiled(obj.key) == obj.blocks
+    assert stats(cache)["s3_retries"] == 0
+    _check_cached_exact(cache, obj)
