@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from fusecache import cliargs
 from prefetchd import _errors, pipeline
 
 log = logging.getLogger(__name__)
@@ -25,13 +26,7 @@ UsageError = _errors.UsageError
 
 
 def _kv(items: Sequence[str] | None, flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for it in items or []:
-        if "=" not in it or it.startswith("="):
-            raise UsageError(f"{flag} {it!r}: expected NAME=VALUE")
-        k, v = it.split("=", 1)
-        out[k] = v
-    return out
+    return cliargs.key_values(items, flag, UsageError)
 
 
 def build_parser() -> argparse.ArgumentParser:

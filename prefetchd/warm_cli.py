@@ -1,4 +1,10 @@
-"""Subcommands that touch the node cache: warm, status, unpin, run --watch-dir."""
+"""Subcommands that touch the node cache: warm, status, unpin, run --watch-dir.
+
+Who calls it: prefetchd/cli.py adds these subcommands to its parser and dispatches to the
+``cmd_*`` functions here. This module does not import prefetchd/cli.py: the conventions both
+share (argument types, NAME=VALUE lists) come from fusecache/cliargs.py, the error type from
+prefetchd/_errors.py.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from fusecache import cliargs
 from prefetchd import pipeline
+from prefetchd._errors import UsageError
 
 if TYPE_CHECKING:
     from prefetchd import warm
@@ -92,13 +100,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(s3 URIs to warm in plan order, locations we cannot warm)."""
-    from prefetchd.cli import UsageError, _kv
-
     uris = list(args.uris or [])
     skipped: list[str] = []
     if args.pipeline:
         plans = pipeline.analyze_all(
-            args.pipeline, _kv(args.param, "--param"), _kv(args.pvc, "--pvc")
+            args.pipeline,
+            cliargs.key_values(args.param, "--param", UsageError),
+            cliargs.key_values(args.pvc, "--pvc", UsageError),
         )
         for p in plans:
             uris += [u for u, _, _ in p.datasets()]
@@ -119,7 +127,6 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def cmd_warm(args: argparse.Namespace) -> int:
     from prefetchd import warm
-    from prefetchd.cli import UsageError
 
     _quick_gil_handoff()
     uris, unsupported = _targets(args)
@@ -230,7 +237,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_unpin(args: argparse.Namespace) -> int:
     from prefetchd import warm
-    from prefetchd.cli import UsageError
 
     try:
         n = warm.unpin(args.cache_dir or _default_cache_dir(), args.uris)
@@ -243,7 +249,6 @@ def cmd_unpin(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Watch a folder; warm each new pipeline file in arrival (mtime) order until SIGTERM."""
     from prefetchd import warm
-    from prefetchd.cli import UsageError
 
     _quick_gil_handoff()
     wd = args.watch_dir
