@@ -93,8 +93,10 @@ class CacheConfig:
     """The node cache (LMDB tier) and the per-process RAM tier."""
 
     cache_dir: Path = field(default_factory=default_cache_dir)
-    # 20 GiB: a typical node-local SSD share; the LMDB file never grows past it by much.
-    disk_cache_size: int = 20 * GiB
+    # The node cache's bound is node-wide, stored in the cache: None keeps it as it is
+    # (20 GiB for a new cache, see NodeCache._init: a typical node-local SSD share;
+    # the LMDB file never grows past it by much). Only an explicit size changes it.
+    disk_cache_size: int | None = None
     # 256 MiB per process: enough to hold the read-ahead window of a few sequential
     # readers and the hot small files; the node-wide working set lives in LMDB.
     ram_cache_size: int = 256 * MiB
