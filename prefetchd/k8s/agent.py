@@ -454,7 +454,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     scope.add_argument("--namespace", help="watch workflows and pods in this namespace only")
     scope.add_argument("--all-namespaces", action="store_true", help="watch all namespaces")
     parser.add_argument("--replicas", type=int, default=1,
-                        help="nodes that warm each dataset (the webhook must use the same)")
+                        help="nodes that warm each dataset (the webhook must use the same) "
+                             "(default 1)")
     parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
                         help="this node (default: $NODE_NAME from the downward API)")
     parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
@@ -562,11 +563,12 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prefetchd webhook``."""
     parser.add_argument("--kubeconfig",
                         help="kubeconfig file (default: in-cluster config, else $KUBECONFIG)")
-    parser.add_argument("--port", type=int, default=8443)
-    parser.add_argument("--tls-cert-file", required=True)
-    parser.add_argument("--tls-key-file", required=True)
+    parser.add_argument("--port", type=int, default=8443,
+                        help="HTTPS port the API server calls (default 8443)")
+    parser.add_argument("--tls-cert-file", required=True, help="serving certificate (PEM)")
+    parser.add_argument("--tls-key-file", required=True, help="its private key (PEM)")
     parser.add_argument("--replicas", type=int, default=1,
-                        help="must equal the agents' --replicas")
+                        help="must equal the agents' --replicas (default 1)")
 
 
 def check_webhook_arguments(args: argparse.Namespace) -> str | None:
