@@ -78,7 +78,8 @@ def _add_kubernetes(sub: Any) -> list[argparse.ArgumentParser]:
     for action in run._actions:  # warm_cli makes --watch-dir required; now it is one mode
         if action.dest == "watch_dir":
             action.required = False
-            action.help = "folder mode: warm pipeline files dropped here"
+            action.help = ("folder mode: warm pipeline files dropped here (default: none; "
+                           "give it or --kubernetes)")
     run.add_argument("--kubernetes", action="store_true",
                      help="node agent: watch workflows and pending pods on the cluster")
     agent.add_arguments(run)

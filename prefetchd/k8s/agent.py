@@ -451,7 +451,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig",
                         help="kubeconfig file (default: in-cluster config, else $KUBECONFIG)")
     scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", help="watch workflows and pods in this namespace only")
+    scope.add_argument("--namespace", help="watch workflows and pods in this namespace only "
+                                           "(default: all namespaces)")
     scope.add_argument("--all-namespaces", action="store_true", help="watch all namespaces")
     parser.add_argument("--replicas", type=int, default=1,
                         help="nodes that warm each dataset (the webhook must use the same) "
