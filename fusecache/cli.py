@@ -266,8 +266,11 @@ def cmd_stats(a: argparse.Namespace) -> int:
         hits = sc.get("ram_hits", 0) + sc.get("disk_hits", 0)
         reads = hits + sc.get("disk_misses", 0)
         ratio = f"{100 * hits / reads:.1f}% hit" if reads else "no reads"
-        print(f"{'warmed' if scope.startswith('prefetchd') else 'mount'} {scope}: {ratio}, "
-              f"{_human(sc.get('s3_bytes', 0))} from S3")
+        if scope == "prefetchd":  # prefetchd's warms (prefetchd/warm.py)
+            print(f"prefetchd warm: {_human(sc.get('s3_bytes', 0))} from S3 in "
+                  f"{sc.get('s3_gets', 0)} GETs")
+            continue
+        print(f"mount {scope}: {ratio}, {_human(sc.get('s3_bytes', 0))} from S3")
     return 0
 
 
