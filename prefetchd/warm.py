@@ -342,7 +342,7 @@ class Warmer:
         window = threading.BoundedSemaphore(self.concurrency * 2)
         bounded = _BoundedStore(store, self.concurrency, self)
         bs = cache.block_size
-        stats, lock, throttle = self.stats, self._lock, self.throttle
+        stats, lock = self.stats, self._lock
 
         def on_block(n: int) -> None:
             with lock:
@@ -350,7 +350,6 @@ class Warmer:
                 stats.done_bytes += n
             if self.progress is not None:
                 self.progress(stats)
-            throttle.spend(n)
             if self.stop.is_set():
                 raise Interrupted()
 
@@ -433,6 +432,10 @@ class _BoundedStore:
         self._warmer = warmer
 
     def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        # --bandwidth-limit is spent before the GET: at a low rate the bytes in flight stay
+        # about one second's worth (a stop then ends the warm at once), not every
+        # worker's block
+        self._warmer.throttle.spend(end - start)
         if self._warmer.stop.is_set():
             raise Interrupted()
         with self._slots:
