@@ -459,7 +459,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default 1)")
     parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
                         help="this node (default: $NODE_NAME from the downward API)")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    from fusecache.cliargs import port
+
+    parser.add_argument("--metrics-port", type=port("--metrics-port"), default=None,
+                        metavar="PORT",
                         help="serve Prometheus metrics on this port (default: off)")
     parser.add_argument("--publish-interval", type=float, default=30.0, metavar="SECONDS",
                         help="patch this Node's free space and labels this often (default 30)")

@@ -94,3 +94,9 @@ def test_csi_refuses_bad_settings_at_start(tmp_path, args, env, names) -> None:
     err = r.stderr.strip()
     assert r.returncode == 2 and len(err.splitlines()) == 1 and names in err, err
     assert "Traceback" not in err and not (tmp_path / "csi.sock").exists()
+
+
+def test_prefetchd_agent_metrics_port_out_of_range() -> None:
+    r = run("prefetchd.cli", "run", "--kubernetes", "--metrics-port", "99999")
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1 and "--metrics-port" in err, err
