@@ -221,7 +221,10 @@ class MountedFilesystem:
             log.warning("%s; mounting from the node cache only until S3 is back", e)
         else:
             self.listings.put_name(loc.bucket, loc.prefix + "/", DirEntry("", True))
-            self.warnings += empty_source_warnings(self.store, loc)
+            try:
+                self.warnings += empty_source_warnings(self.store, loc)
+            except errors.StoreError as e:  # only a hint: the mount does not depend on it
+                log.debug("could not tell whether %s has objects: %s", loc, e)
         self.ram = RamCache(c.ram_cache_size)
         self.reader = BlockReader(
             self.store, self.ram, self.disk, self.metrics, block_size=block_size,
