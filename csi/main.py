@@ -36,6 +36,9 @@ from csi.mounts import FusecacheCommand
 from csi.node import NodeConfig, NodeServicer
 from csi.rpc import Readiness
 from csi.state import ControllerRegistry, NodeStateStore
+from fusecache import cliargs
+from fusecache.config import parse_size
+from fusecache.errors import ConfigError as FusecacheConfigError
 
 log = logging.getLogger("csi")
 
@@ -72,32 +75,43 @@ class Config:
 
 def _parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    p = argparse.ArgumentParser(prog="fusecache-csi", description=__doc__.splitlines()[0])
+    p = cliargs.Parser(prog="fusecache-csi", description=__doc__.splitlines()[0])
+    cliargs.add_version(p)
     p.add_argument("--endpoint", default=env("CSI_ENDPOINT", "unix:///csi/csi.sock"),
-                   help="gRPC endpoint, unix:///path (env CSI_ENDPOINT)")
+                   help="gRPC endpoint, unix:///path (env CSI_ENDPOINT; default "
+                        "unix:///csi/csi.sock)")
     p.add_argument("--node-id", default=env("NODE_ID", ""),
                    help="this node's id, usually spec.nodeName (env NODE_ID; default: "
                         "the host name)")
     p.add_argument("--mode", choices=("node", "controller", "all"),
-                   default=env("FUSECACHE_CSI_MODE", "all"), help="which services to serve")
+                   default=env("FUSECACHE_CSI_MODE", "all"),
+                   help="which services to serve (env FUSECACHE_CSI_MODE; default all)")
     p.add_argument("--cache-dir", default=env("FUSECACHE_CACHE_DIR", "/var/lib/fusecache"),
-                   help="the node cache shared by every volume (env FUSECACHE_CACHE_DIR)")
+                   help="the node cache shared by every volume (env FUSECACHE_CACHE_DIR; "
+                        "default /var/lib/fusecache)")
     p.add_argument("--state-dir", default=env("FUSECACHE_CSI_STATE_DIR",
                                               "/var/lib/fusecache-csi"),
-                   help="where staged volumes and mountpoints live (must survive restarts)")
+                   help="where staged volumes and mountpoints live, must survive restarts "
+                        "(env FUSECACHE_CSI_STATE_DIR; default /var/lib/fusecache-csi)")
     p.add_argument("--secrets-dir", default=env("FUSECACHE_CSI_SECRETS_DIR", ""),
                    help="where node-stage credentials are kept for remounts (root-only; "
                         "default STATE_DIR/secrets; put it on tmpfs)")
     p.add_argument("--fusecache-bin", default=env("FUSECACHE_BIN", ""),
                    help="the fusecache CLI (default: found next to this program or on PATH)")
     p.add_argument("--disk-cache-size", default=env("FUSECACHE_DISK_CACHE_SIZE", ""),
-                   help="node cache size limit passed to every mount, e.g. 20GiB")
-    p.add_argument("--mount-timeout", type=float, default=120.0,
-                   help="seconds a fusecache mount may take before NodeStage fails")
+                   help="node cache size limit passed to every mount, e.g. 20GiB (env "
+                        "FUSECACHE_DISK_CACHE_SIZE; default: the node cache keeps its bound, "
+                        "20GiB for a new cache)")
+    p.add_argument("--mount-timeout", type=cliargs.positive_float("--mount-timeout"),
+                   default=120.0,
+                   help="seconds a fusecache mount may take before NodeStage fails "
+                        "(default 120)")
     p.add_argument("--health-interval", type=float, default=15.0,
-                   help="seconds between checks for dead FUSE mounts (0: only at start)")
+                   help="seconds between checks for dead FUSE mounts, 0: only at start "
+                        "(default 15)")
     p.add_argument("--log-level", default=env("FUSECACHE_CSI_LOG_LEVEL", "INFO"),
-                   help="DEBUG, INFO, WARNING or ERROR")
+                   metavar="LEVEL", help="debug, info, warning or error, any case (env "
+                                         "FUSECACHE_CSI_LOG_LEVEL; default info)")
     return p
 
 
@@ -122,6 +136,14 @@ def load_config(argv: list[str] | None = None) -> Config:
     level = a.log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"--log-level {a.log_level!r} is not DEBUG, INFO, WARNING or ERROR")
+    if a.disk_cache_size:
+        try:
+            size = parse_size(a.disk_cache_size, "--disk-cache-size")
+        except FusecacheConfigError:
+            size = -1
+        if size <= 0:
+            raise ConfigError(f"--disk-cache-size (env FUSECACHE_DISK_CACHE_SIZE) "
+                              f"{a.disk_cache_size!r}: expected a size > 0 such as 20GiB")
     state_dir = Path(a.state_dir)
     node_id = a.node_id or socket.gethostname()
     binary = ""
@@ -199,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(argv)
     except ConfigError as e:
-        print(f"fusecache-csi: {e}", file=sys.stderr)
+        print(f"fusecache-csi: error: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=config.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

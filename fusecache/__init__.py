@@ -17,20 +17,47 @@ The public Python API (used by prefetchd and the CSI plugin):
   mounts with the same credential serve that prefix while S3 is unreachable.
 """
 
-from fusecache import errors as errors
-from fusecache.config import CacheConfig as CacheConfig
-from fusecache.config import MountConfig as MountConfig
-from fusecache.config import S3Location as S3Location
-from fusecache.config import parse_size as parse_size
-from fusecache.config import parse_ttl as parse_ttl
-from fusecache.listings import ListingCache as ListingCache
-from fusecache.nodecache import CacheStats as CacheStats
-from fusecache.nodecache import NodeCache as NodeCache
-from fusecache.nodecache import ObjectId as ObjectId
-from fusecache.s3store import S3Store as S3Store
-from fusecache.store import ObjectInfo as ObjectInfo
-from fusecache.warm import CacheFull as CacheFull
-from fusecache.warm import fetch_object as fetch_object
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fusecache import errors as errors
+    from fusecache.config import CacheConfig as CacheConfig
+    from fusecache.config import MountConfig as MountConfig
+    from fusecache.config import S3Location as S3Location
+    from fusecache.config import parse_size as parse_size
+    from fusecache.config import parse_ttl as parse_ttl
+    from fusecache.listings import ListingCache as ListingCache
+    from fusecache.nodecache import CacheStats as CacheStats
+    from fusecache.nodecache import NodeCache as NodeCache
+    from fusecache.nodecache import ObjectId as ObjectId
+    from fusecache.s3store import S3Store as S3Store
+    from fusecache.store import ObjectInfo as ObjectInfo
+    from fusecache.warm import CacheFull as CacheFull
+    from fusecache.warm import fetch_object as fetch_object
+
+# The names are imported when first used (PEP 562), so that a command line that only
+# needs a submodule (fusecache.cliargs for `prefetchd plan`) does not pay for boto3 and LMDB.
+_EXPORTS = {
+    "errors": "fusecache", "CacheConfig": "fusecache.config", "MountConfig": "fusecache.config",
+    "S3Location": "fusecache.config", "parse_size": "fusecache.config",
+    "parse_ttl": "fusecache.config", "ListingCache": "fusecache.listings",
+    "CacheStats": "fusecache.nodecache", "NodeCache": "fusecache.nodecache",
+    "ObjectId": "fusecache.nodecache", "S3Store": "fusecache.s3store",
+    "ObjectInfo": "fusecache.store", "CacheFull": "fusecache.warm",
+    "fetch_object": "fusecache.warm",
+}
+
+
+def __getattr__(name: str) -> object:
+    import importlib
+
+    where = _EXPORTS.get(name)
+    if where is None:
+        raise AttributeError(f"module 'fusecache' has no attribute {name!r}")
+    if name == "errors":
+        return importlib.import_module("fusecache.errors")
+    return getattr(importlib.import_module(where), name)
+
 
 __version__ = "0.1.0"
 __all__ = [

@@ -1,4 +1,13 @@
-"""``fusecache`` command line: mount, umount, stats."""
+"""``fusecache`` command line: mount, umount, stats, and s3 (a local S3 to try things with).
+
+Who calls it: the ``fusecache`` console script, ``python -m fusecache.cli``, the CSI plugin
+(csi/mounts.py runs ``fusecache mount``) and the tests. Data flow: argv -> the parser (argument
+types from fusecache/cliargs.py) -> the checks that need no network (source URI, mountpoint,
+metrics port, endpoint) -> fusecache/mount.py, which checks the bucket, mounts, and reports
+back through the ready pipe. Exit codes: 0 done, 1 a failure that is not the user's input,
+2 bad input (an argument, the source, the mountpoint, endpoint, bucket or credentials), each
+with one line on stderr naming it and no traceback.
+"""
 
 from __future__ import annotations
 
@@ -7,100 +16,144 @@ import hashlib
 import json
 import logging
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
 
-from fusecache import errors
+from fusecache import cliargs, errors
 from fusecache.config import (
     CacheConfig,
     MountConfig,
     S3Location,
     default_cache_dir,
-    parse_duration,
     parse_size,
     parse_ttl,
 )
 
 log = logging.getLogger("fusecache")
 
+_MOUNT_DEFAULTS = MountConfig(S3Location("x"), Path("/"))
+_CACHE_DEFAULTS = CacheConfig()
 
-def _size(what: str):
+
+def _size(what: str, positive: bool = False):
     def conv(text: str) -> int:
         try:
-            return parse_size(text, what)
+            n = parse_size(text, what)
         except errors.ConfigError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
-    return conv
-
-
-def _duration(what: str):
-    def conv(text: str) -> float:
-        try:
-            return parse_duration(text, what)
-        except errors.ConfigError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
+        if positive and n <= 0:
+            raise argparse.ArgumentTypeError(
+                f"invalid {what} {text!r}: must be > 0 (the disk tier cannot be switched off; "
+                "omit the option to keep the node cache's bound)")
+        return n
     return conv
 
 
 def _ttl(text: str) -> float:
     try:
         return parse_ttl(text)
-    except errors.ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    except errors.ConfigError:
+        pass
+    try:  # a duration with a unit: 30m, 1h
+        return cliargs.parse_duration(text, "--metadata-ttl")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid --metadata-ttl {text!r}: expected seconds, a duration such as 10m, "
+            "or 'indefinite'") from None
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors as one line naming the bad argument (no usage dump)."""
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+def _human_default(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="fusecache", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+    p = cliargs.Parser(prog="fusecache", description=__doc__.splitlines()[0])
+    cliargs.add_version(p)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    md, cd = _MOUNT_DEFAULTS, _CACHE_DEFAULTS
 
-    m = sub.add_parser("mount", help="mount s3://BUCKET[/PREFIX] read-only on MOUNTPOINT")
-    m.add_argument("source", help="s3://BUCKET[/PREFIX]")
-    m.add_argument("mountpoint", type=Path)
-    m.add_argument("--endpoint-url", help="S3 endpoint (default: boto3's chain, "
-                   "including AWS_ENDPOINT_URL)")
-    m.add_argument("--region")
-    m.add_argument("--cache-dir", type=Path, default=None,
-                   help=f"node cache dir (default {default_cache_dir()})")
-    m.add_argument("--disk-cache-size", type=_size("--disk-cache-size"), default=None,
-                   help="bound of the node cache, e.g. 20GiB")
+    m = sub.add_parser("mount", help="mount s3://BUCKET[/PREFIX] read-only on MOUNTPOINT",
+                       description="Mount s3://BUCKET[/PREFIX] read-only on MOUNTPOINT; returns "
+                                   "once the mount is ready.")
+    m.add_argument("source", help="s3://BUCKET[/PREFIX]: a bucket or a folder in it")
+    m.add_argument("mountpoint", type=Path, help="an existing, empty directory")
+    m.add_argument("--endpoint-url", type=cliargs.endpoint_url, metavar="URL",
+                   help="S3 endpoint, http(s)://HOST[:PORT] (default: boto3's chain, "
+                        "including AWS_ENDPOINT_URL)")
+    m.add_argument("--region", help="S3 region (default: boto3's chain)")
+    m.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                   help=f"node cache dir, shared by all mounts and prefetchd (default "
+                        f"{default_cache_dir()})")
+    m.add_argument("--disk-cache-size", type=_size("--disk-cache-size", positive=True),
+                   default=None, metavar="SIZE",
+                   help="set the node cache's bound, e.g. 20GiB (default: keep the cache's "
+                        "current bound; 20GiB for a new cache). Node-wide: it applies to "
+                        "every mount and prefetchd on this cache")
     m.add_argument("--ram-cache-size", type=_size("--ram-cache-size"), default=None,
-                   help="bound of this mount's RAM tier, e.g. 512MiB")
-    m.add_argument("--block-size", type=_size("--block-size"), default=None)
-    m.add_argument("--metadata-ttl", type=_ttl, default=None,
-                   help="seconds before metadata is revalidated, or 'indefinite'")
+                   metavar="SIZE", help=f"bound of this mount's RAM tier (default "
+                                        f"{_human_default(cd.ram_cache_size)})")
+    m.add_argument("--block-size", type=_size("--block-size"), default=None, metavar="SIZE",
+                   help="cache block, one ranged GET, 64KiB-256MiB (default: the node "
+                        "cache's own, 8MiB for a new cache)")
+    m.add_argument("--metadata-ttl", type=_ttl, default=None, metavar="TTL",
+                   help=f"how long listings, sizes and ETags are trusted: seconds, a duration "
+                        f"(10m) or 'indefinite' (default {md.metadata_ttl:g})")
     m.add_argument("--readahead-budget", type=_size("--readahead-budget"), default=None,
-                   help="bytes of read-ahead in flight for the whole mount")
-    m.add_argument("--read-timeout", type=float, default=None,
-                   help="seconds after which a read that S3 cannot serve fails with EIO")
-    m.add_argument("--offline-auth-max-age", type=_duration("--offline-auth-max-age"),
+                   metavar="SIZE", help=f"bytes of read-ahead in flight for the whole mount "
+                                        f"(default {_human_default(md.readahead_budget)})")
+    m.add_argument("--read-timeout", type=cliargs.positive_float("--read-timeout"),
+                   default=None, metavar="SECONDS",
+                   help=f"a read S3 cannot serve in this time fails with EIO "
+                        f"(default {md.read_timeout:g})")
+    m.add_argument("--offline-auth-max-age", type=cliargs.duration("--offline-auth-max-age"),
                    default=None, metavar="DURATION",
                    help="while S3 is unreachable, serve cached data only if S3 authorised "
                    "this mount's credential for the bucket/prefix at most this long ago "
                    "(e.g. 30m, 24h; default 24h)")
-    m.add_argument("--allow-other", action="store_true")
-    m.add_argument("--metrics-port", type=int, default=None)
-    m.add_argument("--log-level", default="info",
-                   choices=["debug", "info", "warning", "error"])
-    m.add_argument("--log-file", type=Path, default=None)
+    m.add_argument("--allow-other", action="store_true",
+                   help="let other users (e.g. a pod's user) see the mount (default off)")
+    m.add_argument("--metrics-port", type=cliargs.port("--metrics-port"), default=None,
+                   metavar="PORT", help="serve Prometheus metrics on 127.0.0.1:PORT "
+                                        "(default off)")
+    m.add_argument("--log-file", type=Path, default=None, metavar="FILE",
+                   help="the mount's log (default <cache-dir>/logs/mount-<hash>.log; stderr "
+                        "with --foreground)")
+    m.add_argument("--nonempty", action="store_true",
+                   help="mount over a directory that is not empty, hiding its files "
+                        "(default: refused)")
     m.add_argument("--foreground", "-f", action="store_true",
-                   help="stay attached (default: return once the mount is ready)")
+                   help="stay attached until unmounted (default: return once mounted)")
     m.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
 
     u = sub.add_parser("umount", help="unmount a fusecache mount")
-    u.add_argument("mountpoint", type=Path)
-    u.add_argument("--lazy", "-z", action="store_true")
+    u.add_argument("mountpoint", type=Path, help="where it is mounted")
+    u.add_argument("--lazy", "-z", action="store_true",
+                   help="detach now, even while files are open (default off)")
 
     s = sub.add_parser("stats", help="node cache statistics")
-    s.add_argument("--cache-dir", type=Path, default=None)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                   help=f"node cache dir (default {default_cache_dir()})")
+    s.add_argument("--json", action="store_true", help="machine-readable output (default off)")
+
+    s3 = sub.add_parser("s3", help="run a local S3 (SeaweedFS) in the foreground to try "
+                                   "fusecache with",
+                        description="Start a local S3 (SeaweedFS) on 127.0.0.1, print its "
+                                    "endpoint, keys and the export lines to use it, and run "
+                                    "until Ctrl-C or SIGTERM, which stop it and remove its "
+                                    "keys (and its data, unless --data-dir is given).")
+    s3.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                    help="keep the server's data here across runs (default: a temporary "
+                         "folder, removed at exit)")
+    s3.add_argument("--port", type=cliargs.port("--port"), default=None,
+                    help="S3 port on 127.0.0.1 (default: a free port)")
+    s3.add_argument("--bucket", action="append", default=None, metavar="NAME",
+                    help="create this bucket at start; repeatable (default: none)")
+    cliargs.add_log_level(p, [m, u, s, s3], "info")
     return p
 
 
@@ -124,20 +177,52 @@ def mount_config(a: argparse.Namespace) -> MountConfig:
     if a.readahead_budget is not None:
         cfg.readahead_budget = a.readahead_budget
     if a.read_timeout is not None:
-        if a.read_timeout <= 0:
-            raise errors.ConfigError("invalid --read-timeout: must be > 0")
         cfg.read_timeout = a.read_timeout
     if a.offline_auth_max_age is not None:
         cfg.offline_auth_max_age = a.offline_auth_max_age
     return cfg
 
 
+def check_before_mount(cfg: MountConfig, nonempty: bool) -> None:
+    """What can be checked without S3: ConfigError (exit 2) naming the bad thing."""
+    from fusecache import mount
+
+    mount.check_mountpoint(cfg.mountpoint)
+    if not nonempty:
+        try:
+            with os.scandir(cfg.mountpoint) as it:
+                first = next(iter(it), None)
+        except OSError as e:
+            raise errors.ConfigError(f"mountpoint {cfg.mountpoint} cannot be listed "
+                                     f"({e.strerror})") from None
+        if first is not None:
+            raise errors.ConfigError(
+                f"mountpoint {cfg.mountpoint} is not empty (it holds {first.name!r}); "
+                "pass --nonempty to mount over it")
+    if cfg.endpoint_url is None and os.environ.get("AWS_ENDPOINT_URL"):
+        try:
+            cliargs.check_endpoint_url(os.environ["AWS_ENDPOINT_URL"], "AWS_ENDPOINT_URL")
+        except ValueError as e:
+            raise errors.ConfigError(str(e)) from None
+    if cfg.metrics_port is not None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sk:
+            try:
+                sk.bind(("127.0.0.1", cfg.metrics_port))
+            except OSError as e:
+                raise errors.ConfigError(f"--metrics-port {cfg.metrics_port}: cannot listen on "
+                                         f"127.0.0.1:{cfg.metrics_port} ({e.strerror})") from None
+    cache_dir = cfg.cache.cache_dir
+    if cache_dir.exists() and not cache_dir.is_dir():
+        raise errors.ConfigError(f"--cache-dir {cache_dir} is not a directory")
+
+
 def cmd_mount(a: argparse.Namespace, argv: list[str]) -> int:
     from fusecache import mount
 
     cfg = mount_config(a)
+    if a.ready_fd is None:  # the detached child of a mount: its parent checked all this
+        check_before_mount(cfg, a.nonempty)
     if not a.foreground:
-        mount.check_mountpoint(cfg.mountpoint)
         return mount.spawn_background(argv, a.log_file or _default_log_file(cfg))
     mount.setup_logging(a.log_level, a.log_file)
     return mount.run_foreground(cfg, a.ready_fd)
@@ -161,7 +246,7 @@ def cmd_stats(a: argparse.Namespace) -> int:
 
     cache_dir = a.cache_dir or default_cache_dir()
     if not (cache_dir / "cache.lmdb").exists():
-        raise errors.ConfigError(f"no node cache in {cache_dir}")
+        raise errors.ConfigError(f"--cache-dir: no node cache in {cache_dir}")
     cache = NodeCache.open(cache_dir)
     try:
         st = cache.stats()
@@ -189,6 +274,10 @@ def cmd_stats(a: argparse.Namespace) -> int:
         hits = sc.get("ram_hits", 0) + sc.get("disk_hits", 0)
         reads = hits + sc.get("disk_misses", 0)
         ratio = f"{100 * hits / reads:.1f}% hit" if reads else "no reads"
+        if scope == "prefetchd":  # prefetchd's warms (prefetchd/warm.py)
+            print(f"prefetchd warm: {_human(sc.get('s3_bytes', 0))} from S3 in "
+                  f"{sc.get('s3_gets', 0)} GETs")
+            continue
         print(f"mount {scope}: {ratio}, {_human(sc.get('s3_bytes', 0))} from S3")
     return 0
 
@@ -201,22 +290,51 @@ def _human(n: float) -> str:
     return str(n)
 
 
+def cmd_s3(a: argparse.Namespace) -> int:
+    from fusecache import locals3
+
+    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
+    return locals3.serve(data_dir=a.data_dir, port=a.port, buckets=a.bucket or [])
+
+
+def _run(a: argparse.Namespace, argv: list[str]) -> int:
+    if a.command == "mount":
+        return cmd_mount(a, argv)
+    if a.command == "umount":
+        from fusecache import mount
+        mount.unmount(a.mountpoint, a.lazy)
+        return 0
+    if a.command == "stats":
+        return cmd_stats(a)
+    if a.command == "s3":
+        return cmd_s3(a)
+    return cliargs.EXIT_USAGE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     a = build_parser().parse_args(argv)
     try:
-        if a.command == "mount":
-            return cmd_mount(a, argv)
-        if a.command == "umount":
-            from fusecache import mount
-            mount.unmount(a.mountpoint, a.lazy)
-            return 0
-        if a.command == "stats":
-            return cmd_stats(a)
+        rc = _run(a, argv)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return rc
+    except errors.ConfigError as e:
+        print(f"fusecache: error: {e}", file=sys.stderr)
+        return cliargs.EXIT_USAGE
     except errors.FusecacheError as e:
         print(f"fusecache: error: {e}", file=sys.stderr)
         return 1
-    return 2
+    except KeyboardInterrupt:
+        print("fusecache: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `fusecache stats | head -3`
+        cliargs.quiet_broken_pipe()
+        return 0
+    except Exception as e:  # noqa: BLE001 - one line on the terminal, never a traceback
+        log.debug("unexpected error", exc_info=True)
+        print(f"fusecache: error: {type(e).__name__}: {' '.join(str(e).split())}",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

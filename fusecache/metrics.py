@@ -101,6 +101,9 @@ class Metrics:
             out, self._pending = dict(self._pending), _Tally()
         return out
 
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
     def add_pending(self, name: str, value: int) -> None:
         self._pending[name] += value
 

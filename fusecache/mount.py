@@ -29,7 +29,7 @@ from pathlib import Path
 import trio
 
 from fusecache import errors
-from fusecache.config import MountConfig
+from fusecache.config import MountConfig, S3Location
 from fusecache.listings import DirEntry, ListingCache
 from fusecache.metrics import Metrics
 from fusecache.nodecache import CacheUnavailable, NodeCache
@@ -41,6 +41,7 @@ from fusecache.s3store import S3Store
 log = logging.getLogger(__name__)
 
 _FLUSH_INTERVAL = 1.0
+_COUNTER_INTERVAL = 0.05
 _GAUGE_INTERVAL = 5.0
 
 
@@ -141,6 +142,30 @@ def limit_malloc_arenas() -> None:
         pass
 
 
+def empty_source_warnings(store: S3Store, loc: S3Location) -> list[str]:
+    """A source with no objects under it mounts as an empty directory: say why.
+
+    One LIST of at most one key; when it is empty, a HEAD tells an object URI
+    (``s3://b/file.json``) from a prefix that does not exist (a typo?).
+    """
+    if not loc.prefix:
+        page = store.list_page("", None, delimiter=None, max_keys=1)
+        return [] if page.objects else [f"bucket s3://{loc.bucket} is empty"]
+    page = store.list_page(loc.prefix, None, delimiter=None, max_keys=1)
+    if page.objects:
+        return []
+    key = loc.prefix.rstrip("/")
+    try:
+        store.head(key)
+    except errors.StoreError:
+        parent = key.rsplit("/", 1)[0] + "/" if "/" in key else ""
+        return [f"no objects under {loc} (a misspelled prefix?): the mount is an empty "
+                f"directory; see what is there with a mount of s3://{loc.bucket}/{parent}"]
+    parent = key.rsplit("/", 1)[0] + "/" if "/" in key else ""
+    return [f"s3://{loc.bucket}/{key} is an object, not a folder: the mount is an empty "
+            f"directory; mount its folder s3://{loc.bucket}/{parent} instead"]
+
+
 def _fuse_options(cfg: MountConfig) -> set[str]:
     opts = {"default_permissions", "ro", "noatime", "subtype=fusecache"}
     src = f"s3://{cfg.location.bucket}/{cfg.location.prefix}".rstrip("/")
@@ -168,6 +193,8 @@ class MountedFilesystem:
         self.cache_env: NodeCache
         self.mountpoint = cfg.mountpoint
         self._private_env: NodeCache | None = None
+        # said to the user who mounts (through the ready pipe), not only logged
+        self.warnings: list[str] = []
 
     def prepare(self) -> None:
         """Checks that need the network and the cache dir; raises on bad input."""
@@ -211,6 +238,10 @@ class MountedFilesystem:
         else:
             self.listings.put_name(loc.bucket, loc.prefix + "/", DirEntry("", True))
             self.gate.sync(self.store.authorised_at, self.store.denied_at)
+            try:
+                self.warnings += empty_source_warnings(self.store, loc)
+            except errors.StoreError as e:  # only a hint: the mount does not depend on it
+                log.debug("could not tell whether %s has objects: %s", loc, e)
         self.ram = RamCache(c.ram_cache_size)
         self.reader = BlockReader(
             self.store, self.ram, self.disk, self.metrics, block_size=block_size,
@@ -233,10 +264,17 @@ class MountedFilesystem:
         return ListingCache(self._private_env.env)
 
     async def _flusher(self) -> None:
-        """Access times and counters to the node cache, gauges to Prometheus."""
+        """Counters to the node cache within _COUNTER_INTERVAL of a read (so `fusecache
+        stats` right after a read counts it), access times and gauges every _FLUSH_INTERVAL."""
         last_gauge = 0.0
+        last_full = trio.current_time()
         while True:
-            await trio.sleep(_FLUSH_INTERVAL)
+            await trio.sleep(_COUNTER_INTERVAL)
+            if trio.current_time() - last_full < _FLUSH_INTERVAL:
+                if self.metrics.has_pending():
+                    await trio.to_thread.run_sync(self._flush_counters)
+                continue
+            last_full = trio.current_time()
             await trio.to_thread.run_sync(self._flush_once)
             self.metrics.cache_bytes.labels("ram", "used").set(self.ram.used_bytes)
             self.metrics.cache_bytes.labels("ram", "limit").set(self.ram.limit_bytes)
@@ -255,9 +293,17 @@ class MountedFilesystem:
             return
         try:
             self.disk.flush_touches()
-            self.disk.add_counters(self.metrics.take_pending(), scope=str(self.cfg.location))
         except Exception as e:  # noqa: BLE001 - a full disk must not end the mount
             log.warning("could not update the node cache's bookkeeping: %s", e)
+        self._flush_counters()
+
+    def _flush_counters(self) -> None:
+        if self.disk is None:
+            return
+        try:
+            self.disk.add_counters(self.metrics.take_pending(), scope=str(self.cfg.location))
+        except Exception as e:  # noqa: BLE001 - a full disk must not end the mount
+            log.warning("could not update the node cache's counters: %s", e)
 
     async def serve(self) -> None:
         import pyfuse3
@@ -313,11 +359,12 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
     """Mount and serve until unmounted or signalled. Reports readiness on *ready_fd*."""
     import pyfuse3
 
-    def report(msg: str) -> None:
+    def report(msg: str, last: bool = True) -> None:
         if ready_fd is not None:
             with contextlib.suppress(OSError):
                 os.write(ready_fd, msg.encode() + b"\n")
-                os.close(ready_fd)
+                if last:
+                    os.close(ready_fd)
 
     limit_malloc_arenas()
     try:
@@ -328,12 +375,19 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
             fs.metrics.serve(cfg.metrics_port)
         fs.mountpoint = mountpoint
         pyfuse3.init(fs.ops, str(mountpoint), _fuse_options(cfg))
-    except (errors.FusecacheError, OSError, RuntimeError) as e:
+    except (errors.FusecacheError, OSError, RuntimeError, ValueError) as e:
         msg = _one_line(e)
-        report("error: " + msg)
+        # the user's input (source, bucket, endpoint, credentials): exit 2, else 1
+        code = 2 if isinstance(e, errors.FusecacheError | ValueError) else 1
+        report(f"error {code}: {msg}")
         if ready_fd is None:
             print(f"fusecache: error: {msg}", file=sys.stderr)
-        return 1
+        return code
+    for w in fs.warnings:
+        log.warning("%s", w)
+        if ready_fd is None:
+            print(f"fusecache: warning: {w}", file=sys.stderr)
+        report("warning: " + w, last=False)
     log.info("mounted %s on %s", cfg.location, mountpoint)
     report("ok")
     unmount = True
@@ -368,8 +422,19 @@ def spawn_background(argv: list[str], log_file: Path, timeout: float = 120.0) ->
     os.close(w)
     deadline = time.monotonic() + timeout
     buf = b""
+    line = ""
     try:
-        while b"\n" not in buf:
+        while True:
+            while b"\n" in buf:  # warnings first, then "ok" or "error N: ..."
+                raw, buf = buf.split(b"\n", 1)
+                line = raw.decode(errors="replace").strip()
+                if line.startswith("warning: "):
+                    print(f"fusecache: {line}", file=sys.stderr)
+                    line = ""
+                else:
+                    break
+            if line:
+                break
             left = deadline - time.monotonic()
             if left <= 0:
                 proc.kill()
@@ -384,13 +449,13 @@ def spawn_background(argv: list[str], log_file: Path, timeout: float = 120.0) ->
                 buf += chunk
     finally:
         os.close(r)
-    line = buf.decode(errors="replace").strip()
     if line == "ok":
         return 0
-    if line.startswith("error: "):
-        print(f"fusecache: {line}", file=sys.stderr)
+    m = re.fullmatch(r"error (\d): (.*)", line)
+    if m:
+        print(f"fusecache: error: {m.group(2)}", file=sys.stderr)
         proc.wait(timeout=30)
-        return 1
+        return int(m.group(1))
     rc = proc.wait(timeout=30)
     print(f"fusecache: error: mount process exited with status {rc} before it was ready "
           f"(log: {log_file})", file=sys.stderr)

@@ -588,9 +588,9 @@ class NodeCache:
         """Protect every block of *oid* (present or future) from eviction."""
         self._pin(oid.digest, owner, ttl)
 
-    def unpin_object(self, oid: ObjectId, owner: str | None = None) -> None:
-        """Drop *owner*'s pin (or every pin when owner is None)."""
-        self._unpin(oid.digest, owner)
+    def unpin_object(self, oid: ObjectId, owner: str | None = None) -> bool:
+        """Drop *owner*'s pin (or every pin when owner is None); True if there was one."""
+        return self._unpin(oid.digest, owner)
 
     def pin_block(self, oid: ObjectId, index: int, owner: str = "default",
                   ttl: float | None = None) -> None:
@@ -614,20 +614,22 @@ class NodeCache:
             owners[owner] = expiry
             txn.put(pkey, json.dumps(owners).encode())
 
-    def _unpin(self, pkey: bytes, owner: str | None) -> None:
+    def _unpin(self, pkey: bytes, owner: str | None) -> bool:
         with self.env.begin(write=True, db=self._pins) as txn:
             raw = txn.get(pkey)
             if raw is None:
-                return
+                return False
             owners = json.loads(raw)
             if owner is None:
+                found = bool(owners)
                 owners = {}
             else:
-                owners.pop(owner, None)
+                found = owners.pop(owner, None) is not None
             if owners:
                 txn.put(pkey, json.dumps(owners).encode())
             else:
                 txn.delete(pkey)
+            return found
 
     def _pinned_in(self, txn: lmdb.Transaction, key: bytes, now: int) -> bool:
         return (_pin_live(txn.get(key[:16], db=self._pins), now)

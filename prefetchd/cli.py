@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from fusecache import cliargs
 from prefetchd import _errors, pipeline
 
 log = logging.getLogger(__name__)
@@ -25,47 +26,45 @@ UsageError = _errors.UsageError
 
 
 def _kv(items: Sequence[str] | None, flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for it in items or []:
-        if "=" not in it or it.startswith("="):
-            raise UsageError(f"{flag} {it!r}: expected NAME=VALUE")
-        k, v = it.split("=", 1)
-        out[k] = v
-    return out
+    return cliargs.key_values(items, flag, UsageError)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = cliargs.Parser(
         prog="prefetchd", description="Pipeline-aware prefetch into the fusecache node cache."
     )
-    p.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
-    sub = p.add_subparsers(dest="command", required=True)
+    cliargs.add_version(p)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     pl = sub.add_parser("plan", help="show which step reads which dataset, in start order")
-    pl.add_argument("files", nargs="+", metavar="FILE")
+    pl.add_argument("files", nargs="+", metavar="FILE", help="pipeline definitions")
     pl.add_argument(
-        "--param", action="append", metavar="NAME=VALUE", help="override a pipeline parameter"
+        "--param", action="append", metavar="NAME=VALUE",
+        help="override a pipeline parameter; repeatable (default: the pipeline's own values)"
     )
     pl.add_argument(
         "--pvc",
         action="append",
         metavar="CLAIM=s3://BUCKET/PREFIX",
-        help="the S3 prefix behind a PVC, so reads through it become S3 reads",
+        help="the S3 prefix behind a PVC, so reads through it become S3 reads; repeatable "
+             "(default: none)",
     )
-    pl.add_argument("--json", action="store_true", help="machine-readable output")
+    pl.add_argument("--json", action="store_true", help="machine-readable output (default off)")
     pl.set_defaults(func=cmd_plan)
+    subs = [pl]
 
     try:
         from prefetchd import warm_cli
     except ImportError:  # pragma: no cover - warm needs the fusecache core
         warm_cli = None
     if warm_cli is not None:
-        warm_cli.add_subcommands(sub)
-        _add_kubernetes(sub)
+        subs += warm_cli.add_subcommands(sub)
+        subs += _add_kubernetes(sub)
+    cliargs.add_log_level(p, subs, "warning")
     return p
 
 
-def _add_kubernetes(sub: Any) -> None:
+def _add_kubernetes(sub: Any) -> list[argparse.ArgumentParser]:
     """``run --kubernetes`` (node agent) and ``webhook``, when the kubernetes client is there.
 
     ``run`` is defined by warm_cli (``--watch-dir``); here it gains ``--kubernetes`` and the
@@ -74,12 +73,13 @@ def _add_kubernetes(sub: Any) -> None:
     try:
         from prefetchd.k8s import agent
     except ImportError:  # pragma: no cover - the kubernetes client is not installed
-        return
+        return []
     run = sub.choices["run"]
     for action in run._actions:  # warm_cli makes --watch-dir required; now it is one mode
         if action.dest == "watch_dir":
             action.required = False
-            action.help = "folder mode: warm pipeline files dropped here"
+            action.help = ("folder mode: warm pipeline files dropped here (default: none; "
+                           "give it or --kubernetes)")
     run.add_argument("--kubernetes", action="store_true",
                      help="node agent: watch workflows and pending pods on the cluster")
     agent.add_arguments(run)
@@ -88,6 +88,7 @@ def _add_kubernetes(sub: Any) -> None:
     wh = sub.add_parser("webhook", help="mutating admission webhook steering pods to their data")
     agent.add_webhook_arguments(wh)
     wh.set_defaults(func=cmd_webhook)
+    return [wh]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -205,11 +206,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.WARNING),
+        level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+        return rc
     except (pipeline.PipelineError, UsageError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"prefetchd: error: {msg}", file=sys.stderr)
@@ -218,7 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("prefetchd: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        cliargs.quiet_broken_pipe()
         return 0
+    except Exception as e:  # noqa: BLE001 - one line on the terminal, never a traceback
+        log.debug("unexpected error", exc_info=True)
+        print(f"prefetchd: error: {type(e).__name__}: {' '.join(str(e).split())}",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

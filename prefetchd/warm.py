@@ -48,8 +48,29 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
             bucket, _, prefix = rest.partition("/")
             if len(bucket) < 3:
                 break
-            return bucket, prefix
+            return bucket, prefix.lstrip("/")
     raise WarmError(f"{uri}: not an s3://BUCKET[/PREFIX] URI")
+
+
+def normal_uri(uri: str) -> str:
+    """The one spelling of a location in commands and records: ``s3://BUCKET/PREFIX``.
+
+    ``s3a://`` becomes ``s3://``, a bucket gets its slash (``s3://b/``). A prefix keeps
+    its trailing slash or its absence: ``s3://b/ds/train`` may be an object, and
+    ``warm`` resolves it by listing (a folder is recorded as ``s3://b/ds/train/``);
+    ``status`` and ``unpin`` find a record under either spelling (:func:`find_record`).
+    """
+    bucket, prefix = parse_s3_uri(uri)
+    return f"s3://{bucket}/{prefix}"
+
+
+def find_record(records: dict[str, Any], uri: str) -> str | None:
+    """The record key *uri* names: itself, or its folder form (trailing slash)."""
+    u = normal_uri(uri)
+    for cand in (u, u if u.endswith("/") else u + "/", u.rstrip("/")):
+        if cand in records:
+            return cand
+    return None
 
 
 @dataclass
@@ -63,6 +84,7 @@ class DatasetResult:
     skipped_bytes: int = 0
     failed: list[str] = field(default_factory=list)
     listing_dirs: int = 0
+    interrupted: bool = False
 
 
 @dataclass
@@ -77,11 +99,19 @@ class WarmStats:
     started: float = field(default_factory=time.monotonic)
 
 
-class _Throttle:
-    """A shared byte budget per second (token bucket); None means unlimited."""
+class Interrupted(Exception):
+    """The warm was asked to stop (Ctrl-C, SIGTERM): raised out of a fetch to end it."""
 
-    def __init__(self, rate: float | None) -> None:
+
+class _Throttle:
+    """A shared byte budget per second (token bucket); None means unlimited.
+
+    The wait is on *stop*, so a stop ends it at once whatever the rate.
+    """
+
+    def __init__(self, rate: float | None, stop: threading.Event) -> None:
         self.rate = rate
+        self.stop = stop
         self._lock = threading.Lock()
         self._next = time.monotonic()
 
@@ -93,7 +123,7 @@ class _Throttle:
             self._next = max(self._next, now) + n / self.rate
             wait = self._next - now - 1.0  # allow a one-second burst
         if wait > 0:
-            time.sleep(wait)
+            self.stop.wait(wait)
 
 
 class StateFile:
@@ -155,11 +185,12 @@ class Warmer:
         self.pin_owner = pin_owner
         self.endpoint_url = endpoint_url
         self.concurrency = max(1, concurrency)
-        self.throttle = _Throttle(bandwidth)
+        self.stop = stop or threading.Event()
+        self.throttle = _Throttle(bandwidth, self.stop)
         self.pin_ttl = pin_ttl
         self.dry_run = dry_run
         self.progress = progress
-        self.stop = stop or threading.Event()
+        self.gets = 0  # ranged GETs made (node cache counters: `fusecache stats`)
         self.stats = WarmStats()
         self._lock = threading.Lock()
         self._stores: dict[str, fusecache.S3Store] = {}
@@ -197,6 +228,7 @@ class Warmer:
         out = []
         for uri in uris:
             bucket, prefix = parse_s3_uri(uri)
+            uri = f"s3://{bucket}/{prefix}"
             store = self._store(bucket)
             t0 = time.monotonic()
             try:
@@ -222,8 +254,10 @@ class Warmer:
             self.timings["total"] = time.monotonic() - t0
 
     def _warm(self, uris: list[str]) -> list[DatasetResult]:
-        uris = list(dict.fromkeys(uris))
+        uris = list(dict.fromkeys(normal_uri(u) for u in uris))
         targets = self.list_targets(uris)
+        # two spellings of one folder ('s3://b/ds', 's3://b/ds/') are one dataset
+        targets = list({uri: (uri, st, objs) for uri, st, objs in targets}.values())
         seen: set[tuple[str, str]] = set()
         plan: list[tuple[DatasetResult, fusecache.S3Store, list[fusecache.ObjectInfo]]] = []
         for uri, store, objs in targets:
@@ -243,6 +277,10 @@ class Warmer:
             state = StateFile(self.cache_dir)
             full = False
             for res, store, objs in plan:
+                if self.stop.is_set():
+                    res.interrupted = True
+                    res.skipped, res.skipped_bytes = len(objs), sum(o.size for o in objs)
+                    continue  # not started: nothing pinned, nothing to record
                 bucket, prefix = parse_s3_uri(res.uri)
                 lp = _listing_prefix(prefix)
                 if lp is not None:
@@ -250,25 +288,33 @@ class Warmer:
                         bucket, lp, objs
                     )
                 owner = self.pin_owner or PIN_OWNER_PREFIX + res.uri
+                started = time.time()
+                # recorded before the first pin, as partial: a warm killed half way
+                # leaves pins that `status` shows and that expire with --pin-ttl
+                self._record(state, res, owner, started, partial=True)
                 if not full:
                     t0 = time.monotonic()
-                    full = self._fetch_all(store, cache, objs, owner, res)
-                    self.timings["fetch"] += time.monotonic() - t0
+                    try:
+                        full = self._fetch_all(store, cache, objs, owner, res)
+                    finally:
+                        self.timings["fetch"] += time.monotonic() - t0
                 else:
                     res.skipped, res.skipped_bytes = len(objs), sum(o.size for o in objs)
-                self._record(state, res, owner)
+                res.interrupted = self.stop.is_set() and res.skipped > 0
+                self._record(state, res, owner, started, partial=res.interrupted)
                 # A mount with this credential may serve it while S3 is down.
                 record_authorised(cache, store, bucket, prefix)
-                if self.stop.is_set():
-                    break
             cache.flush_touches()
         finally:
             with self._lock:
+                moved, gets = self.stats.transferred, self.gets
                 retries, self._retries = self._retries, 0
-            try:
+            try:  # what came from S3, for `fusecache stats` (scope: prefetchd)
+                cache.add_counters({"s3_bytes": moved, "s3_gets": gets}, scope="prefetchd")
                 cache.add_counters({"s3_retries": retries})
-            finally:
-                cache.close()
+            except Exception as e:  # noqa: BLE001 - bookkeeping must not fail a warm
+                log.warning("could not update the node cache's counters: %s", e)
+            cache.close()
         return [r for r, _, _ in plan]
 
     def _retried(self) -> None:
@@ -276,17 +322,17 @@ class Warmer:
         with self._lock:
             self._retries += 1
 
-    def _record(self, state: StateFile, res: DatasetResult, owner: str) -> None:
-        now = time.time()
-
+    def _record(self, state: StateFile, res: DatasetResult, owner: str, when: float,
+                partial: bool) -> None:
         def upd(d: dict[str, Any]) -> None:
             d[res.uri] = {
                 "objects": res.objects,
                 "bytes": res.bytes,
-                "warmed_at": now,
+                "warmed_at": when,
                 "pin_owner": owner,
                 "pinned": True,
-                "pin_expires_at": (now + self.pin_ttl) if self.pin_ttl else None,
+                "pin_expires_at": (when + self.pin_ttl) if self.pin_ttl else None,
+                "partial": partial,
                 "skipped_objects": res.skipped,
                 "failed_objects": len(res.failed),
             }
@@ -311,17 +357,18 @@ class Warmer:
         """
         full = threading.Event()
         window = threading.BoundedSemaphore(self.concurrency * 2)
-        bounded = _BoundedStore(store, self.concurrency)
+        bounded = _BoundedStore(store, self.concurrency, self)
         bs = cache.block_size
-        stats, lock, throttle = self.stats, self._lock, self.throttle
+        stats, lock = self.stats, self._lock
 
         def on_block(n: int) -> None:
-            throttle.spend(n)
             with lock:
                 stats.transferred += n
                 stats.done_bytes += n
             if self.progress is not None:
                 self.progress(stats)
+            if self.stop.is_set():
+                raise Interrupted()
 
         def one(o: fusecache.ObjectInfo) -> None:
             try:
@@ -331,6 +378,12 @@ class Warmer:
                         res.skipped_bytes += o.size
                     return
                 blocks = (o.size + bs - 1) // bs
+                moved: list[int] = []
+
+                def on_block_of(n: int) -> None:
+                    moved.append(n)
+                    on_block(n)
+
                 try:
                     n = fusecache.fetch_object(
                         bounded,
@@ -339,8 +392,14 @@ class Warmer:
                         pin_owner=owner,
                         pin_ttl=self.pin_ttl,
                         parallel=min(self.concurrency, blocks),
-                        on_block=on_block,
+                        on_block=on_block_of,
                     )
+                except Interrupted:
+                    with lock:  # stored blocks stay (and pinned): a later warm resumes
+                        res.transferred += sum(moved)
+                        res.skipped += 1
+                        res.skipped_bytes += o.size
+                    return
                 except CacheFull:
                     full.set()
                     oid = fusecache.ObjectId(store.bucket, o.key, o.etag, o.size)
@@ -383,23 +442,42 @@ class _BoundedStore:
     at ``--concurrency`` (and within the store's connection pool).
     """
 
-    def __init__(self, store: fusecache.S3Store, limit: int) -> None:
+    def __init__(self, store: fusecache.S3Store, limit: int, warmer: Warmer) -> None:
         self._store = store
         self.bucket = store.bucket
         self._slots = threading.BoundedSemaphore(limit)
+        self._warmer = warmer
 
     def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+        # --bandwidth-limit is spent before the GET: at a low rate the bytes in flight stay
+        # about one second's worth (a stop then ends the warm at once), not every
+        # worker's block
+        self._warmer.throttle.spend(end - start)
+        if self._warmer.stop.is_set():
+            raise Interrupted()
         with self._slots:
-            return self._store.get_range(key, start, end, etag)
+            data = self._store.get_range(key, start, end, etag)
+        with self._warmer._lock:
+            self._warmer.gets += 1
+        return data
+
+
+def open_existing_cache(cache_dir: str) -> fusecache.NodeCache:
+    """The node cache in *cache_dir*; WarmError (exit 2) when there is none, so a mistyped
+    --cache-dir to ``status``/``unpin`` is named instead of creating an empty cache."""
+    if not os.path.isdir(os.path.join(cache_dir, "cache.lmdb")):
+        raise WarmError(f"--cache-dir: no node cache in {cache_dir}")
+    return fusecache.NodeCache.open(cache_dir)
 
 
 def status(cache_dir: str) -> list[dict[str, Any]]:
-    """Per warmed dataset: objects/bytes cached out of total, pinned or not, when warmed."""
-    state = StateFile(cache_dir).load()
-    if not state:
-        return []
-    cache = fusecache.NodeCache.open(cache_dir)
+    """Per warmed dataset: objects/bytes cached out of total, pinned or not, when warmed,
+    whether the warm was interrupted (partial), when its pins expire."""
+    cache = open_existing_cache(cache_dir)
     try:
+        state = StateFile(cache_dir).load()
+        if not state:
+            return []
         now = time.time()
         per: dict[str, dict[str, int]] = {
             u: {"cached_objects": 0, "cached_bytes": 0} for u in state
@@ -429,6 +507,7 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
                     "pinned_by": by,
                     "pin_expires_at": exp,
                     "warmed_at": rec.get("warmed_at"),
+                    "partial": bool(rec.get("partial")),
                 }
             )
         return out
@@ -457,29 +536,42 @@ def _agent_pins(cache_dir: str, now: float) -> dict[str, list[str]]:
     return {u: sorted(set(w)) for u, w in out.items()}
 
 
-def unpin(cache_dir: str, uris: list[str]) -> int:
-    """Drop prefetchd's pins on the given datasets; returns the number of objects unpinned."""
+def unpin(cache_dir: str, uris: list[str]) -> tuple[int, list[str]]:
+    """Drop prefetchd's pins on the given datasets.
+
+    Returns (objects whose pin was actually removed, URIs prefetchd has no record of).
+    A URI is found under any spelling (``s3://b/ds``, ``s3://b/ds/``, ``s3a://``).
+    """
     state = StateFile(cache_dir)
+    cache = open_existing_cache(cache_dir)
     known = state.load()
-    cache = fusecache.NodeCache.open(cache_dir)
     n = 0
+    unknown: list[str] = []
+    done: list[str] = []
     try:
         for u in uris:
-            b, p = parse_s3_uri(u)
-            owner = (known.get(u) or {}).get("pin_owner", PIN_OWNER_PREFIX + u)
+            key = find_record(known, u)
+            if key is None:
+                unknown.append(u)
+                continue
+            b, p = parse_s3_uri(key)
+            owner = known[key].get("pin_owner", PIN_OWNER_PREFIX + key)
             for oid in cache.iter_objects(b, p):
-                cache.unpin_object(oid, owner)
-                n += 1
+                if p and not p.endswith("/") and oid.key != p:
+                    continue  # a single-object record: not its namesakes
+                if cache.unpin_object(oid, owner):
+                    n += 1
+            done.append(key)
     finally:
         cache.close()
 
     def upd(d: dict[str, Any]) -> None:
-        for u in uris:
-            if u in d:
-                d[u]["pinned"] = False
+        for k in done:
+            if k in d:
+                d[k]["pinned"] = False
 
     state.update(upd)
-    return n
+    return n, unknown
 
 
 def tty_progress(stream: Any = None) -> Callable[[WarmStats], None]:

@@ -1,8 +1,15 @@
-"""Subcommands that touch the node cache: warm, status, unpin, run --watch-dir."""
+"""Subcommands that touch the node cache: warm, status, unpin, run --watch-dir.
+
+Who calls it: prefetchd/cli.py adds these subcommands to its parser and dispatches to the
+``cmd_*`` functions here. This module does not import prefetchd/cli.py: the conventions both
+share (argument types, NAME=VALUE lists) come from fusecache/cliargs.py, the error type from
+prefetchd/_errors.py.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -11,9 +18,12 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from fusecache import cliargs
 from prefetchd import pipeline
+from prefetchd._errors import UsageError
 
 if TYPE_CHECKING:
     from prefetchd import warm
@@ -28,13 +38,20 @@ WATCH_QUEUE_SIZE = 64
 WATCH_POLL_SECONDS = 1.0
 
 
-def _size(s: str) -> float:
-    import fusecache
+DEFAULT_PIN_TTL = 24 * 3600.0  # pins of `warm` and `run --watch-dir` expire a day later
+
+
+def _rate(s: str) -> float:
+    from fusecache.config import parse_size
 
     try:
-        return float(fusecache.parse_size(s))
+        v = float(parse_size(s, "--bandwidth-limit"))
     except Exception:  # noqa: BLE001 - parse_size raises ConfigError/ValueError
-        raise argparse.ArgumentTypeError(f"bad rate {s!r} (e.g. 100MiB)") from None
+        raise argparse.ArgumentTypeError(
+            f"invalid --bandwidth-limit {s!r}: expected bytes/s such as 100MiB") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"invalid --bandwidth-limit {s!r}: must be > 0")
+    return v
 
 
 def _default_cache_dir() -> str:
@@ -43,66 +60,91 @@ def _default_cache_dir() -> str:
     return str(default_cache_dir())
 
 
-def add_subcommands(sub: Any) -> None:
+def add_subcommands(sub: Any) -> list[argparse.ArgumentParser]:
+    """Add warm, status, unpin, run; returns their parsers (for shared options)."""
     w = sub.add_parser("warm", help="fetch datasets into the node cache and pin them")
-    w.add_argument("uris", nargs="*", metavar="URI")
+    w.add_argument("uris", nargs="*", metavar="URI",
+                   help="s3://BUCKET/PREFIX/ (a folder) or s3://BUCKET/KEY (one object)")
     w.add_argument(
-        "--pipeline", action="append", metavar="FILE", help="warm what this pipeline reads"
+        "--pipeline", action="append", metavar="FILE",
+        help="warm what this pipeline reads; repeatable (default: only the URIs given)"
     )
-    w.add_argument("--param", action="append", metavar="NAME=VALUE")
-    w.add_argument("--pvc", action="append", metavar="CLAIM=s3://BUCKET/PREFIX")
+    w.add_argument("--param", action="append", metavar="NAME=VALUE",
+                   help="override a pipeline parameter; repeatable (default: the pipeline's "
+                        "own values)")
+    w.add_argument("--pvc", action="append", metavar="CLAIM=s3://BUCKET/PREFIX",
+                   help="the S3 prefix behind a PVC the pipeline mounts; repeatable "
+                        "(default: none)")
     _common(w)
-    w.add_argument("--concurrency", type=int, default=16, help="parallel fetches (default 16)")
-    w.add_argument(
-        "--bandwidth-limit", type=_size, default=None, metavar="RATE", help="bytes/s, e.g. 200MiB"
-    )
-    w.add_argument(
-        "--pin-ttl", type=float, default=None, metavar="SECONDS", help="pins expire after this"
-    )
-    w.add_argument("--dry-run", action="store_true", help="list and report, fetch nothing")
-    w.add_argument("--json", action="store_true")
+    _endpoint(w)
+    _warm_options(w)
+    w.add_argument("--allow-empty", action="store_true",
+                   help="a URI with no objects under it is not an error (default: exit 1)")
+    w.add_argument("--dry-run", action="store_true",
+                   help="list and report, fetch nothing (default off)")
+    w.add_argument("--json", action="store_true", help="machine-readable report (default off)")
     w.set_defaults(func=cmd_warm)
 
     s = sub.add_parser("status", help="what prefetchd warmed and how much of it is cached")
     _common(s)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="machine-readable output (default off)")
     s.set_defaults(func=cmd_status)
 
     u = sub.add_parser("unpin", help="drop prefetchd's pins on datasets")
-    u.add_argument("uris", nargs="+", metavar="URI")
+    u.add_argument("uris", nargs="+", metavar="URI",
+                   help="a dataset as warmed (s3://BUCKET/PREFIX, with or without the slash)")
     _common(u)
     u.set_defaults(func=cmd_unpin)
 
     r = sub.add_parser("run", help="daemon: warm pipelines dropped into a folder, in arrival order")
-    r.add_argument("--watch-dir", required=True, metavar="DIR")
+    r.add_argument("--watch-dir", required=True, metavar="DIR",
+                   help="warm pipeline files dropped here")
     _common(r)
-    r.add_argument("--concurrency", type=int, default=16)
-    r.add_argument("--bandwidth-limit", type=_size, default=None, metavar="RATE")
-    r.add_argument("--pin-ttl", type=float, default=None, metavar="SECONDS")
-    r.add_argument("--once", action="store_true", help="process what is there, then exit")
+    _endpoint(r)
+    _warm_options(r)
+    r.add_argument("--once", action="store_true",
+                   help="process what is there, then exit (default: run until SIGTERM)")
     r.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a parameter of every pipeline (--watch-dir)")
     r.add_argument("--pvc", action="append", metavar="CLAIM=s3://BUCKET/PREFIX",
                    help="the S3 prefix behind a PVC the pipelines mount (--watch-dir)")
     r.set_defaults(func=cmd_run)
+    return [w, s, u, r]
+
+
+def _warm_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--concurrency", type=cliargs.int_range("--concurrency", 1, 1024),
+                   default=16, metavar="N", help="parallel GETs (default 16)")
+    p.add_argument("--bandwidth-limit", type=_rate, default=None, metavar="RATE",
+                   help="bytes/s, e.g. 200MiB (default: unlimited)")
+    p.add_argument("--pin-ttl", type=cliargs.duration("--pin-ttl", allow_never=True),
+                   default=DEFAULT_PIN_TTL, metavar="DURATION",
+                   help="pins expire after this: 90s, 30m, 1h, 2d, or 'never' (kept until "
+                        "`prefetchd unpin`) (default 24h)")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--cache-dir", default=None, help="node cache dir (default: fusecache's default)"
+        "--cache-dir", default=None, metavar="DIR",
+        help="node cache dir (default: fusecache's, /var/lib/fusecache for root)"
     )
-    p.add_argument("--endpoint-url", default=None, help="S3 endpoint (default: boto3's chain)")
+
+
+def _endpoint(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoint-url", type=cliargs.endpoint_url, default=None, metavar="URL",
+                   help="S3 endpoint, http(s)://HOST[:PORT] (default: boto3's chain, "
+                        "including AWS_ENDPOINT_URL)")
 
 
 def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(s3 URIs to warm in plan order, locations we cannot warm)."""
-    from prefetchd.cli import UsageError, _kv
-
     uris = list(args.uris or [])
     skipped: list[str] = []
     if args.pipeline:
         plans = pipeline.analyze_all(
-            args.pipeline, _kv(args.param, "--param"), _kv(args.pvc, "--pvc")
+            args.pipeline,
+            cliargs.key_values(args.param, "--param", UsageError),
+            cliargs.key_values(args.pvc, "--pvc", UsageError),
         )
         claims = []
         for p in plans:
@@ -125,12 +167,16 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
     for u in uris:
         warm.parse_s3_uri(u)
+    if args.endpoint_url is None and os.environ.get("AWS_ENDPOINT_URL"):
+        try:
+            cliargs.check_endpoint_url(os.environ["AWS_ENDPOINT_URL"], "AWS_ENDPOINT_URL")
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     return uris, skipped
 
 
 def cmd_warm(args: argparse.Namespace) -> int:
     from prefetchd import warm
-    from prefetchd.cli import UsageError
 
     _quick_gil_handoff()
     uris, unsupported = _targets(args)
@@ -144,19 +190,53 @@ def cmd_warm(args: argparse.Namespace) -> int:
         args.dry_run,
         progress=None if args.json else warm.tty_progress(),
     )
-    try:
-        results = w.warm(uris)
-    except warm.WarmError as e:
-        raise UsageError(str(e)) from None
+    with _stop_on_signals(w.stop):
+        try:
+            results = w.warm(uris)
+        except warm.WarmError as e:
+            raise UsageError(str(e)) from None
     if sys.stderr.isatty() and not args.json:
         sys.stderr.write("\n")
-    return _report(
+    rc = _report(
         results,
         unpinned=unsupported,
         as_json=args.json,
         dry_run=args.dry_run,
         timings=w.timings,
     )
+    if w.stop.is_set():
+        print("prefetchd: interrupted: the warm is recorded as partial with its pins "
+              "(see prefetchd status); run it again to finish", file=sys.stderr)
+        return 130
+    empty = [r.uri for r in results if r.objects == 0]
+    for u in empty:
+        print(f"prefetchd: warning: no objects under {u} (a misspelled prefix?)",
+              file=sys.stderr)
+    if empty and not args.allow_empty:
+        return max(rc, 1)
+    return rc
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM set *stop* (the warm ends within a second and records what it did)
+    instead of raising KeyboardInterrupt at a random place; a second Ctrl-C is the usual
+    KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def _quick_gil_handoff() -> None:
@@ -196,12 +276,12 @@ def _report(
         sys.stdout.write("\n")
     else:
         for r in results:
+            why = "interrupted" if r.interrupted else "cache full of pinned data"
             print(
                 f"{r.uri}: {r.objects} objects, {r.bytes} bytes; transferred {r.transferred} bytes "
                 f"({r.fetched_objects} objects)"
                 + (
-                    f"; SKIPPED {r.skipped} objects ({r.skipped_bytes} bytes): "
-                    "cache full of pinned data"
+                    f"; SKIPPED {r.skipped} objects ({r.skipped_bytes} bytes): {why}"
                     if r.skipped
                     else ""
                 )
@@ -218,7 +298,10 @@ def _report(
 def cmd_status(args: argparse.Namespace) -> int:
     from prefetchd import warm
 
-    rows = warm.status(args.cache_dir or _default_cache_dir())
+    try:
+        rows = warm.status(args.cache_dir or _default_cache_dir())
+    except warm.WarmError as e:
+        raise UsageError(str(e)) from None
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -231,32 +314,40 @@ def cmd_status(args: argparse.Namespace) -> int:
             if r["warmed_at"]
             else "?"
         )
+        exp = r["pin_expires_at"]
+        if not r["pinned"]:
+            pins = "not pinned"
+        elif exp is None:
+            pins = "pinned (no expiry)"
+        else:
+            pins = "pinned until " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(exp))
         print(
             f"{r['uri']}: {r['cached_objects']}/{r['objects']} objects, "
-            f"{r['cached_bytes']}/{r['bytes']} bytes cached; "
-            f"{'pinned' if r['pinned'] else 'not pinned'}"
+            f"{r['cached_bytes']}/{r['bytes']} bytes cached; {pins}"
             + (f" by {', '.join(r['pinned_by'])}" if r.get("pinned_by") else "")
-            + f"; warmed {when}"
+            + "; " + ("PARTIAL (interrupted) warm " if r["partial"] else "warmed ")
+            + when
         )
     return 0
 
 
 def cmd_unpin(args: argparse.Namespace) -> int:
     from prefetchd import warm
-    from prefetchd.cli import UsageError
 
     try:
-        n = warm.unpin(args.cache_dir or _default_cache_dir(), args.uris)
+        n, unknown = warm.unpin(args.cache_dir or _default_cache_dir(), args.uris)
     except warm.WarmError as e:
         raise UsageError(str(e)) from None
     print(f"unpinned {n} objects")
-    return 0
+    for u in unknown:
+        print(f"prefetchd: warning: {u}: not warmed by prefetchd, nothing unpinned "
+              "(see prefetchd status)", file=sys.stderr)
+    return 1 if unknown else 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Watch a folder; warm each new pipeline file in arrival (mtime) order until SIGTERM."""
     from prefetchd import warm
-    from prefetchd.cli import UsageError
 
     _quick_gil_handoff()
     wd = args.watch_dir

@@ -652,13 +652,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kubeconfig",
                         help="kubeconfig file (default: in-cluster config, else $KUBECONFIG)")
     scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", help="watch workflows and pods in this namespace only")
+    scope.add_argument("--namespace", help="watch workflows and pods in this namespace only "
+                                           "(default: all namespaces)")
     scope.add_argument("--all-namespaces", action="store_true", help="watch all namespaces")
     parser.add_argument("--replicas", type=int, default=1,
-                        help="nodes that warm each dataset (the webhook must use the same)")
+                        help="nodes that warm each dataset (the webhook must use the same) "
+                             "(default 1)")
     parser.add_argument("--node-name", default=os.environ.get("NODE_NAME", ""),
                         help="this node (default: $NODE_NAME from the downward API)")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    from fusecache.cliargs import port
+
+    parser.add_argument("--metrics-port", type=port("--metrics-port"), default=None,
+                        metavar="PORT",
                         help="serve Prometheus metrics on this port (default: off)")
     parser.add_argument("--publish-interval", type=float, default=30.0, metavar="SECONDS",
                         help="patch this Node's free space and labels this often (default 30)")
@@ -766,11 +771,12 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``prefetchd webhook``."""
     parser.add_argument("--kubeconfig",
                         help="kubeconfig file (default: in-cluster config, else $KUBECONFIG)")
-    parser.add_argument("--port", type=int, default=8443)
-    parser.add_argument("--tls-cert-file", required=True)
-    parser.add_argument("--tls-key-file", required=True)
+    parser.add_argument("--port", type=int, default=8443,
+                        help="HTTPS port the API server calls (default 8443)")
+    parser.add_argument("--tls-cert-file", required=True, help="serving certificate (PEM)")
+    parser.add_argument("--tls-key-file", required=True, help="its private key (PEM)")
     parser.add_argument("--replicas", type=int, default=1,
-                        help="must equal the agents' --replicas")
+                        help="must equal the agents' --replicas (default 1)")
 
 
 def check_webhook_arguments(args: argparse.Namespace) -> str | None:

@@ -214,7 +214,18 @@ def test_resume_after_kill(local_s3, s3_env, bucket, tmp_path, capsys):
     ]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(2.5)
+        # until the first blocks are in the cache (a fixed sleep failed under load:
+        # the process had not started fetching yet)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and p.poll() is None:
+            if os.path.isdir(os.path.join(cache_dir, "cache.lmdb")):
+                c = fusecache.NodeCache.open(cache_dir)
+                try:
+                    if c.stats().blocks > 0:
+                        break
+                finally:
+                    c.close()
+            time.sleep(0.05)
         assert p.poll() is None, "warm finished before it could be killed"
     finally:
         p.send_signal(signal.SIGKILL)
