@@ -143,7 +143,9 @@ class ArgoAnalyzer:
         if expr.startswith("workflow.parameters."):
             return self.wf_param(expr[len("workflow.parameters.") :])
         if expr.startswith("inputs.parameters."):
-            return scope.inputs.get(expr[len("inputs.parameters.") :])
+            name = expr[len("inputs.parameters.") :]
+            v = scope.inputs.get(name)
+            return v.with_meta(input=name) if v is not None else None
         if expr == "item" and scope.item is not None:
             return scope.item
         if expr.startswith("item.") and scope.item is not None:
@@ -548,8 +550,9 @@ class ArgoAnalyzer:
             sched["containers"] = res_of
         step.scheduling = sched or None
         for c in containers:
-            argv = [*(c.get("command") or []), *(c.get("args") or [])]
-            _scan.scan_argv(step, [a for a in argv if isinstance(a, str)], res, paths)
+            argv = [a for a in [*(c.get("command") or []), *(c.get("args") or [])]
+                    if isinstance(a, str)]
+            _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv))
             if isinstance(c.get("source"), str):
                 _scan.scan_argv(step, [c["source"]], res, paths)
             env = [
@@ -564,6 +567,7 @@ class ArgoAnalyzer:
             if pm is not None:
                 step.pvc_mounts.append(pm)
         step.path_mentions = paths
+        step.settle()
         return sid
 
     def _resource(self, step: Step, tmpl: dict[str, Any], scope: Scope) -> None:

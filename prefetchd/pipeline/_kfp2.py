@@ -519,7 +519,8 @@ class Kfp2Analyzer:
         def look(expr: str) -> Val | None:
             m = _INPUT_PARAM_RE.match(expr)
             if m:
-                return params.get(m.group(1))
+                v = params.get(m.group(1))
+                return v.with_meta(input=m.group(1)) if v is not None else None
             m = _INPUT_ART_RE.match(expr)
             if m and m.group(2) == "uri":
                 a = tarts.get(m.group(1))
@@ -535,12 +536,14 @@ class Kfp2Analyzer:
             a for a in [*(c.get("command") or []), *(c.get("args") or [])] if isinstance(a, str)
         ]
         paths: list[tuple[str, str]] = []
-        _scan.scan_argv(step, argv, res, paths)
+        code_dirs = _scan.code_directions(argv)
+        _scan.scan_argv(step, argv, res, paths, code_dirs)
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
-            _scan.scan_named_inputs(step, params)
+            _scan.scan_named_inputs(step, params, code_dirs)
         env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
         _scan.scan_env(step, env, res)
+        step.settle()
         step.scheduling = _kfp_scheduling(c, self.k8s.get(label) or {})
         for i, m in enumerate(((self.k8s.get(label) or {}).get("pvcMount")) or []):
             if isinstance(m, dict):

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from prefetchd.pipeline import _shard
+
 SUPPORTED_SCHEMES = frozenset({"s3", "s3a"})
 
 
@@ -27,6 +29,9 @@ class Read:
 
     `uri` is None when the location is only known at run time; `static` says
     whether it was determined from the YAML alone (defaults, constants, static loop items).
+    A shard pattern (`s3://b/train-{000000..001023}.tar`, `s3://b/x/*.png`) keeps the
+    pattern as its `uri`, with `pattern_kind` "shard" and `prefix` the part before the
+    first wildcard (see `_shard`); warming lists the prefix and fetches the matches.
     """
 
     uri: str | None
@@ -42,6 +47,13 @@ class Read:
     endpoint: str | None = None
     key: str | None = None
     via_pvc: str | None = None
+    prefix: str | None = None
+    pattern_kind: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.uri is not None and self.pattern_kind is None and _shard.is_pattern(self.uri):
+            self.pattern_kind = "shard"
+            self.prefix = _shard.prefix(self.uri)
 
     @property
     def scheme(self) -> str | None:
@@ -113,6 +125,8 @@ class Step:
     exit_handler: bool = False
     reads: list[Read] = field(default_factory=list)
     writes: list[Read] = field(default_factory=list)
+    # locations with mixed evidence (read and written, or an ambiguous name): never warmed
+    unknown: list[Read] = field(default_factory=list)
     imports: list[Read] = field(default_factory=list)
     pvc_mounts: list[PvcMount] = field(default_factory=list)
     creates_pvc: dict[str, Any] | None = None
@@ -134,6 +148,32 @@ class Step:
         if all(x.uri != w.uri or x.pattern != w.pattern for x in self.writes):
             self.writes.append(w)
 
+    def add_unknown(self, u: Read) -> None:
+        if all(x.uri != u.uri or x.pattern != u.pattern for x in self.unknown):
+            self.unknown.append(u)
+
+    def add(self, direction: str | None, r: Read) -> None:
+        """Add a location in the given direction ('read' when None)."""
+        if direction == "write":
+            self.add_write(r)
+        elif direction == "unknown":
+            self.add_unknown(r)
+        else:
+            self.add_read(r)
+
+    def settle(self) -> None:
+        """A location the step both reads and writes is mixed evidence: unknown, not a read."""
+        written = {w.uri for w in self.writes if w.uri is not None}
+        both = {r.uri for r in self.reads if r.uri is not None and r.uri in written}
+        both |= {u.uri for u in self.unknown if u.uri is not None}
+        if not both:
+            return
+        for r in [*self.reads, *self.writes]:
+            if r.uri in both:
+                self.add_unknown(r)
+        self.reads = [r for r in self.reads if r.uri not in both]
+        self.writes = [w for w in self.writes if w.uri not in both]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -148,6 +188,7 @@ class Step:
             "exit_handler": self.exit_handler,
             "reads": [r.to_json() for r in self.reads],
             "writes": [w.to_json() for w in self.writes],
+            "unknown": [u.to_json() for u in self.unknown],
             "imports": [i.to_json() for i in self.imports],
             "pvc_mounts": [p.to_json() for p in self.pvc_mounts],
             "creates_pvc": self.creates_pvc,

@@ -1,11 +1,20 @@
-"""Turn a step's command line, env and inputs into reads and writes (shared by all formats)."""
+"""Turn a step's command line, env and inputs into reads, writes and unknowns (all formats).
+
+Called by the front ends (`_argo`, `_kfp2`) for each executable step, with a
+resolver that turns placeholders into `Val`s. Direction, strongest evidence
+first: a copy tool's operand order or a flag's name (`_uri.classify_tokens`),
+a lightweight component's code (`_code`, mapped to its options or inputs),
+then the name of the parameter that fills the slot, then the step's name
+(`upload-*`, `publish-*`, ...), else read. A location the step both reads and
+writes ends up `unknown` (`Step.settle`, called by the front ends).
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 
-from prefetchd.pipeline import _uri
+from prefetchd.pipeline import _code, _uri
 from prefetchd.pipeline._model import Read, Step
 from prefetchd.pipeline._resolve import Val, const
 
@@ -62,27 +71,62 @@ def _is_code(a: str) -> bool:
     return "\n" in a and any(k in a for k in ("def ", "import ", "print("))
 
 
+def code_directions(argv: list[str]) -> dict[str, str]:
+    """Direction of each function parameter in the Python programs among `argv`."""
+    out: dict[str, str] = {}
+    for a in argv:
+        if isinstance(a, str) and _is_code(a) and "{{" not in a:
+            params, _ = _code.analyze(a)
+            for k, d in params.items():
+                out[k] = d if out.get(k, d) == d else "unknown"
+    return out
+
+
+def _fallback(step: Step, name: str | None) -> str:
+    """No evidence in the command line: the parameter's name, then the step's name, else read."""
+    d = _uri.name_direction(name)
+    if d is not None:
+        return d
+    if _uri.step_says_write(step.id) or _uri.step_says_write(step.template):
+        return "write"
+    return "read"
+
+
 def scan_code(step: Step, code: str) -> None:
     """Literal locations in embedded program text (lightweight components, scripts).
 
-    A location assigned to an output artifact's `.uri` or to an output-named
-    variable is where the code writes; other literals are reads.
+    The code's own use decides (`_code`: open modes, boto3/fsspec calls,
+    subprocess command lines); else a location assigned to an output
+    artifact's `.uri` or to an output-named variable is a write; else the
+    step's name; else a read.
     """
+    _, lits = _code.analyze(code)
     assigned = {}
     for m in _CODE_ASSIGN_RE.finditer(code):
         assigned[m.group(2)] = m.group(1)
     for u in _uri.find_uris(code):
-        target = assigned.get(u)
         r = Read(u, True, "constant")
-        out_name = target is not None and (target.endswith(".uri") or _uri.name_says_write(target))
-        if out_name or _uri.step_says_write(step.id):
-            step.add_write(r)
-        else:
-            step.add_read(r)
+        d = lits.get(u)
+        if d is None:
+            target = assigned.get(u)
+            if target is not None and target.endswith(".uri"):
+                d = "write"
+            else:
+                d = _fallback(step, target)
+        step.add(d, r)
 
 
-def scan_argv(step: Step, argv: list[str], resolve: Resolver, paths: list[tuple[str, str]]) -> None:
-    """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`."""
+def scan_argv(
+    step: Step,
+    argv: list[str],
+    resolve: Resolver,
+    paths: list[tuple[str, str]],
+    flag_dirs: dict[str, str] | None = None,
+) -> None:
+    """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`.
+
+    `flag_dirs`: directions of options known from a lightweight component's code.
+    """
     argv = [a for a in argv if isinstance(a, str)]
     for a in argv:
         if _is_code(a) and "{{" not in a:
@@ -104,24 +148,22 @@ def scan_argv(step: Step, argv: list[str], resolve: Resolver, paths: list[tuple[
             reps.append("s3://runtime-value/")
         else:
             reps.append(t)
-    directions = _uri.classify_tokens(reps)
-    writer = _uri.step_says_write(step.id) or _uri.step_says_write(step.template)
+    directions = _uri.classify_tokens(reps, flag_dirs)
     for i, d in directions.items():
         v = vals[i]
         if v is None:
             continue
-        if writer:
-            d = "write"
+        if d is None:
+            d = _fallback(step, v.get("input"))
         if v.values is None:
             if reps[i] == "s3://runtime-value/":
                 r = read_from(v, None, pattern=v.get("pattern") or toks[i])
-                (step.add_read if d == "read" else step.add_write)(r)
+                step.add(d, r)
             continue
         for value in v.values:
             uris = _uri.find_uris(value)
             for u in uris:
-                r = read_from(v, u)
-                (step.add_read if d == "read" else step.add_write)(r)
+                step.add(d, read_from(v, u))
             if not uris and value.startswith("/"):
                 paths.append((value, d))
 
@@ -139,23 +181,19 @@ def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver) -> None:
             for u in _uri.find_uris(value):
                 r = read_from(v, u, env=name)
                 r.origin = "env"
-                if _uri.name_says_write(name) or _uri.step_says_write(step.id):
-                    step.add_write(r)
-                else:
-                    step.add_read(r)
+                step.add(_fallback(step, name), r)
 
 
-def scan_named_inputs(step: Step, inputs: dict[str, Val]) -> None:
-    """Inputs handed to code we cannot see (KFP lightweight `{{$}}`): classify by name."""
+def scan_named_inputs(
+    step: Step, inputs: dict[str, Val], code_dirs: dict[str, str] | None = None
+) -> None:
+    """Inputs handed to code (KFP lightweight `{{$}}`): the code's use, else the name."""
     for name, v in inputs.items():
         if v.values is None:
             continue
+        d = (code_dirs or {}).get(name) or _fallback(step, name)
         for value in v.values:
             for u in _uri.find_uris(value):
                 if not _uri.is_uri(value):
                     continue
-                r = read_from(v, u)
-                if _uri.name_says_write(name) or _uri.step_says_write(step.id):
-                    step.add_write(r)
-                else:
-                    step.add_read(r)
+                step.add(d, read_from(v, u))

@@ -1,0 +1,185 @@
+"""Which way data flows in embedded Python (lightweight components, Argo script sources).
+
+Called by `_scan` with the program text a compiled pipeline carries (KFP v1
+`create_component_from_func`, KFP v2 `@dsl.component`, Argo `script.source`).
+Returns, for every function parameter and every literal location, the
+directions the code uses it in: `read`, `write`, or `unknown` when it does
+both. Pure and bounded: the text is parsed with `ast` (never run), programs
+over MAX_CODE_CHARS are skipped, and a program that does not parse yields
+nothing (the caller falls back to names).
+
+Data flow: a *source* is a function parameter or a literal string holding a
+location. Assignments carry sources to variables (`u = urlparse(x)` makes `u`
+carry `x`; f-strings and `+` carry every part). Sinks say the direction:
+
+- `open`/`fsspec.open`/`fs.open`/`smart_open.open`/`GFile(X, mode)`: a mode
+  with `w`, `a` or `x` writes X, any other mode (or none) reads it;
+- boto3 `download_file`, `download_fileobj`, `get_object` read their
+  bucket/key arguments; `upload_file`, `upload_fileobj`, `put_object`,
+  `delete_object(s)` write them;
+- fsspec `get`/`download`/`cat`/`cat_file`/`open_input_file`/`read_*` read the
+  first argument; `put`/`upload` write the second; `pipe`/`rm`/`to_*` write the
+  first; `copy`/`cp_file` read the first and write the second;
+- `subprocess.run|call|check_call|check_output|Popen`, `os.system`: the
+  command line (a list, or a string) is classified like a container's args
+  (`_uri.classify_tokens`: copy direction, `--from`/`--to`, ...).
+"""
+
+from __future__ import annotations
+
+import ast
+import shlex
+from collections.abc import Iterable
+
+from prefetchd.pipeline import _uri
+
+MAX_CODE_CHARS = 200_000
+
+_OPEN_FUNCS = frozenset({"open", "GFile", "Open", "smart_open"})
+_READ_FIRST = frozenset(
+    {"get", "download", "cat", "cat_file", "open_input_file", "open_input_stream", "read_bytes",
+     "read_text", "read_parquet", "read_csv", "read_json", "read_table", "load_dataset", "get_file"}
+)
+_WRITE_FIRST = frozenset(
+    {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
+     "write_bytes", "write_text", "makedirs", "mkdir", "open_output_stream"}
+)
+_WRITE_SECOND = frozenset({"put", "upload", "put_file"})
+_COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
+_BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object", "head_object"})
+_BOTO_WRITE = frozenset(
+    {"upload_file", "upload_fileobj", "put_object", "delete_object", "delete_objects"}
+)
+_SUBPROCESS = frozenset({"run", "call", "check_call", "check_output", "Popen", "system"})
+
+
+class _Flow(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.taint: dict[str, set[str]] = {}
+        self.found: dict[str, set[str]] = {}
+        self.params: set[str] = set()
+
+    # ---- sources ------------------------------------------------------------------------
+    def sources(self, node: ast.AST | None) -> set[str]:
+        if node is None:
+            return set()
+        out: set[str] = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in self.taint:
+                out |= self.taint[n.id]
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                out |= {"lit:" + u for u in _uri.find_uris(n.value)}
+        return out
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+            self.params.add(a.arg)
+            self.taint[a.arg] = {"param:" + a.arg}
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
+        src = self.sources(value)
+        if not src:
+            return
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    self.taint.setdefault(n.id, set()).update(src)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        self._assign(node.targets, node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.generic_visit(node)
+        self._assign([node.target], node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.generic_visit(node)
+        self._assign([node.target], node.value)
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        self.generic_visit(node)
+
+    # ---- sinks --------------------------------------------------------------------------
+    def mark(self, node: ast.AST | None, direction: str) -> None:
+        for s in self.sources(node):
+            self.found.setdefault(s, set()).add(direction)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.generic_visit(node)
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        args = list(node.args)
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if name in _OPEN_FUNCS or (name == "open" and isinstance(f, ast.Attribute)):
+            target = args[0] if args else kw.get("urlpath") or kw.get("file") or kw.get("uri")
+            mode = args[1] if len(args) > 1 else kw.get("mode")
+            m = mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else "r"
+            self.mark(target, "write" if any(c in m for c in "wax") else "read")
+        elif name in _BOTO_READ:
+            for a in [*args[:2], kw.get("Bucket"), kw.get("Key")]:
+                self.mark(a, "read")
+        elif name in _BOTO_WRITE:
+            pos = args[1:3] if name in ("upload_file", "upload_fileobj") else args[:2]
+            for a in [*pos, kw.get("Bucket"), kw.get("Key")]:
+                self.mark(a, "write")
+        elif name in _READ_FIRST and args:
+            self.mark(args[0], "read")
+        elif name in _WRITE_FIRST and args:
+            self.mark(args[0], "write")
+        elif name in _WRITE_SECOND and len(args) > 1:
+            self.mark(args[1], "write")
+        elif name in _COPY and len(args) > 1:
+            self.mark(args[0], "read")
+            self.mark(args[1], "write")
+        elif name in _SUBPROCESS and args:
+            self.command(args[0])
+
+    def command(self, node: ast.AST) -> None:
+        """A command line: render each part (a source becomes a marker location), classify."""
+        parts: list[tuple[str, set[str]]] = []
+        if isinstance(node, (ast.List, ast.Tuple)):
+            for i, el in enumerate(node.elts):
+                if isinstance(el, ast.Constant) and isinstance(el.value, str):
+                    parts.append((el.value, self.sources(el)))
+                else:
+                    src = self.sources(el)
+                    parts.append((f"s3://prefetchd-code-{i}/" if src else "x", src))
+            toks = [p for p, _ in parts]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                toks = shlex.split(node.value)
+            except ValueError:
+                return
+            parts = [(t, self.sources(ast.Constant(t))) for t in toks]
+        else:
+            return
+        for i, d in _uri.classify_tokens(toks).items():
+            for s in parts[i][1]:
+                self.found.setdefault(s, set()).add(d or "read")
+
+
+def analyze(code: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(direction per function parameter, direction per literal location) in `code`."""
+    if len(code) > MAX_CODE_CHARS:
+        return {}, {}
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}, {}
+    flow = _Flow()
+    try:
+        flow.visit(tree)
+    except RecursionError:
+        return {}, {}
+    params: dict[str, str] = {}
+    lits: dict[str, str] = {}
+    for s, ds in flow.found.items():
+        ds = ds - {"unknown"} if ds != {"unknown"} else ds
+        d = "unknown" if len(ds) > 1 or ds == {"unknown"} else next(iter(ds))
+        kind, _, name = s.partition(":")
+        (params if kind == "param" else lits)[name] = d
+    return params, lits
