@@ -117,7 +117,9 @@ class _Flow(ast.NodeVisitor):
         if name in _OPEN_FUNCS or (name == "open" and isinstance(f, ast.Attribute)):
             target = args[0] if args else kw.get("urlpath") or kw.get("file") or kw.get("uri")
             mode = args[1] if len(args) > 1 else kw.get("mode")
-            m = mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else "r"
+            m = "r"
+            if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+                m = mode.value
             self.mark(target, "write" if any(c in m for c in "wax") else "read")
         elif name in _BOTO_READ:
             for a in [*args[:2], kw.get("Bucket"), kw.get("Key")]:

@@ -26,7 +26,7 @@ from typing import Any
 from prefetchd.pipeline import _scan
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
-from prefetchd.pipeline._resolve import Val, const, runtime, substitute
+from prefetchd.pipeline._resolve import Val, const, items_val, runtime, substitute
 
 log = logging.getLogger(__name__)
 
@@ -416,8 +416,7 @@ class Kfp2Analyzer:
 
     @staticmethod
     def _items_val(items: list[Any]) -> Val:
-        vals = tuple(json.dumps(i) if isinstance(i, (dict, list)) else str(i) for i in items)
-        return Val(vals, "loop-item", (), items)
+        return items_val(items)
 
     def _new_id(self, key: str, ctx: Ctx) -> str:
         sid = key if key not in self.ids else "/".join(ctx.path + (key,))

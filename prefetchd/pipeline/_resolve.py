@@ -68,6 +68,20 @@ def to_str(v: Any) -> str:
     return str(v)
 
 
+# Loops expand into one read per item: a loop over more static items than this is
+# reported with its items but its reads become runtime-only (bounded time and memory
+# whatever a file or a withSequence count says).
+MAX_LOOP_ITEMS = 10_000
+
+
+def items_val(items: list[Any]) -> Val:
+    """The loop variable of a static loop: one candidate per item (runtime if too many)."""
+    if len(items) > MAX_LOOP_ITEMS:
+        return runtime("loop-item", items=len(items))
+    vals = tuple(json.dumps(i) if isinstance(i, (dict, list)) else to_str(i) for i in items)
+    return Val(vals, "loop-item", (), items)
+
+
 ARGO_RE = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 KFP_PARAM_RE = re.compile(r"\{\{\$\.inputs\.parameters\[['\"]([^'\"]+)['\"]\]\}\}")
 

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """A CronWorkflow that runs the WorkflowTemplate `churn-train` (argo_wftmplref_lib.yaml)
 nightly through `spec.workflowSpec.workflowTemplateRef`, with its defaults.
 

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """Reads and writes told apart by flag names, and a location with mixed evidence (Hera, DAG).
 
 `--from`/`--to`, `--input-*`/`--export-*`, `--data`/`--save-*`; one step names

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """Dataset staging onto an existing PVC and a per-run scratch claim (Hera, steps).
 
 An existing claim mounted read-write by the stager (which `aws s3 sync`s into

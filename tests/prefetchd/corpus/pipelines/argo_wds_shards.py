@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """WebDataset training over shard patterns, as an Argo DAG (Hera).
 
 Brace ranges (`{000000..001023}`), brace lists (`{a,b,c}`), a glob in a

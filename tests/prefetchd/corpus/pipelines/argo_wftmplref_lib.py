@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """A WorkflowTemplate (the library half of argo_wftmplref_run / argo_cron_wftmplref).
 
 An ETL DAG: pull a Parquet snapshot with `gcloud storage cp` (gs -> local),

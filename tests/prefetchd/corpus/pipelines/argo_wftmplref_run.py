@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """A Workflow that runs the WorkflowTemplate `churn-train` (argo_wftmplref_lib.yaml)
 through `spec.workflowTemplateRef`, overriding one parameter.
 

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """Per-language tokenisation fan-out as an Argo Workflow DAG (Hera).
 
 `withItems` over literal strings whose template builds the S3 key from its

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """Shard scoring with `withParam` over a literal JSON list and over a workflow
 parameter whose default is a JSON list (Hera, steps).
 

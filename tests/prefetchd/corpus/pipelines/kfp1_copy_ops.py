@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """Copy steps as KFP v1 ContainerOps: gsutil rsync, s5cmd cp, aws s3 cp, rclone copyto,
 and a glob pattern read by the trainer; a VolumeOp scratch volume.
 

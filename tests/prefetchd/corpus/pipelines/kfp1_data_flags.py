@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """KFP v1 ContainerOps whose flags name direction (`--data-dir`, `--input-uri`, `--out`,
 `--export`, `--output-path=`), an env var read location, and a step that both reads
 and writes one URI (unknown).

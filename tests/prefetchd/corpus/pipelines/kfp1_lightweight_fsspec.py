@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """KFP v1 lightweight components whose code says which argument is read and which written
 (fsspec open rb/wb, subprocess with --from/--to), with neutral parameter names.
 

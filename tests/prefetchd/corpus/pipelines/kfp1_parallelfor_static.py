@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """Static ParallelFor loops in the KFP v1 SDK (-> Argo withItems), over strings and over dicts.
 
 Compile (kfp 1.8.x): python kfp1_parallelfor_static.py  -> kfp1_parallelfor_static.yaml

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """ParallelFor over a pipeline parameter whose default is a JSON list (KFP v1 -> Argo withParam),
 with a lightweight component that downloads with boto3 and uploads with boto3.
 

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """KFP v2 with kfp-kubernetes: an existing PVC staged by `aws s3 sync`, read by a trainer,
 results pushed with `gsutil cp` and `gcloud storage rsync`; an importer of a tokenizer.
 

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """KFP v2 lightweight components (@dsl.component) whose code decides direction:
 boto3 download_file/upload_file, fsspec open rb/wb, subprocess with --from/--to,
 and KFP parameters named `dst`, `model_out`.

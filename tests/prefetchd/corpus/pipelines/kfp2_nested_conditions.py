@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """KFP v2: nested ParallelFor over static strings inside a condition, dsl.If/Else,
 an exit handler, f-string URIs from loop items, writes named `output_uri`/`export_dir`.
 

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """KFP v2 ParallelFor over static dicts read through a field, and over a list parameter.
 
 Compile (kfp 2.x): python kfp2_parallelfor_dicts.py  -> kfp2_parallelfor_dicts.yaml

@@ -1,3 +1,4 @@
+# ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """KFP v2 container components reading WebDataset shard patterns and globs, one built
 from a pipeline parameter; the checkpoint location is a write (`--output-dir`).
 
