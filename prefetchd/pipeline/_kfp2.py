@@ -524,7 +524,7 @@ class Kfp2Analyzer:
             if m and m.group(2) == "uri":
                 a = tarts.get(m.group(1))
                 if a is not None and a.importer is not None and a.uri is not None:
-                    return a.uri.with_meta(importer=a.importer)
+                    return replace(a.uri, origin="importer").with_meta(importer=a.importer)
                 return runtime("task-output")
             return None
 

@@ -237,7 +237,8 @@ class Plan:
                 if r.uri not in seen:
                     seen[r.uri] = (s.stage, [])
                     order.append(r.uri)
-                seen[r.uri][1].append(s.id)
+                if s.id not in seen[r.uri][1]:
+                    seen[r.uri][1].append(s.id)
         return [(u, seen[u][0], seen[u][1]) for u in order]
 
     def to_json(self) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 # ruff: noqa  (pipeline source in the SDK's own idiom: mutable defaults, typing.List)
 """KFP v2 with kfp-kubernetes: an existing PVC staged by `aws s3 sync`, read by a trainer,
-results pushed with `gsutil cp` and `gcloud storage rsync`; an importer of a tokenizer.
+results pushed with `gsutil cp` and `gcloud storage rsync`; an importer of a tokenizer;
+the trainer asks for a GPU.
 
 Compile (kfp 2.x + kfp-kubernetes): python kfp2_copy_pvc.py  -> kfp2_copy_pvc.yaml
 """
@@ -37,6 +38,7 @@ def asr(src: str = 's3://example-audio/commonvoice/en/v16/'):
     s = stage(src=src)
     kubernetes.mount_pvc(s, pvc_name='asr-data', mount_path='/mnt/data')
     t = train(tokenizer=tok.output).after(s)
+    t.set_accelerator_type('nvidia.com/gpu').set_accelerator_limit(1)
     kubernetes.mount_pvc(t, pvc_name='asr-data', mount_path='/mnt/data')
     p = push_gs().after(t)
     kubernetes.mount_pvc(p, pvc_name='asr-data', mount_path='/mnt/data')
