@@ -163,16 +163,19 @@ class Step:
 
     def settle(self) -> None:
         """A location the step both reads and writes is mixed evidence: unknown, not a read."""
-        written = {w.uri for w in self.writes if w.uri is not None}
-        both = {r.uri for r in self.reads if r.uri is not None and r.uri in written}
-        both |= {u.uri for u in self.unknown if u.uri is not None}
+        def norm(u: str | None) -> str | None:
+            return u.rstrip("/") if u is not None else None
+
+        written = {norm(w.uri) for w in self.writes if w.uri is not None}
+        both = {norm(r.uri) for r in self.reads if r.uri is not None and norm(r.uri) in written}
+        both |= {norm(u.uri) for u in self.unknown if u.uri is not None}
         if not both:
             return
         for r in [*self.reads, *self.writes]:
-            if r.uri in both:
+            if norm(r.uri) in both:
                 self.add_unknown(r)
-        self.reads = [r for r in self.reads if r.uri not in both]
-        self.writes = [w for w in self.writes if w.uri not in both]
+        self.reads = [r for r in self.reads if norm(r.uri) not in both]
+        self.writes = [w for w in self.writes if norm(w.uri) not in both]
 
     def to_json(self) -> dict[str, Any]:
         return {

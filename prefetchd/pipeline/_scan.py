@@ -68,7 +68,10 @@ _CODE_ASSIGN_RE = re.compile(r"""([\w.\[\]'"]+)\s*=\s*[rbf]?["']([a-z0-9]+://[^"
 
 
 def _is_code(a: str) -> bool:
-    return "\n" in a and any(k in a for k in ("def ", "import ", "print("))
+    """Python program text (a component's source, `python -c "import x; ..."`)."""
+    return ("\n" in a and any(k in a for k in ("def ", "import ", "print("))) or (
+        a.lstrip().startswith(("import ", "from ")) and ";" in a
+    )
 
 
 def code_directions(argv: list[str]) -> dict[str, str]:

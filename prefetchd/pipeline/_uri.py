@@ -12,9 +12,11 @@ docs/prefetchd.md, "Reads, writes and unknown"):
   one operand it is a source; `rm`/`rb`/`delete` write;
 - a flag names the direction of its value: `--to`, `--dst`, `--dest`,
   `--out*`, `--output*`, `--save*`, `--export*`, `--target`, `--upload*` are
-  writes; `--from`, `--src`, `--source`, `--in`, `--input*`, `--data*` are
-  reads; `--checkpoint*`/`--ckpt*` without a verb (`resume`, `load`, `init`,
-  `save`, `out`) could be either: unknown;
+  writes, and so are logs, reports, results and job dirs (`--logdir`,
+  `--report`, `--job-dir`); `--from`, `--src`, `--source`, `--in`,
+  `--input*`, `--data*` are reads, and so is anything named to resume, load,
+  init or restore; `--checkpoint*`, `--ckpt*` and `--model-dir` without one of
+  those words could be either: unknown;
 - anything else is left undecided here (None) for the caller, which looks at
   the parameter's name, then the step's name, and reads by default.
 
@@ -50,7 +52,8 @@ WRITE_WORDS = frozenset(
     {
         "out", "output", "outputs", "outdir", "dest", "destination", "dst", "to", "target",
         "export", "upload", "save", "sink", "publish", "push", "write", "artifacts_out",
-        "checkpoint_out",
+        "checkpoint_out", "log", "logs", "logdir", "tensorboard", "results", "report", "reports",
+        "job",
     }
 )
 WRITE_PREFIXES = ("out", "dst", "dest", "save", "export", "upload")
@@ -59,7 +62,7 @@ READ_WORDS = frozenset(
 )
 READ_PREFIXES = ("input", "data", "src", "source")
 RESUME_WORDS = frozenset({"resume", "load", "init", "restore", "pretrained", "warmstart"})
-AMBIGUOUS_WORDS = frozenset({"checkpoint", "checkpoints", "ckpt", "ckpts"})
+AMBIGUOUS_WORDS = frozenset({"checkpoint", "checkpoints", "ckpt", "ckpts", "modeldir"})
 WRITE_STEP_VERBS = frozenset(
     {"upload", "publish", "export", "push", "save", "cleanup", "delete", "purge"}
 )
@@ -109,7 +112,7 @@ def name_direction(name: str | None) -> str | None:
         return "write"
     if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES):
         return "read"
-    if w & AMBIGUOUS_WORDS or n.startswith(("checkpoint", "ckpt")):
+    if w & AMBIGUOUS_WORDS or n.startswith(("checkpoint", "ckpt")) or {"model", "dir"} <= w:
         return "unknown"
     return None
 
