@@ -28,6 +28,7 @@ carry `x`; f-strings and `+` carry every part). Sinks say the direction:
 from __future__ import annotations
 
 import ast
+import functools
 import shlex
 from collections.abc import Iterable
 
@@ -164,8 +165,13 @@ class _Flow(ast.NodeVisitor):
                 self.found.setdefault(s, set()).add(d or "read")
 
 
+@functools.lru_cache(maxsize=64)
 def analyze(code: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(direction per function parameter, direction per literal location) in `code`."""
+    """(direction per function parameter, direction per literal location) in `code`.
+
+    Cached (64 programs): a pipeline repeats one component's source in many
+    steps. Callers must not modify the returned dicts.
+    """
     if len(code) > MAX_CODE_CHARS:
         return {}, {}
     try:

@@ -81,6 +81,8 @@ _SEPARATORS = ("&&", "||", ";", "|")
 
 def find_uris(text: str) -> list[str]:
     """Every location in `text`, in order (rclone `:s3:` remotes as s3:// URIs)."""
+    if "://" not in text and ":s3" not in text:
+        return []
     found: list[tuple[int, str]] = []
     for m in URI_RE.finditer(text):
         if text[m.end() : m.end() + 1] == "{":
