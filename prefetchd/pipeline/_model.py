@@ -137,20 +137,36 @@ class Step:
     # "nodeSelector", "tolerations", "affinity", "containers": [{"resources"}]); None when the
     # step sets none. Used by the Kubernetes agent for placement; not in to_json (unchanged).
     scheduling: dict[str, Any] | None = field(default=None, repr=False)
+    # dedup keys of reads/writes/unknown by list name: (length when last seen, keys)
+    _keys: dict[str, tuple[int, set[Any]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def _once(self, which: str, r: Read, key: Any) -> None:
+        """Append `r` to list `which` unless an item with the same key is there.
+
+        The keys are kept in a set (rebuilt when the list was changed elsewhere,
+        e.g. by `settle`), so a loop's thousands of reads stay linear.
+        """
+        items: list[Read] = getattr(self, which)
+        seen = self._keys.get(which)
+        if seen is None or seen[0] != len(items):
+            seen = (len(items), {key(x) for x in items})
+        k = key(r)
+        if k not in seen[1]:
+            items.append(r)
+            seen[1].add(k)
+        self._keys[which] = (len(items), seen[1])
 
     def add_read(self, r: Read) -> None:
         """Add a read once: the same location seen through args and env is one read."""
-        key = (r.uri, r.origin, r.pattern, r.artifact, r.key)
-        if all((x.uri, x.origin, x.pattern, x.artifact, x.key) != key for x in self.reads):
-            self.reads.append(r)
+        self._once("reads", r, lambda x: (x.uri, x.origin, x.pattern, x.artifact, x.key))
 
     def add_write(self, w: Read) -> None:
-        if all(x.uri != w.uri or x.pattern != w.pattern for x in self.writes):
-            self.writes.append(w)
+        self._once("writes", w, lambda x: (x.uri, x.pattern))
 
     def add_unknown(self, u: Read) -> None:
-        if all(x.uri != u.uri or x.pattern != u.pattern for x in self.unknown):
-            self.unknown.append(u)
+        self._once("unknown", u, lambda x: (x.uri, x.pattern))
 
     def add(self, direction: str | None, r: Read) -> None:
         """Add a location in the given direction ('read' when None)."""
@@ -176,6 +192,7 @@ class Step:
                 self.add_unknown(r)
         self.reads = [r for r in self.reads if norm(r.uri) not in both]
         self.writes = [w for w in self.writes if norm(w.uri) not in both]
+        self._keys.clear()
 
     def to_json(self) -> dict[str, Any]:
         return {
