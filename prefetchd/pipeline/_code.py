@@ -31,6 +31,7 @@ import ast
 import functools
 import shlex
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from prefetchd.pipeline import _uri
 
@@ -59,6 +60,7 @@ class _Flow(ast.NodeVisitor):
         self.taint: dict[str, set[str]] = {}
         self.found: dict[str, set[str]] = {}
         self.params: set[str] = set()
+        self.names: dict[str, list[str]] = {}  # literal location -> names assigned from it
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -88,6 +90,10 @@ class _Flow(ast.NodeVisitor):
             for n in ast.walk(t):
                 if isinstance(n, ast.Name):
                     self.taint.setdefault(n.id, set()).update(src)
+            if isinstance(t, (ast.Name, ast.Attribute)):
+                for s in src:
+                    if s.startswith("lit:"):
+                        self.names.setdefault(s[4:], []).append(ast.unparse(t))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -165,24 +171,33 @@ class _Flow(ast.NodeVisitor):
                 self.found.setdefault(s, set()).add(d or "read")
 
 
+@dataclass(frozen=True)
+class Flow:
+    """What one program does with its locations (see the module docstring)."""
+
+    params: dict[str, str]  # function parameter -> read | write | unknown
+    lits: dict[str, str]  # literal location -> read | write | unknown
+    names: dict[str, tuple[str, ...]]  # literal location -> variables/attributes assigned it
+
+
 @functools.lru_cache(maxsize=64)
-def analyze(code: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(direction per function parameter, direction per literal location) in `code`.
+def analyze(code: str) -> Flow | None:
+    """The directions in `code`; None when it is not Python we can parse (or too long).
 
     Cached (64 programs): a pipeline repeats one component's source in many
     steps. Callers must not modify the returned dicts.
     """
     if len(code) > MAX_CODE_CHARS:
-        return {}, {}
+        return None
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}, {}
+        return None
     flow = _Flow()
     try:
         flow.visit(tree)
     except RecursionError:
-        return {}, {}
+        return None
     params: dict[str, str] = {}
     lits: dict[str, str] = {}
     for s, ds in flow.found.items():
@@ -190,4 +205,4 @@ def analyze(code: str) -> tuple[dict[str, str], dict[str, str]]:
         d = "unknown" if len(ds) > 1 or ds == {"unknown"} else next(iter(ds))
         kind, _, name = s.partition(":")
         (params if kind == "param" else lits)[name] = d
-    return params, lits
+    return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()})

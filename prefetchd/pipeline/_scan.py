@@ -64,9 +64,6 @@ def read_from(val: Val, uri: str | None, **extra: str | None) -> Read:
     return Read(uri=uri, static=uri is not None and val.static, origin=val.origin, **keep)
 
 
-_CODE_ASSIGN_RE = re.compile(r"""([\w.\[\]'"]+)\s*=\s*[rbf]?["']([a-z0-9]+://[^"']+)["']""")
-
-
 def _is_code(a: str) -> bool:
     """Python program text (a component's source, `python -c "import x; ..."`)."""
     return ("\n" in a and any(k in a for k in ("def ", "import ", "print("))) or (
@@ -79,8 +76,8 @@ def code_directions(argv: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for a in argv:
         if isinstance(a, str) and _is_code(a) and "{{" not in a:
-            params, _ = _code.analyze(a)
-            for k, d in params.items():
+            flow = _code.analyze(a)
+            for k, d in (flow.params if flow else {}).items():
                 out[k] = d if out.get(k, d) == d else "unknown"
     return out
 
@@ -95,28 +92,82 @@ def _fallback(step: Step, name: str | None) -> str:
     return "read"
 
 
-def scan_code(step: Step, code: str) -> None:
-    """Literal locations in embedded program text (lightweight components, scripts).
+def scan_code(step: Step, code: str, resolve: Resolver | None = None) -> bool:
+    """Locations in embedded program text (lightweight components, scripts); False if not Python.
 
-    The code's own use decides (`_code`: open modes, boto3/fsspec calls,
-    subprocess command lines); else a location assigned to an output
-    artifact's `.uri` or to an output-named variable is a write; else the
-    step's name; else a read.
+    Placeholders (`{{inputs.parameters.x}}`, as Hera's `@script` writes them) are
+    replaced by their values first, one program per loop item. The code's own
+    use decides (`_code`: open modes, boto3/fsspec calls, subprocess command
+    lines); else a location assigned to an output artifact's `.uri` is a
+    write; else the names it is assigned to or the input that supplied it
+    (`_uri.name_direction`); else the step's name; else a read.
     """
-    _, lits = _code.analyze(code)
-    assigned = {}
-    for m in _CODE_ASSIGN_RE.finditer(code):
-        assigned[m.group(2)] = m.group(1)
-    for u in _uri.find_uris(code):
-        r = Read(u, True, "constant")
-        d = lits.get(u)
-        if d is None:
-            target = assigned.get(u)
-            if target is not None and target.endswith(".uri"):
-                d = "write"
-            else:
-                d = _fallback(step, target)
-        step.add(d, r)
+    subs: dict[str, Val] = {}
+    for ph in dict.fromkeys(_PH_RE.findall(code)) if resolve is not None else ():
+        v = resolve(ph)
+        if v is None:
+            continue
+        if v.values is not None:
+            subs[ph] = v
+        elif _hints_uri(ph, v):
+            step.add(_fallback(step, v.get("input")), read_from(v, None, pattern=ph))
+    n = max((len(v.values or ()) for v in subs.values()), default=1)
+
+    def render(k: int) -> str:
+        def one(m: re.Match[str]) -> str:
+            v = subs.get(m.group(0))
+            if v is None or v.values is None:
+                return "__runtime__"
+            return v.values[k] if len(v.values) == n else v.values[0]
+
+        return _PH_RE.sub(one, code) if subs else code
+
+    first = render(0)
+    flow = _code.analyze(first)
+    if flow is None:
+        return False
+    uris0 = _uri.find_uris(first)
+    dirs = [_code_direction(step, flow, u, first, subs, 0, n) for u in uris0]
+    for k in range(n):
+        text = first if k == 0 else render(k)
+        uris = uris0 if k == 0 else _uri.find_uris(text)
+        if len(uris) != len(uris0):  # an item changed the program's shape: read it on its own
+            f = _code.analyze(text)
+            if f is None:
+                continue
+            dk = [_code_direction(step, f, u, text, subs, k, n) for u in uris]
+        else:
+            dk = dirs
+        for u, d in zip(uris, dk, strict=True):
+            src = _supplier(u, subs, k, n)
+            step.add(d, read_from(src, u) if src is not None else Read(u, True, "constant"))
+    return True
+
+
+def _supplier(u: str, subs: dict[str, Val], k: int, n: int) -> Val | None:
+    """The placeholder value a location in resolved code came from (its provenance)."""
+    for v in subs.values():
+        assert v.values is not None
+        val = v.values[k] if len(v.values) == n else v.values[0]
+        if u in _uri.find_uris(val):
+            return v
+    return None
+
+
+def _code_direction(step: Step, flow: _code.Flow, u: str, text: str, subs: dict[str, Val],
+                    k: int, n: int) -> str:
+    d = flow.lits.get(u)
+    if d is not None:
+        return d
+    names = flow.names.get(u, ())
+    if any(x.endswith(".uri") for x in names):
+        return "write"
+    for x in names:
+        d = _uri.name_direction(x.rsplit(".", 1)[-1])
+        if d is not None:
+            return d
+    src = _supplier(u, subs, k, n)
+    return _fallback(step, src.get("input") if src is not None else None)
 
 
 def scan_argv(
@@ -131,10 +182,8 @@ def scan_argv(
     `flag_dirs`: directions of options known from a lightweight component's code.
     """
     argv = [a for a in argv if isinstance(a, str)]
-    for a in argv:
-        if _is_code(a) and "{{" not in a:
-            scan_code(step, a)
-    protected, saved = _protect([a for a in argv if not (_is_code(a) and "{{" not in a)])
+    shell = [a for a in argv if not (_is_code(a) and scan_code(step, a, resolve))]
+    protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected)]
     vals: list[Val | None] = []
     reps: list[str] = []

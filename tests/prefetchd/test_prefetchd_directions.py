@@ -24,7 +24,8 @@ def _plan(args: list[str], *, env: list[dict] | None = None, name: str = "step",
     tmpl: dict = {"name": "t", "container": body, "inputs": {"parameters": [{"name": "x"}]}}
     if source is not None:
         tmpl = {"name": "t", "script": {"image": "python:3.11", "command": ["python"],
-                                        "source": source}}
+                                        "source": source},
+                "inputs": {"parameters": [{"name": "x"}]}}
     task = {"name": name, "template": "t", **(loop or {}),
             "arguments": {"parameters": [{"name": "x", "value": "{{item}}" if loop else "-"}]}}
     wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"},
@@ -109,7 +110,7 @@ def test_python_one_liner_and_script_code_decide() -> None:
 
 
 def test_code_analysis_follows_parameters() -> None:
-    params, lits = _code.analyze(
+    flow = _code.analyze(
         "def f(a, b, c, d, e, g):\n"
         "    import boto3, fsspec, subprocess\n"
         "    from urllib.parse import urlparse\n"
@@ -125,10 +126,28 @@ def test_code_analysis_follows_parameters() -> None:
         "    with fsspec.open(g, 'w') as fh:\n"
         "        fh.write('')\n"
     )
-    assert params == {"a": "read", "b": "write", "c": "read", "d": "write", "e": "read",
-                      "g": "unknown"}
-    assert lits == {}
-    assert _code.analyze("def broken(:\n") == ({}, {})
+    assert flow is not None
+    assert flow.params == {"a": "read", "b": "write", "c": "read", "d": "write", "e": "read",
+                           "g": "unknown"}
+    assert flow.lits == {}
+    assert _code.analyze("def broken(:\n") is None
+
+
+def test_hera_script_placeholders_are_resolved_before_the_code_is_read() -> None:
+    # Hera's @script source: each input bound from a placeholder, then the function body
+    src = (
+        "import json\n"
+        "try: a = json.loads(r'''{{inputs.parameters.x}}''')\n"
+        "except: a = r'''{{inputs.parameters.x}}'''\n"
+        "import boto3\nfrom urllib.parse import urlparse\n"
+        "u = urlparse(a)\n"
+        "boto3.client('s3').upload_file('/tmp/m', u.netloc, u.path[1:])\n"
+        "out_dir = 's3://lit/out/'\n"
+        "print(out_dir)\n"
+    )
+    s = _plan([], source=src, loop={"withItems": ["s3://m/1/", "s3://m/2/"]})
+    assert _sides(s) == ([], ["s3://m/1/", "s3://lit/out/", "s3://m/2/"], [])
+
 
 
 X = "{{inputs.parameters.x}}"
