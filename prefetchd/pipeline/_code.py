@@ -158,17 +158,56 @@ class _Flow(ast.NodeVisitor):
                     src = self.sources(el)
                     parts.append((f"s3://prefetchd-code-{i}/" if src else "x", src))
             toks = [p for p, _ in parts]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif isinstance(node, (ast.Constant, ast.JoinedStr, ast.BinOp)):
+            # a shell string: "aws s3 cp " + src + " /x", f"gsutil cp {src} {dst}"
+            pieces = self.string_pieces(node)
+            if pieces is None:
+                return
+            marks: dict[str, set[str]] = {}
+            text = ""
+            for piece in pieces:
+                if isinstance(piece, str):
+                    text += piece
+                else:
+                    m = f"s3://prefetchd-code-{len(marks)}/"
+                    marks[m] = piece
+                    text += m
             try:
-                toks = shlex.split(node.value)
+                toks = shlex.split(text)
             except ValueError:
                 return
-            parts = [(t, self.sources(ast.Constant(t))) for t in toks]
+            parts = []
+            for t in toks:
+                src = {x for m, srcs in marks.items() if m in t for x in srcs}
+                parts.append((t, src | self.sources(ast.Constant(t))))
         else:
             return
         for i, d in _uri.classify_tokens(toks).items():
+            if d is None:
+                continue  # the command line does not say: the caller's fallbacks decide
             for s in parts[i][1]:
-                self.found.setdefault(s, set()).add(d or "read")
+                self.found.setdefault(s, set()).add(d)
+
+    def string_pieces(self, node: ast.AST) -> list[str | set[str]] | None:
+        """A string expression as literal text and sources (None: not a string we can follow)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, ast.JoinedStr):
+            out: list[str | set[str]] = []
+            for v in node.values:
+                if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                    out.append(v.value)
+                elif isinstance(v, ast.FormattedValue):
+                    out.append(self.sources(v.value) or "x")
+            return out
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.string_pieces(node.left), self.string_pieces(node.right)
+            if left is None or right is None:
+                return None
+            return left + right
+        if isinstance(node, ast.Name):
+            return [self.sources(node) or "x"]
+        return None
 
 
 @dataclass(frozen=True)

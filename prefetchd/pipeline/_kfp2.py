@@ -532,7 +532,10 @@ class Kfp2Analyzer:
             return substitute(text, look, KFP_PH_RE)
 
         argv = [
-            a for a in [*(c.get("command") or []), *(c.get("args") or [])] if isinstance(a, str)
+            x
+            for a in [*(c.get("command") or []), *(c.get("args") or [])]
+            if isinstance(a, str)
+            for x in _placeholder_args(a, params)
         ]
         paths: list[tuple[str, str]] = []
         code_dirs = _scan.code_directions(argv)
@@ -604,6 +607,38 @@ class Kfp2Analyzer:
                     claim_pattern=pattern,
                 )
         return PvcMount(None, False, "task-output", mp, sub, ro, created_by=prod)
+
+
+def _placeholder_args(arg: str, params: dict[str, Val]) -> list[str]:
+    """The args one IR arg stands for: `dsl.ConcatPlaceholder` / `dsl.IfPresentPlaceholder`.
+
+    The IR carries them as JSON (`{"Concat": [...]}`, `{"IfPresent": {"InputName": n,
+    "Then": [...], "Else": [...]}}`): Concat joins its parts into one arg, IfPresent
+    stands for its Then args when the task passes input n, else its Else args.
+    """
+    if not arg.startswith(('{"Concat"', '{"IfPresent"')):
+        return [arg]
+    try:
+        node = json.loads(arg)
+    except ValueError:
+        return [arg]
+
+    def expand(x: Any, depth: int = 0) -> list[str]:
+        if depth > 20:
+            return []
+        if isinstance(x, str):
+            return [x]
+        if isinstance(x, list):
+            return [a for y in x for a in expand(y, depth + 1)]
+        if isinstance(x, dict) and "Concat" in x:
+            return ["".join(expand(x["Concat"], depth + 1))]
+        if isinstance(x, dict) and isinstance(x.get("IfPresent"), dict):
+            ip = x["IfPresent"]
+            return expand(ip.get("Then") if ip.get("InputName") in params else ip.get("Else"),
+                          depth + 1)
+        return []
+
+    return expand(node)
 
 
 def _wf_param_ref(v: Any) -> str | None:

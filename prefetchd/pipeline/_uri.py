@@ -12,8 +12,8 @@ docs/prefetchd.md, "Reads, writes and unknown"):
   one operand it is a source; `rm`/`rb`/`delete` write;
 - a flag names the direction of its value: `--to`, `--dst`, `--dest`,
   `--out*`, `--output*`, `--save*`, `--export*`, `--target`, `--upload*` are
-  writes, and so are logs, reports, results and job dirs (`--logdir`,
-  `--report`, `--job-dir`); `--from`, `--src`, `--source`, `--in`,
+  writes, and so are logs, reports, results, job dirs and registries
+  (`--logdir`, `--report`, `--job-dir`, `--registry`); `--from`, `--src`, `--source`, `--in`,
   `--input*`, `--data*` are reads, and so is anything named to resume, load,
   init or restore; `--checkpoint*`, `--ckpt*` and `--model-dir` without one of
   those words could be either: unknown;
@@ -53,7 +53,7 @@ WRITE_WORDS = frozenset(
         "out", "output", "outputs", "outdir", "dest", "destination", "dst", "to", "target",
         "export", "upload", "save", "sink", "publish", "push", "write", "artifacts_out",
         "checkpoint_out", "log", "logs", "logdir", "tensorboard", "results", "report", "reports",
-        "job",
+        "job", "register", "registry",
     }
 )
 WRITE_PREFIXES = ("out", "dst", "dest", "save", "export", "upload")
@@ -64,7 +64,7 @@ READ_PREFIXES = ("input", "data", "src", "source")
 RESUME_WORDS = frozenset({"resume", "load", "init", "restore", "pretrained", "warmstart"})
 AMBIGUOUS_WORDS = frozenset({"checkpoint", "checkpoints", "ckpt", "ckpts", "modeldir"})
 WRITE_STEP_VERBS = frozenset(
-    {"upload", "publish", "export", "push", "save", "cleanup", "delete", "purge"}
+    {"upload", "publish", "export", "push", "save", "cleanup", "delete", "purge", "register"}
 )
 COPY_TOOLS: dict[tuple[str, ...], set[str]] = {
     ("aws", "s3"): {"cp", "sync", "mv"},
