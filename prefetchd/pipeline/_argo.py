@@ -182,7 +182,7 @@ class ArgoAnalyzer:
         return Val(
             tuple(json.dumps(v) if isinstance(v, (dict, list)) else str(v) for v in vals),
             "loop-item",
-            (("item_field", fld),),
+            tuple(sorted({"item_field": fld, "loop": item.get("loop")}.items())),
             vals,
         )
 

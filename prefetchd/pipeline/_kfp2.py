@@ -334,7 +334,13 @@ class Kfp2Analyzer:
         exit_task = tp.get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
         if "dag" in comp:
             loop, item_name, item_val = self._loop(t, params, tw)
-            child_scope = dict(params)
+            # a group sees its own inputs and, as the KFP backend resolves them, the enclosing
+            # DAG's (an inner ParallelFor's tasks read the outer loop's item without it being
+            # passed to the inner group)
+            child_scope = dict(scope)
+            for k, v in params.items():
+                if not (v.origin == "unresolved" and k in scope):
+                    child_scope[k] = v
             child_ctx = Ctx(
                 deps=ctx.deps, loop=loop or ctx.loop, condition=cond, path=ctx.path + (key,)
             )

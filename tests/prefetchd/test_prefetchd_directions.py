@@ -180,6 +180,30 @@ def test_loops_over_many_items_stay_bounded() -> None:
     assert time.process_time() - t0 < 30  # generous: a bound on work, not a timing claim
 
 
+def test_nested_loops_are_a_product_and_bounded() -> None:
+    def wf(outer: int, inner: int) -> dict:
+        return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+                "metadata": {"name": "w"}, "spec": {"entrypoint": "main", "templates": [
+                    {"name": "main", "dag": {"tasks": [{
+                        "name": "o", "template": "inner", "withItems": list(range(outer)),
+                        "arguments": {"parameters": [{"name": "a", "value": "{{item}}"}]}}]}},
+                    {"name": "inner", "inputs": {"parameters": [{"name": "a"}]},
+                     "dag": {"tasks": [{
+                         "name": "s", "template": "c", "withItems": list(range(inner)),
+                         "arguments": {"parameters": [
+                             {"name": "a", "value": "{{inputs.parameters.a}}"},
+                             {"name": "b", "value": "{{item}}"}]}}]}},
+                    {"name": "c", "inputs": {"parameters": [{"name": "a"}, {"name": "b"}]},
+                     "container": {"image": "x", "args": [
+                         "--data", "s3://n/{{inputs.parameters.a}}/{{inputs.parameters.b}}/"]}}]}}
+
+    [plan] = pipeline.analyze_documents([wf(2, 3)], source="t")
+    assert [r.uri for r in plan.step("s").reads] == [
+        f"s3://n/{a}/{b}/" for a in range(2) for b in range(3)]
+    [plan] = pipeline.analyze_documents([wf(200, 200)], source="t")  # 40,000 > 10,000
+    assert [r.static for r in plan.step("s").reads] == [False]
+
+
 def test_shard_patterns_kept_whole_and_never_expanded() -> None:
     s = _plan(["train", "--shards", "s3://w/train-{000000..001023}.tar",
                "--val", "s3://w/val-{a,b,c}.tar", "--labels", "s3://w/meta/part-??.json",
