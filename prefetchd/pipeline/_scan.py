@@ -182,7 +182,9 @@ def scan_argv(
     `flag_dirs`: directions of options known from a lightweight component's code.
     """
     argv = [a for a in argv if isinstance(a, str)]
-    shell = [a for a in argv if not (_is_code(a) and scan_code(step, a, resolve))]
+    # a program read as code stays in place as a word, so `sh -c '... "$0" "$@"'` still
+    # finds its positional args where they are
+    shell = ["__code__" if _is_code(a) and scan_code(step, a, resolve) else a for a in argv]
     protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected)]
     vals: list[Val | None] = []

@@ -131,10 +131,40 @@ def step_says_write(step_name: str | None) -> bool:
     return first in WRITE_STEP_VERBS
 
 
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+_POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{?(\d)\}?')
+
+
+def shell_args(argv: list[str]) -> list[str]:
+    """`sh -c SCRIPT ARG0 ARG1...`: the script with `$0`, `$1`, `"$@"` replaced by its args.
+
+    KFP components often pass their inputs that way (`sh -c 'aws s3 cp "$0" /data' SRC`);
+    without this the operands would be read out of order.
+    """
+    for i, a in enumerate(argv[:-3]):
+        flag = argv[i + 1]
+        if (
+            a.rsplit("/", 1)[-1] in _SHELLS
+            and flag.startswith("-")
+            and "c" in flag[1:]
+            and _POSITIONAL_RE.search(argv[i + 2])
+        ):
+            rest = argv[i + 3 :]
+
+            def sub(m: re.Match[str], rest: list[str] = rest) -> str:
+                if m.group(0).strip('"') in ("$@", "$*"):
+                    return " ".join(shlex.quote(x) for x in rest[1:])
+                n = int(m.group(1) or m.group(2))
+                return shlex.quote(rest[n]) if n < len(rest) else ""
+
+            return [*argv[: i + 2], _POSITIONAL_RE.sub(sub, argv[i + 2])]
+    return argv
+
+
 def tokenize(argv: list[str]) -> list[str]:
     """Flatten argv, splitting shell strings (`sh -c "..."`) into words."""
     out: list[str] = []
-    for a in argv:
+    for a in shell_args(argv):
         if any(c in a for c in " \n\t") and len(a) < 20000:
             try:
                 out.extend(shlex.split(a, comments=True))

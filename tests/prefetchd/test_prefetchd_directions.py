@@ -57,6 +57,15 @@ def test_copy_direction_source_read_destination_written(argv: list[str]) -> None
     assert _sides(_plan(argv)) == (["s3://aaa/src/"], ["s3://bbb/dst/"], [])
 
 
+def test_shell_positional_args_are_put_back_in_place() -> None:
+    # KFP components: sh -c 'SCRIPT' ARG0 ARG1 ... with "$0", "$1", "$@" in the script
+    s = _plan(["sh", "-c", 'aws s3 cp --recursive "$0" /data && train --out "$1"',
+               "s3://in/x/", "s3://out/y/"])
+    assert _sides(s) == (["s3://in/x/"], ["s3://out/y/"], [])
+    s = _plan(["bash", "-ec", 'gsutil rsync -r /m "${0}"', "s3://out/m/"])
+    assert _sides(s) == ([], ["s3://out/m/"], [])
+
+
 def test_copy_to_a_local_path_reads_and_from_a_local_path_writes() -> None:
     assert _sides(_plan(["mc", "mirror", "--overwrite", "/data", "minio/b/x/"]))[0] == []
     assert _sides(_plan(["azcopy", "copy", "https://acct.blob.core.windows.net/c/x/", "/d"])) == (
