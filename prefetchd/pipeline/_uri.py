@@ -17,6 +17,8 @@ docs/prefetchd.md, "Reads, writes and unknown"):
   `--input*`, `--data*` are reads, and so is anything named to resume, load,
   init or restore; `--checkpoint*`, `--ckpt*` and `--model-dir` without one of
   those words could be either: unknown;
+- a command with two or more bare URI operands (`convert.py s3://in s3://out`):
+  the last may be its output, so it is unknown;
 - anything else is left undecided here (None) for the caller, which looks at
   the parameter's name, then the step's name, and reads by default.
 
@@ -53,7 +55,7 @@ WRITE_WORDS = frozenset(
         "out", "output", "outputs", "outdir", "dest", "destination", "dst", "to", "target",
         "export", "upload", "save", "sink", "publish", "push", "write", "artifacts_out",
         "checkpoint_out", "log", "logs", "logdir", "tensorboard", "results", "report", "reports",
-        "job", "register", "registry",
+        "job", "register", "registry", "predictions", "preds", "metrics",
     }
 )
 WRITE_PREFIXES = ("out", "dst", "dest", "save", "export", "upload")
@@ -233,7 +235,23 @@ def classify_tokens(
         if _is_location(t) and i not in out:
             out[i] = None
         i += 1
+    _program_in_out(tokens, out)
     return out
+
+
+def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
+    """`prog SRC DST`: in a command with two or more bare URI operands, the last could be
+    the output (`convert.py s3://in s3://out`): unknown rather than a guessed read."""
+    seg: list[int] = []
+    for i in [*range(len(tokens)), len(tokens)]:
+        if i == len(tokens) or tokens[i] in _SEPARATORS:
+            if len(seg) >= 2:
+                out[seg[-1]] = "unknown"
+            seg = []
+        elif i in out and out[i] is None and URI_RE.search(tokens[i]) and (
+            i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1]
+        ):
+            seg.append(i)
 
 
 def _flag_value(tokens: list[str], i: int) -> tuple[str | None, str | None]:

@@ -79,7 +79,7 @@ def test_copy_to_a_local_path_reads_and_from_a_local_path_writes() -> None:
 @pytest.mark.parametrize("flag,side", [
     ("--to", 1), ("--dst", 1), ("--dest", 1), ("--output", 1), ("--output-dir", 1),
     ("--out", 1), ("--save-to", 1), ("--save_path", 1), ("--export", 1), ("--export-dir", 1),
-    ("--logdir", 1), ("--job-dir", 1),
+    ("--logdir", 1), ("--job-dir", 1), ("--predictions", 1), ("--metrics-uri", 1),
     ("--from", 0), ("--src", 0), ("--source", 0), ("--input", 0), ("--input-table", 0),
     ("--data", 0), ("--data-dir", 0), ("--resume-from-checkpoint", 0),
     ("--checkpoint-dir", 2), ("--ckpt", 2), ("--model-dir", 2),
@@ -88,6 +88,13 @@ def test_flag_names(flag: str, side: int) -> None:
     for argv in (["tool", flag, "s3://b/x/"], ["tool", f"{flag}=s3://b/x/"]):
         got = _sides(_plan(argv))
         assert got[side] == ["s3://b/x/"] and sum(map(len, got)) == 1, (argv, got)
+
+
+def test_program_with_two_bare_locations_may_write_the_last() -> None:
+    s = _plan(["python", "/app/convert.py", "s3://in/a.csv", "s3://out/a.parquet"])
+    assert _sides(s) == (["s3://in/a.csv"], [], ["s3://out/a.parquet"])
+    s = _plan(["python", "/app/train.py", "--epochs", "3", "s3://in/a/"])
+    assert _sides(s) == (["s3://in/a/"], [], [])
 
 
 def test_explicit_read_flag_beats_an_output_verb_in_the_step_name() -> None:
