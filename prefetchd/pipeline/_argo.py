@@ -632,7 +632,12 @@ class ArgoAnalyzer:
             ):
                 src, origin, src_scope = self.wf_artifacts[name], "argo-argument-artifact", Scope()
             r = self._artifact_read(src, src_scope, origin, name)
-            if r is not None:
+            if r is not None and r.static and r.uri is not None:
+                # a key built from a loop item: one read per item
+                v = self.resolve(r.uri, src_scope) if "{{" in r.uri else None
+                for u in (v.values if v is not None and v.values else (r.uri,)):
+                    step.add_read(replace(r, uri=u))
+            elif r is not None:
                 step.add_read(r)
 
     def _artifact_read(
@@ -662,6 +667,8 @@ class ArgoAnalyzer:
                 return Read(tmpl_uri, True, origin, artifact=name, endpoint=endpoint)
             if v.values is not None and v.single is not None:
                 return Read(v.single, True, origin, artifact=name, endpoint=endpoint)
+            if v.values is not None:  # several items: the caller expands the template
+                return Read(tmpl_uri, True, origin, artifact=name, endpoint=endpoint)
             return Read(
                 None,
                 False,

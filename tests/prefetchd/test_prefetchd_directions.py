@@ -183,6 +183,22 @@ def test_argo_loops_resolve_static_items() -> None:
     assert s.loop is not None and s.loop.items == ["0", "1", "2"]
 
 
+def test_s3_input_artifact_keyed_by_a_loop_item() -> None:
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"},
+          "spec": {"entrypoint": "main", "templates": [
+              {"name": "main", "dag": {"tasks": [{
+                  "name": "a", "template": "t", "withItems": ["x", "y"],
+                  "arguments": {"parameters": [{"name": "p", "value": "{{item}}"}]}}]}},
+              {"name": "t", "inputs": {
+                  "parameters": [{"name": "p"}],
+                  "artifacts": [{"name": "d", "path": "/in", "s3": {
+                      "bucket": "bk", "key": "data/{{inputs.parameters.p}}.csv"}}]},
+               "container": {"image": "x", "args": ["ls", "/in"]}}]}}
+    [plan] = pipeline.analyze_documents([wf], source="t")
+    assert [(r.uri, r.static) for r in plan.step("a").reads] == [
+        ("s3://bk/data/x.csv", True), ("s3://bk/data/y.csv", True)]
+
+
 def test_loops_over_many_items_stay_bounded() -> None:
     t0 = time.process_time()
     s = _plan(["tok", "--input", "s3://t/{{inputs.parameters.x}}.bin"],
