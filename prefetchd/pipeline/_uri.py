@@ -9,7 +9,8 @@ docs/prefetchd.md, "Reads, writes and unknown"):
   cp|rsync|mv`, `rclone copy|sync|move|copyto|moveto`, `mc cp|mirror|mv`,
   `s5cmd cp|sync|mv`, `azcopy copy|cp|sync`): with two or more operands the
   last is the destination (a write) and the others are sources (reads); with
-  one operand it is a source; `rm`/`rb`/`delete` write;
+  one operand it is a source; `rm`/`rb`/`mb`/`delete` write; `ls`/`du`/`stat`
+  list and read no data (unknown);
 - a flag names the direction of its value: `--to`, `--dst`, `--dest`,
   `--out*`, `--output*`, `--save*`, `--export*`, `--target`, `--upload*` are
   writes, and so are logs, reports, results, job dirs and registries
@@ -77,7 +78,9 @@ COPY_TOOLS: dict[tuple[str, ...], set[str]] = {
     ("gcloud", "storage"): {"cp", "rsync", "mv"},
     ("azcopy",): {"copy", "cp", "sync"},
 }
-DELETE_VERBS = frozenset({"rm", "rb", "delete", "purge", "deletefile"})
+DELETE_VERBS = frozenset({"rm", "rb", "delete", "purge", "deletefile", "mb"})
+# listing or sizing a location reads no data: shown (unknown), never warmed
+LIST_VERBS = frozenset({"ls", "lsd", "lsf", "lsl", "du", "stat", "size"})
 _SEPARATORS = ("&&", "||", ";", "|")
 
 
@@ -220,6 +223,9 @@ def classify_tokens(
             if verb in DELETE_VERBS:
                 for k in locs:
                     out[k] = "write"
+            elif verb in LIST_VERBS:
+                for k in locs:
+                    out[k] = "unknown"
             else:
                 for k in locs:
                     out[k] = "write" if len(operands) > 1 and k == operands[-1] else "read"
@@ -287,6 +293,7 @@ def _copy_tool_at(tokens: list[str], i: int) -> tuple[int, str | None]:
                     and not tokens[k + 1].startswith("-")
                     and tokens[k + 1] not in verbs
                     and tokens[k + 1] not in DELETE_VERBS
+                    and tokens[k + 1] not in LIST_VERBS
                     and tokens[k + 1] not in prefix
                 )
                 k += 2 if has_value else 1
@@ -294,7 +301,7 @@ def _copy_tool_at(tokens: list[str], i: int) -> tuple[int, str | None]:
                 ok = False
                 break
             if w is None:
-                if tokens[k] in verbs or tokens[k] in DELETE_VERBS:
+                if tokens[k] in verbs or tokens[k] in DELETE_VERBS or tokens[k] in LIST_VERBS:
                     return k, tokens[k]
                 ok = False
             elif tokens[k] != w:

@@ -74,6 +74,10 @@ def test_copy_to_a_local_path_reads_and_from_a_local_path_writes() -> None:
         [], ["s3://b/m/"], [])
     assert _sides(_plan(["aws", "s3", "rm", "--recursive", "s3://b/old/"])) == (
         [], ["s3://b/old/"], [])
+    assert _sides(_plan(["sh", "-c", "gsutil ls gs://b/x/ && aws s3 ls s3://b/y/"])) == (
+        [], [], ["gs://b/x/", "s3://b/y/"])
+    assert _sides(_plan(["sh", "-c", "tar c /d | aws s3 cp - s3://b/d.tar"])) == (
+        [], ["s3://b/d.tar"], [])
 
 
 @pytest.mark.parametrize("flag,side", [
