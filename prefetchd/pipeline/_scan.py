@@ -209,6 +209,8 @@ def scan_argv(
             continue
         if d is None:
             d = _fallback(step, v.get("input"))
+        elif d == "read" and _uri.name_direction(v.get("input")) == "write":
+            d = "unknown"  # the command line reads what the input's name says is written
         if v.values is None:
             if reps[i] == "s3://runtime-value/":
                 r = read_from(v, None, pattern=v.get("pattern") or toks[i])

@@ -55,7 +55,7 @@ WRITE_WORDS = frozenset(
     {
         "out", "output", "outputs", "outdir", "dest", "destination", "dst", "to", "target",
         "export", "upload", "save", "sink", "publish", "push", "write", "artifacts_out",
-        "checkpoint_out", "log", "logs", "logdir", "tensorboard", "results", "report", "reports",
+        "checkpoint_out", "logdir", "tensorboard", "results", "report", "reports",
         "job", "register", "registry", "predictions", "preds", "metrics",
     }
 )
@@ -115,7 +115,7 @@ def name_direction(name: str | None) -> str | None:
         return None
     n = name.lower().lstrip("-")
     w = _words(n)
-    if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES):
+    if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES) or {"log", "dir"} <= w:
         return "write"
     if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES):
         return "read"

@@ -83,7 +83,8 @@ def test_copy_to_a_local_path_reads_and_from_a_local_path_writes() -> None:
 @pytest.mark.parametrize("flag,side", [
     ("--to", 1), ("--dst", 1), ("--dest", 1), ("--output", 1), ("--output-dir", 1),
     ("--out", 1), ("--save-to", 1), ("--save_path", 1), ("--export", 1), ("--export-dir", 1),
-    ("--logdir", 1), ("--job-dir", 1), ("--predictions", 1), ("--metrics-uri", 1),
+    ("--logdir", 1), ("--log-dir", 1), ("--job-dir", 1), ("--predictions", 1),
+    ("--metrics-uri", 1), ("--logs", 0),
     ("--from", 0), ("--src", 0), ("--source", 0), ("--input", 0), ("--input-table", 0),
     ("--data", 0), ("--data-dir", 0), ("--resume-from-checkpoint", 0),
     ("--checkpoint-dir", 2), ("--ckpt", 2), ("--model-dir", 2),
@@ -106,6 +107,19 @@ def test_explicit_read_flag_beats_an_output_verb_in_the_step_name() -> None:
     assert _sides(s) == (["s3://m/x/"], ["s3://r/x/"], [])
     # with nothing else to go on, the step's name decides
     assert _sides(_plan(["registry", "s3://m/x/"], name="upload-model")) == ([], ["s3://m/x/"], [])
+
+
+def test_read_of_an_input_named_as_an_output_is_unknown() -> None:
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"},
+          "spec": {"entrypoint": "t", "templates": [{
+              "name": "t", "inputs": {"parameters": [
+                  {"name": "output-uri", "value": "s3://o/x/"},
+                  {"name": "logs", "value": "s3://l/x/"}]},
+              "container": {"image": "x", "args": [
+                  "--input", "{{inputs.parameters.output-uri}}",
+                  "--input-logs", "{{inputs.parameters.logs}}"]}}]}}
+    [plan] = pipeline.analyze_documents([wf], source="t")
+    assert _sides(plan.step("t")) == (["s3://l/x/"], [], ["s3://o/x/"])
 
 
 def test_env_names() -> None:
