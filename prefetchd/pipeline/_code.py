@@ -16,7 +16,10 @@ carry `x`; f-strings and `+` carry every part). Sinks say the direction:
   with `w`, `a` or `x` writes X, any other mode (or none) reads it;
 - boto3 `download_file`, `download_fileobj`, `get_object` read their
   bucket/key arguments; `upload_file`, `upload_fileobj`, `put_object`,
-  `delete_object(s)` write them;
+  `delete_object(s)` write them; a bucket and key that are string constants
+  (also through a variable, or `json.loads("...")` as Hera binds inputs) name
+  the location s3://BUCKET/KEY, and a pair of parameters is kept (`pairs`) for
+  the caller, who knows their values;
 - fsspec `get`/`download`/`cat`/`cat_file`/`open_input_file`/`read_*` read the
   first argument; `put`/`upload` write the second; `pipe`/`rm`/`to_*` write the
   first; `copy`/`cp_file` read the first and write the second;
@@ -61,6 +64,9 @@ class _Flow(ast.NodeVisitor):
         self.found: dict[str, set[str]] = {}
         self.params: set[str] = set()
         self.names: dict[str, list[str]] = {}  # literal location -> names assigned from it
+        self.consts: dict[str, str] = {}  # variable -> the string constant it holds
+        # boto3 calls with a nameable bucket and key: ((kind, x), (kind, y), direction)
+        self.pairs: list[tuple[tuple[str, str], tuple[str, str], str]] = []
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -82,7 +88,39 @@ class _Flow(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
+    def ref(self, node: ast.AST | None) -> tuple[str, str] | None:
+        """A bucket or key argument we can name: ("const", text) or ("param", name)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return ("const", node.value)
+        if isinstance(node, ast.Name):
+            if node.id in self.consts:
+                return ("const", self.consts[node.id])
+            if self.taint.get(node.id) == {"param:" + node.id}:
+                return ("param", node.id)
+        return None
+
+    @staticmethod
+    def _const_text(value: ast.AST | None) -> str | None:
+        """A string constant, also through `json.loads("...")` (how Hera binds inputs)."""
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "loads"
+            and len(value.args) == 1
+        ):
+            return _Flow._const_text(value.args[0])
+        return None
+
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
+        text = self._const_text(value)
+        for t in targets:
+            if isinstance(t, ast.Name):
+                if text is not None:
+                    self.consts[t.id] = text
+                else:
+                    self.consts.pop(t.id, None)
         src = self.sources(value)
         if not src:
             return
@@ -128,13 +166,16 @@ class _Flow(ast.NodeVisitor):
             if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
                 m = mode.value
             self.mark(target, "write" if any(c in m for c in "wax") else "read")
-        elif name in _BOTO_READ:
-            for a in [*args[:2], kw.get("Bucket"), kw.get("Key")]:
-                self.mark(a, "read")
-        elif name in _BOTO_WRITE:
+        elif name in _BOTO_READ or name in _BOTO_WRITE:
+            d = "read" if name in _BOTO_READ else "write"
             pos = args[1:3] if name in ("upload_file", "upload_fileobj") else args[:2]
-            for a in [*pos, kw.get("Bucket"), kw.get("Key")]:
-                self.mark(a, "write")
+            bucket = kw.get("Bucket", pos[0] if pos else None)
+            key = kw.get("Key", pos[1] if len(pos) > 1 else None)
+            for a in (bucket, key):
+                self.mark(a, d)
+            b, k = self.ref(bucket), self.ref(key)
+            if b is not None and k is not None:
+                self.pairs.append((b, k, d))
         elif name in _READ_FIRST and args:
             self.mark(args[0], "read")
         elif name in _WRITE_FIRST and args:
@@ -179,7 +220,7 @@ class _Flow(ast.NodeVisitor):
             parts = []
             for t in toks:
                 src = {x for m, srcs in marks.items() if m in t for x in srcs}
-                parts.append((t, src | self.sources(ast.Constant(t))))
+                parts.append((t, src or self.sources(ast.Constant(t))))
         else:
             return
         for i, d in _uri.classify_tokens(toks).items():
@@ -217,6 +258,9 @@ class Flow:
     params: dict[str, str]  # function parameter -> read | write | unknown
     lits: dict[str, str]  # literal location -> read | write | unknown
     names: dict[str, tuple[str, ...]]  # literal location -> variables/attributes assigned it
+    # boto3 bucket/key pairs: ((const|param, text), (const|param, text), direction); a pair of
+    # constants is also in `lits` as s3://BUCKET/KEY
+    pairs: tuple[tuple[tuple[str, str], tuple[str, str], str], ...] = ()
 
 
 @functools.lru_cache(maxsize=64)
@@ -243,5 +287,10 @@ def analyze(code: str) -> Flow | None:
         ds = ds - {"unknown"} if ds != {"unknown"} else ds
         d = "unknown" if len(ds) > 1 or ds == {"unknown"} else next(iter(ds))
         kind, _, name = s.partition(":")
-        (params if kind == "param" else lits)[name] = d
-    return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()})
+        if "prefetchd-code-" not in name:  # a marker of ours, not the program's
+            (params if kind == "param" else lits)[name] = d
+    for (bk, b), (kk, k), d in flow.pairs:
+        if bk == kk == "const" and b and "/" not in b:
+            u = f"s3://{b}/{k.lstrip('/')}"
+            lits[u] = d if lits.get(u, d) == d else "unknown"
+    return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs))

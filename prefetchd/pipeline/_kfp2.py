@@ -548,7 +548,7 @@ class Kfp2Analyzer:
         _scan.scan_argv(step, argv, res, paths, code_dirs)
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
-            _scan.scan_named_inputs(step, params, code_dirs)
+            _scan.scan_named_inputs(step, params, code_dirs, _scan.code_pairs(argv))
         env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
         _scan.scan_env(step, env, res)
         step.settle()

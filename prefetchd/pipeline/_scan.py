@@ -126,15 +126,22 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None) -> bool:
     flow = _code.analyze(first)
     if flow is None:
         return False
-    uris0 = _uri.find_uris(first)
+    def locations(text: str, f: _code.Flow) -> list[str]:
+        # those written out, and s3://BUCKET/KEY built by boto3 calls from constants
+        found = _uri.find_uris(text)
+        return found + [u for u in f.lits if u not in found]
+
+    uris0 = locations(first, flow)
     dirs = [_code_direction(step, flow, u, first, subs, 0, n) for u in uris0]
     for k in range(n):
         text = first if k == 0 else render(k)
         uris = uris0 if k == 0 else _uri.find_uris(text)
-        if len(uris) != len(uris0):  # an item changed the program's shape: read it on its own
+        if k and (len(uris) != len(uris0) or flow.pairs):
+            # an item changed the program's shape (or the keys boto3 builds): read it alone
             f = _code.analyze(text)
             if f is None:
                 continue
+            uris = locations(text, f)
             dk = [_code_direction(step, f, u, text, subs, k, n) for u in uris]
         else:
             dk = dirs
@@ -240,10 +247,40 @@ def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver) -> None:
                 step.add(_fallback(step, name), r)
 
 
+def code_pairs(argv: list[str]) -> list[tuple[tuple[str, str], tuple[str, str], str]]:
+    """boto3 bucket/key pairs of the Python programs among `argv` (see `_code.Flow.pairs`)."""
+    out: list[tuple[tuple[str, str], tuple[str, str], str]] = []
+    for a in argv:
+        if isinstance(a, str) and _is_code(a) and "{{" not in a:
+            flow = _code.analyze(a)
+            out += [p for p in (flow.pairs if flow else ()) if "param" in (p[0][0], p[1][0])]
+    return out
+
+
 def scan_named_inputs(
-    step: Step, inputs: dict[str, Val], code_dirs: dict[str, str] | None = None
+    step: Step,
+    inputs: dict[str, Val],
+    code_dirs: dict[str, str] | None = None,
+    pairs: list[tuple[tuple[str, str], tuple[str, str], str]] | None = None,
 ) -> None:
-    """Inputs handed to code (KFP lightweight `{{$}}`): the code's use, else the name."""
+    """Inputs handed to code (KFP lightweight `{{$}}`): the code's use, else the name.
+
+    A boto3 call whose bucket and key are inputs (or constants) names s3://BUCKET/KEY.
+    """
+    for (bk, b), (kk, k), d in pairs or ():
+        bv = inputs.get(b) if bk == "param" else const(b)
+        kv = inputs.get(k) if kk == "param" else const(k)
+        if bv is None or kv is None or bv.values is None or kv.values is None:
+            continue
+        n = max(len(bv.values), len(kv.values))
+        if n > 1 and min(len(bv.values), len(kv.values)) not in (1, n):
+            continue  # two lists of different lengths: not a pairing we can tell
+        for i in range(n):
+            bucket = bv.values[i if len(bv.values) == n else 0]
+            key = kv.values[i if len(kv.values) == n else 0]
+            if bucket and "/" not in bucket:
+                src = kv if kk == "param" else bv
+                step.add(d, read_from(src, f"s3://{bucket}/{key.lstrip('/')}"))
     for name, v in inputs.items():
         if v.values is None:
             continue

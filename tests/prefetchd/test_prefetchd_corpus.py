@@ -1,6 +1,6 @@
 """Every corpus pipeline scored against its hand-written truth.
 
-The project's own corpus (tests/prefetchd/corpus, 24 pipelines written and
+The project's own corpus (tests/prefetchd/corpus, 25 pipelines written and
 compiled for it) always runs; ../shared/corpus runs as an extra suite when it
 sits beside the checkout and is skipped, saying so, when it does not.
 """

@@ -140,7 +140,21 @@ def test_python_one_liner_and_script_code_decide() -> None:
     assert _sides(s) == ([], ["s3://b/out.json"], [])
     s = _plan([], source="import boto3\nboto3.client('s3').download_file('bkt', 'k', '/tmp/k')\n"
                          "import fsspec\nwith fsspec.open('s3://b/in.csv') as f:\n    f.read()\n")
-    assert _sides(s) == (["s3://b/in.csv"], [], [])
+    assert _sides(s) == (["s3://b/in.csv", "s3://bkt/k"], [], [])
+
+
+def test_boto3_bucket_and_key_name_a_location() -> None:
+    src = (
+        "import json\n"
+        "try: bucket = json.loads(r'''{{inputs.parameters.x}}''')\n"
+        "except: bucket = r'''{{inputs.parameters.x}}'''\n"
+        "import boto3\n"
+        "boto3.client('s3').download_file(bucket, 'data/train.csv', '/tmp/t')\n"
+        "boto3.client('s3').put_object(Bucket='out-bkt', Key='res.json', Body=b'')\n"
+    )
+    s = _plan([], source=src, loop={"withItems": ["bkt-a", "bkt-b"]})
+    assert _sides(s) == (["s3://bkt-a/data/train.csv", "s3://bkt-b/data/train.csv"],
+                         ["s3://out-bkt/res.json"], [])
 
 
 def test_code_analysis_follows_parameters() -> None:
