@@ -184,6 +184,8 @@ def render_plan(plan: pipeline.Plan) -> str:
             lines.append(f"  {s.id} ({s.kind}){dep}{mk}")
             for r in s.reads:
                 lines.append(f"      reads  {_read_str(r)}")
+            for r in s.unknown:
+                lines.append(f"      unknown {_read_str(r)}  (mixed evidence: not warmed)")
             for r in s.imports:
                 lines.append(f"      imports {_read_str(r)}")
             for m in s.pvc_mounts:

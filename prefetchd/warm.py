@@ -3,8 +3,11 @@
 Built only on the core's public API (`fusecache.NodeCache`, `ListingCache`,
 `S3Store`, `fetch_object`): prefetchd never talks to LMDB or boto3 itself.
 Datasets are warmed in plan order (earlier stages first); an object named by
-several datasets is fetched once. `fetch_object` only fetches missing blocks, so a
-second run transfers nothing and a killed run resumes where it stopped. Fetches
+several datasets is fetched once. A shard pattern (`s3://b/train-{000..999}.tar`,
+`s3://b/x/*.png`) lists the literal prefix before its first wildcard and keeps the
+keys it matches (`prefetchd.pipeline._shard`, never expanded). `fetch_object` only
+fetches missing blocks, so a second run transfers nothing and a killed run resumes
+where it stopped. Fetches
 run in a thread pool fed through a bounded window (memory stays bounded whatever
 the dataset size). When the cache is full of pinned data the warmer stops
 fetching and reports what it skipped; it never unpins anything it did not pin.
@@ -31,6 +34,7 @@ from fusecache import errors
 from fusecache.offline_auth import record_authorised
 from fusecache.warm import CacheFull
 from prefetchd import _errors, _jsonfile
+from prefetchd.pipeline import _shard
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +157,9 @@ def _list_all(store: fusecache.S3Store, prefix: str) -> Iterator[fusecache.Objec
 
 
 def _listing_prefix(prefix: str) -> str | None:
-    """The directory a prefix names, or None for a single key ('a/b.json')."""
+    """The directory a prefix names, or None for a single key ('a/b.json') or a shard pattern."""
+    if _shard.is_pattern(prefix):
+        return None
     if prefix == "" or prefix.endswith("/"):
         return prefix
     return None
@@ -230,13 +236,20 @@ class Warmer:
             bucket, prefix = parse_s3_uri(uri)
             uri = f"s3://{bucket}/{prefix}"
             store = self._store(bucket)
+            # a shard pattern (train-{000000..001023}.tar, x/*.png): list the literal prefix
+            # before the first wildcard and keep the keys it matches, never expanding it
+            try:
+                match = _shard.compile_pattern(prefix) if _shard.is_pattern(prefix) else None
+            except ValueError as e:
+                raise WarmError(f"{uri}: {e}") from None
             t0 = time.monotonic()
             try:
-                objs = [o for o in _list_all(store, prefix) if not o.key.endswith("/")]
+                objs = [o for o in _list_all(store, _shard.prefix(prefix) if match else prefix)
+                        if not o.key.endswith("/") and (match is None or match(o.key))]
             except errors.StoreError as e:
                 raise WarmError(f"{uri}: listing failed: {e}") from None
             self.timings["list"] += time.monotonic() - t0
-            if _listing_prefix(prefix) is None:
+            if match is None and _listing_prefix(prefix) is None:
                 exact = [o for o in objs if o.key == prefix]
                 if exact:  # a single key: exactly that object, not its namesakes
                     objs = exact

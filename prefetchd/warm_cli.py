@@ -105,9 +105,9 @@ def add_subcommands(sub: Any) -> list[argparse.ArgumentParser]:
     r.add_argument("--once", action="store_true",
                    help="process what is there, then exit (default: run until SIGTERM)")
     r.add_argument("--param", action="append", metavar="NAME=VALUE",
-                   help="override a parameter of every pipeline (--watch-dir)")
+                   help="override a parameter of every pipeline (repeatable; default: none)")
     r.add_argument("--pvc", action="append", metavar="CLAIM=s3://BUCKET/PREFIX",
-                   help="the S3 prefix behind a PVC the pipelines mount (--watch-dir)")
+                   help="the S3 prefix behind a PVC the pipelines mount (repeatable; default: none)")
     r.set_defaults(func=cmd_run)
     return [w, s, u, r]
 
@@ -354,9 +354,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not os.path.isdir(wd):
         raise UsageError(f"--watch-dir {wd}: not a directory")
     cache_dir = args.cache_dir or _default_cache_dir()
-    from prefetchd.cli import _kv
-
-    params, pvcs = _kv(args.param, "--param"), pipeline.parse_pvc_map(_kv(args.pvc, "--pvc"))
+    params = cliargs.key_values(args.param, "--param", UsageError)
+    pvcs = pipeline.parse_pvc_map(cliargs.key_values(args.pvc, "--pvc", UsageError))
     stop = threading.Event()
     q: queue.Queue[str] = queue.Queue(maxsize=WATCH_QUEUE_SIZE)
     queued: set[str] = set()

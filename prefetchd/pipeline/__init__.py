@@ -149,6 +149,7 @@ def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, st
     plans = []
     for d in runnable:
         try:
+            d = _argo.resolve_template_ref(d, docs)
             plans.append(_analyze_one(d, library, platforms, irs, params, pvc_map))
         except PipelineError:
             raise

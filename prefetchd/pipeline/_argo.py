@@ -22,7 +22,15 @@ import yaml
 from prefetchd.pipeline import _scan
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
-from prefetchd.pipeline._resolve import ARGO_RE, Val, const, runtime, substitute
+from prefetchd.pipeline._resolve import (
+    ARGO_RE,
+    MAX_LOOP_ITEMS,
+    Val,
+    const,
+    items_val,
+    runtime,
+    substitute,
+)
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +151,9 @@ class ArgoAnalyzer:
         if expr.startswith("workflow.parameters."):
             return self.wf_param(expr[len("workflow.parameters.") :])
         if expr.startswith("inputs.parameters."):
-            return scope.inputs.get(expr[len("inputs.parameters.") :])
+            name = expr[len("inputs.parameters.") :]
+            v = scope.inputs.get(name)
+            return v.with_meta(input=name) if v is not None else None
         if expr == "item" and scope.item is not None:
             return scope.item
         if expr.startswith("item.") and scope.item is not None:
@@ -172,7 +182,7 @@ class ArgoAnalyzer:
         return Val(
             tuple(json.dumps(v) if isinstance(v, (dict, list)) else str(v) for v in vals),
             "loop-item",
-            (("item_field", fld),),
+            tuple(sorted({"item_field": fld, "loop": item.get("loop")}.items())),
             vals,
         )
 
@@ -219,7 +229,7 @@ class ArgoAnalyzer:
         raise PipelineError(f"{self.src}: field {where}: no template, templateRef or inline")
 
     def analyze(self) -> Plan:
-        entry = self.spec.get("entrypoint") or self.spec.get("workflowTemplateRef", {}).get("name")
+        entry = self.spec.get("entrypoint")
         if not entry:
             raise PipelineError(f"{self.src}: field {self.field_prefix}.entrypoint: missing")
         if entry not in self.templates:
@@ -359,8 +369,7 @@ class ArgoAnalyzer:
         par = task.get("parallelism")
         if "withItems" in task:
             items = _as_list(task["withItems"], f"{self.src}: field {where}.withItems")
-            vals = tuple(json.dumps(i) if isinstance(i, (dict, list)) else str(i) for i in items)
-            return Loop("static", items=items, parallelism=par), Val(vals, "loop-item", (), items)
+            return Loop("static", items=items, parallelism=par), items_val(items)
         if "withParam" in task:
             expr = task["withParam"]
             v = self.resolve(expr, scope) or const(expr)
@@ -373,9 +382,6 @@ class ArgoAnalyzer:
                     ) from None
                 if not isinstance(items, list):
                     raise PipelineError(f"{self.src}: field {where}.withParam: not a JSON list")
-                vals = tuple(
-                    json.dumps(i) if isinstance(i, (dict, list)) else str(i) for i in items
-                )
                 src = "parameter" if v.origin == "pipeline-parameter" else "static"
                 return (
                     Loop(
@@ -385,7 +391,7 @@ class ArgoAnalyzer:
                         expression=str(expr),
                         parallelism=par,
                     ),
-                    Val(vals, "loop-item", (), items),
+                    items_val(items),
                 )
             return (
                 Loop(
@@ -398,27 +404,30 @@ class ArgoAnalyzer:
                 runtime("loop-item", producer=v.get("producer")),
             )
         if "withSequence" in task:
+            # Argo's items are the numbers as strings (format "%d" unless given)
             seq = task["withSequence"] or {}
+            rng: range | None = None
             try:
+                start = int(self.value(seq.get("start", 0), scope).single or 0)
                 if "count" in seq:
-                    c = self.value(seq["count"], scope)
-                    start = int(self.value(seq.get("start", 0), scope).single or 0)
-                    items = (
-                        list(range(start, start + int(c.single))) if c.single is not None else None
-                    )
+                    c = self.value(seq["count"], scope).single
+                    rng = range(start, start + int(c)) if c is not None else None
                 else:
-                    s = int(self.value(seq.get("start", 0), scope).single or 0)
                     e = self.value(seq.get("end"), scope).single
-                    items = list(range(s, int(e) + 1)) if e is not None else None
+                    if e is not None:
+                        end = int(e)
+                        rng = range(start, end + 1) if end >= start else range(start, end - 1, -1)
             except (TypeError, ValueError):
-                items = None
-            if items is None:
+                rng = None
+            if rng is None:
                 return Loop("task-output", expression=json.dumps(seq), parallelism=par), runtime(
                     "loop-item"
                 )
-            return Loop("static", items=items, parallelism=par), Val(
-                tuple(map(str, items)), "loop-item", (), items
-            )
+            if len(rng) > MAX_LOOP_ITEMS:
+                return Loop("static", items=None, expression=json.dumps(seq), parallelism=par), \
+                    runtime("loop-item", items=len(rng))
+            items = [str(i) for i in rng]
+            return Loop("static", items=items, parallelism=par), items_val(items)
         return None, None
 
     def run_dag(self, tmpl: dict[str, Any], scope: Scope, depth: int) -> list[str]:
@@ -548,8 +557,9 @@ class ArgoAnalyzer:
             sched["containers"] = res_of
         step.scheduling = sched or None
         for c in containers:
-            argv = [*(c.get("command") or []), *(c.get("args") or [])]
-            _scan.scan_argv(step, [a for a in argv if isinstance(a, str)], res, paths)
+            argv = [a for a in [*(c.get("command") or []), *(c.get("args") or [])]
+                    if isinstance(a, str)]
+            _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv))
             if isinstance(c.get("source"), str):
                 _scan.scan_argv(step, [c["source"]], res, paths)
             env = [
@@ -564,6 +574,7 @@ class ArgoAnalyzer:
             if pm is not None:
                 step.pvc_mounts.append(pm)
         step.path_mentions = paths
+        step.settle()
         return sid
 
     def _resource(self, step: Step, tmpl: dict[str, Any], scope: Scope) -> None:
@@ -621,7 +632,12 @@ class ArgoAnalyzer:
             ):
                 src, origin, src_scope = self.wf_artifacts[name], "argo-argument-artifact", Scope()
             r = self._artifact_read(src, src_scope, origin, name)
-            if r is not None:
+            if r is not None and r.static and r.uri is not None:
+                # a key built from a loop item: one read per item
+                v = self.resolve(r.uri, src_scope) if "{{" in r.uri else None
+                for u in (v.values if v is not None and v.values else (r.uri,)):
+                    step.add_read(replace(r, uri=u))
+            elif r is not None:
                 step.add_read(r)
 
     def _artifact_read(
@@ -651,6 +667,8 @@ class ArgoAnalyzer:
                 return Read(tmpl_uri, True, origin, artifact=name, endpoint=endpoint)
             if v.values is not None and v.single is not None:
                 return Read(v.single, True, origin, artifact=name, endpoint=endpoint)
+            if v.values is not None:  # several items: the caller expands the template
+                return Read(tmpl_uri, True, origin, artifact=name, endpoint=endpoint)
             return Read(
                 None,
                 False,
@@ -740,6 +758,54 @@ class ArgoAnalyzer:
                 claim_pattern="{{workflow.name}}-" + vname,
             )
         return None
+
+
+def resolve_template_ref(doc: Document, docs: list[Document]) -> Document:
+    """A Workflow/CronWorkflow with `workflowTemplateRef`, merged with the template it names.
+
+    As the controller does: the WorkflowTemplate's (or ClusterWorkflowTemplate's,
+    with `clusterScope: true`) spec is the base, the referring spec's own fields
+    override it, and arguments are merged by name (the referring workflow's
+    values win). The template must be among the given documents.
+    """
+    d = doc.data
+    cron = d.get("kind") == "CronWorkflow"
+    spec = d.get("spec") or {}
+    wspec = spec.get("workflowSpec") if cron else spec
+    if not isinstance(wspec, dict) or not isinstance(wspec.get("workflowTemplateRef"), dict):
+        return doc
+    ref = wspec["workflowTemplateRef"]
+    where = "spec.workflowSpec" if cron else "spec"
+    want = "ClusterWorkflowTemplate" if ref.get("clusterScope") else "WorkflowTemplate"
+    name = ref.get("name")
+    tmpl = next(
+        (
+            x
+            for x in docs
+            if x.data.get("kind") == want and (x.data.get("metadata") or {}).get("name") == name
+        ),
+        None,
+    )
+    if tmpl is None:
+        raise PipelineError(
+            f"{doc.label}: field {where}.workflowTemplateRef: {want} {name!r} is not among the "
+            "given files (pass its YAML as another file)"
+        )
+    tspec = tmpl.data.get("spec") or {}
+    merged = {**tspec, **{k: v for k, v in wspec.items() if k != "workflowTemplateRef"}}
+    args: dict[str, Any] = {}
+    for part in ("parameters", "artifacts"):
+        by_name: dict[Any, Any] = {}
+        for src in (tspec.get("arguments") or {}, wspec.get("arguments") or {}):
+            for a in (src.get(part) if isinstance(src, dict) else None) or []:
+                if isinstance(a, dict):
+                    by_name[a.get("name")] = {**by_name.get(a.get("name"), {}), **a}
+        if by_name:
+            args[part] = list(by_name.values())
+    merged["arguments"] = args
+    data = dict(d)
+    data["spec"] = {**spec, "workflowSpec": merged} if cron else merged
+    return Document(doc.source, doc.index, data, doc.kind)
 
 
 def library_of(docs: list[Document]) -> dict[str, dict[str, dict[str, Any]]]:

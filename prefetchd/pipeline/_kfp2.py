@@ -26,7 +26,7 @@ from typing import Any
 from prefetchd.pipeline import _scan, _uri
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
-from prefetchd.pipeline._resolve import Val, const, runtime, substitute
+from prefetchd.pipeline._resolve import Val, const, items_val, runtime, substitute
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +334,13 @@ class Kfp2Analyzer:
         exit_task = tp.get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
         if "dag" in comp:
             loop, item_name, item_val = self._loop(t, params, tw)
-            child_scope = dict(params)
+            # a group sees its own inputs and, as the KFP backend resolves them, the enclosing
+            # DAG's (an inner ParallelFor's tasks read the outer loop's item without it being
+            # passed to the inner group)
+            child_scope = dict(scope)
+            for k, v in params.items():
+                if not (v.origin == "unresolved" and k in scope):
+                    child_scope[k] = v
             child_ctx = Ctx(
                 deps=ctx.deps, loop=loop or ctx.loop, condition=cond, path=ctx.path + (key,)
             )
@@ -416,8 +422,7 @@ class Kfp2Analyzer:
 
     @staticmethod
     def _items_val(items: list[Any]) -> Val:
-        vals = tuple(json.dumps(i) if isinstance(i, (dict, list)) else str(i) for i in items)
-        return Val(vals, "loop-item", (), items)
+        return items_val(items)
 
     def _new_id(self, key: str, ctx: Ctx) -> str:
         sid = key if key not in self.ids else "/".join(ctx.path + (key,))
@@ -519,12 +524,13 @@ class Kfp2Analyzer:
         def look(expr: str) -> Val | None:
             m = _INPUT_PARAM_RE.match(expr)
             if m:
-                return params.get(m.group(1))
+                v = params.get(m.group(1))
+                return v.with_meta(input=m.group(1)) if v is not None else None
             m = _INPUT_ART_RE.match(expr)
             if m and m.group(2) == "uri":
                 a = tarts.get(m.group(1))
                 if a is not None and a.importer is not None and a.uri is not None:
-                    return a.uri.with_meta(importer=a.importer)
+                    return replace(a.uri, origin="importer").with_meta(importer=a.importer)
                 return runtime("task-output")
             return None
 
@@ -532,13 +538,17 @@ class Kfp2Analyzer:
             return substitute(text, look, KFP_PH_RE)
 
         argv = [
-            a for a in [*(c.get("command") or []), *(c.get("args") or [])] if isinstance(a, str)
+            x
+            for a in [*(c.get("command") or []), *(c.get("args") or [])]
+            if isinstance(a, str)
+            for x in _placeholder_args(a, params)
         ]
         paths: list[tuple[str, str]] = []
-        _scan.scan_argv(step, argv, res, paths)
+        code_dirs = _scan.code_directions(argv)
+        _scan.scan_argv(step, argv, res, paths, code_dirs)
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
-            _scan.scan_named_inputs(step, params)
+            _scan.scan_named_inputs(step, params, code_dirs, _scan.code_pairs(argv))
             # paths handed to the component as inputs (e.g. root="/data/train"): they narrow
             # reads through a PVC mounted there (see _pvc.map_mounts)
             for pname, pv in params.items():
@@ -547,6 +557,7 @@ class Kfp2Analyzer:
                         paths.append((value, "write" if _uri.name_says_write(pname) else "read"))
         env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
         _scan.scan_env(step, env, res)
+        step.settle()
         step.scheduling = _kfp_scheduling(c, self.k8s.get(label) or {})
         for i, m in enumerate(((self.k8s.get(label) or {}).get("pvcMount")) or []):
             if isinstance(m, dict):
@@ -608,6 +619,38 @@ class Kfp2Analyzer:
                     claim_pattern=pattern,
                 )
         return PvcMount(None, False, "task-output", mp, sub, ro, created_by=prod)
+
+
+def _placeholder_args(arg: str, params: dict[str, Val]) -> list[str]:
+    """The args one IR arg stands for: `dsl.ConcatPlaceholder` / `dsl.IfPresentPlaceholder`.
+
+    The IR carries them as JSON (`{"Concat": [...]}`, `{"IfPresent": {"InputName": n,
+    "Then": [...], "Else": [...]}}`): Concat joins its parts into one arg, IfPresent
+    stands for its Then args when the task passes input n, else its Else args.
+    """
+    if not arg.startswith(('{"Concat"', '{"IfPresent"')):
+        return [arg]
+    try:
+        node = json.loads(arg)
+    except ValueError:
+        return [arg]
+
+    def expand(x: Any, depth: int = 0) -> list[str]:
+        if depth > 20:
+            return []
+        if isinstance(x, str):
+            return [x]
+        if isinstance(x, list):
+            return [a for y in x for a in expand(y, depth + 1)]
+        if isinstance(x, dict) and "Concat" in x:
+            return ["".join(expand(x["Concat"], depth + 1))]
+        if isinstance(x, dict) and isinstance(x.get("IfPresent"), dict):
+            ip = x["IfPresent"]
+            return expand(ip.get("Then") if ip.get("InputName") in params else ip.get("Else"),
+                          depth + 1)
+        return []
+
+    return expand(node)
 
 
 def _wf_param_ref(v: Any) -> str | None:

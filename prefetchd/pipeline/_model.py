@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from prefetchd.pipeline import _shard
+
 SUPPORTED_SCHEMES = frozenset({"s3", "s3a"})
 
 
@@ -27,6 +29,9 @@ class Read:
 
     `uri` is None when the location is only known at run time; `static` says
     whether it was determined from the YAML alone (defaults, constants, static loop items).
+    A shard pattern (`s3://b/train-{000000..001023}.tar`, `s3://b/x/*.png`) keeps the
+    pattern as its `uri`, with `pattern_kind` "shard" and `prefix` the part before the
+    first wildcard (see `_shard`); warming lists the prefix and fetches the matches.
     """
 
     uri: str | None
@@ -42,6 +47,13 @@ class Read:
     endpoint: str | None = None
     key: str | None = None
     via_pvc: str | None = None
+    prefix: str | None = None
+    pattern_kind: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.uri is not None and self.pattern_kind is None and _shard.is_pattern(self.uri):
+            self.pattern_kind = "shard"
+            self.prefix = _shard.prefix(self.uri)
 
     @property
     def scheme(self) -> str | None:
@@ -113,6 +125,8 @@ class Step:
     exit_handler: bool = False
     reads: list[Read] = field(default_factory=list)
     writes: list[Read] = field(default_factory=list)
+    # locations with mixed evidence (read and written, or an ambiguous name): never warmed
+    unknown: list[Read] = field(default_factory=list)
     imports: list[Read] = field(default_factory=list)
     pvc_mounts: list[PvcMount] = field(default_factory=list)
     creates_pvc: dict[str, Any] | None = None
@@ -123,16 +137,62 @@ class Step:
     # "nodeSelector", "tolerations", "affinity", "containers": [{"resources"}]); None when the
     # step sets none. Used by the Kubernetes agent for placement; not in to_json (unchanged).
     scheduling: dict[str, Any] | None = field(default=None, repr=False)
+    # dedup keys of reads/writes/unknown by list name: (length when last seen, keys)
+    _keys: dict[str, tuple[int, set[Any]]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def _once(self, which: str, r: Read, key: Any) -> None:
+        """Append `r` to list `which` unless an item with the same key is there.
+
+        The keys are kept in a set (rebuilt when the list was changed elsewhere,
+        e.g. by `settle`), so a loop's thousands of reads stay linear.
+        """
+        items: list[Read] = getattr(self, which)
+        seen = self._keys.get(which)
+        if seen is None or seen[0] != len(items):
+            seen = (len(items), {key(x) for x in items})
+        k = key(r)
+        if k not in seen[1]:
+            items.append(r)
+            seen[1].add(k)
+        self._keys[which] = (len(items), seen[1])
 
     def add_read(self, r: Read) -> None:
         """Add a read once: the same location seen through args and env is one read."""
-        key = (r.uri, r.origin, r.pattern, r.artifact, r.key)
-        if all((x.uri, x.origin, x.pattern, x.artifact, x.key) != key for x in self.reads):
-            self.reads.append(r)
+        self._once("reads", r, lambda x: (x.uri, x.origin, x.pattern, x.artifact, x.key))
 
     def add_write(self, w: Read) -> None:
-        if all(x.uri != w.uri or x.pattern != w.pattern for x in self.writes):
-            self.writes.append(w)
+        self._once("writes", w, lambda x: (x.uri, x.pattern))
+
+    def add_unknown(self, u: Read) -> None:
+        self._once("unknown", u, lambda x: (x.uri, x.pattern))
+
+    def add(self, direction: str | None, r: Read) -> None:
+        """Add a location in the given direction ('read' when None)."""
+        if direction == "write":
+            self.add_write(r)
+        elif direction == "unknown":
+            self.add_unknown(r)
+        else:
+            self.add_read(r)
+
+    def settle(self) -> None:
+        """A location the step both reads and writes is mixed evidence: unknown, not a read."""
+        def norm(u: str | None) -> str | None:
+            return u.rstrip("/") if u is not None else None
+
+        written = {norm(w.uri) for w in self.writes if w.uri is not None}
+        both = {norm(r.uri) for r in self.reads if r.uri is not None and norm(r.uri) in written}
+        both |= {norm(u.uri) for u in self.unknown if u.uri is not None}
+        if not both:
+            return
+        for r in [*self.reads, *self.writes]:
+            if norm(r.uri) in both:
+                self.add_unknown(r)
+        self.reads = [r for r in self.reads if norm(r.uri) not in both]
+        self.writes = [w for w in self.writes if norm(w.uri) not in both]
+        self._keys.clear()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -148,6 +208,7 @@ class Step:
             "exit_handler": self.exit_handler,
             "reads": [r.to_json() for r in self.reads],
             "writes": [w.to_json() for w in self.writes],
+            "unknown": [u.to_json() for u in self.unknown],
             "imports": [i.to_json() for i in self.imports],
             "pvc_mounts": [p.to_json() for p in self.pvc_mounts],
             "creates_pvc": self.creates_pvc,
@@ -196,7 +257,8 @@ class Plan:
                 if r.uri not in seen:
                     seen[r.uri] = (s.stage, [])
                     order.append(r.uri)
-                seen[r.uri][1].append(s.id)
+                if s.id not in seen[r.uri][1]:
+                    seen[r.uri][1].append(s.id)
         return [(u, seen[u][0], seen[u][1]) for u in order]
 
     def to_json(self) -> dict[str, Any]:

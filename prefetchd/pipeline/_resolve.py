@@ -10,6 +10,7 @@ loop-item, item_field: uri` rather than just a string. A loop variable is one
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable
@@ -68,6 +69,25 @@ def to_str(v: Any) -> str:
     return str(v)
 
 
+# Loops expand into one read per item: a loop over more static items than this is
+# reported with its items but its reads become runtime-only (bounded time and memory
+# whatever a file or a withSequence count says).
+MAX_LOOP_ITEMS = 10_000
+
+
+def items_val(items: list[Any]) -> Val:
+    """The loop variable of a static loop: one candidate per item (runtime if too many)."""
+    if len(items) > MAX_LOOP_ITEMS:
+        return runtime("loop-item", items=len(items))
+    vals = tuple(json.dumps(i) if isinstance(i, (dict, list)) else to_str(i) for i in items)
+    return Val(vals, "loop-item", (("loop", f"L{next(_LOOP_IDS)}"),), items)
+
+
+# Each static loop's variable carries its own id ("loop" in Val.meta): the fields of one
+# loop's items vary together (zip), the variables of nested loops independently (product).
+_LOOP_IDS = itertools.count(1)
+
+
 ARGO_RE = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 KFP_PARAM_RE = re.compile(r"\{\{\$\.inputs\.parameters\[['\"]([^'\"]+)['\"]\]\}\}")
 
@@ -95,24 +115,29 @@ def substitute(
             return runtime("unresolved", pattern=text)
         return v
     parts: list[tuple[str, ...] | None] = []
+    groups: list[str | None] = []  # the loop each part varies with (None: a single value)
     lead: Val | None = None
     pos = 0
     static = True
     for m in matches:
         lit = text[pos : m.start()]
         parts.append((lit,))
+        groups.append(None)
         v = lookup(m.group(1))
         if v is None or v.values is None:
             static = False
             if lead is None or lead.origin == "constant":
                 lead = v if v is not None else runtime("unresolved")
             parts.append(None)
+            groups.append(None)
         else:
             if lead is None or (lead.origin == "constant" and v.origin != "constant"):
                 lead = v
             parts.append(v.values)
+            groups.append(str(v.get("loop") or "?") if len(v.values) > 1 else None)
         pos = m.end()
     parts.append((text[pos:],))
+    groups.append(None)
     assert lead is not None
     origin = lead.origin
     if origin == "pipeline-parameter":
@@ -121,9 +146,24 @@ def substitute(
     meta["pattern"] = text
     if not static:
         return Val(None, origin, tuple(sorted(meta.items())))
-    # combine: loop variables vary together, so zip multi-valued parts of equal length
-    n = max(len(p) for p in parts if p is not None)
+    # combine: the parts of one loop vary together (zip), different loops independently
+    # (the product, as nested loops run), bounded by MAX_LOOP_ITEMS
+    sizes: dict[str, int] = {}
+    for p, g in zip(parts, groups, strict=True):
+        if g is not None and p is not None:
+            sizes[g] = max(sizes.get(g, 0), len(p))
+    total = 1
+    for n in sizes.values():
+        total *= n
+    if total > MAX_LOOP_ITEMS:
+        return Val(None, origin, tuple(sorted({**meta, "items": total}.items())))
     out = []
-    for i in range(n):
-        out.append("".join(p[i] if len(p) == n else p[0] for p in parts if p is not None))
+    for combo in itertools.product(*(range(n) for n in sizes.values())):
+        pick = dict(zip(sizes, combo, strict=True))
+        out.append("".join(
+            p[pick[g]] if g is not None and pick[g] < len(p) else p[0]
+            for p, g in zip(parts, groups, strict=True) if p is not None
+        ))
+    if sizes:
+        meta["loop"] = "*".join(sizes)
     return Val(tuple(out), origin, tuple(sorted(meta.items())))

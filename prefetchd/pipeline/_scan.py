@@ -1,11 +1,20 @@
-"""Turn a step's command line, env and inputs into reads and writes (shared by all formats)."""
+"""Turn a step's command line, env and inputs into reads, writes and unknowns (all formats).
+
+Called by the front ends (`_argo`, `_kfp2`) for each executable step, with a
+resolver that turns placeholders into `Val`s. Direction, strongest evidence
+first: a copy tool's operand order or a flag's name (`_uri.classify_tokens`),
+a lightweight component's code (`_code`, mapped to its options or inputs),
+then the name of the parameter that fills the slot, then the step's name
+(`upload-*`, `publish-*`, ...), else read. A location the step both reads and
+writes ends up `unknown` (`Step.settle`, called by the front ends).
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 
-from prefetchd.pipeline import _uri
+from prefetchd.pipeline import _code, _uri
 from prefetchd.pipeline._model import Read, Step
 from prefetchd.pipeline._resolve import Val, const
 
@@ -55,39 +64,135 @@ def read_from(val: Val, uri: str | None, **extra: str | None) -> Read:
     return Read(uri=uri, static=uri is not None and val.static, origin=val.origin, **keep)
 
 
-_CODE_ASSIGN_RE = re.compile(r"""([\w.\[\]'"]+)\s*=\s*[rbf]?["']([a-z0-9]+://[^"']+)["']""")
-
-
 def _is_code(a: str) -> bool:
-    return "\n" in a and any(k in a for k in ("def ", "import ", "print("))
+    """Python program text (a component's source, `python -c "import x; ..."`)."""
+    return ("\n" in a and any(k in a for k in ("def ", "import ", "print("))) or (
+        a.lstrip().startswith(("import ", "from ")) and ";" in a
+    )
 
 
-def scan_code(step: Step, code: str) -> None:
-    """Literal locations in embedded program text (lightweight components, scripts).
-
-    A location assigned to an output artifact's `.uri` or to an output-named
-    variable is where the code writes; other literals are reads.
-    """
-    assigned = {}
-    for m in _CODE_ASSIGN_RE.finditer(code):
-        assigned[m.group(2)] = m.group(1)
-    for u in _uri.find_uris(code):
-        target = assigned.get(u)
-        r = Read(u, True, "constant")
-        out_name = target is not None and (target.endswith(".uri") or _uri.name_says_write(target))
-        if out_name or _uri.step_says_write(step.id):
-            step.add_write(r)
-        else:
-            step.add_read(r)
-
-
-def scan_argv(step: Step, argv: list[str], resolve: Resolver, paths: list[tuple[str, str]]) -> None:
-    """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`."""
-    argv = [a for a in argv if isinstance(a, str)]
+def code_directions(argv: list[str]) -> dict[str, str]:
+    """Direction of each function parameter in the Python programs among `argv`."""
+    out: dict[str, str] = {}
     for a in argv:
-        if _is_code(a) and "{{" not in a:
-            scan_code(step, a)
-    protected, saved = _protect([a for a in argv if not (_is_code(a) and "{{" not in a)])
+        if isinstance(a, str) and _is_code(a) and "{{" not in a:
+            flow = _code.analyze(a)
+            for k, d in (flow.params if flow else {}).items():
+                out[k] = d if out.get(k, d) == d else "unknown"
+    return out
+
+
+def _fallback(step: Step, name: str | None) -> str:
+    """No evidence in the command line: the parameter's name, then the step's name, else read."""
+    d = _uri.name_direction(name)
+    if d is not None:
+        return d
+    if _uri.step_says_write(step.id) or _uri.step_says_write(step.template):
+        return "write"
+    return "read"
+
+
+def scan_code(step: Step, code: str, resolve: Resolver | None = None) -> bool:
+    """Locations in embedded program text (lightweight components, scripts); False if not Python.
+
+    Placeholders (`{{inputs.parameters.x}}`, as Hera's `@script` writes them) are
+    replaced by their values first, one program per loop item. The code's own
+    use decides (`_code`: open modes, boto3/fsspec calls, subprocess command
+    lines); else a location assigned to an output artifact's `.uri` is a
+    write; else the names it is assigned to or the input that supplied it
+    (`_uri.name_direction`); else the step's name; else a read.
+    """
+    subs: dict[str, Val] = {}
+    for ph in dict.fromkeys(_PH_RE.findall(code)) if resolve is not None else ():
+        v = resolve(ph)
+        if v is None:
+            continue
+        if v.values is not None:
+            subs[ph] = v
+        elif _hints_uri(ph, v):
+            step.add(_fallback(step, v.get("input")), read_from(v, None, pattern=ph))
+    n = max((len(v.values or ()) for v in subs.values()), default=1)
+
+    def render(k: int) -> str:
+        def one(m: re.Match[str]) -> str:
+            v = subs.get(m.group(0))
+            if v is None or v.values is None:
+                return "__runtime__"
+            return v.values[k] if len(v.values) == n else v.values[0]
+
+        return _PH_RE.sub(one, code) if subs else code
+
+    first = render(0)
+    flow = _code.analyze(first)
+    if flow is None:
+        return False
+    def locations(text: str, f: _code.Flow) -> list[str]:
+        # those written out, and s3://BUCKET/KEY built by boto3 calls from constants
+        found = _uri.find_uris(text)
+        return found + [u for u in f.lits if u not in found]
+
+    uris0 = locations(first, flow)
+    dirs = [_code_direction(step, flow, u, first, subs, 0, n) for u in uris0]
+    for k in range(n):
+        text = first if k == 0 else render(k)
+        uris = uris0 if k == 0 else _uri.find_uris(text)
+        if k and (len(uris) != len(uris0) or flow.pairs):
+            # an item changed the program's shape (or the keys boto3 builds): read it alone
+            f = _code.analyze(text)
+            if f is None:
+                continue
+            uris = locations(text, f)
+            dk = [_code_direction(step, f, u, text, subs, k, n) for u in uris]
+        else:
+            dk = dirs
+        for u, d in zip(uris, dk, strict=True):
+            src = _supplier(u, subs, k, n)
+            step.add(d, read_from(src, u) if src is not None else Read(u, True, "constant"))
+    return True
+
+
+def _supplier(u: str, subs: dict[str, Val], k: int, n: int) -> Val | None:
+    """The placeholder value a location in resolved code came from (its provenance)."""
+    for v in subs.values():
+        assert v.values is not None
+        val = v.values[k] if len(v.values) == n else v.values[0]
+        if u in _uri.find_uris(val):
+            return v
+    return None
+
+
+def _code_direction(step: Step, flow: _code.Flow, u: str, text: str, subs: dict[str, Val],
+                    k: int, n: int) -> str:
+    d = flow.lits.get(u)
+    if d is not None:
+        return d
+    names = flow.names.get(u, ())
+    if any(x.endswith(".uri") for x in names):
+        return "write"
+    for x in names:
+        d = _uri.name_direction(x.rsplit(".", 1)[-1])
+        if d is not None:
+            return d
+    src = _supplier(u, subs, k, n)
+    return _fallback(step, src.get("input") if src is not None else None)
+
+
+def scan_argv(
+    step: Step,
+    argv: list[str],
+    resolve: Resolver,
+    paths: list[tuple[str, str]],
+    flag_dirs: dict[str, str] | None = None,
+) -> None:
+    """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`.
+
+    `flag_dirs`: directions of options known from a lightweight component's code.
+    """
+    argv = [a for a in argv if isinstance(a, str)]
+    # a program read as code stays in place as a word, so `sh -c '... "$0" "$@"'` still
+    # finds its positional args where they are
+    shell = ["__code__" if _is_code(a) and scan_code(step, a, resolve) else a for a in argv]
+    protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected)]
     vals: list[Val | None] = []
     reps: list[str] = []
@@ -104,24 +209,24 @@ def scan_argv(step: Step, argv: list[str], resolve: Resolver, paths: list[tuple[
             reps.append("s3://runtime-value/")
         else:
             reps.append(t)
-    directions = _uri.classify_tokens(reps)
-    writer = _uri.step_says_write(step.id) or _uri.step_says_write(step.template)
+    directions = _uri.classify_tokens(reps, flag_dirs)
     for i, d in directions.items():
         v = vals[i]
         if v is None:
             continue
-        if writer:
-            d = "write"
+        if d is None:
+            d = _fallback(step, v.get("input"))
+        elif d == "read" and _uri.name_direction(v.get("input")) == "write":
+            d = "unknown"  # the command line reads what the input's name says is written
         if v.values is None:
             if reps[i] == "s3://runtime-value/":
                 r = read_from(v, None, pattern=v.get("pattern") or toks[i])
-                (step.add_read if d == "read" else step.add_write)(r)
+                step.add(d, r)
             continue
         for value in v.values:
             uris = _uri.find_uris(value)
             for u in uris:
-                r = read_from(v, u)
-                (step.add_read if d == "read" else step.add_write)(r)
+                step.add(d, read_from(v, u))
             if not uris and value.startswith("/"):
                 paths.append((value, d))
 
@@ -139,23 +244,49 @@ def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver) -> None:
             for u in _uri.find_uris(value):
                 r = read_from(v, u, env=name)
                 r.origin = "env"
-                if _uri.name_says_write(name) or _uri.step_says_write(step.id):
-                    step.add_write(r)
-                else:
-                    step.add_read(r)
+                step.add(_fallback(step, name), r)
 
 
-def scan_named_inputs(step: Step, inputs: dict[str, Val]) -> None:
-    """Inputs handed to code we cannot see (KFP lightweight `{{$}}`): classify by name."""
+def code_pairs(argv: list[str]) -> list[tuple[tuple[str, str], tuple[str, str], str]]:
+    """boto3 bucket/key pairs of the Python programs among `argv` (see `_code.Flow.pairs`)."""
+    out: list[tuple[tuple[str, str], tuple[str, str], str]] = []
+    for a in argv:
+        if isinstance(a, str) and _is_code(a) and "{{" not in a:
+            flow = _code.analyze(a)
+            out += [p for p in (flow.pairs if flow else ()) if "param" in (p[0][0], p[1][0])]
+    return out
+
+
+def scan_named_inputs(
+    step: Step,
+    inputs: dict[str, Val],
+    code_dirs: dict[str, str] | None = None,
+    pairs: list[tuple[tuple[str, str], tuple[str, str], str]] | None = None,
+) -> None:
+    """Inputs handed to code (KFP lightweight `{{$}}`): the code's use, else the name.
+
+    A boto3 call whose bucket and key are inputs (or constants) names s3://BUCKET/KEY.
+    """
+    for (bk, b), (kk, k), d in pairs or ():
+        bv = inputs.get(b) if bk == "param" else const(b)
+        kv = inputs.get(k) if kk == "param" else const(k)
+        if bv is None or kv is None or bv.values is None or kv.values is None:
+            continue
+        n = max(len(bv.values), len(kv.values))
+        if n > 1 and min(len(bv.values), len(kv.values)) not in (1, n):
+            continue  # two lists of different lengths: not a pairing we can tell
+        for i in range(n):
+            bucket = bv.values[i if len(bv.values) == n else 0]
+            key = kv.values[i if len(kv.values) == n else 0]
+            if bucket and "/" not in bucket:
+                src = kv if kk == "param" else bv
+                step.add(d, read_from(src, f"s3://{bucket}/{key.lstrip('/')}"))
     for name, v in inputs.items():
         if v.values is None:
             continue
+        d = (code_dirs or {}).get(name) or _fallback(step, name)
         for value in v.values:
             for u in _uri.find_uris(value):
                 if not _uri.is_uri(value):
                     continue
-                r = read_from(v, u)
-                if _uri.name_says_write(name) or _uri.step_says_write(step.id):
-                    step.add_write(r)
-                else:
-                    step.add_read(r)
+                step.add(d, read_from(v, u))

@@ -1,17 +1,33 @@
-"""Finding object-store locations in command lines and deciding read vs write.
+"""Finding object-store locations in command lines and deciding read, write or unknown.
 
-A container's args say *where* data is, rarely *which way* it flows. We use the
-conventions that real pipelines follow and that the corpus exercises:
+Called by `_scan` (container args, env, embedded code) and `_code` (command
+lines inside Python). A container's args say *where* data is, rarely *which
+way* it flows; these are the conventions real pipelines follow (documented in
+docs/prefetchd.md, "Reads, writes and unknown"):
 
-- copy tools (`aws s3 cp|sync|mv`, `gsutil cp|rsync`, `s5cmd`, `rclone`, `mc`):
-  the last location is the destination (a write), earlier ones are sources;
-  `rm`/`rb` delete (a write).
-- a location that follows a flag, or a parameter whose name, says output
-  (`--out`, `--to`, `--dest`, `output_uri`, `export_dir`, ...) is a write.
-- a step whose name starts with an output verb (`upload-`, `publish-`, `export-`,
-  `push-`) writes every location it names.
-Everything else is a read: prefetching a location that turns out to be written
-costs a listing; missing a read costs a cold epoch.
+- copy tools (`aws s3 cp|sync|mv`, `gsutil cp|rsync|mv`, `gcloud storage
+  cp|rsync|mv`, `rclone copy|sync|move|copyto|moveto`, `mc cp|mirror|mv`,
+  `s5cmd cp|sync|mv`, `azcopy copy|cp|sync`): with two or more operands the
+  last is the destination (a write) and the others are sources (reads); with
+  one operand it is a source; `rm`/`rb`/`mb`/`delete` write; `ls`/`du`/`stat`
+  list and read no data (unknown);
+- a flag names the direction of its value: `--to`, `--dst`, `--dest`,
+  `--out*`, `--output*`, `--save*`, `--export*`, `--target`, `--upload*` are
+  writes, and so are logs, reports, results, job dirs and registries
+  (`--logdir`, `--report`, `--job-dir`, `--registry`); `--from`, `--src`, `--source`, `--in`,
+  `--input*`, `--data*` are reads, and so is anything named to resume, load,
+  init or restore; `--checkpoint*`, `--ckpt*` and `--model-dir` without one of
+  those words could be either: unknown;
+- a command with two or more bare URI operands (`convert.py s3://in s3://out`):
+  the last may be its output, so it is unknown;
+- anything else is left undecided here (None) for the caller, which looks at
+  the parameter's name, then the step's name, and reads by default.
+
+Locations are URIs of the schemes below, Azure Blob/Data Lake https URLs, and
+rclone on-the-fly S3 remotes (`:s3:bucket/key`, `:s3,provider=AWS:bucket/key`,
+reported as `s3://bucket/key`). A URI directly followed by `{` is a template
+(`"s3://b/{split}/".format(...)`) and no location. Shard patterns (`{a,b}`,
+`{000..999}`, `*`, `?`) are kept whole (see `_shard`).
 """
 
 from __future__ import annotations
@@ -19,80 +35,98 @@ from __future__ import annotations
 import re
 import shlex
 
+from prefetchd.pipeline._shard import BRACE_GROUP
+
 # schemes we recognise as object-store locations (only s3/s3a are warmed)
 SCHEMES = (
-    "s3",
-    "s3a",
-    "s3n",
-    "gs",
-    "gcs",
-    "oci",
-    "az",
-    "abfs",
-    "abfss",
-    "wasb",
-    "wasbs",
-    "hdfs",
-    "hf",
+    "s3", "s3a", "s3n", "gs", "gcs", "oci", "az", "abfs", "abfss", "wasb", "wasbs", "hdfs", "hf",
     "minio",
 )
-URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://[^\s'\"`,;)\]}]+")
+_CH = r"[^\s'\"`,;()\[\]{}<>|]"
+URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:" + _CH + "|" + BRACE_GROUP + ")+")
+AZURE_RE = re.compile(
+    r"\bhttps://[a-z0-9-]+\.(?:blob|dfs)\.core\.windows\.net/[^\s'\"`,;()\[\]{}<>|?]*"
+)
+RCLONE_S3_RE = re.compile(
+    r"(?<![\w/.-]):s3(?:,[^:\s'\"`]*)?:([a-z0-9][a-z0-9.-]{1,62}(?:/[^\s'\"`,;()\[\]{}<>|]*)?)"
+)
 
 WRITE_WORDS = frozenset(
     {
-        "out",
-        "output",
-        "outputs",
-        "outdir",
-        "dest",
-        "destination",
-        "dst",
-        "to",
-        "target",
-        "export",
-        "upload",
-        "save",
-        "sink",
-        "publish",
-        "push",
-        "write",
-        "artifacts_out",
-        "checkpoint_out",
+        "out", "output", "outputs", "outdir", "dest", "destination", "dst", "to", "target",
+        "export", "upload", "save", "sink", "publish", "push", "write", "artifacts_out",
+        "checkpoint_out", "logdir", "tensorboard", "results", "report", "reports",
+        "job", "register", "registry", "predictions", "preds", "metrics",
     }
 )
-WRITE_STEP_VERBS = frozenset(
-    {"upload", "publish", "export", "push", "save", "cleanup", "delete", "purge"}
+WRITE_PREFIXES = ("out", "dst", "dest", "save", "export", "upload")
+READ_WORDS = frozenset(
+    {"from", "src", "source", "sources", "in", "input", "inputs", "data", "dataset", "datasets"}
 )
-COPY_TOOLS = {
+READ_PREFIXES = ("input", "data", "src", "source")
+RESUME_WORDS = frozenset({"resume", "load", "init", "restore", "pretrained", "warmstart"})
+AMBIGUOUS_WORDS = frozenset({"checkpoint", "checkpoints", "ckpt", "ckpts", "modeldir"})
+WRITE_STEP_VERBS = frozenset(
+    {"upload", "publish", "export", "push", "save", "cleanup", "delete", "purge", "register"}
+)
+COPY_TOOLS: dict[tuple[str, ...], set[str]] = {
     ("aws", "s3"): {"cp", "sync", "mv"},
     ("gsutil",): {"cp", "rsync", "mv"},
     ("s5cmd",): {"cp", "sync", "mv"},
     ("rclone",): {"copy", "sync", "move", "copyto", "moveto"},
     ("mc",): {"cp", "mirror", "mv"},
     ("gcloud", "storage"): {"cp", "rsync", "mv"},
+    ("azcopy",): {"copy", "cp", "sync"},
 }
-DELETE_VERBS = frozenset({"rm", "rb", "delete", "purge", "deletefile"})
+DELETE_VERBS = frozenset({"rm", "rb", "delete", "purge", "deletefile", "mb"})
+# listing or sizing a location reads no data: shown (unknown), never warmed
+LIST_VERBS = frozenset({"ls", "lsd", "lsf", "lsl", "du", "stat", "size"})
+_SEPARATORS = ("&&", "||", ";", "|")
 
 
 def find_uris(text: str) -> list[str]:
-    return URI_RE.findall(text)
+    """Every location in `text`, in order (rclone `:s3:` remotes as s3:// URIs)."""
+    if "://" not in text and ":s3" not in text:
+        return []
+    found: list[tuple[int, str]] = []
+    for m in URI_RE.finditer(text):
+        if text[m.end() : m.end() + 1] == "{":
+            continue  # a format template, not a location
+        found.append((m.start(), m.group(0)))
+    found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
+    found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)]
+    return [u for _, u in sorted(found)]
 
 
 def is_uri(text: str) -> bool:
-    m = URI_RE.match(text.strip())
-    return bool(m) and m.end() == len(text.strip())
+    t = text.strip()
+    return len(find_uris(t)) == 1 and (URI_RE.fullmatch(t) is not None or
+                                       AZURE_RE.fullmatch(t) is not None or
+                                       RCLONE_S3_RE.fullmatch(t) is not None)
 
 
 def _words(name: str) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", name.lower()) if w}
 
 
+def name_direction(name: str | None) -> str | None:
+    """What a flag, parameter or env name says: 'write', 'read', 'unknown' or None."""
+    if not name:
+        return None
+    n = name.lower().lstrip("-")
+    w = _words(n)
+    if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES) or {"log", "dir"} <= w:
+        return "write"
+    if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES):
+        return "read"
+    if w & AMBIGUOUS_WORDS or n.startswith(("checkpoint", "ckpt")) or {"model", "dir"} <= w:
+        return "unknown"
+    return None
+
+
 def name_says_write(name: str | None) -> bool:
     """True when a flag, parameter or env name denotes an output location."""
-    if not name:
-        return False
-    w = _words(name)
-    return bool(w & WRITE_WORDS) or name.lower().startswith(("out", "dst", "dest"))
+    return name_direction(name) == "write"
 
 
 def step_says_write(step_name: str | None) -> bool:
@@ -102,10 +136,40 @@ def step_says_write(step_name: str | None) -> bool:
     return first in WRITE_STEP_VERBS
 
 
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+_POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{?(\d)\}?')
+
+
+def shell_args(argv: list[str]) -> list[str]:
+    """`sh -c SCRIPT ARG0 ARG1...`: the script with `$0`, `$1`, `"$@"` replaced by its args.
+
+    KFP components often pass their inputs that way (`sh -c 'aws s3 cp "$0" /data' SRC`);
+    without this the operands would be read out of order.
+    """
+    for i, a in enumerate(argv[:-3]):
+        flag = argv[i + 1]
+        if (
+            a.rsplit("/", 1)[-1] in _SHELLS
+            and flag.startswith("-")
+            and "c" in flag[1:]
+            and _POSITIONAL_RE.search(argv[i + 2])
+        ):
+            rest = argv[i + 3 :]
+
+            def sub(m: re.Match[str], rest: list[str] = rest) -> str:
+                if m.group(0).strip('"') in ("$@", "$*"):
+                    return " ".join(shlex.quote(x) for x in rest[1:])
+                n = int(m.group(1) or m.group(2))
+                return shlex.quote(rest[n]) if n < len(rest) else ""
+
+            return [*argv[: i + 2], _POSITIONAL_RE.sub(sub, argv[i + 2])]
+    return argv
+
+
 def tokenize(argv: list[str]) -> list[str]:
     """Flatten argv, splitting shell strings (`sh -c "..."`) into words."""
     out: list[str] = []
-    for a in argv:
+    for a in shell_args(argv):
         if any(c in a for c in " \n\t") and len(a) < 20000:
             try:
                 out.extend(shlex.split(a, comments=True))
@@ -116,51 +180,84 @@ def tokenize(argv: list[str]) -> list[str]:
     return out
 
 
-def classify_tokens(tokens: list[str]) -> dict[int, str]:
-    """Direction of each token that holds a location or path: index -> 'read' | 'write'.
+def _is_location(t: str) -> bool:
+    return bool(find_uris(t)) or t.startswith("/")
 
-    Paths (starting with '/') are classified too, so PVC mount paths named in
-    args can be told apart (`aws s3 sync s3://x /data` writes /data).
+
+def _operand_like(t: str) -> bool:
+    """A copy operand rather than an option's value: a location, a path, an alias/remote path."""
+    return _is_location(t) or "/" in t or ":" in t or t in (".", "-")
+
+
+def classify_tokens(
+    tokens: list[str], flag_dirs: dict[str, str] | None = None
+) -> dict[int, str | None]:
+    """Direction of each token that holds a location or an absolute path.
+
+    Index -> 'read' | 'write' | 'unknown' | None (nothing in the command line
+    says; the caller decides). `flag_dirs` maps option names (`-`/`_` alike)
+    to a direction known from elsewhere (a lightweight component's code).
+    Paths are classified too, so PVC mount paths named in args can be told
+    apart (`aws s3 sync s3://x /data` writes /data).
     """
-    out: dict[int, str] = {}
+    fd = {k.replace("-", "_"): v for k, v in (flag_dirs or {}).items()}
+    out: dict[int, str | None] = {}
     i = 0
     n = len(tokens)
     while i < n:
-        tool_end, verb = _copy_tool_at(tokens, i)
+        verb_at, verb = _copy_tool_at(tokens, i)
         if verb is not None:
-            j = tool_end + 1
-            positional: list[int] = []
-            while j < n and tokens[j] not in ("&&", "||", ";", "|"):
+            j = verb_at + 1
+            operands: list[int] = []
+            while j < n and tokens[j] not in _SEPARATORS:
                 t = tokens[j]
-                if t.startswith("-"):
+                if t.startswith("-") and t != "-":
+                    if "=" not in t and j + 1 < n and not tokens[j + 1].startswith("-") and \
+                            not _operand_like(tokens[j + 1]):
+                        j += 1  # the option's value
                     j += 1
                     continue
-                positional.append(j)
+                operands.append(j)
                 j += 1
-            locs = [k for k in positional if _is_location(tokens[k])]
+            locs = [k for k in operands if _is_location(tokens[k])]
             if verb in DELETE_VERBS:
                 for k in locs:
                     out[k] = "write"
-            elif locs:
-                for k in locs[:-1]:
-                    out[k] = "read"
-                out[locs[-1]] = "write" if len(locs) > 1 else "read"
+            elif verb in LIST_VERBS:
+                for k in locs:
+                    out[k] = "unknown"
+            else:
+                for k in locs:
+                    out[k] = "write" if len(operands) > 1 and k == operands[-1] else "read"
             i = j
             continue
         t = tokens[i]
         flag, val = _flag_value(tokens, i)
         if val is not None and _is_location(val):
-            out[i if "=" in t else i + 1] = "write" if name_says_write(flag) else "read"
+            d = fd.get(flag.replace("-", "_")) if flag else None
+            out[i if "=" in t else i + 1] = d or name_direction(flag)
             i += 1 if "=" in t else 2
             continue
         if _is_location(t) and i not in out:
-            out[i] = "read"
+            out[i] = None
         i += 1
+    _program_in_out(tokens, out)
     return out
 
 
-def _is_location(t: str) -> bool:
-    return bool(URI_RE.search(t)) or t.startswith("/")
+def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
+    """`prog SRC DST`: in a command with two or more bare URI operands, the last could be
+    the output (`convert.py s3://in s3://out`): unknown rather than a guessed read."""
+    seg: list[int] = []
+    for i in [*range(len(tokens)), len(tokens)]:
+        if i == len(tokens) or tokens[i] in _SEPARATORS:
+            if len(seg) >= 2:
+                out[seg[-1]] = "unknown"
+            seg = []
+        elif i in out and out[i] is None and URI_RE.search(tokens[i]) and (
+            i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1]
+        ):
+            seg.append(i)
 
 
 def _flag_value(tokens: list[str], i: int) -> tuple[str | None, str | None]:
@@ -176,22 +273,40 @@ def _flag_value(tokens: list[str], i: int) -> tuple[str | None, str | None]:
 
 
 def _copy_tool_at(tokens: list[str], i: int) -> tuple[int, str | None]:
+    """(index of the verb, verb) when tokens[i] starts a copy command, else (i, None).
+
+    Global options between the tool, its sub-command and the verb are skipped
+    (`aws --endpoint-url X s3 cp`, `s5cmd --numworkers 64 cp`, `gsutil -m cp`).
+    """
     base = tokens[i].rsplit("/", 1)[-1]
     for prefix, verbs in COPY_TOOLS.items():
         if base != prefix[0]:
             continue
         k = i + 1
+        want = [*prefix[1:], None]  # None: the verb
         ok = True
-        for p in prefix[1:]:
-            if k < len(tokens) and tokens[k] == p:
-                k += 1
-            else:
+        for w in want:
+            while k < len(tokens) and tokens[k].startswith("-"):
+                has_value = (
+                    "=" not in tokens[k]
+                    and k + 1 < len(tokens)
+                    and not tokens[k + 1].startswith("-")
+                    and tokens[k + 1] not in verbs
+                    and tokens[k + 1] not in DELETE_VERBS
+                    and tokens[k + 1] not in LIST_VERBS
+                    and tokens[k + 1] not in prefix
+                )
+                k += 2 if has_value else 1
+            if k >= len(tokens):
                 ok = False
                 break
-        if not ok or k >= len(tokens):
-            continue
-        # skip global options between tool and verb (e.g. aws --endpoint-url X s3 ...)
-        verb = tokens[k]
-        if verb in verbs or verb in DELETE_VERBS:
-            return k, verb
+            if w is None:
+                if tokens[k] in verbs or tokens[k] in DELETE_VERBS or tokens[k] in LIST_VERBS:
+                    return k, tokens[k]
+                ok = False
+            elif tokens[k] != w:
+                ok = False
+            if not ok:
+                break
+            k += 1
     return i, None

@@ -12,7 +12,15 @@ CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 
 
 def corpus_workflow(relpath: str, name: str | None = None, namespace: str = "default") -> dict:
-    """A Workflow from ../shared/corpus as a cluster would hold it (named, namespaced)."""
+    """A Workflow from ../shared/corpus as a cluster would hold it (named, namespaced).
+
+    ../shared/corpus is not part of the repository: without it the calling test is
+    skipped, saying so (a clone on its own still passes its suite).
+    """
+    if not (CORPUS / relpath).is_file():
+        import pytest
+
+        pytest.skip(f"../shared/corpus/{relpath} is not beside this checkout")
     doc = next(d for d in yaml.safe_load_all((CORPUS / relpath).read_text()) if d)
     meta = doc.setdefault("metadata", {})
     meta["name"] = name or meta.get("name") or meta["generateName"].rstrip("-")

@@ -12,7 +12,7 @@ from prefetchd import cli, pipeline
 from prefetchd.pipeline import _load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-P = os.path.join(ROOT, "..", "shared", "corpus", "pipelines")
+P = os.path.join(ROOT, "tests", "prefetchd", "corpus", "pipelines")
 
 
 def plan_err(capsys: pytest.CaptureFixture[str], path: str, *extra: str) -> str:
@@ -74,34 +74,34 @@ def test_very_large_file(tmp_path, capsys, monkeypatch) -> None:
 
 
 def test_unknown_param_named(capsys) -> None:
-    path = os.path.join(P, "argo_cron_steps_pvc.yaml")
+    path = os.path.join(P, "argo_pvc_prepare.yaml")
     line = plan_err(capsys, path, "--param", "nope=1")
-    assert "'nope'" in line and "corpus_uri" in line and path in line
+    assert "'nope'" in line and "src" in line and path in line
 
 
 def test_unknown_param_kfp(capsys) -> None:
-    line = plan_err(capsys, os.path.join(P, "kfp2_sentiment_lr_sweep.yaml"), "--param", "lr=1")
-    assert "'lr'" in line and "imdb_root" in line
+    line = plan_err(capsys, os.path.join(P, "kfp2_parallelfor_dicts.yaml"), "--param", "lr=1")
+    assert "'lr'" in line and "splits" in line
 
 
 def test_bad_param_value_type(capsys) -> None:
     line = plan_err(
-        capsys, os.path.join(P, "kfp2_sentiment_lr_sweep.yaml"), "--param", "lrs=not-json"
+        capsys, os.path.join(P, "kfp2_parallelfor_dicts.yaml"), "--param", "splits=not-json"
     )
-    assert "'lrs'" in line and "LIST" in line
+    assert "'splits'" in line and "LIST" in line
 
 
 def test_bad_param_syntax(capsys) -> None:
     assert "NAME=VALUE" in plan_err(
-        capsys, os.path.join(P, "kfp2_sentiment_lr_sweep.yaml"), "--param", "x"
+        capsys, os.path.join(P, "kfp2_parallelfor_dicts.yaml"), "--param", "x"
     )
 
 
 def test_bad_pvc_map(capsys) -> None:
     line = plan_err(
-        capsys, os.path.join(P, "argo_cron_steps_pvc.yaml"), "--pvc", "doc-corpus=/local"
+        capsys, os.path.join(P, "argo_pvc_prepare.yaml"), "--pvc", "vision-datasets=/local"
     )
-    assert "doc-corpus" in line and "s3://" in line
+    assert "vision-datasets" in line and "s3://" in line
 
 
 def test_missing_file(tmp_path, capsys) -> None:

@@ -8,7 +8,7 @@ import yaml
 
 from prefetchd import pipeline
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+CORPUS = Path(__file__).resolve().parent / "corpus"
 
 
 def test_argo_template_constraints_are_carried_per_step():
@@ -34,7 +34,7 @@ def test_argo_template_constraints_are_carried_per_step():
 
 def test_kfp2_accelerator_becomes_a_gpu_limit():
     docs = [d for d in yaml.safe_load_all(
-        (CORPUS / "pipelines/kfp2_cifar10_resnet_pvc.yaml").read_text()) if d]
+        (CORPUS / "pipelines/kfp2_copy_pvc.yaml").read_text()) if d]
     [plan] = pipeline.analyze_documents(docs, source="t")
     gpu = [s for s in plan.steps if s.scheduling]
     assert gpu and all(s.scheduling == {"containers": [

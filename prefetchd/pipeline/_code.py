@@ -1,0 +1,296 @@
+"""Which way data flows in embedded Python (lightweight components, Argo script sources).
+
+Called by `_scan` with the program text a compiled pipeline carries (KFP v1
+`create_component_from_func`, KFP v2 `@dsl.component`, Argo `script.source`).
+Returns, for every function parameter and every literal location, the
+directions the code uses it in: `read`, `write`, or `unknown` when it does
+both. Pure and bounded: the text is parsed with `ast` (never run), programs
+over MAX_CODE_CHARS are skipped, and a program that does not parse yields
+nothing (the caller falls back to names).
+
+Data flow: a *source* is a function parameter or a literal string holding a
+location. Assignments carry sources to variables (`u = urlparse(x)` makes `u`
+carry `x`; f-strings and `+` carry every part). Sinks say the direction:
+
+- `open`/`fsspec.open`/`fs.open`/`smart_open.open`/`GFile(X, mode)`: a mode
+  with `w`, `a` or `x` writes X, any other mode (or none) reads it;
+- boto3 `download_file`, `download_fileobj`, `get_object` read their
+  bucket/key arguments; `upload_file`, `upload_fileobj`, `put_object`,
+  `delete_object(s)` write them; a bucket and key that are string constants
+  (also through a variable, or `json.loads("...")` as Hera binds inputs) name
+  the location s3://BUCKET/KEY, and a pair of parameters is kept (`pairs`) for
+  the caller, who knows their values;
+- fsspec `get`/`download`/`cat`/`cat_file`/`open_input_file`/`read_*` read the
+  first argument; `put`/`upload` write the second; `pipe`/`rm`/`to_*` write the
+  first; `copy`/`cp_file` read the first and write the second;
+- `subprocess.run|call|check_call|check_output|Popen`, `os.system`: the
+  command line (a list, or a string) is classified like a container's args
+  (`_uri.classify_tokens`: copy direction, `--from`/`--to`, ...).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from prefetchd.pipeline import _uri
+
+MAX_CODE_CHARS = 200_000
+
+_OPEN_FUNCS = frozenset({"open", "GFile", "Open", "smart_open"})
+_READ_FIRST = frozenset(
+    {"get", "download", "cat", "cat_file", "open_input_file", "open_input_stream", "read_bytes",
+     "read_text", "read_parquet", "read_csv", "read_json", "read_table", "load_dataset", "get_file"}
+)
+_WRITE_FIRST = frozenset(
+    {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
+     "write_bytes", "write_text", "makedirs", "mkdir", "open_output_stream"}
+)
+_WRITE_SECOND = frozenset({"put", "upload", "put_file"})
+_COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
+_BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object", "head_object"})
+_BOTO_WRITE = frozenset(
+    {"upload_file", "upload_fileobj", "put_object", "delete_object", "delete_objects"}
+)
+_SUBPROCESS = frozenset({"run", "call", "check_call", "check_output", "Popen", "system"})
+
+
+class _Flow(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.taint: dict[str, set[str]] = {}
+        self.found: dict[str, set[str]] = {}
+        self.params: set[str] = set()
+        self.names: dict[str, list[str]] = {}  # literal location -> names assigned from it
+        self.consts: dict[str, str] = {}  # variable -> the string constant it holds
+        # boto3 calls with a nameable bucket and key: ((kind, x), (kind, y), direction)
+        self.pairs: list[tuple[tuple[str, str], tuple[str, str], str]] = []
+
+    # ---- sources ------------------------------------------------------------------------
+    def sources(self, node: ast.AST | None) -> set[str]:
+        if node is None:
+            return set()
+        out: set[str] = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in self.taint:
+                out |= self.taint[n.id]
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+                out |= {"lit:" + u for u in _uri.find_uris(n.value)}
+        return out
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+            self.params.add(a.arg)
+            self.taint[a.arg] = {"param:" + a.arg}
+        self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def ref(self, node: ast.AST | None) -> tuple[str, str] | None:
+        """A bucket or key argument we can name: ("const", text) or ("param", name)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return ("const", node.value)
+        if isinstance(node, ast.Name):
+            if node.id in self.consts:
+                return ("const", self.consts[node.id])
+            if self.taint.get(node.id) == {"param:" + node.id}:
+                return ("param", node.id)
+        return None
+
+    @staticmethod
+    def _const_text(value: ast.AST | None) -> str | None:
+        """A string constant, also through `json.loads("...")` (how Hera binds inputs)."""
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr == "loads"
+            and len(value.args) == 1
+        ):
+            return _Flow._const_text(value.args[0])
+        return None
+
+    def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
+        text = self._const_text(value)
+        for t in targets:
+            if isinstance(t, ast.Name):
+                if text is not None:
+                    self.consts[t.id] = text
+                else:
+                    self.consts.pop(t.id, None)
+        src = self.sources(value)
+        if not src:
+            return
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    self.taint.setdefault(n.id, set()).update(src)
+            if isinstance(t, (ast.Name, ast.Attribute)):
+                for s in src:
+                    if s.startswith("lit:"):
+                        self.names.setdefault(s[4:], []).append(ast.unparse(t))
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        self._assign(node.targets, node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.generic_visit(node)
+        self._assign([node.target], node.value)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.generic_visit(node)
+        self._assign([node.target], node.value)
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        self.generic_visit(node)
+
+    # ---- sinks --------------------------------------------------------------------------
+    def mark(self, node: ast.AST | None, direction: str) -> None:
+        for s in self.sources(node):
+            self.found.setdefault(s, set()).add(direction)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.generic_visit(node)
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        args = list(node.args)
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if name in _OPEN_FUNCS or (name == "open" and isinstance(f, ast.Attribute)):
+            target = args[0] if args else kw.get("urlpath") or kw.get("file") or kw.get("uri")
+            mode = args[1] if len(args) > 1 else kw.get("mode")
+            m = "r"
+            if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+                m = mode.value
+            self.mark(target, "write" if any(c in m for c in "wax") else "read")
+        elif name in _BOTO_READ or name in _BOTO_WRITE:
+            d = "read" if name in _BOTO_READ else "write"
+            pos = args[1:3] if name in ("upload_file", "upload_fileobj") else args[:2]
+            bucket = kw.get("Bucket", pos[0] if pos else None)
+            key = kw.get("Key", pos[1] if len(pos) > 1 else None)
+            for a in (bucket, key):
+                self.mark(a, d)
+            b, k = self.ref(bucket), self.ref(key)
+            if b is not None and k is not None:
+                self.pairs.append((b, k, d))
+        elif name in _READ_FIRST and args:
+            self.mark(args[0], "read")
+        elif name in _WRITE_FIRST and args:
+            self.mark(args[0], "write")
+        elif name in _WRITE_SECOND and len(args) > 1:
+            self.mark(args[1], "write")
+        elif name in _COPY and len(args) > 1:
+            self.mark(args[0], "read")
+            self.mark(args[1], "write")
+        elif name in _SUBPROCESS and args:
+            self.command(args[0])
+
+    def command(self, node: ast.AST) -> None:
+        """A command line: render each part (a source becomes a marker location), classify."""
+        parts: list[tuple[str, set[str]]] = []
+        if isinstance(node, (ast.List, ast.Tuple)):
+            for i, el in enumerate(node.elts):
+                if isinstance(el, ast.Constant) and isinstance(el.value, str):
+                    parts.append((el.value, self.sources(el)))
+                else:
+                    src = self.sources(el)
+                    parts.append((f"s3://prefetchd-code-{i}/" if src else "x", src))
+            toks = [p for p, _ in parts]
+        elif isinstance(node, (ast.Constant, ast.JoinedStr, ast.BinOp)):
+            # a shell string: "aws s3 cp " + src + " /x", f"gsutil cp {src} {dst}"
+            pieces = self.string_pieces(node)
+            if pieces is None:
+                return
+            marks: dict[str, set[str]] = {}
+            text = ""
+            for piece in pieces:
+                if isinstance(piece, str):
+                    text += piece
+                else:
+                    m = f"s3://prefetchd-code-{len(marks)}/"
+                    marks[m] = piece
+                    text += m
+            try:
+                toks = shlex.split(text)
+            except ValueError:
+                return
+            parts = []
+            for t in toks:
+                src = {x for m, srcs in marks.items() if m in t for x in srcs}
+                parts.append((t, src or self.sources(ast.Constant(t))))
+        else:
+            return
+        for i, d in _uri.classify_tokens(toks).items():
+            if d is None:
+                continue  # the command line does not say: the caller's fallbacks decide
+            for s in parts[i][1]:
+                self.found.setdefault(s, set()).add(d)
+
+    def string_pieces(self, node: ast.AST) -> list[str | set[str]] | None:
+        """A string expression as literal text and sources (None: not a string we can follow)."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        if isinstance(node, ast.JoinedStr):
+            out: list[str | set[str]] = []
+            for v in node.values:
+                if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                    out.append(v.value)
+                elif isinstance(v, ast.FormattedValue):
+                    out.append(self.sources(v.value) or "x")
+            return out
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self.string_pieces(node.left), self.string_pieces(node.right)
+            if left is None or right is None:
+                return None
+            return left + right
+        if isinstance(node, ast.Name):
+            return [self.sources(node) or "x"]
+        return None
+
+
+@dataclass(frozen=True)
+class Flow:
+    """What one program does with its locations (see the module docstring)."""
+
+    params: dict[str, str]  # function parameter -> read | write | unknown
+    lits: dict[str, str]  # literal location -> read | write | unknown
+    names: dict[str, tuple[str, ...]]  # literal location -> variables/attributes assigned it
+    # boto3 bucket/key pairs: ((const|param, text), (const|param, text), direction); a pair of
+    # constants is also in `lits` as s3://BUCKET/KEY
+    pairs: tuple[tuple[tuple[str, str], tuple[str, str], str], ...] = ()
+
+
+@functools.lru_cache(maxsize=64)
+def analyze(code: str) -> Flow | None:
+    """The directions in `code`; None when it is not Python we can parse (or too long).
+
+    Cached (64 programs): a pipeline repeats one component's source in many
+    steps. Callers must not modify the returned dicts.
+    """
+    if len(code) > MAX_CODE_CHARS:
+        return None
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    flow = _Flow()
+    try:
+        flow.visit(tree)
+    except RecursionError:
+        return None
+    params: dict[str, str] = {}
+    lits: dict[str, str] = {}
+    for s, ds in flow.found.items():
+        ds = ds - {"unknown"} if ds != {"unknown"} else ds
+        d = "unknown" if len(ds) > 1 or ds == {"unknown"} else next(iter(ds))
+        kind, _, name = s.partition(":")
+        if "prefetchd-code-" not in name:  # a marker of ours, not the program's
+            (params if kind == "param" else lits)[name] = d
+    for (bk, b), (kk, k), d in flow.pairs:
+        if bk == kk == "const" and b and "/" not in b:
+            u = f"s3://{b}/{k.lstrip('/')}"
+            lits[u] = d if lits.get(u, d) == d else "unknown"
+    return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs))
