@@ -107,7 +107,8 @@ def add_subcommands(sub: Any) -> list[argparse.ArgumentParser]:
     r.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a parameter of every pipeline (repeatable; default: none)")
     r.add_argument("--pvc", action="append", metavar="CLAIM=s3://BUCKET/PREFIX",
-                   help="the S3 prefix behind a PVC the pipelines mount (repeatable; default: none)")
+                   help="the S3 prefix behind a PVC the pipelines mount "
+                        "(repeatable; default: none)")
     r.set_defaults(func=cmd_run)
     return [w, s, u, r]
 
