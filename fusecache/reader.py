@@ -235,9 +235,12 @@ class BlockReader:
             return data
         except BaseException as e:
             flight.error = e if isinstance(e, Exception) else errors.StoreError("cancelled")
-            # With a circuit breaker, an unreachable S3 fails fast there instead.
-            if self.breaker is None and isinstance(
-                    e, errors.StoreUnavailable | errors.DeadlineExceeded):
+            # A block S3 answered for but would not serve (5xx, resets, short bodies until
+            # the deadline) fails again at once for a while, so the kernel's re-sent read
+            # does not wait a second bound. An unreachable S3 is the circuit breaker's:
+            # it fails fast there and recovers as soon as its probe gets an answer.
+            if isinstance(e, errors.StoreUnavailable | errors.DeadlineExceeded) and (
+                    self.breaker is None or not self.breaker.is_open):
                 self._remember_failure(key, e)
             raise
         finally:

@@ -87,17 +87,8 @@ def test_mount_rides_out_transient_fault(fault: str, local_s3: LocalS3, s3_env: 
     _check_cached_exact(cache, obj)
 
 
-# On main (51121bc) a read() over a stalled S3 waits --read-timeout once per FUSE
-# request the kernel sends for it (measured 8.0 s for a 4 s bound); branch `outage`
-# makes --read-timeout the whole bound. Not strict: the kernel does not always send two.
-_STALL_TWICE = pytest.mark.xfail(
-    reason="--read-timeout is applied per FUSE request, not to the whole read(): "
-    "a stalled S3 gives EIO after about twice the bound", strict=False)
-
-
 @pytest.mark.fuse
-@pytest.mark.parametrize("fault", [pytest.param(f, marks=_STALL_TWICE) if f == "stall" else f
-                                   for f in sorted(PERSISTENT)])
+@pytest.mark.parametrize("fault", sorted(PERSISTENT))
 def test_mount_read_fails_with_eio_within_read_timeout(
         fault: str, local_s3: LocalS3, s3_env: dict, bucket: str, obj: Obj,
         proxy: FaultProxy, tmp_path: Path) -> None:
