@@ -114,7 +114,7 @@ def test_repeated_calls_are_idempotent(plugin: PluginProc, dataset: S3Volume,
     for _ in range(2):
         stage(plugin, vol, staging, dataset.secrets)
     fuse_mounts = [e for e in mounts.mount_table()
-                   if e.mountpoint.startswith(str(plugin.state_dir))]
+                   if e.mountpoint.startswith(str(csi_root)) and e.fstype == "fuse.fusecache"]
     assert len(fuse_mounts) == 1, "a repeated stage must not mount a second time"
     for _ in range(2):
         publish(plugin, vol, staging, target)
@@ -206,7 +206,7 @@ def test_mounts_survive_sigkill_of_plugin_and_fuse_servers(
     publish(plugin, vol, staging, target)
     assert_serves(target, dataset.files)
 
-    servers = pids_mentioning(str(plugin.state_dir / "node" / "mounts"))
+    servers = pids_mentioning(str(staging))
     assert servers, "the FUSE server process should be found by its mountpoint"
     plugin.kill(signal.SIGKILL)
     for pid in servers:
@@ -237,7 +237,7 @@ def test_health_check_repairs_a_dead_fuse_server_while_plugin_runs(
         staging.mkdir()
         stage(p, vol, staging, dataset.secrets)
         publish(p, vol, staging, target)
-        for pid in pids_mentioning(str(p.state_dir / "node" / "mounts")):
+        for pid in pids_mentioning(str(staging)):
             os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while True:
