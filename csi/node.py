@@ -37,6 +37,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import signal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -117,18 +118,35 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         state = mounts.path_state(staging)
         if state is PathState.LIVE:
             return
-        if state is PathState.DEAD:
-            log.warning("volume %s: FUSE server gone (%s is not connected); remounting",
-                        vol.volume_id, staging)
+        if state is PathState.DEAD:  # the relay died: the connection is gone for good
+            log.warning("volume %s: FUSE connection gone (%s is not connected); "
+                        "remounting", vol.volume_id, staging)
             mounts.unmount_all(staging)
+        mounts.stop_relay(vol.relay_pid)
         os.makedirs(staging, exist_ok=True)
         source = volumes.VolumeSource.from_map(vol.context)
         env = mount_env(self.config.base_env, secrets)
         try:
-            self.config.fusecache.mount(source.uri, staging, source.mount_options(),
-                                        env, str(self.store.log_file_for(vol.key)))
+            vol.relay_pid = self.config.fusecache.mount(
+                source.uri, staging, source.mount_options(), env,
+                str(self.store.log_file_for(vol.key)), str(self.store.spec_file_for(vol.key)))
         except MountError as e:
             raise CsiError(grpc.StatusCode.INTERNAL, scrub(str(e), secrets.values())) from None
+        self.store.save(vol)
+
+    def _upgrade_server(self, vol: StagedVolume) -> None:
+        """Have the relay run this plugin's server command (a new plugin version): it
+        starts the new server and hands it the connection; the mount stays."""
+        source = volumes.VolumeSource.from_map(vol.context)
+        spec = str(self.store.spec_file_for(vol.key))
+        argv = self.config.fusecache.server_argv(source.uri, source.mount_options(),
+                                                 str(self.store.log_file_for(vol.key)))
+        if mounts.read_spec(spec) == argv or not mounts.relay_alive(vol.relay_pid):
+            return
+        log.info("volume %s: new server command; the relay restarts its server",
+                 vol.volume_id)
+        mounts.write_spec(spec, argv)
+        os.kill(vol.relay_pid, signal.SIGHUP)
 
     def _ensure_bind(self, source: str, path: str, readonly: bool) -> None:
         """Make *path* a live bind of *source*, replacing a dead mount there."""
@@ -143,11 +161,13 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             raise CsiError(grpc.StatusCode.INTERNAL, str(e)) from None
 
     def _teardown(self, vol: StagedVolume) -> None:
-        """Undo a stage: unmount the FUSE mount at the staging path, forget the volume."""
+        """Undo a stage: unmount the staging path, stop the relay and its server (it
+        closes the FUSE connection), forget the volume."""
         try:
-            self.config.fusecache.umount(vol.staging_path)
+            mounts.unmount_all(vol.staging_path)
         except MountError as e:
             raise CsiError(grpc.StatusCode.INTERNAL, str(e)) from None
+        mounts.stop_relay(vol.relay_pid)
         self.store.delete(vol.key)
 
     def restore(self, vol: StagedVolume) -> None:
@@ -190,6 +210,9 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
                              "forgetting it", fresh.volume_id, fresh.staging_path)
                     self._teardown(fresh)
                     continue
+                if not only_broken and mounts.path_state(fresh.staging_path) \
+                        is PathState.LIVE:
+                    self._upgrade_server(fresh)
                 if only_broken and not self._needs_restore(fresh):
                     continue
                 self.restore(fresh)

@@ -57,6 +57,7 @@ class StagedVolume:
     staging_path: str   # the FUSE mount itself (the kubelet's device mount path)
     context: dict[str, str]
     targets: dict[str, bool] = field(default_factory=dict)  # target path -> read-only
+    relay_pid: int = 0  # the process holding the FUSE connection (fusecache.relay)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StagedVolume:
@@ -71,14 +72,19 @@ class NodeStateStore:
     def __init__(self, state_dir: Path, secrets_dir: Path) -> None:
         self.volumes_dir = state_dir / "node" / "volumes"
         self.logs_dir = state_dir / "node" / "logs"
+        self.relays_dir = state_dir / "node" / "relays"
         self.secrets_dir = secrets_dir
-        for d in (self.volumes_dir, self.logs_dir):
+        for d in (self.volumes_dir, self.logs_dir, self.relays_dir):
             d.mkdir(parents=True, exist_ok=True)
         self.secrets_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.secrets_dir, 0o700)
 
     def log_file_for(self, key: str) -> Path:
         return self.logs_dir / f"{key}.log"
+
+    def spec_file_for(self, key: str) -> Path:
+        """The server command line the volume's relay runs (re-read on SIGHUP)."""
+        return self.relays_dir / f"{key}.json"
 
     def get(self, key: str) -> StagedVolume | None:
         data = _read_json(self.volumes_dir / f"{key}.json")
@@ -88,7 +94,8 @@ class NodeStateStore:
         _write_json(self.volumes_dir / f"{vol.key}.json", asdict(vol))
 
     def delete(self, key: str) -> None:
-        for path in (self.volumes_dir / f"{key}.json", self.secrets_dir / f"{key}.json"):
+        for path in (self.volumes_dir / f"{key}.json", self.secrets_dir / f"{key}.json",
+                     self.spec_file_for(key)):
             try:
                 path.unlink()
             except FileNotFoundError:

@@ -14,6 +14,7 @@ reports the mount ready, or with its one-line error.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import logging.handlers
 import os
@@ -281,9 +282,13 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
 
     limit_malloc_arenas()
     try:
-        mountpoint = check_mountpoint(cfg.mountpoint)
+        # /dev/fd/N: an already-mounted FUSE connection handed to us (fusecache.relay)
+        relayed = re.fullmatch(r"/dev/fd/[0-9]+", str(cfg.mountpoint)) is not None
+        mountpoint = cfg.mountpoint if relayed else check_mountpoint(cfg.mountpoint)
         fs = MountedFilesystem(cfg)
         fs.prepare()
+        if relayed and os.environ.get("FUSECACHE_RESTORE"):
+            fs.ops.restore(json.loads(Path(os.environ["FUSECACHE_RESTORE"]).read_text()))
         if cfg.metrics_port:
             fs.metrics.serve(cfg.metrics_port)
         fs.mountpoint = mountpoint
