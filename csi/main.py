@@ -60,6 +60,7 @@ class Config:
     mount_timeout_s: float
     health_interval_s: float
     log_level: str
+    resend_timeout_s: float = 30.0
 
     @property
     def serves_node(self) -> bool:
@@ -96,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds a fusecache mount may take before NodeStage fails")
     p.add_argument("--health-interval", type=float, default=15.0,
                    help="seconds between checks for dead FUSE mounts (0: only at start)")
+    p.add_argument("--resend-timeout", type=float, default=30.0,
+                   help="seconds a FUSE request waits for a volume's FUSE server to be "
+                        "back (after a crash or an upgrade) before it fails with EIO")
     p.add_argument("--log-level", default=env("FUSECACHE_CSI_LOG_LEVEL", "INFO"),
                    help="DEBUG, INFO, WARNING or ERROR")
     return p
@@ -131,12 +135,14 @@ def load_config(argv: list[str] | None = None) -> Config:
             raise ConfigError("--node-id is empty and the host name is unknown")
     if a.mount_timeout <= 0 or a.health_interval < 0:
         raise ConfigError("--mount-timeout must be > 0 and --health-interval >= 0")
+    if a.resend_timeout <= 0:
+        raise ConfigError("--resend-timeout must be > 0")
     return Config(endpoint=a.endpoint, socket_path=sock, mode=a.mode, node_id=node_id,
                   cache_dir=Path(a.cache_dir), state_dir=state_dir,
                   secrets_dir=Path(a.secrets_dir) if a.secrets_dir else state_dir / "secrets",
                   fusecache_bin=binary, disk_cache_size=a.disk_cache_size,
                   mount_timeout_s=a.mount_timeout, health_interval_s=a.health_interval,
-                  log_level=level)
+                  log_level=level, resend_timeout_s=a.resend_timeout)
 
 
 class Plugin:
@@ -161,7 +167,8 @@ class Plugin:
             fusecache = FusecacheCommand(binary=config.fusecache_bin,
                                          cache_dir=str(config.cache_dir),
                                          disk_cache_size=config.disk_cache_size,
-                                         timeout_s=config.mount_timeout_s)
+                                         timeout_s=config.mount_timeout_s,
+                                         resend_timeout_s=config.resend_timeout_s)
             # The environment is read once: mounts without a secret inherit this copy.
             self.node = NodeServicer(NodeConfig(config.node_id, fusecache, dict(os.environ)),
                                      store, self.readiness)

@@ -49,6 +49,7 @@ import errno
 import json
 import logging
 import os
+import select
 import signal
 import socket
 import struct
@@ -73,6 +74,7 @@ DIRENT_HDR = struct.Struct("<QQII")    # fuse_dirent: ino off namelen type
 BUF_SIZE = (1 << 20) + (64 << 10)      # above libfuse's max_write + header
 SOCK_BUF = 8 << 20                     # a 1 MiB read reply fits in one packet
 MAX_SENDS = 3
+SPAWN_TIMEOUT = 300.0                  # a server that is not ready by then is killed
 MAX_PENDING = 4096
 S_IFDIR, S_IFMT = 0o040000, 0o170000
 
@@ -296,8 +298,16 @@ class Relay:
         theirs.close()
         os.close(w)
         line = b""
-        with os.fdopen(r, "rb") as rf:
-            line = rf.readline()  # EOF when the server dies before reporting
+        deadline = time.monotonic() + SPAWN_TIMEOUT
+        try:
+            while b"\n" not in line and time.monotonic() < deadline:
+                if select.select([r], [], [], 0.5)[0]:
+                    chunk = os.read(r, 4096)
+                    if not chunk:
+                        break  # the server died before reporting
+                    line += chunk
+        finally:
+            os.close(r)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp.name)
         text = line.decode("utf-8", "replace").strip()
@@ -375,6 +385,10 @@ class Relay:
             log.warning("no FUSE server for %.0fs: %d request(s) answered EIO",
                         self.resend_timeout, len(late))
 
+    def expire_loop(self) -> None:
+        while not self.stop.wait(0.1):
+            self._expire()
+
     def _stop_server(self, proc: subprocess.Popen, sig: int) -> None:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -389,6 +403,7 @@ class Relay:
         """Serve until SIGTERM or until the connection goes away."""
         kernel = threading.Thread(target=self.kernel_loop, daemon=True, name="relay-kernel")
         kernel.start()
+        threading.Thread(target=self.expire_loop, daemon=True, name="relay-expire").start()
         try:
             proc, sock, _pid = self._spawn(ready_w)
         except (RuntimeError, OSError) as e:
@@ -416,7 +431,6 @@ class Relay:
             self._detach(t)
             self.restarts += 1
             while True:
-                self._expire()
                 if self.stop.is_set() or self.gone.is_set():
                     return 0
                 try:
@@ -427,7 +441,6 @@ class Relay:
                     log.error("FUSE server did not start: %s; retrying in %.1fs", e, backoff)
                     deadline = time.monotonic() + backoff
                     while time.monotonic() < deadline and not self.stop.is_set():
-                        self._expire()
                         time.sleep(0.1)
                     backoff = min(backoff * 2, 10.0)
 

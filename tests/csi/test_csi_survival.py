@@ -219,3 +219,41 @@ def test_pod_deleted_while_the_plugin_was_down_leaves_nothing(
         if container is not None:
             container.kill()
         plugin.kill()
+
+
+def test_reads_fail_with_eio_when_no_server_comes_back(csi_root: Path,
+                                                       dataset: S3Volume) -> None:
+    """The server is killed and cannot start again: reads in flight and new ones fail
+    with EIO after --resend-timeout (never hang, never wrong bytes); once a server
+    can start, the same container reads byte-exact again."""
+    k = KubeletLayout(csi_root / "kubelet")
+    plugin = PluginProc(csi_root, extra_args=["--resend-timeout", "2"]).start()
+    container = None
+    try:
+        vol = create(plugin, dataset, name="pvc-eio")
+        staging = k.make(k.staging("pvc-eio"))
+        target = k.make(k.target("pod-1", "pvc-eio"))
+        stage(plugin, vol, staging, dataset.secrets)
+        publish(plugin, vol, staging, target)
+        sha = hashlib.sha256(dataset.files[FILE]).hexdigest()
+        container = Container(target, csi_root, sha, "private")
+        container.passes_after(1)
+        [spec_file] = (plugin.state_dir / "node" / "relays").glob("*.json")
+        good = spec_file.read_text()
+        spec_file.write_text(json.dumps({"argv": ["/bin/false"]}))
+        container.wait_for("mid ")
+        os.kill(servers_of(csi_root)[0], signal.SIGKILL)
+        container.wait_for("error 5")  # EIO, not a hang
+        spec_file.write_text(good)
+        container.wait_for("pass ")
+        container.more_passes(1)
+        summary = container.finish()
+        assert set(summary["errors"]) == {"5"}, summary
+        assert summary["bad"] == 0 and summary["held_bad"] == 0, summary
+        unpublish(plugin, vol, target)
+        unstage(plugin, vol, staging)
+        assert leftovers(csi_root, plugin) == NOTHING
+    finally:
+        if container is not None:
+            container.kill()
+        plugin.kill()
