@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+from fusecache import holder
+
 log = logging.getLogger(__name__)
 
 MS_RDONLY = 1
@@ -222,6 +224,7 @@ class FusecacheCommand:
     timeout_s: float = 120.0
     resend_timeout_s: float = 30.0
     read_ahead_kib: int = 4096
+    holder_socket: str = ""  # the node's relay holder (fusecache.holder), if any
 
     def server_argv(self, uri: str, options: Sequence[str], log_file: str) -> list[str]:
         """The server's command line; the relay fills in {fuse_fd} and {ready_fd}."""
@@ -239,6 +242,42 @@ class FusecacheCommand:
         fsname = uri if re.fullmatch(r"[A-Za-z0-9_./:\-]+", uri) else "fusecache"
         write_spec(spec_file, self.server_argv(uri, options, log_file))
         fd = fuse_mount(mountpoint, fsname)
+        try:
+            line, pid = self._start_relay(fd, env, log_file, spec_file)
+        except (OSError, ValueError) as e:
+            unmount(mountpoint, lazy=True)
+            raise MountError(f"cannot start the relay of {uri}: {e}") from None
+        finally:
+            os.close(fd)
+        if line != "ok":
+            unmount(mountpoint, lazy=True)
+            stop_relay(pid)
+            detail = line[len("error: "):] if line.startswith("error: ") else (
+                line or f"no answer within {self.timeout_s:.0f}s")
+            raise MountError(f"fusecache mount of {uri} failed: {detail[:500]}")
+        proc_pid = pid
+        deadline = time.monotonic() + 10
+        while path_state(mountpoint) is not PathState.LIVE:
+            if time.monotonic() > deadline:
+                stop_relay(proc_pid)
+                unmount(mountpoint, lazy=True)
+                raise MountError(f"fusecache mount of {uri}: {mountpoint} is not a live "
+                                 "mount")
+            time.sleep(0.05)
+        set_read_ahead(mountpoint, self.read_ahead_kib)
+        return proc_pid
+
+    def _start_relay(self, fd: int, env: Mapping[str, str], log_file: str,
+                     spec_file: str) -> tuple[str, int]:
+        """Start the volume's relay on *fd*: through the node's relay holder (a
+        process outside this plugin's container) when one is configured, else as a
+        detached process of our own. Returns its ready line and pid."""
+        if self.holder_socket:
+            answer = holder.send_request(self.holder_socket, fd, {
+                "spec": spec_file, "log_file": log_file, "env": dict(env),
+                "resend_timeout": self.resend_timeout_s, "timeout": self.timeout_s},
+                timeout=self.timeout_s + 10)
+            return str(answer.get("line", "")), int(answer.get("pid", 0))
         r, w = os.pipe()
         try:
             with open(log_file, "ab") as logf:
@@ -248,31 +287,13 @@ class FusecacheCommand:
                      "--resend-timeout", f"{self.resend_timeout_s:g}"],
                     stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=dict(env),
                     pass_fds=(fd, w), close_fds=True, start_new_session=True)
-        except OSError as e:
+        except OSError:
             os.close(r)
-            unmount(mountpoint, lazy=True)
-            raise MountError(f"cannot start the relay: {e}") from None
+            raise
         finally:
-            os.close(fd)
             os.close(w)
         _children[proc.pid] = proc
-        line = _read_line(r, self.timeout_s)
-        if line != "ok":
-            unmount(mountpoint, lazy=True)
-            stop_relay(proc.pid)
-            detail = line[len("error: "):] if line.startswith("error: ") else (
-                line or f"no answer within {self.timeout_s:.0f}s")
-            raise MountError(f"fusecache mount of {uri} failed: {detail[:500]}")
-        deadline = time.monotonic() + 10
-        while path_state(mountpoint) is not PathState.LIVE:
-            if time.monotonic() > deadline:
-                stop_relay(proc.pid)
-                unmount(mountpoint, lazy=True)
-                raise MountError(f"fusecache mount of {uri}: {mountpoint} is not a live "
-                                 "mount")
-            time.sleep(0.05)
-        set_read_ahead(mountpoint, self.read_ahead_kib)
-        return proc.pid
+        return _read_line(r, self.timeout_s), proc.pid
 
 
 # Relays started by this plugin process (reaped here; a previous plugin's relays

@@ -204,14 +204,16 @@ def kubelet_blocking_refs(staging: Path, targets: list[Path], plugins_dir: Path)
             and not e.mountpoint.startswith(prefix)]
 
 
-def leftovers(root: Path, plugin: PluginProc | None) -> dict[str, list[str]]:
-    """Mounts below *root*, processes naming it (other than the plugin) and volume
-    records: what must be gone once a volume is unstaged."""
+def leftovers(root: Path, plugin: PluginProc | None,
+              keep: tuple[int, ...] = ()) -> dict[str, list[str]]:
+    """Mounts below *root*, processes naming it (other than the plugin and *keep*)
+    and volume records: what must be gone once a volume is unstaged."""
     plugin_pid = plugin.proc.pid if plugin is not None and plugin.proc is not None else -1
     records = root / "state" / "node" / "volumes"
     return {
         "mounts": [e.mountpoint for e in mounts.mount_table()
                    if e.mountpoint.startswith(str(root) + "/")],
-        "processes": [str(p) for p in pids_mentioning(str(root)) if p != plugin_pid],
+        "processes": [str(p) for p in pids_mentioning(str(root))
+                      if p != plugin_pid and p not in keep],
         "records": sorted(p.name for p in records.glob("*.json")) if records.is_dir() else [],
     }

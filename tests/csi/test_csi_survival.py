@@ -128,16 +128,38 @@ def new_version_binary(root: Path) -> Path:
     return wrapper
 
 
-CASES = [("plugin-sigkill", "private"), ("server-sigkill", "private"),
-         ("both-sigkill", "private"), ("rolling-upgrade", "private"),
-         ("both-sigkill", "slave")]
+CASES = [("plugin-sigkill", "private", False), ("server-sigkill", "private", False),
+         ("both-sigkill", "private", False), ("rolling-upgrade", "private", False),
+         ("both-sigkill", "slave", False), ("both-sigkill", "private", True),
+         ("rolling-upgrade", "private", True)]
 
 
-@pytest.mark.parametrize(("fault", "propagation"), CASES, ids=[f"{f}-{p}" for f, p in CASES])
-def test_a_running_pod_reads_through_the_fault(fault: str, propagation: str,
+def start_holder(root: Path) -> subprocess.Popen:
+    """The node's relay holder (its own DaemonSet pod in manifests/node.yaml)."""
+    sock = root / "holder.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "fusecache.holder", "--socket", str(sock),
+                             "--log-file", str(root / "holder.log")],
+                            start_new_session=True, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not sock.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "holder did not start"
+        time.sleep(0.05)
+    return proc
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.parametrize(("fault", "propagation", "holder"), CASES,
+                         ids=[f"{f}-{p}{'-holder' if h else ''}" for f, p, h in CASES])
+def test_a_running_pod_reads_through_the_fault(fault: str, propagation: str, holder: bool,
                                                csi_root: Path, dataset: S3Volume) -> None:
     k = KubeletLayout(csi_root / "kubelet")
-    plugin = PluginProc(csi_root).start()
+    holder_proc = start_holder(csi_root) if holder else None
+    keep = (holder_proc.pid,) if holder_proc is not None else ()
+    plugin = PluginProc(csi_root, extra_args=(
+        ["--relay-holder", str(csi_root / "holder.sock")] if holder else [])).start()
     container = None
     try:
         vol = create(plugin, dataset, name="pvc-live")
@@ -151,6 +173,9 @@ def test_a_running_pod_reads_through_the_fault(fault: str, propagation: str,
         container.passes_after(1)
         servers = servers_of(csi_root)
         assert len(servers) == 1, servers
+        relay = parent_of(servers[0])
+        if holder_proc is not None:  # the relay is the holder's child, not the plugin's
+            assert parent_of(relay) == holder_proc.pid
         mid = int(container.wait_for("mid ").split()[1])
 
         if fault in ("plugin-sigkill", "both-sigkill"):
@@ -159,7 +184,8 @@ def test_a_running_pod_reads_through_the_fault(fault: str, propagation: str,
             os.kill(servers[0], signal.SIGKILL)
         if fault == "rolling-upgrade":
             plugin.kill(signal.SIGTERM)
-            plugin.extra_args = ["--fusecache-bin", str(new_version_binary(csi_root))]
+            plugin.extra_args = [*plugin.extra_args,
+                                 "--fusecache-bin", str(new_version_binary(csi_root))]
         # reads go on while the plugin is down, and after it is back
         container.passes_after(mid + 1)
         if fault != "server-sigkill":
@@ -185,11 +211,14 @@ def test_a_running_pod_reads_through_the_fault(fault: str, propagation: str,
         unpublish(plugin, vol, target)
         assert kubelet_blocking_refs(staging, [], k.plugins_dir) == []
         unstage(plugin, vol, staging)
-        assert leftovers(csi_root, plugin) == NOTHING
+        assert leftovers(csi_root, plugin, keep) == NOTHING
     finally:
         if container is not None:
             container.kill()
         plugin.kill()
+        if holder_proc is not None:
+            holder_proc.kill()
+            holder_proc.wait()
 
 
 def test_pod_deleted_while_the_plugin_was_down_leaves_nothing(
