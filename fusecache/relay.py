@@ -117,11 +117,16 @@ class _Table:
 
 
 def _set_bufs(s: socket.socket) -> None:
+    """Socket buffers big enough for a 1 MiB reply in one packet (SO_*BUFFORCE needs
+    CAP_NET_ADMIN; without it the kernel caps them at net.core.[wr]mem_max)."""
     for force, plain in ((33, socket.SO_SNDBUF), (32, socket.SO_RCVBUF)):  # *BUFFORCE
         try:
             s.setsockopt(socket.SOL_SOCKET, force, SOCK_BUF)
         except OSError:
             s.setsockopt(socket.SOL_SOCKET, plain, SOCK_BUF)
+    if s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) < BUF_SIZE + 4096:
+        log.error("socket buffers are capped below %d bytes (no CAP_NET_ADMIN and a low "
+                  "net.core.wmem_max): large reads will fail", BUF_SIZE)
 
 
 class Relay:
