@@ -5,15 +5,18 @@ parse or to leak into ``ps``). A path's state is one of three values:
 
 * ``ABSENT``: nothing is mounted there;
 * ``LIVE``: something is mounted and answers statfs();
-* ``DEAD``: a mount whose FUSE server went away: statfs() fails with ENOTCONN
+* ``DEAD``: a mount whose FUSE connection is gone: statfs() fails with ENOTCONN
   ("Transport endpoint is not connected"), or ECONNABORTED after an abort.
 
 A dead mount cannot be revived; it is detached (MNT_DETACH) and mounted anew,
 which is what the node plugin's recovery does.
 
-``fusecache mount`` is run with its credentials in the child's environment only,
-stdout discarded and stderr captured to an anonymous file (not a pipe: the
-detached FUSE server may inherit it and would keep a pipe open forever).
+A volume's FUSE file system is mounted here with mount(2) on an fd of /dev/fuse
+(``fuse_mount``); that fd goes to the volume's relay (``fusecache.relay``), started
+detached in its own session or, with a relay holder, by ``fusecache.holder``
+outside this container. The relay runs ``fusecache mount /dev/fd/N`` (the command
+line from ``server_argv``, kept in a spec file) and answers one ready line. The
+credentials reach the relay and its server only through their environment.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ flush of access times and counters to the node cache, and the signal watcher.
 Everything that can fail because of user input (URI, bucket, credentials,
 endpoint, mountpoint) is checked before the kernel mount happens.
 
+A mountpoint of the form ``/dev/fd/N`` means "already mounted": N is the
+connection handed over by ``fusecache.relay`` (a socket it relays /dev/fuse
+through); nothing is mounted or unmounted here, and the node ids and handles of a
+previous server of the same connection are taken over from ``FUSECACHE_RESTORE``.
+
 ``spawn_background`` starts the same code in a detached process (own session, so
 it outlives its caller, e.g. the CSI plugin) and returns once that process
 reports the mount ready, or with its one-line error.

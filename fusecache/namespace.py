@@ -72,6 +72,7 @@ class Node:
     checked_at: float = 0.0   # wall-clock time of the last confirmation from S3 or cache
     lookups: int = 0
     opened_etag: str | None = None  # ETag when last opened: decides keep_cache
+    restored: bool = False  # from a previous server (restore); metadata not known yet
 
 
 def _ino_for(key: str, is_dir: bool) -> int:
@@ -134,7 +135,8 @@ class Namespace:
             if parent is None or not parent.is_dir or not valid_name(name):
                 return None
             node = Node(ino, parent.ino, name, is_dir,
-                        parent.key + name + ("/" if is_dir else ""), lookups=lookups)
+                        parent.key + name + ("/" if is_dir else ""), lookups=lookups,
+                        restored=not is_dir)
             if is_dir:
                 node.mtime = node.checked_at = self.clock()
             self._nodes[ino] = node
@@ -146,7 +148,7 @@ class Namespace:
     async def rehydrate(self, node: Node) -> Node:
         """Size and ETag of a file node restored from a previous server: from the node
         cache's listings when it has them, else HEAD; never guessed (EIO instead)."""
-        if node.is_dir or node.etag:
+        if not node.restored:
             return node
         bucket = self.location.bucket
         entry, when = None, 0.0
@@ -162,11 +164,12 @@ class Namespace:
         if entry is not None and not entry.is_dir and entry.etag:
             node.size, node.etag = entry.size, entry.etag
             node.mtime, node.checked_at = entry.mtime or node.mtime, when
-            return node
-        info = await trio.to_thread.run_sync(self.store.head, node.key,
-                                             abandon_on_cancel=True)
-        node.size, node.etag, node.mtime = info.size, info.etag, info.mtime or node.mtime
-        node.checked_at = self.clock()
+        else:
+            info = await trio.to_thread.run_sync(self.store.head, node.key,
+                                                 abandon_on_cancel=True)
+            node.size, node.etag = info.size, info.etag
+            node.mtime, node.checked_at = info.mtime or node.mtime, self.clock()
+        node.restored = False
         return node
 
     def forget(self, ino: int, n: int) -> None:
@@ -191,6 +194,7 @@ class Namespace:
             self._nodes[ino] = node
         elif not is_dir:
             node.size, node.etag, node.checked_at = size, etag, now
+            node.restored = False
             node.mtime = mtime or node.mtime
         return node
 

@@ -1,6 +1,6 @@
 """Holder and relay of one volume's FUSE connection, so the mount outlives its server.
 
-Who runs it: the CSI node plugin (csi/fuse.py), once per staged volume, detached
+Who runs it: the CSI node plugin (csi/mounts.py), once per staged volume, detached
 from the plugin (own session), right after it has mounted the volume with mount(2)
 on an fd of /dev/fuse that it hands to this process and then closes. From then on
 this process is the only holder of the connection: the kernel keeps the mount
