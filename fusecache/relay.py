@@ -245,9 +245,14 @@ class Relay:
                     self.drop_unique = None
                     continue  # a restarted server's INIT reply: the kernel had its own
                 p = self.pending.pop(unique, None)
-            if not self._write(view[:n]) or p is None or error != 0:
-                continue
-            self._record_reply(p, view[OUT_HDR.size:n])
+                # Recorded before the kernel sees the reply: a FORGET that follows it
+                # must find the node. Undone if the kernel refuses the reply.
+                looked_up = self._record_reply(p, view[OUT_HDR.size:n]) \
+                    if p is not None and error == 0 else []
+            if not self._write(view[:n]) and looked_up:
+                with self.state_lock:
+                    for nid in looked_up:
+                        self.table.forget(nid, 1)
 
     def _write(self, data: memoryview) -> bool:
         try:
@@ -258,27 +263,32 @@ class Relay:
                 self.gone.set()
             return False  # ENOENT: the kernel gave up on that request (interrupted)
 
-    def _record_reply(self, p: _Pending, body: memoryview) -> None:
-        with self.state_lock:
-            if p.opcode == LOOKUP and len(body) >= ENTRY_OUT_SIZE:
-                nid = struct.unpack_from("<Q", body)[0]
-                mode = struct.unpack_from("<I", body, 100)[0]
-                if nid:
-                    self.table.looked_up(nid, p.nodeid, p.name, mode & S_IFMT == S_IFDIR)
-            elif p.opcode in (OPEN, OPENDIR) and len(body) >= 8:
-                fh = struct.unpack_from("<Q", body)[0]
-                (self.table.files if p.opcode == OPEN else self.table.dirs)[fh] = p.nodeid
-            elif p.opcode == READDIRPLUS:
-                off = 0
-                while off + ENTRY_OUT_SIZE + DIRENT_HDR.size <= len(body):
-                    nid = struct.unpack_from("<Q", body, off)[0]
-                    mode = struct.unpack_from("<I", body, off + 100)[0]
-                    _ino, _o, namelen, _t = DIRENT_HDR.unpack_from(body, off + ENTRY_OUT_SIZE)
-                    start = off + ENTRY_OUT_SIZE + DIRENT_HDR.size
-                    name = bytes(body[start:start + namelen]).decode("utf-8", "surrogateescape")
-                    if nid and name not in (".", ".."):
-                        self.table.looked_up(nid, p.nodeid, name, mode & S_IFMT == S_IFDIR)
-                    off += (ENTRY_OUT_SIZE + DIRENT_HDR.size + namelen + 7) & ~7
+    def _record_reply(self, p: _Pending, body: memoryview) -> list[int]:
+        """Update the table from a successful reply (state_lock held); returns the
+        node ids it counted a lookup for."""
+        counted: list[int] = []
+        if p.opcode == LOOKUP and len(body) >= ENTRY_OUT_SIZE:
+            nid = struct.unpack_from("<Q", body)[0]
+            mode = struct.unpack_from("<I", body, 100)[0]
+            if nid:
+                self.table.looked_up(nid, p.nodeid, p.name, mode & S_IFMT == S_IFDIR)
+                counted.append(nid)
+        elif p.opcode in (OPEN, OPENDIR) and len(body) >= 8:
+            fh = struct.unpack_from("<Q", body)[0]
+            (self.table.files if p.opcode == OPEN else self.table.dirs)[fh] = p.nodeid
+        elif p.opcode == READDIRPLUS:
+            off = 0
+            while off + ENTRY_OUT_SIZE + DIRENT_HDR.size <= len(body):
+                nid = struct.unpack_from("<Q", body, off)[0]
+                mode = struct.unpack_from("<I", body, off + 100)[0]
+                _ino, _o, namelen, _t = DIRENT_HDR.unpack_from(body, off + ENTRY_OUT_SIZE)
+                start = off + ENTRY_OUT_SIZE + DIRENT_HDR.size
+                name = bytes(body[start:start + namelen]).decode("utf-8", "surrogateescape")
+                if nid and name not in (".", ".."):
+                    self.table.looked_up(nid, p.nodeid, name, mode & S_IFMT == S_IFDIR)
+                    counted.append(nid)
+                off += (ENTRY_OUT_SIZE + DIRENT_HDR.size + namelen + 7) & ~7
+        return counted
 
     # ------------------------------------------------------------ the server process
 
