@@ -246,7 +246,7 @@ class FusecacheCommand:
         write_spec(spec_file, self.server_argv(uri, options, log_file))
         fd = fuse_mount(mountpoint, fsname)
         try:
-            line, pid = self._start_relay(fd, env, log_file, spec_file)
+            line, pid = self._start_relay(fd, env, relay_log(log_file), spec_file)
         except (OSError, ValueError) as e:
             unmount(mountpoint, lazy=True)
             raise MountError(f"cannot start the relay of {uri}: {e}") from None
@@ -302,6 +302,12 @@ class FusecacheCommand:
 # Relays started by this plugin process (reaped here; a previous plugin's relays
 # were re-parented to init, which reaps them).
 _children: dict[int, subprocess.Popen] = {}
+
+
+def relay_log(server_log: str) -> str:
+    """The relay's own log beside its server's (each rotates its own file)."""
+    base = server_log[:-len(".log")] if server_log.endswith(".log") else server_log
+    return base + ".relay.log"
 
 
 def write_spec(path: str, argv: list[str]) -> None:
