@@ -448,6 +448,7 @@ class Relay:
             while True:
                 if self.stop.is_set() or self.gone.is_set():
                     return 0
+                self.restart.clear()  # the spec is read now: a SIGHUP until here is served
                 try:
                     proc, sock, _pid = self._spawn(None)
                     backoff = 0.5
