@@ -150,6 +150,9 @@ class Relay:
         self.restart = threading.Event()
         self.gone = threading.Event()       # the connection ended (unmounted)
         self.restarts = 0
+        # FORGETs that arrive after a starting server's table was taken: sent to it
+        # once it is attached (the table it loaded does not have them).
+        self.late_forgets: list[bytes] | None = None
 
     # ------------------------------------------------------------ kernel -> server
 
@@ -174,7 +177,12 @@ class Relay:
     def _from_kernel(self, data: bytes) -> None:
         _ln, opcode, unique, nodeid, *_ = IN_HDR.unpack_from(data)
         body = data[IN_HDR.size:]
+        late = False
         with self.state_lock:
+            if opcode in (FORGET, BATCH_FORGET) and self.late_forgets is not None \
+                    and len(self.late_forgets) < MAX_PENDING:
+                self.late_forgets.append(data)
+                late = True
             if opcode == FORGET:
                 self.table.forget(nodeid, struct.unpack_from("<Q", body)[0])
             elif opcode == BATCH_FORGET:
@@ -203,7 +211,8 @@ class Relay:
             log.warning("more than %d requests pending; answering EIO", MAX_PENDING)
             self._reply_error(unique, errno.EIO)
             return
-        self._send(data, unique)
+        if not late:
+            self._send(data, unique)
 
     def _send(self, data: bytes, unique: int) -> None:
         with self.send_lock:
@@ -300,6 +309,7 @@ class Relay:
         r, w = os.pipe()
         with self.state_lock:
             restore = json.dumps(self.table.to_json())
+            self.late_forgets = []
         tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 - removed once the server is up
             "w", prefix="fusecache-restore-", suffix=".json", delete=False,
             dir=self.spec_file.parent)
@@ -346,6 +356,7 @@ class Relay:
         with self.send_lock:
             with self.state_lock:
                 again = sorted(self.pending.items())
+                forgets, self.late_forgets = self.late_forgets or [], None
                 replay = None
                 if self.init is not None and self.restarts:
                     init_unique = IN_HDR.unpack_from(self.init)[2]
@@ -365,6 +376,9 @@ class Relay:
                 with contextlib.suppress(OSError):
                     sock.send(p.data)
                     p.sends += 1
+            for data in forgets:
+                with contextlib.suppress(OSError):
+                    sock.send(data)
             self.sock = sock
             self.proc = proc
             self.serving_since = time.monotonic()

@@ -78,3 +78,18 @@ def test_a_lookup_request_keeps_its_name_for_the_reply() -> None:
     r._send = lambda data, unique: None
     r._from_kernel(request(relay.LOOKUP, 9, 1, b"b.bin\0"))
     assert r.pending[9].name == "b.bin" and r.pending[9].nodeid == 1
+
+
+def test_forgets_while_a_server_starts_are_kept_for_it() -> None:
+    """A FORGET after the starting server's table was taken reaches that server once
+    it is attached (its table does not have it); one before is in the table."""
+    r = fresh()
+    reply(r, relay.LOOKUP, 1, entry_out(10, S_IFREG), name="x")
+    reply(r, relay.LOOKUP, 1, entry_out(10, S_IFREG), name="x")
+    sent: list[bytes] = []
+    r._send = lambda data, unique: sent.append(data)
+    r.late_forgets = []  # what _spawn sets when it writes the table
+    forget = request(relay.FORGET, 3, 10, struct.pack("<Q", 1))
+    r._from_kernel(forget)
+    assert r.late_forgets == [forget] and sent == []
+    assert r.table.nodes[10][3] == 1
