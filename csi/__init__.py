@@ -4,7 +4,8 @@ Modules: ``identity``, ``controller`` and ``node`` hold one gRPC servicer each;
 ``rpc`` holds the cross-cutting decorators (argument checks, per-volume
 serialization, logging without secrets); ``volumes`` maps StorageClass parameters,
 PVC metadata and PV attributes to an S3 location; ``mounts`` wraps mount(2),
-/proc/self/mountinfo and the ``fusecache mount`` command; ``state`` persists what
+/proc/self/mountinfo and each volume's relay (``fusecache.relay``, started directly
+or through ``fusecache.holder``) and FUSE server; ``state`` persists what
 a node has staged so that a restarted plugin can re-establish it; ``main`` is the
 ``fusecache-csi`` entry point. Generated protobuf stubs live in ``_proto``.
 """

@@ -63,6 +63,8 @@ class Config:
     mount_timeout_s: float
     health_interval_s: float
     log_level: str
+    resend_timeout_s: float = 30.0
+    relay_holder: str = ""
 
     @property
     def serves_node(self) -> bool:
@@ -109,6 +111,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--health-interval", type=float, default=15.0,
                    help="seconds between checks for dead FUSE mounts, 0: only at start "
                         "(default 15)")
+    p.add_argument("--resend-timeout", type=float, default=30.0,
+                   help="seconds a FUSE request waits for a volume's FUSE server to be "
+                        "back (after a crash or an upgrade) before it fails with EIO (default 30)")
+    p.add_argument("--relay-holder", default=env("FUSECACHE_RELAY_HOLDER", ""),
+                   help="unix socket of the node's relay holder (fusecache.holder), which "
+                        "runs each volume's relay and FUSE server outside this process's "
+                        "container (default: the plugin starts them itself, detached)")
     p.add_argument("--log-level", default=env("FUSECACHE_CSI_LOG_LEVEL", "INFO"),
                    metavar="LEVEL", help="debug, info, warning or error, any case (env "
                                          "FUSECACHE_CSI_LOG_LEVEL; default info)")
@@ -153,12 +162,17 @@ def load_config(argv: list[str] | None = None) -> Config:
             raise ConfigError("--node-id is empty and the host name is unknown")
     if a.mount_timeout <= 0 or a.health_interval < 0:
         raise ConfigError("--mount-timeout must be > 0 and --health-interval >= 0")
+    if a.resend_timeout <= 0:
+        raise ConfigError("--resend-timeout must be > 0")
+    if a.relay_holder and not os.path.isabs(a.relay_holder):
+        raise ConfigError(f"--relay-holder {a.relay_holder!r} must be an absolute path")
     return Config(endpoint=a.endpoint, socket_path=sock, mode=a.mode, node_id=node_id,
                   cache_dir=Path(a.cache_dir), state_dir=state_dir,
                   secrets_dir=Path(a.secrets_dir) if a.secrets_dir else state_dir / "secrets",
                   fusecache_bin=binary, disk_cache_size=a.disk_cache_size,
                   mount_timeout_s=a.mount_timeout, health_interval_s=a.health_interval,
-                  log_level=level)
+                  log_level=level, resend_timeout_s=a.resend_timeout,
+                  relay_holder=a.relay_holder)
 
 
 class Plugin:
@@ -183,7 +197,9 @@ class Plugin:
             fusecache = FusecacheCommand(binary=config.fusecache_bin,
                                          cache_dir=str(config.cache_dir),
                                          disk_cache_size=config.disk_cache_size,
-                                         timeout_s=config.mount_timeout_s)
+                                         timeout_s=config.mount_timeout_s,
+                                         resend_timeout_s=config.resend_timeout_s,
+                                         holder_socket=config.relay_holder)
             # The environment is read once: mounts without a secret inherit this copy.
             self.node = NodeServicer(NodeConfig(config.node_id, fusecache, dict(os.environ)),
                                      store, self.readiness)

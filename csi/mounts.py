@@ -5,35 +5,47 @@ parse or to leak into ``ps``). A path's state is one of three values:
 
 * ``ABSENT``: nothing is mounted there;
 * ``LIVE``: something is mounted and answers statfs();
-* ``DEAD``: a mount whose FUSE server went away: statfs() fails with ENOTCONN
+* ``DEAD``: a mount whose FUSE connection is gone: statfs() fails with ENOTCONN
   ("Transport endpoint is not connected"), or ECONNABORTED after an abort.
 
 A dead mount cannot be revived; it is detached (MNT_DETACH) and mounted anew,
 which is what the node plugin's recovery does.
 
-``fusecache mount`` is run with its credentials in the child's environment only,
-stdout discarded and stderr captured to an anonymous file (not a pipe: the
-detached FUSE server may inherit it and would keep a pipe open forever).
+A volume's FUSE file system is mounted here with mount(2) on an fd of /dev/fuse
+(``fuse_mount``); that fd goes to the volume's relay (``fusecache.relay``), started
+detached in its own session or, with a relay holder, by ``fusecache.holder``
+outside this container. The relay runs ``fusecache mount /dev/fd/N`` (the command
+line from ``server_argv``, kept in a spec file) and answers one ready line. The
+credentials reach the relay and its server only through their environment.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import json
 import logging
 import os
+import re
+import select
+import signal
 import subprocess
-import tempfile
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+
+from fusecache import holder
 
 log = logging.getLogger(__name__)
 
 MS_RDONLY = 1
 MS_REMOUNT = 32
 MS_BIND = 4096
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOATIME = 1024
 MNT_DETACH = 2
 
 _DEAD_ERRNOS = {errno.ENOTCONN, errno.ECONNABORTED}
@@ -167,58 +179,199 @@ def unmount_all(path: str) -> None:
         raise MountError(f"{path} is still mounted after 16 unmounts")
 
 
+def fuse_mount(target: str, fsname: str) -> int:
+    """mount(2) a read-only FUSE file system on *target*; returns its /dev/fuse fd.
+
+    No server reads the connection yet: the first access to *target* waits for the
+    FUSE INIT answer, which comes once a relay (fusecache.relay) serves the fd.
+    """
+    fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    opts = (f"fd={fd},rootmode=40000,user_id={os.getuid()},group_id={os.getgid()},"
+            "allow_other,default_permissions")
+    rc = _libc.mount(fsname.encode(), target.encode(), b"fuse.fusecache",
+                     MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOATIME, opts.encode())
+    if rc != 0:
+        err = ctypes.get_errno()
+        os.close(fd)
+        raise MountError(f"FUSE mount on {target}: {os.strerror(err)}")
+    return fd
+
+
+def set_read_ahead(path: str, kib: int) -> None:
+    """The kernel's read-ahead for the FUSE mount at *path* (FUSE's default is 128 KiB;
+    see fusecache.mount.set_kernel_readahead). Best effort, after INIT."""
+    try:
+        dev = os.stat(path).st_dev
+        with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb", "w") as f:
+            f.write(str(kib))
+    except OSError as e:
+        log.debug("read_ahead_kb of %s not set: %s", path, e)
+
+
+def process_alive(pid: int) -> bool:
+    """True while *pid* runs (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 @dataclass(frozen=True)
 class FusecacheCommand:
-    """How to run the ``fusecache`` CLI on this node."""
+    """How to run a volume's FUSE server (``fusecache mount``) behind its relay."""
 
     binary: str
     cache_dir: str
     disk_cache_size: str = ""
     timeout_s: float = 120.0
+    resend_timeout_s: float = 30.0
+    read_ahead_kib: int = 4096
+    holder_socket: str = ""  # the node's relay holder (fusecache.holder), if any
 
-    def mount(self, uri: str, mountpoint: str, options: Sequence[str],
-              env: Mapping[str, str], log_file: str) -> None:
-        """Run ``fusecache mount`` (detaching); MountError carries its stderr line."""
-        argv = [self.binary, "mount", uri, mountpoint, "--cache-dir", self.cache_dir,
-                "--allow-other", "--log-file", log_file, *options]
+    def server_argv(self, uri: str, options: Sequence[str], log_file: str) -> list[str]:
+        """The server's command line; the relay fills in {fuse_fd} and {ready_fd}."""
+        argv = [self.binary, "mount", uri, "/dev/fd/{fuse_fd}", "--foreground",
+                "--ready-fd", "{ready_fd}", "--cache-dir", self.cache_dir,
+                "--log-file", log_file, *options]
         if self.disk_cache_size:
             argv += ["--disk-cache-size", self.disk_cache_size]
-        log.debug("running %s", " ".join(argv))  # argv never holds credentials
-        with tempfile.TemporaryFile() as errf:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=errf, env=dict(env), close_fds=True)
-            try:
-                rc = proc.wait(timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                if is_mountpoint(mountpoint):
-                    unmount_all(mountpoint)
-                raise MountError(f"fusecache mount of {uri} did not finish within "
-                                 f"{self.timeout_s:.0f}s") from None
-            errf.seek(0)
-            stderr = errf.read(64 * 1024).decode("utf-8", "replace")
-        if rc != 0:
-            lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-            detail = lines[-1] if lines else f"exit status {rc}"
+        return argv
+
+    def mount(self, uri: str, mountpoint: str, options: Sequence[str],
+              env: Mapping[str, str], log_file: str, spec_file: str) -> int:
+        """Mount *uri* on *mountpoint* with its relay and first server; returns the
+        relay's pid. MountError carries the server's one-line error."""
+        fsname = uri if re.fullmatch(r"[A-Za-z0-9_./:\-]+", uri) else "fusecache"
+        write_spec(spec_file, self.server_argv(uri, options, log_file))
+        fd = fuse_mount(mountpoint, fsname)
+        try:
+            line, pid = self._start_relay(fd, env, relay_log(log_file), spec_file)
+        except (OSError, ValueError) as e:
+            unmount(mountpoint, lazy=True)
+            raise MountError(f"cannot start the relay of {uri}: {e}") from None
+        finally:
+            os.close(fd)
+        if line != "ok":
+            unmount(mountpoint, lazy=True)
+            stop_relay(pid)
+            detail = line[len("error: "):] if line.startswith("error: ") else (
+                line or f"no answer within {self.timeout_s:.0f}s")
             raise MountError(f"fusecache mount of {uri} failed: {detail[:500]}")
+        proc_pid = pid
         deadline = time.monotonic() + 10
         while path_state(mountpoint) is not PathState.LIVE:
             if time.monotonic() > deadline:
-                raise MountError(f"fusecache mount of {uri} exited 0 but {mountpoint} "
-                                 "is not a live mount")
+                stop_relay(proc_pid)
+                unmount(mountpoint, lazy=True)
+                raise MountError(f"fusecache mount of {uri}: {mountpoint} is not a live "
+                                 "mount")
             time.sleep(0.05)
+        set_read_ahead(mountpoint, self.read_ahead_kib)
+        return proc_pid
 
-    def umount(self, mountpoint: str) -> None:
-        """``fusecache umount``; detach the mount ourselves if that fails (dead server)."""
-        if not is_mountpoint(mountpoint):
-            return
+    def _start_relay(self, fd: int, env: Mapping[str, str], log_file: str,
+                     spec_file: str) -> tuple[str, int]:
+        """Start the volume's relay on *fd*: through the node's relay holder (a
+        process outside this plugin's container) when one is configured, else as a
+        detached process of our own. Returns its ready line and pid."""
+        if self.holder_socket:
+            answer = holder.send_request(self.holder_socket, fd, {
+                "spec": spec_file, "log_file": log_file, "env": dict(env),
+                "resend_timeout": self.resend_timeout_s, "timeout": self.timeout_s},
+                timeout=self.timeout_s + 10)
+            return str(answer.get("line", "")), int(answer.get("pid", 0))
+        r, w = os.pipe()
         try:
-            subprocess.run([self.binary, "umount", mountpoint], stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           timeout=30, check=True)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
-            log.info("fusecache umount %s failed (%s); detaching it", mountpoint,
-                     type(e).__name__)
-        if is_mountpoint(mountpoint):
-            unmount_all(mountpoint)
+            with open(log_file, "ab") as logf:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "fusecache.relay", "--fuse-fd", str(fd),
+                     "--spec", spec_file, "--ready-fd", str(w), "--log-file", log_file,
+                     "--resend-timeout", f"{self.resend_timeout_s:g}"],
+                    stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=dict(env),
+                    pass_fds=(fd, w), close_fds=True, start_new_session=True)
+        except OSError:
+            os.close(r)
+            raise
+        finally:
+            os.close(w)
+        _children[proc.pid] = proc
+        return _read_line(r, self.timeout_s), proc.pid
+
+
+# Relays started by this plugin process (reaped here; a previous plugin's relays
+# were re-parented to init, which reaps them).
+_children: dict[int, subprocess.Popen] = {}
+
+
+def relay_log(server_log: str) -> str:
+    """The relay's own log beside its server's (each rotates its own file)."""
+    base = server_log[:-len(".log")] if server_log.endswith(".log") else server_log
+    return base + ".relay.log"
+
+
+def write_spec(path: str, argv: list[str]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"argv": argv}, f)
+    os.replace(tmp, path)
+
+
+def read_spec(path: str) -> list[str] | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return list(json.load(f)["argv"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _read_line(fd: int, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    buf = b""
+    try:
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                buf += chunk
+    finally:
+        os.close(fd)
+    return buf.decode("utf-8", "replace").strip()
+
+
+def reap() -> None:
+    for pid, proc in list(_children.items()):
+        if proc.poll() is not None:
+            del _children[pid]
+
+
+def relay_alive(pid: int) -> bool:
+    reap()
+    if not pid or not process_alive(pid):
+        return False
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"fusecache.relay" in f.read()
+    except OSError:
+        return False
+
+
+def stop_relay(pid: int, timeout: float = 15.0) -> None:
+    """SIGTERM a volume's relay (it stops its server and closes the connection) and
+    wait for it to exit; SIGKILL after *timeout*."""
+    if not relay_alive(pid):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while relay_alive(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+        time.sleep(0.05)
+    reap()

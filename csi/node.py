@@ -2,13 +2,17 @@
 
 Data flow for a volume on a node::
 
-    NodeStageVolume    fusecache mount s3://B/P <state>/node/mounts/<key>   (the FUSE
+    NodeStageVolume    fusecache mount s3://B/P <staging_target_path>   (the FUSE
                        server; its cache dir is the node's one shared cache)
-                       bind <mountpoint> -> staging_target_path (read-only)
-    NodePublishVolume  bind <mountpoint> -> target_path (read-only when asked, or for
-                       a reader-only access mode); one per pod, any number per volume
+    NodePublishVolume  bind staging_target_path -> target_path (read-only when asked,
+                       or for a reader-only access mode); one per pod, any number
     NodeUnpublish      unmount target_path, remove it
-    NodeUnstage        unmount staging_target_path, fusecache umount <mountpoint>
+    NodeUnstage        fusecache umount <staging_target_path>, forget the volume
+
+The FUSE file system is mounted nowhere but at the staging path and the publish
+targets. The kubelet refuses to unstage (UnmountDevice: "still mounted by other
+references") while any other mount of the same file system exists outside its
+plugins directory, so the plugin keeps none of its own.
 
 Every volume on the node uses the same ``--cache-dir``, so two pods (or two
 volumes over the same bucket) reading one data set fetch each block once.
@@ -17,10 +21,9 @@ Mount survival. Each staged volume is recorded in ``csi.state`` (its S3 location
 staging path and published targets; its credentials apart, in the secrets dir).
 ``reconcile()`` runs at start-up before Probe reports ready, and then every
 ``health_interval`` seconds: a volume whose FUSE server died (a dead mount answers
-ENOTCONN, "Transport endpoint is not connected") is mounted again at the same
-mountpoint and every staging and target path is bound to it again, in place. A
-pod whose volume mount uses ``mountPropagation: HostToContainer`` sees the repaired
-mount without a restart (see docs/csi.md).
+ENOTCONN, "Transport endpoint is not connected") is mounted again at the staging
+path and every target is bound to it again, in place. A volume of which nothing is
+mounted any more (the kubelet forgot it, or the node rebooted) is forgotten.
 
 Credentials come from the node-stage secret (``accessKeyID``, ``secretAccessKey``,
 optional ``sessionToken``; the AWS_* spellings also work) and reach ``fusecache
@@ -34,6 +37,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import signal
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -109,57 +113,70 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     # ------------------------------------------------------------------ helpers
 
     def _ensure_fuse(self, vol: StagedVolume, secrets: Mapping[str, str]) -> None:
-        """Make ``vol.mountpoint`` a live fusecache mount (mount it, or mount it again)."""
-        state = mounts.path_state(vol.mountpoint)
+        """Make the staging path a live fusecache mount (mount it, or mount it again)."""
+        staging = vol.staging_path
+        state = mounts.path_state(staging)
         if state is PathState.LIVE:
             return
-        if state is PathState.DEAD:
-            log.warning("volume %s: FUSE server gone (%s is not connected); remounting",
-                        vol.volume_id, vol.mountpoint)
-            mounts.unmount_all(vol.mountpoint)
-        os.makedirs(vol.mountpoint, exist_ok=True)
+        if state is PathState.DEAD:  # the relay died: the connection is gone for good
+            log.warning("volume %s: FUSE connection gone (%s is not connected); "
+                        "remounting", vol.volume_id, staging)
+            mounts.unmount_all(staging)
+        mounts.stop_relay(vol.relay_pid)
+        os.makedirs(staging, exist_ok=True)
         source = volumes.VolumeSource.from_map(vol.context)
         env = mount_env(self.config.base_env, secrets)
         try:
-            self.config.fusecache.mount(source.uri, vol.mountpoint, source.mount_options(),
-                                        env, str(self.store.log_file_for(vol.key)))
+            vol.relay_pid = self.config.fusecache.mount(
+                source.uri, staging, source.mount_options(), env,
+                str(self.store.log_file_for(vol.key)), str(self.store.spec_file_for(vol.key)))
         except MountError as e:
             raise CsiError(grpc.StatusCode.INTERNAL, scrub(str(e), secrets.values())) from None
+        self.store.save(vol)
 
-    def _ensure_bind(self, mountpoint: str, path: str, readonly: bool) -> None:
-        """Make *path* a live bind of *mountpoint*, replacing a dead mount there."""
-        if mounts.path_state(path) is PathState.LIVE and mounts.same_filesystem(path, mountpoint):
+    def _upgrade_server(self, vol: StagedVolume) -> None:
+        """Have the relay run this plugin's server command (a new plugin version): it
+        starts the new server and hands it the connection; the mount stays."""
+        source = volumes.VolumeSource.from_map(vol.context)
+        spec = str(self.store.spec_file_for(vol.key))
+        argv = self.config.fusecache.server_argv(source.uri, source.mount_options(),
+                                                 str(self.store.log_file_for(vol.key)))
+        if mounts.read_spec(spec) == argv or not mounts.relay_alive(vol.relay_pid):
+            return
+        log.info("volume %s: new server command; the relay restarts its server",
+                 vol.volume_id)
+        mounts.write_spec(spec, argv)
+        os.kill(vol.relay_pid, signal.SIGHUP)
+
+    def _ensure_bind(self, source: str, path: str, readonly: bool) -> None:
+        """Make *path* a live bind of *source*, replacing a dead mount there."""
+        if mounts.path_state(path) is PathState.LIVE and mounts.same_filesystem(path, source):
             return
         if mounts.is_mountpoint(path):
             mounts.unmount_all(path)
         os.makedirs(path, exist_ok=True)
         try:
-            mounts.bind_mount(mountpoint, path, readonly)
+            mounts.bind_mount(source, path, readonly)
         except MountError as e:
             raise CsiError(grpc.StatusCode.INTERNAL, str(e)) from None
 
     def _teardown(self, vol: StagedVolume) -> None:
-        """Undo a stage: unmount the staging bind and the FUSE mount, forget it."""
+        """Undo a stage: unmount the staging path, stop the relay and its server (it
+        closes the FUSE connection), forget the volume."""
         try:
-            if mounts.is_mountpoint(vol.staging_path):
-                mounts.unmount_all(vol.staging_path)
-            self.config.fusecache.umount(vol.mountpoint)
+            mounts.unmount_all(vol.staging_path)
         except MountError as e:
             raise CsiError(grpc.StatusCode.INTERNAL, str(e)) from None
-        try:
-            os.rmdir(vol.mountpoint)
-        except FileNotFoundError:
-            pass
+        mounts.stop_relay(vol.relay_pid)
         self.store.delete(vol.key)
 
     def restore(self, vol: StagedVolume) -> None:
-        """Re-establish one staged volume in place (FUSE mount, staging, targets)."""
+        """Re-establish one staged volume in place (FUSE mount, then targets)."""
         self._ensure_fuse(vol, self.store.load_secrets(vol.key))
-        self._ensure_bind(vol.mountpoint, vol.staging_path, readonly=True)
         changed = False
         for target, readonly in list(vol.targets.items()):
             if mounts.is_mountpoint(target) or os.path.isdir(target):
-                self._ensure_bind(vol.mountpoint, target, readonly)
+                self._ensure_bind(vol.staging_path, target, readonly)
             else:  # the CO removed the target directory: nothing to publish into
                 log.info("volume %s: target %s is gone; forgetting it", vol.volume_id, target)
                 del vol.targets[target]
@@ -168,18 +185,35 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             self.store.save(vol)
 
     def _needs_restore(self, vol: StagedVolume) -> bool:
-        paths = [vol.mountpoint, vol.staging_path, *vol.targets]
+        paths = [vol.staging_path, *vol.targets]
         return any(mounts.path_state(p) is not PathState.LIVE for p in paths)
 
+    @staticmethod
+    def _forgotten(vol: StagedVolume) -> bool:
+        """Nothing of the volume is mounted any more: the kubelet (or a reboot) took the
+        mounts away without telling us, and there is nothing to re-establish."""
+        return not any(mounts.is_mountpoint(p) for p in (vol.staging_path, *vol.targets))
+
     def reconcile(self, only_broken: bool = False) -> int:
-        """Restore every staged volume that needs it; returns how many failed."""
+        """Restore every staged volume that needs it, clean up the ones the kubelet
+        forgot; returns how many failed."""
         failed = 0
         for vol in self.store.all():
             if not self.locks.acquire(vol.volume_id, timeout=5):
                 continue  # an RPC is working on it right now
             try:
                 fresh = self.store.get(vol.key)
-                if fresh is None or (only_broken and not self._needs_restore(fresh)):
+                if fresh is None:
+                    continue
+                if self._forgotten(fresh):
+                    log.info("volume %s: nothing is mounted at %s or its targets any more; "
+                             "forgetting it", fresh.volume_id, fresh.staging_path)
+                    self._teardown(fresh)
+                    continue
+                if not only_broken and mounts.path_state(fresh.staging_path) \
+                        is PathState.LIVE:
+                    self._upgrade_server(fresh)
+                if only_broken and not self._needs_restore(fresh):
                     continue
                 self.restore(fresh)
                 log.info("volume %s: mounts re-established", fresh.volume_id)
@@ -213,7 +247,6 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         is_new = vol is None
         if vol is None:
             vol = StagedVolume(volume_id=request.volume_id, key=key, staging_path=staging,
-                               mountpoint=str(self.store.mountpoint_for(key)),
                                context=source.to_context())
         elif vol.staging_path != staging:
             raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
@@ -227,7 +260,6 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         self.store.save(vol)
         try:
             self._ensure_fuse(vol, secrets)
-            self._ensure_bind(vol.mountpoint, staging, readonly=True)
         except BaseException:
             if is_new:
                 try:
@@ -285,11 +317,11 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
                            f"{target} is already published with readonly="
                            f"{vol.targets[target]}")
         state = mounts.path_state(target)
-        if state is PathState.LIVE and not mounts.same_filesystem(target, vol.mountpoint):
+        if state is PathState.LIVE and not mounts.same_filesystem(target, vol.staging_path):
             raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
                            f"{target} already has another file system mounted")
         self._ensure_fuse(vol, self.store.load_secrets(vol.key))
-        self._ensure_bind(vol.mountpoint, target, readonly)
+        self._ensure_bind(vol.staging_path, target, readonly)
         if vol.targets.get(target) != readonly:
             vol.targets[target] = readonly
             self.store.save(vol)
@@ -325,7 +357,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             raise CsiError(grpc.StatusCode.NOT_FOUND,
                            f"volume {request.volume_id} is not staged on this node")
         path = mounts.normalize(request.volume_path)
-        if path not in {vol.mountpoint, vol.staging_path, *vol.targets}:
+        if path not in {vol.staging_path, *vol.targets}:
             raise CsiError(grpc.StatusCode.NOT_FOUND,
                            f"volume {request.volume_id} is not mounted at {path}")
         try:

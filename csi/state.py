@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +54,16 @@ class StagedVolume:
 
     volume_id: str
     key: str
-    staging_path: str
-    mountpoint: str
+    staging_path: str   # the FUSE mount itself (the kubelet's device mount path)
     context: dict[str, str]
     targets: dict[str, bool] = field(default_factory=dict)  # target path -> read-only
+    relay_pid: int = 0  # the process holding the FUSE connection (fusecache.relay)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StagedVolume:
+        """A record, ignoring fields this version does not know."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 class NodeStateStore:
@@ -65,29 +71,31 @@ class NodeStateStore:
 
     def __init__(self, state_dir: Path, secrets_dir: Path) -> None:
         self.volumes_dir = state_dir / "node" / "volumes"
-        self.mounts_dir = state_dir / "node" / "mounts"
         self.logs_dir = state_dir / "node" / "logs"
+        self.relays_dir = state_dir / "node" / "relays"
         self.secrets_dir = secrets_dir
-        for d in (self.volumes_dir, self.mounts_dir, self.logs_dir):
+        for d in (self.volumes_dir, self.logs_dir, self.relays_dir):
             d.mkdir(parents=True, exist_ok=True)
         self.secrets_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.secrets_dir, 0o700)
 
-    def mountpoint_for(self, key: str) -> Path:
-        return self.mounts_dir / key
-
     def log_file_for(self, key: str) -> Path:
         return self.logs_dir / f"{key}.log"
 
+    def spec_file_for(self, key: str) -> Path:
+        """The server command line the volume's relay runs (re-read on SIGHUP)."""
+        return self.relays_dir / f"{key}.json"
+
     def get(self, key: str) -> StagedVolume | None:
         data = _read_json(self.volumes_dir / f"{key}.json")
-        return StagedVolume(**data) if data else None
+        return StagedVolume.from_json(data) if data else None
 
     def save(self, vol: StagedVolume) -> None:
         _write_json(self.volumes_dir / f"{vol.key}.json", asdict(vol))
 
     def delete(self, key: str) -> None:
-        for path in (self.volumes_dir / f"{key}.json", self.secrets_dir / f"{key}.json"):
+        for path in (self.volumes_dir / f"{key}.json", self.secrets_dir / f"{key}.json",
+                     self.spec_file_for(key)):
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -98,7 +106,7 @@ class NodeStateStore:
         for path in sorted(self.volumes_dir.glob("*.json")):
             data = _read_json(path)
             if data:
-                out.append(StagedVolume(**data))
+                out.append(StagedVolume.from_json(data))
         return out
 
     def save_secrets(self, key: str, secrets: dict[str, str]) -> None:

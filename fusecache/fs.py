@@ -68,7 +68,7 @@ async def _guard(what: str, fn: Callable[[], Awaitable[T]]) -> T:
 @dataclass
 class _FileHandle:
     node: Node
-    oid: object
+    oid: object | None  # None: opened by a previous server, resolved on first read
     state: ReadState
 
 
@@ -103,6 +103,22 @@ class FuseOperations(pyfuse3.Operations):
     def init(self) -> None:
         """FUSE INIT arrived; the reply follows right after this returns."""
         self.init_done.set()
+
+    def restore(self, state: dict) -> None:
+        """Take over from a previous server of the same connection (fusecache.relay):
+        the node ids the kernel holds and its open file and directory handles."""
+        self.ns.restore([tuple(n) for n in state.get("nodes", [])])
+        for fh, ino in state.get("files", []):
+            node = self.ns.find(ino)
+            if node is not None:
+                self._files[fh] = _FileHandle(node, None, ReadState())
+        for fh, ino in state.get("dirs", []):
+            node = self.ns.find(ino)
+            if node is not None:
+                self._dirs[fh] = _DirHandle(node)
+        self._fh = itertools.count(max([0, *self._files, *self._dirs]) + 1)
+        log.info("took over %d inode(s), %d open file(s), %d open dir(s)",
+                 len(self.ns) - 1, len(self._files), len(self._dirs))
 
     # -- attributes ---------------------------------------------------------------
 
@@ -142,6 +158,7 @@ class FuseOperations(pyfuse3.Operations):
         async def go():
             node = self.ns.get(inode)
             if not node.is_dir:
+                node = await self.ns.rehydrate(node)
                 node = await self.ns.revalidate(node)
             return self._attrs(node)
         return await _guard(f"getattr {inode}", go)
@@ -164,6 +181,7 @@ class FuseOperations(pyfuse3.Operations):
             node = self.ns.get(inode)
             if node.is_dir:
                 raise pyfuse3.FUSEError(errno.EISDIR)
+            node = await self.ns.rehydrate(node)
             node = await self.ns.revalidate(node)
             # The kernel may keep its page cache only while the bytes are the same.
             keep = node.opened_etag == node.etag
@@ -178,6 +196,8 @@ class FuseOperations(pyfuse3.Operations):
         if handle is None:
             raise pyfuse3.FUSEError(errno.EBADF)
         try:  # inlined _guard: this is the hottest handler
+            if handle.oid is None:  # a handle opened by a previous server
+                handle.oid = self.ns.object_id(await self.ns.rehydrate(handle.node))
             return await self.reader.read(handle.oid, off, size, handle.state)
         except pyfuse3.FUSEError:
             raise

@@ -6,6 +6,11 @@ flush of access times and counters to the node cache, and the signal watcher.
 Everything that can fail because of user input (URI, bucket, credentials,
 endpoint, mountpoint) is checked before the kernel mount happens.
 
+A mountpoint of the form ``/dev/fd/N`` means "already mounted": N is the
+connection handed over by ``fusecache.relay`` (a socket it relays /dev/fuse
+through); nothing is mounted or unmounted here, and the node ids and handles of a
+previous server of the same connection are taken over from ``FUSECACHE_RESTORE``.
+
 ``spawn_background`` starts the same code in a detached process (own session, so
 it outlives its caller, e.g. the CSI plugin) and returns once that process
 reports the mount ready, or with its one-line error.
@@ -14,6 +19,7 @@ reports the mount ready, or with its one-line error.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import logging.handlers
 import os
@@ -368,9 +374,13 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
 
     limit_malloc_arenas()
     try:
-        mountpoint = check_mountpoint(cfg.mountpoint)
+        # /dev/fd/N: an already-mounted FUSE connection handed to us (fusecache.relay)
+        relayed = re.fullmatch(r"/dev/fd/[0-9]+", str(cfg.mountpoint)) is not None
+        mountpoint = cfg.mountpoint if relayed else check_mountpoint(cfg.mountpoint)
         fs = MountedFilesystem(cfg)
         fs.prepare()
+        if relayed and os.environ.get("FUSECACHE_RESTORE"):
+            fs.ops.restore(json.loads(Path(os.environ["FUSECACHE_RESTORE"]).read_text()))
         if cfg.metrics_port:
             fs.metrics.serve(cfg.metrics_port)
         fs.mountpoint = mountpoint

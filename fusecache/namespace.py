@@ -88,6 +88,7 @@ class Node:
     checked_at: float = 0.0   # wall-clock time of the last confirmation from S3 or cache
     lookups: int = 0
     opened_etag: str | None = None  # ETag when last opened: decides keep_cache
+    restored: bool = False  # from a previous server (restore); metadata not known yet
 
 
 def _ino_for(key: str, is_dir: bool) -> int:
@@ -138,6 +139,62 @@ class Namespace:
     def __len__(self) -> int:
         return len(self._nodes)
 
+    def find(self, ino: int) -> Node | None:
+        return self._nodes.get(ino)
+
+    def restore(self, held: list[tuple[int, int, str, bool, int]]) -> None:
+        """Re-create the nodes a previous server of this connection handed out:
+        (ino, parent ino, name, is_dir, kernel lookup count), from fusecache.relay.
+        Keys follow from the parent chain; file metadata is filled in on first use
+        (``rehydrate``)."""
+        by_ino = {h[0]: h for h in held}
+
+        def build(ino: int, depth: int = 0) -> Node | None:
+            node = self._nodes.get(ino)
+            if node is not None or depth > 4096 or ino not in by_ino:
+                return node
+            _ino, parent_ino, name, is_dir, lookups = by_ino[ino]
+            parent = build(parent_ino, depth + 1)
+            if parent is None or not parent.is_dir or not valid_name(name):
+                return None
+            node = Node(ino, parent.ino, name, is_dir,
+                        parent.key + name + ("/" if is_dir else ""), lookups=lookups,
+                        restored=not is_dir)
+            if is_dir:
+                node.mtime = node.checked_at = self.clock()
+            self._nodes[ino] = node
+            return node
+
+        for ino in by_ino:
+            build(ino)
+
+    async def rehydrate(self, node: Node) -> Node:
+        """Size and ETag of a file node restored from a previous server: from the node
+        cache's listings when it has them, else HEAD; never guessed (EIO instead)."""
+        if not node.restored:
+            return node
+        bucket = self.location.bucket
+        entry, when = None, 0.0
+        known = self.listings.get_name(bucket, node.key, node.name)
+        if known is not None:
+            entry, when = known
+        else:
+            parent = self._nodes.get(node.parent)
+            rec = self.listings.get_dir(bucket, parent.key) if parent is not None else None
+            if rec is not None:
+                entry, when = self.listings.lookup(bucket, parent.key, rec, node.name), \
+                    rec.listed_at
+        if entry is not None and not entry.is_dir and entry.etag:
+            node.size, node.etag = entry.size, entry.etag
+            node.mtime, node.checked_at = entry.mtime or node.mtime, when
+        else:
+            info = await trio.to_thread.run_sync(self.store.head, node.key,
+                                                 abandon_on_cancel=True)
+            node.size, node.etag = info.size, info.etag
+            node.mtime, node.checked_at = info.mtime or node.mtime, self.clock()
+        node.restored = False
+        return node
+
     def forget(self, ino: int, n: int) -> None:
         node = self._nodes.get(ino)
         if node is None or ino == ROOT_INODE:
@@ -160,6 +217,7 @@ class Namespace:
             self._nodes[ino] = node
         elif not is_dir:
             node.size, node.etag, node.checked_at = size, etag, now
+            node.restored = False
             node.mtime = mtime or node.mtime
         return node
 

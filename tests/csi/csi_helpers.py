@@ -10,6 +10,7 @@ leftover process whose command line names that directory is killed by pid.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -156,3 +157,63 @@ class S3Volume:
     context: dict[str, str]
     secrets: dict[str, str]
     parameters: dict[str, str]
+
+
+@dataclass
+class KubeletLayout:
+    """Paths laid out as the kubelet lays them out, under a test's directory."""
+
+    root: Path  # stands for /var/lib/kubelet
+    driver: str = "csi.fusecache.io"
+
+    @property
+    def plugins_dir(self) -> Path:
+        return self.root / "plugins"
+
+    def staging(self, pv: str) -> Path:
+        """The device mount path ('globalmount') the kubelet gives NodeStageVolume."""
+        digest = hashlib.sha256(pv.encode()).hexdigest()
+        return self.plugins_dir / "kubernetes.io" / "csi" / self.driver / digest / "globalmount"
+
+    def target(self, pod_uid: str, pv: str) -> Path:
+        return self.root / "pods" / pod_uid / "volumes" / "kubernetes.io~csi" / pv / "mount"
+
+    def make(self, path: Path) -> Path:
+        """The kubelet creates the staging dir's parent and the target's parent."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def kubelet_blocking_refs(staging: Path, targets: list[Path], plugins_dir: Path) -> list[str]:
+    """The mounts that make the kubelet's UnmountDevice refuse to unstage.
+
+    The kubelet lists every mount of the same file system (same device and root in
+    its own mountinfo) as the device mount path; each one that is neither the
+    staging path, nor a publish target, nor under the kubelet's plugins folder is a
+    "reference" that blocks the unstage (the issue's emulation of its check).
+    """
+    table = mounts.mount_table()
+    at_staging = [e for e in table if e.mountpoint == str(staging)]
+    if not at_staging:
+        return []
+    dev, root = at_staging[-1].device, at_staging[-1].root
+    allowed = {str(staging), *map(str, targets)}
+    prefix = str(plugins_dir) + "/"
+    return [e.mountpoint for e in table
+            if e.device == dev and e.root == root and e.mountpoint not in allowed
+            and not e.mountpoint.startswith(prefix)]
+
+
+def leftovers(root: Path, plugin: PluginProc | None,
+              keep: tuple[int, ...] = ()) -> dict[str, list[str]]:
+    """Mounts below *root*, processes naming it (other than the plugin and *keep*)
+    and volume records: what must be gone once a volume is unstaged."""
+    plugin_pid = plugin.proc.pid if plugin is not None and plugin.proc is not None else -1
+    records = root / "state" / "node" / "volumes"
+    return {
+        "mounts": [e.mountpoint for e in mounts.mount_table()
+                   if e.mountpoint.startswith(str(root) + "/")],
+        "processes": [str(p) for p in pids_mentioning(str(root))
+                      if p != plugin_pid and p not in keep],
+        "records": sorted(p.name for p in records.glob("*.json")) if records.is_dir() else [],
+    }

@@ -114,7 +114,7 @@ def test_repeated_calls_are_idempotent(plugin: PluginProc, dataset: S3Volume,
     for _ in range(2):
         stage(plugin, vol, staging, dataset.secrets)
     fuse_mounts = [e for e in mounts.mount_table()
-                   if e.mountpoint.startswith(str(plugin.state_dir))]
+                   if e.mountpoint.startswith(str(csi_root)) and e.fstype == "fuse.fusecache"]
     assert len(fuse_mounts) == 1, "a repeated stage must not mount a second time"
     for _ in range(2):
         publish(plugin, vol, staging, target)
@@ -197,8 +197,10 @@ def test_bad_credentials_fail_stage_without_leaking_the_secret(
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_mounts_survive_sigkill_of_plugin_and_fuse_servers(
+def test_host_mounts_are_repaired_after_sigkill_of_plugin_and_relays(
         plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
+    """The relay holds the FUSE connection; killed, the mount is dead for good (a
+    container's copy of it too) and the plugin mounts anew on the host paths."""
     vol = create(plugin, dataset)
     staging, target = csi_root / "staging", csi_root / "target"
     staging.mkdir()
@@ -206,10 +208,10 @@ def test_mounts_survive_sigkill_of_plugin_and_fuse_servers(
     publish(plugin, vol, staging, target)
     assert_serves(target, dataset.files)
 
-    servers = pids_mentioning(str(plugin.state_dir / "node" / "mounts"))
-    assert servers, "the FUSE server process should be found by its mountpoint"
+    relays = pids_mentioning(str(plugin.state_dir / "node" / "relays"))
+    assert relays, "the relay should be found by its spec file"
     plugin.kill(signal.SIGKILL)
-    for pid in servers:
+    for pid in relays:
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while mounts.path_state(str(target)) is not mounts.PathState.DEAD:
@@ -228,7 +230,7 @@ def test_mounts_survive_sigkill_of_plugin_and_fuse_servers(
     assert not [e for e in mounts.mount_table() if e.mountpoint.startswith(str(csi_root))]
 
 
-def test_health_check_repairs_a_dead_fuse_server_while_plugin_runs(
+def test_health_check_repairs_a_dead_relay_while_plugin_runs(
         csi_root: Path, dataset: S3Volume) -> None:
     p = PluginProc(csi_root, extra_args=["--health-interval", "0.5"]).start()
     try:
@@ -237,7 +239,7 @@ def test_health_check_repairs_a_dead_fuse_server_while_plugin_runs(
         staging.mkdir()
         stage(p, vol, staging, dataset.secrets)
         publish(p, vol, staging, target)
-        for pid in pids_mentioning(str(p.state_dir / "node" / "mounts")):
+        for pid in pids_mentioning(str(p.state_dir / "node" / "relays")):
             os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while True:

@@ -117,8 +117,9 @@ def test_driver_wiring_is_consistent() -> None:
     assert driver["spec"]["attachRequired"] is False and driver["spec"]["podInfoOnMount"]
     (sc,) = by_kind("StorageClass")
     assert sc["metadata"]["name"] == "fusecache" and sc["provisioner"] == DRIVER_NAME
-    (ds,) = by_kind("DaemonSet")
-    pod = ds["spec"]["template"]["spec"]
+    daemonsets = {d["metadata"]["name"]: d for d in by_kind("DaemonSet")}
+    assert set(daemonsets) == {"fusecache-csi-node", "fusecache-csi-holder"}
+    pod = daemonsets["fusecache-csi-node"]["spec"]["template"]["spec"]
     names = [c["name"] for c in pod["containers"]]
     assert names == ["fusecache-csi", "node-driver-registrar", "liveness-probe"]
     plugin = pod["containers"][0]
@@ -127,6 +128,21 @@ def test_driver_wiring_is_consistent() -> None:
     assert props["/var/lib/kubelet"] == "Bidirectional"
     assert any(v.get("hostPath", {}).get("path") == "/dev/fuse" for v in pod["volumes"])
     assert "FUSECACHE_DISK_CACHE_SIZE" in {e["name"] for e in plugin["env"]}
+    # the relays live in the holder's pod: same socket, same state and cache paths
+    holder_ds = daemonsets["fusecache-csi-holder"]
+    assert holder_ds["spec"]["updateStrategy"]["type"] == "OnDelete"
+    hpod = holder_ds["spec"]["template"]["spec"]
+    assert pod["hostPID"] is True and hpod["hostPID"] is True
+    (holder,) = hpod["containers"]
+    sock = next(a.split("=", 1)[1] for a in holder["args"] if a.startswith("--socket="))
+    assert f"--relay-holder={sock}" in plugin["args"]
+    mine = {m["mountPath"]: m["name"] for m in plugin["volumeMounts"]}
+    theirs = {m["mountPath"]: m["name"] for m in holder["volumeMounts"]}
+    assert sock.startswith("/var/lib/fusecache-csi/")
+    for path in ("/var/lib/fusecache-csi", "/var/lib/fusecache"):
+        host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
+        hhost = {v["name"]: v["hostPath"]["path"] for v in hpod["volumes"]}
+        assert host[mine[path]] == hhost[theirs[path]] == path
     reg = pod["containers"][1]["args"]
     assert f"--kubelet-registration-path=/var/lib/kubelet/plugins/{DRIVER_NAME}/csi.sock" in reg
     (dep,) = by_kind("Deployment")
@@ -179,7 +195,7 @@ def test_strict_check_catches_a_misspelt_field() -> None:
     """The check above must be able to fail: a typo deep in a pod template."""
     import copy
 
-    (ds,) = by_kind("DaemonSet")
+    ds = by_kind("DaemonSet")[0]
     bad = copy.deepcopy(ds)
     bad["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPropogation"] = "x"
     with pytest.raises(AssertionError, match="mountPropogation"):
