@@ -226,7 +226,8 @@ def test_rbac_is_least_privilege_and_secrets_are_get_by_name() -> None:
 def test_the_agent_shares_the_driver_s_node_cache_and_its_args_parse() -> None:
     from prefetchd import cli
 
-    (csi_ds,) = kinds("driver")["DaemonSet"]
+    (csi_ds,) = [d for d in kinds("driver")["DaemonSet"]
+                 if d["metadata"]["name"] == "fusecache-csi-node"]
     csi_pod = csi_ds["spec"]["template"]["spec"]
     (plugin,) = [c for c in csi_pod["containers"] if c["name"] == "fusecache-csi"]
     csi_cache = next(a.split("=", 1)[1] for a in plugin["args"] if a.startswith("--cache-dir="))
@@ -244,6 +245,10 @@ def test_the_agent_shares_the_driver_s_node_cache_and_its_args_parse() -> None:
         assert host[mounts[args.cache_dir]] == csi_host[csi_mount[csi_cache]]
         assert args.cache_dir == csi_cache
         assert pod["serviceAccountName"] == "prefetchd"
+        # every process that opens the node cache (LMDB) shares the host's pid namespace
+        assert pod.get("hostPID") is True
+        assert all(d["spec"]["template"]["spec"].get("hostPID") is True
+                   for d in kinds("driver")["DaemonSet"])
         assert [e["valueFrom"]["fieldRef"]["fieldPath"] for e in agent["env"]
                 if e["name"] == "NODE_NAME"] == ["spec.nodeName"]
         (hook,) = kinds(name)["Deployment"]
