@@ -165,7 +165,11 @@ class LocalS3:
             f"-ip.bind={self.ip}", f"-master.port={master}", f"-volume.port={volume}",
             f"-filer.port={filer}", "-s3", f"-s3.port={self.s3_port}",
             f"-s3.config={cfg_path}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-            "-master.telemetry=false", "-volume.max=0", "-master.volumeSizeLimitMB=256",
+            # Every bucket is a collection that takes several volume slots of its own; with
+            # -volume.max=0 (slots from free disk / size limit) a few dozen buckets exhaust
+            # them and PutObject fails with InternalError. Volumes are not preallocated, so
+            # many slots cost no disk.
+            "-master.telemetry=false", "-volume.max=4000", "-master.volumeSizeLimitMB=256",
         ]
         assert self.data_dir is not None
         logf = open(self.data_dir / "weed.log", "ab")  # noqa: SIM115 - owned by the process
