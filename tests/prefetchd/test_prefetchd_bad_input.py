@@ -73,6 +73,24 @@ def test_very_large_file(tmp_path, capsys, monkeypatch) -> None:
     assert str(f) in line and "limit" in line
 
 
+def test_file_size_limit_at_its_real_bound(tmp_path, capsys) -> None:
+    """The default MAX_FILE_BYTES (32 MiB), not a shrunk one: one byte over is refused for its
+    size, a file of exactly the limit is read (and refused only for what it holds)."""
+    assert _load.MAX_FILE_BYTES == 32 * 1024 * 1024
+    over = tmp_path / "over.yaml"
+    with open(over, "wb") as f:  # sparse: costs no disk
+        f.truncate(_load.MAX_FILE_BYTES + 1)
+    line = plan_err(capsys, str(over))
+    assert str(over) in line and "byte limit" in line
+    assert f"{_load.MAX_FILE_BYTES + 1} bytes" in line
+    at = tmp_path / "at.yaml"
+    with open(at, "wb") as f:
+        f.write(b"a: 1\n# " + b"x" * (_load.MAX_FILE_BYTES - 8) + b"\n")
+    assert at.stat().st_size == _load.MAX_FILE_BYTES
+    line = plan_err(capsys, str(at))
+    assert str(at) in line and "byte limit" not in line and "not a pipeline" in line
+
+
 def test_unknown_param_named(capsys) -> None:
     path = os.path.join(P, "argo_pvc_prepare.yaml")
     line = plan_err(capsys, path, "--param", "nope=1")
