@@ -10,7 +10,10 @@ last chance to warm). A dataset is an ``s3://bucket/prefix`` location:
   paths are normalised and named exactly as the workflow analysis names them
   (prefetchd/pipeline/_pvc.py), so a step's dataset has one name for agent and webhook;
 * an inline CSI volume of the driver (same attributes);
-* ``s3://`` / ``s3a://`` URIs in command, args and env values.
+* ``s3://`` / ``s3a://`` URIs in command, args and env values, except those the workflow
+  analysis's rules (prefetchd/pipeline/_uri.py: copy-tool operand order, flag names such as
+  ``--out``/``--output``/``--save-to``, env names such as ``OUTPUT_URI``) say are written:
+  an output location is no dataset to warm or steer to.
 
 :func:`claim_dataset` (claim -> :class:`VolumeDataset`, carrying the PV's attributes and
 secret reference) is also what the agent uses for the claims of workflow steps.
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prefetchd.k8s import placement
-from prefetchd.pipeline import _pvc
+from prefetchd.pipeline import _pvc, _uri
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +230,21 @@ def _strings(container: Mapping[str, Any]) -> Iterable[str]:
             yield env["value"]
 
 
+def _read_uris(container: Mapping[str, Any]) -> Iterable[str]:
+    """The ``s3://`` URIs a container may read: those of command+args not classified as written
+    by the workflow analysis's rules, and env values whose name does not say output."""
+    argv = [str(s) for s in [*(container.get("command") or []), *(container.get("args") or [])]]
+    tokens = _uri.tokenize(argv)
+    directions = _uri.classify_tokens(tokens)
+    for i, tok in enumerate(tokens):
+        if directions.get(i) != "write":
+            yield from _S3_URI.findall(tok)
+    for env in container.get("env") or []:
+        if isinstance(env.get("value"), str) and \
+                _uri.name_direction(str(env.get("name") or "")) != "write":
+            yield from _S3_URI.findall(env["value"])
+
+
 def pod_datasets(
     pod: Mapping[str, Any], view: ClusterView, driver: str = DRIVER_NAME
 ) -> list[str]:
@@ -243,9 +261,9 @@ def pod_datasets(
         mounts = [(m.get("mountPath", ""), _pvc.join(volumes[m["name"]], m.get("subPath", "")))
                   for m in c.get("volumeMounts") or [] if m.get("name") in volumes]
         narrowed: set[str] = set()
+        for uri in _read_uris(c):
+            add(uri.replace("s3a://", "s3://", 1))
         for text in _strings(c):
-            for uri in _S3_URI.findall(text):
-                add(uri.replace("s3a://", "s3://", 1))
             for word in re.split(r"[\s=,:;\"']+", text):
                 for mount_path, base in mounts:
                     rel = _pvc.relative_under(word, mount_path)

@@ -140,9 +140,10 @@ def classify(d: dict[str, Any], source: str, index: int) -> str:
         ):
             return "kfp-v2-argo"
         meta = d.get("metadata") or {}
-        marks = list((meta.get("annotations") or {}).keys()) + list(
-            (meta.get("labels") or {}).keys()
-        )
+        if not isinstance(meta, dict):
+            raise PipelineError(f"{source}: field metadata: not a mapping")
+        marks = [k for f in ("annotations", "labels") if isinstance(meta.get(f), dict)
+                 for k in meta[f]]
         if any(isinstance(k, str) and k.startswith("pipelines.kubeflow.org/") for k in marks):
             return "kfp-v1-argo"
         return "argo"

@@ -98,3 +98,33 @@ def test_positive_lookups_table_is_bounded(tmp_path: Path, monkeypatch) -> None:
             assert txn.stat(lc._names)["entries"] <= 60
     assert lc.get_name("b", "k199", "k199") is not None
     c.close()
+
+
+def test_positive_lookups_table_at_its_real_bound(tmp_path: Path) -> None:
+    """The default _MAX_NAMES (1,000,000 names), not a shrunk one: a table one name short of it
+    is kept, a table at it is emptied at the next check (every _NAMES_CHECK puts)."""
+    from fusecache import listings
+
+    assert listings._MAX_NAMES == 1_000_000 and listings._NAMES_CHECK == 1024
+    c, lc = make(tmp_path)
+    value = listings._CHECKED.pack(0.0) + listings._pack(DirEntry("f", False, 1, "e"))
+    bulk = listings._MAX_NAMES - listings._NAMES_CHECK
+    with c.env.begin(write=True, db=lc._names) as txn:  # one transaction, not a million
+        txn.cursor().putmulti(
+            ((listings._name_key("b", f"bulk/{i:07d}"), value) for i in range(bulk)),
+            append=False)
+
+    def entries() -> int:
+        with c.env.begin() as txn:
+            return txn.stat(lc._names)["entries"]
+
+    assert entries() == bulk
+    for i in range(listings._NAMES_CHECK):  # the last put checks at _MAX_NAMES - 1: kept
+        lc.put_name("b", f"new/{i}", DirEntry(f"{i}", False, 1, "e"))
+    assert entries() == listings._MAX_NAMES
+    for _ in range(listings._NAMES_CHECK - 1):  # the same name again: the count stays
+        lc.put_name("b", "new/0", DirEntry("0", False, 1, "e"))
+    assert entries() == listings._MAX_NAMES
+    lc.put_name("b", "new/last", DirEntry("last", False, 1, "e"))  # checks at _MAX_NAMES
+    assert entries() == 1 and lc.get_name("b", "new/last", "last") is not None
+    c.close()

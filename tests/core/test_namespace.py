@@ -177,3 +177,36 @@ def test_a_folder_opened_file_by_file_is_listed_once_in_the_background(
         assert store.calls["list"] == 13 + 3  # LIST(1) per lookup + one aborted listing
     trio.run(go_big)
     cache.close()
+
+
+def test_background_listing_at_its_real_page_bound(tmp_path: Path) -> None:
+    """The default _BACKGROUND_LIST_MAX_PAGES (20 pages of 1000), not a shrunk one: a folder
+    of exactly 20 pages is listed and stored whole, one name more and it is never stored."""
+    from fusecache import namespace
+
+    assert namespace._BACKGROUND_LIST_MAX_PAGES == 20
+    fit, over = 20 * 1000, 20 * 1000 + 1
+    store = FakeStore()
+    for i in range(fit):
+        store.put(f"fit/{i:05d}", b"x")
+    for i in range(over):
+        store.put(f"over/{i:05d}", b"x")
+    ns, _, cache = make(tmp_path, store)
+
+    async def go():
+        dirs = {}
+        for folder in ("fit", "over"):
+            d = dirs[folder] = await ns.lookup(ROOT_INODE, folder)
+            for i in range(4):  # the 4th remote lookup starts the listing
+                await ns.lookup(d.ino, f"{i:05d}")
+            with trio.fail_after(120):
+                while f"{folder}/" in ns._listing_flights:
+                    await trio.sleep(0.01)
+        stored = ns.listings.get_dir("fake", "fit/")
+        assert stored is not None
+        heads = store.calls["head"]
+        assert (await ns.lookup(dirs["fit"].ino, "19999")).size == 1
+        assert store.calls["head"] == heads  # answered by the stored listing
+        assert ns.listings.get_dir("fake", "over/") is None
+    trio.run(go)
+    cache.close()

@@ -7,11 +7,13 @@ import multiprocessing
 import os
 import struct
 import time
+import types
 from pathlib import Path
 
 import lmdb
 import pytest
 
+from fusecache import nodecache as nodecache_mod
 from fusecache.nodecache import NodeCache, ObjectId
 
 BS = 64 * 1024
@@ -89,14 +91,21 @@ def test_pinned_blocks_are_never_evicted(tmp_path: Path) -> None:
     c.close()
 
 
-def test_pin_owners_and_expiry(tmp_path: Path) -> None:
+def test_pin_owners_and_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the cache's wall clock, moved by the test (not slept through)
+    skew = [0]
+    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time)
+                                     if not k.startswith("_")})
+    clock.time_ns = lambda: time.time_ns() + skew[0]
+    monkeypatch.setattr(nodecache_mod, "time", clock)
     c = NodeCache.open(tmp_path, limit_bytes=2 * BS, block_size=BS)
     o = oid("x")
     c.pin_object(o, "a")
-    c.pin_object(o, "b", ttl=0.05)
+    c.pin_object(o, "b", ttl=60)
     c.unpin_object(o, "a")
-    assert c.is_pinned(o)
-    time.sleep(0.1)
+    skew[0] = 59 * 10**9
+    assert c.is_pinned(o), "a pin expired before its ttl"
+    skew[0] = 61 * 10**9
     assert not c.is_pinned(o), "expired pin still protects"
     c.pin_block(o, 0, "blk")
     assert c.is_pinned(o, 0) and not c.is_pinned(o)

@@ -114,7 +114,9 @@ def test_disk_tier_serves_and_write_behind_fills(tmp_path: Path) -> None:
         r = make_reader(store, disk)
         async def body():
             assert await r.read(o, 0, 3 * BS) == store.objects["d"]
-            await trio.sleep(0.2)  # let write-behind run
+            with trio.fail_after(20):  # write-behind fills the disk tier: poll, with a deadline
+                while not disk.contains_object(o):
+                    await trio.sleep(0.01)
         await with_reader(r, body)
         assert store.calls["get"] == expect_gets
     trio.run(go, 3)

@@ -221,9 +221,45 @@ def test_s3_uris_in_args_and_env_are_datasets(server, certs):
            "spec": {"containers": [{"name": "c", "image": "x",
                                     "args": ["--train=s3://bucket-a/train/", "--out",
                                              "s3://bucket-a/out/"],
+                                    "env": [{"name": "VAL", "value": "s3a://bucket-b/val/"}],
                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
     resp, patched = mutate(server, certs[0], pod)
-    assert "patch" in resp and preferred(patched)
+    assert "patch" in resp
+    # steered by the two inputs, and only by them: the --out location is written, not read
+    holds = {t["preference"]["matchExpressions"][0]["key"] for t in preferred(patched)
+             if t["weight"] == 20}
+    assert holds == {pl.holds_label("s3://bucket-a/train/"), pl.holds_label("s3://bucket-b/val/")}
+    hosts = {h for t in preferred(patched) if t["weight"] == 80
+             for h in t["preference"]["matchExpressions"][0]["values"]}
+    assert hosts and hosts <= {"host-0", "host-1"}  # GPUs, untainted, agent running
+
+
+class _NoVolumes:
+    def pvc(self, namespace: str, name: str) -> None:
+        return None
+
+    pv = pvc
+
+    def nodes(self) -> list:
+        return []
+
+
+@pytest.mark.parametrize("container, want", [
+    ({"args": ["--data", "s3://bkt/in/", "--out", "s3://bkt/out/"]}, ["s3://bkt/in/"]),
+    ({"args": ["--input=s3://bkt/in/", "--output=s3://bkt/out/"]}, ["s3://bkt/in/"]),
+    ({"args": ["--save-to", "s3://bkt/model/", "s3://bkt/in/"]}, ["s3://bkt/in/"]),
+    ({"command": ["aws", "s3", "cp"], "args": ["/local/model.pt", "s3://bkt/models/m.pt"]}, []),
+    ({"command": ["sh", "-c"], "args": ["aws s3 cp s3://bkt/in/x /tmp/x && "
+                                        "aws s3 cp /tmp/y s3://bkt/out/y"]}, ["s3://bkt/in/x"]),
+    ({"command": ["aws", "s3", "sync", "s3://bkt/in/", "/data"]}, ["s3://bkt/in/"]),
+    ({"env": [{"name": "OUTPUT_URI", "value": "s3://bkt/out/"},
+              {"name": "TRAIN_URI", "value": "s3://bkt/in/"}]}, ["s3://bkt/in/"]),
+])
+def test_output_locations_are_not_datasets(container, want):
+    """The webhook and agent name as datasets only what a pod may read: the workflow analysis's
+    read/write rules (copy-tool operand order, output flag and env names) apply to pods too."""
+    pod = {"metadata": {"namespace": "ml"}, "spec": {"containers": [{"name": "c", **container}]}}
+    assert dsm.pod_datasets(pod, _NoVolumes()) == want
 
 
 def test_failures_allow_unchanged(fake, api, certs, log_police):

@@ -17,11 +17,13 @@ pytestmark = pytest.mark.k8s
 class Publisher:
     def __init__(self) -> None:
         self.calls: list[tuple[int, int, list[str]]] = []
+        self.threads: list[int] = []
         self.cond = threading.Condition()
 
     def publish(self, free: int, limit: int, held: list[str]) -> bool:
         with self.cond:
             self.calls.append((free, limit, held))
+            self.threads.append(threading.get_ident())
             self.cond.notify_all()
         return True
 
@@ -35,15 +37,19 @@ class BlockingWarmer:
 
     started = threading.Event()
     release = threading.Event()
+    finished = threading.Event()  # set by warm() itself when it returns
+    thread = 0
 
     def __init__(self, cache_dir: str, *args, stop: threading.Event, **kw) -> None:
         self.stop = stop
 
     def warm(self, uris: list[str]) -> list:
+        BlockingWarmer.thread = threading.get_ident()
         BlockingWarmer.started.set()
         deadline = time.monotonic() + 30
         while not (BlockingWarmer.release.wait(0.05) or self.stop.is_set()):
             assert time.monotonic() < deadline
+        BlockingWarmer.finished.set()
         raise wk.warm_mod.WarmError("stopped")
 
 
@@ -59,7 +65,9 @@ def test_node_is_published_while_a_long_warm_runs(tmp_path, log_police):
         assert BlockingWarmer.started.wait(10)
         before = len(pub.calls)
         pub.wait(before + 2)  # two publications while the worker thread is busy warming
-        assert not BlockingWarmer.release.is_set()
+        # ... really while it warms: the warm has not returned, and they came from elsewhere
+        assert not BlockingWarmer.finished.is_set()
+        assert BlockingWarmer.thread not in pub.threads[before:]
         assert pub.calls[-1][1] == 1 << 30  # stats read (in a helper process) are real
     finally:
         BlockingWarmer.release.set()

@@ -73,6 +73,24 @@ def test_very_large_file(tmp_path, capsys, monkeypatch) -> None:
     assert str(f) in line and "limit" in line
 
 
+def test_file_size_limit_at_its_real_bound(tmp_path, capsys) -> None:
+    """The default MAX_FILE_BYTES (32 MiB), not a shrunk one: one byte over is refused for its
+    size, a file of exactly the limit is read (and refused only for what it holds)."""
+    assert _load.MAX_FILE_BYTES == 32 * 1024 * 1024
+    over = tmp_path / "over.yaml"
+    with open(over, "wb") as f:  # sparse: costs no disk
+        f.truncate(_load.MAX_FILE_BYTES + 1)
+    line = plan_err(capsys, str(over))
+    assert str(over) in line and "byte limit" in line
+    assert f"{_load.MAX_FILE_BYTES + 1} bytes" in line
+    at = tmp_path / "at.yaml"
+    with open(at, "wb") as f:
+        f.write(b"a: 1\n# " + b"x" * (_load.MAX_FILE_BYTES - 8) + b"\n")
+    assert at.stat().st_size == _load.MAX_FILE_BYTES
+    line = plan_err(capsys, str(at))
+    assert str(at) in line and "byte limit" not in line and "not a pipeline" in line
+
+
 def test_unknown_param_named(capsys) -> None:
     path = os.path.join(P, "argo_pvc_prepare.yaml")
     line = plan_err(capsys, path, "--param", "nope=1")
@@ -178,21 +196,94 @@ _pipelineish = st.recursive(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=_pipelineish)
-def test_front_end_never_crashes(doc: object) -> None:
-    """Arbitrary pipeline-shaped objects either plan or raise PipelineError: never anything else."""
-    try:
-        plans = pipeline.analyze_documents([doc])  # type: ignore[list-item]
-    except pipeline.PipelineError as e:
-        assert "\n" not in str(e)
-        return
-    for p in plans:
-        ids = {s.id for s in p.steps}
-        assert len(ids) == len(p.steps)
-        for s in p.steps:
-            assert set(s.depends_on) <= ids
-            assert all(r.uri is not None for r in s.reads if r.static)
+@st.composite
+def _workflow(draw: st.DrawFn) -> tuple[dict, dict[str, set[str]]]:
+    """A valid Argo DAG workflow (the step -> URIs it reads, for the oracle)."""
+    n = draw(st.integers(1, 5))
+    names = [f"t{i}" for i in range(n)]
+    reads: dict[str, set[str]] = {}
+    tasks = []
+    templates: list[dict] = []
+    for i, name in enumerate(names):
+        uri = f"s3://bucket-{i}/{draw(st.sampled_from(['train', 'val', 'shards/0']))}/"
+        reads[name] = {uri}
+        flag = draw(st.sampled_from(["--data", "--input", "--train"]))
+        args = [flag, uri, "--epochs", str(draw(st.integers(1, 9)))]
+        templates.append({"name": f"c{i}", "container": {"image": "python:3.11",
+                                                         "command": ["python", "run.py"],
+                                                         "args": args}})
+        deps = draw(st.lists(st.sampled_from(names[:i]), unique=True, max_size=2)) if i else []
+        task: dict = {"name": name, "template": f"c{i}"}
+        if deps:
+            task["depends"] = " && ".join(deps)
+        tasks.append(task)
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+          "metadata": {"generateName": "fuzz-"},
+          "spec": {"entrypoint": "main",
+                   "templates": [{"name": "main", "dag": {"tasks": tasks}}, *templates]}}
+    return wf, reads
+
+
+def _paths(doc: object, prefix: tuple = ()) -> list[tuple]:
+    """Every path to a value inside ``doc`` (dict keys and list indexes)."""
+    out = [prefix]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _paths(v, (*prefix, i))
+    return out
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> tuple[dict, dict[str, set[str]] | None]:
+    """A valid workflow with 0-2 of its fields replaced by arbitrary values (None oracle then)."""
+    wf, reads = draw(_workflow())
+    mutations = draw(st.integers(0, 2))
+    for _ in range(mutations):
+        path = draw(st.sampled_from(_paths(wf)[1:]))
+        parent = wf
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1]] = draw(_pipelineish)
+    return wf, (reads if mutations == 0 else None)
+
+
+def test_front_end_never_crashes() -> None:
+    """Pipeline-shaped objects (valid workflows, some with fields replaced by arbitrary values)
+    either plan or raise PipelineError: never anything else; and enough of them plan that the
+    plan's invariants are really checked (a generator whose documents are all rejected tests
+    nothing)."""
+    outcome = {"plan": 0, "error": 0, "exact": 0}
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+              database=None)
+    @given(case=_mutated())
+    def run(case: tuple[dict, dict[str, set[str]] | None]) -> None:
+        doc, reads = case
+        try:
+            plans = pipeline.analyze_documents([doc])
+        except pipeline.PipelineError as e:
+            assert "\n" not in str(e)
+            assert reads is None, f"a valid workflow was rejected: {e}"
+            outcome["error"] += 1
+            return
+        outcome["plan"] += 1
+        for p in plans:
+            ids = {s.id for s in p.steps}
+            assert len(ids) == len(p.steps)
+            for s in p.steps:
+                assert set(s.depends_on) <= ids
+                assert all(r.uri is not None for r in s.reads if r.static)
+        if reads is not None:  # unmutated: each task reads exactly the URI of its args
+            [p] = plans
+            assert {s.id: {r.uri for r in s.reads} for s in p.steps} == reads
+            outcome["exact"] += 1
+
+    run()
+    total = outcome["plan"] + outcome["error"]
+    assert outcome["plan"] >= total // 3 and outcome["exact"] >= total // 5, outcome
 
 
 @settings(max_examples=100, deadline=None)

@@ -85,18 +85,31 @@ def test_resume_transfers_only_the_rest(local_s3, s3_env, bucket, tmp_path, caps
     assert first > 0
 
 
-def test_pin_ttl_expires(local_s3, s3_env, bucket, tmp_path, capsys):
+def test_pin_ttl_expires(local_s3, s3_env, bucket, tmp_path, capsys, monkeypatch):
     _put(local_s3, bucket, 2, 1000)
     cache_dir = str(tmp_path / "cache")
-    rc, _ = warm_json(capsys, f"s3://{bucket}/ds/", "--cache-dir", cache_dir, "--pin-ttl", "0.2")
+    rc, _ = warm_json(capsys, f"s3://{bucket}/ds/", "--cache-dir", cache_dir, "--pin-ttl", "60")
     assert rc == 0
+    # the cache's wall clock, moved by the test (not slept through): pinned until the ttl ends
     import time
+    import types
 
-    time.sleep(0.5)
+    from fusecache import nodecache as nodecache_mod
+
+    skew = [0]
+    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time)
+                                     if not k.startswith("_")})
+    clock.time_ns = lambda: time.time_ns() + skew[0]
+    monkeypatch.setattr(nodecache_mod, "time", clock)
     cache = fusecache.NodeCache.open(cache_dir)
     try:
         objs = list(cache.iter_objects())
-        assert objs and not any(cache.is_pinned(o) for o in objs)
+        assert len(objs) == 2
+        assert all(cache.is_pinned(o) for o in objs), "the warm did not pin"
+        skew[0] = 55 * 10**9
+        assert all(cache.is_pinned(o) for o in objs), "a pin expired before --pin-ttl"
+        skew[0] = 65 * 10**9
+        assert not any(cache.is_pinned(o) for o in objs), "a pin outlived --pin-ttl"
     finally:
         cache.close()
 
@@ -236,6 +249,16 @@ def test_resume_after_kill(local_s3, s3_env, bucket, tmp_path, capsys):
     assert 0 < again < total
     cache = fusecache.NodeCache.open(cache_dir)
     try:
-        assert sum(1 for o in cache.iter_objects() if cache.contains_object(o)) == 20
+        # every object whole and byte-exact after the kill and the rerun, the integrity
+        # counters zero, the byte accounting the sum of what is there
+        objs = list(cache.iter_objects())
+        assert sorted(o.key for o in objs) == sorted(data)
+        for o in objs:
+            blocks = [cache.get_block(o, i) for i in range(o.block_count(cache.block_size))]
+            assert all(b is not None for b in blocks), o.key
+            assert b"".join(blocks) == data[o.key], o.key
+        st = cache.stats()
+        assert st.counters.get("integrity_errors", 0) == 0, st.counters
+        assert st.used_bytes == total
     finally:
         cache.close()
