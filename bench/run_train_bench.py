@@ -227,10 +227,12 @@ def latency_proxy(upstream: str, delay_ms: float, work: Path) -> Iterator[str]:
 
 
 def fusecache_s3_bytes(cache: Path) -> int:
-    """Bytes the mounts on *cache* fetched from S3 (their counters in the node cache)."""
+    """Bytes the mounts on *cache* fetched from S3 (their counters in the node cache;
+    prefetchd's warms count under their own scope, "prefetchd", not a mount's)."""
     st = subprocess.run([sys.executable, "-m", "fusecache.cli", "stats", "--cache-dir",
                          str(cache), "--json"], capture_output=True, text=True, check=True)
-    return sum(v.get("s3_bytes", 0) for v in json.loads(st.stdout)["by_mount"].values())
+    return sum(v.get("s3_bytes", 0) for scope, v in json.loads(st.stdout)["by_mount"].items()
+               if scope != "prefetchd")
 
 
 def prefetch(remote: Remote, cache: Path, datasets: dict) -> dict:

@@ -322,20 +322,29 @@ class Relay:
                                 pass_fds=(theirs.fileno(), w), close_fds=True)
         theirs.close()
         os.close(w)
-        line = b""
+        # The server reports "warning: ..." lines (e.g. an empty source), then one final
+        # line: "ok" or "error N: ...".
+        buf, final = b"", None
         deadline = time.monotonic() + SPAWN_TIMEOUT
         try:
-            while b"\n" not in line and time.monotonic() < deadline:
+            while final is None and time.monotonic() < deadline:
                 if select.select([r], [], [], 0.5)[0]:
                     chunk = os.read(r, 4096)
                     if not chunk:
                         break  # the server died before reporting
-                    line += chunk
+                    buf += chunk
+                while final is None and b"\n" in buf:
+                    raw, buf = buf.split(b"\n", 1)
+                    text = raw.decode("utf-8", "replace").strip()
+                    if text.startswith("warning: "):
+                        log.warning("FUSE server: %s", text[len("warning: "):])
+                    else:
+                        final = text
         finally:
             os.close(r)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp.name)
-        text = line.decode("utf-8", "replace").strip()
+        text = final if final is not None else buf.decode("utf-8", "replace").strip()
         if ready_w is not None:
             with contextlib.suppress(OSError):
                 os.write(ready_w, (text or "error: the FUSE server exited before it was "

@@ -5,7 +5,7 @@ kube-apiserver, kube-scheduler and kube-controller-manager v1.36 with three fake
 scheduler but nothing runs; this test moves their status as a kubelet would). Compared with the
 fake API server: the API server itself calls ``prefetchd webhook`` (registered by URL), the
 real scheduler binds the pods, the PV controller in kube-controller-manager binds the claims,
-and the agents and the webhook run under the RBAC of manifests/prefetchd/rbac.yaml with service
+and the agents and the webhook run under the RBAC of manifests/prefetchd/base/rbac.yaml with service
 account tokens.
 
 Runs when ``FUSECACHE_K8S_ASSETS`` names a folder holding ``kube-apiserver``,
@@ -33,7 +33,7 @@ from pvc_scenario import ROOT, run_scenario
 
 from fusecache.locals3 import LocalS3
 
-pytestmark = [pytest.mark.k8s, pytest.mark.fuse, pytest.mark.s3]
+pytestmark = [pytest.mark.k8s, pytest.mark.fuse, pytest.mark.s3, pytest.mark.real_cluster]
 
 HARNESS = ROOT.parent / "shared" / "k8s" / "harness" / "k8s_harness.sh"
 BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
@@ -222,7 +222,7 @@ def control_plane(tmp_path: Path) -> Iterator[dict[str, str]]:
             "k8s_up >&2 && k8s_fake_nodes 3 >&2 && k8s_apply_argo_crds >&2 "
             f"&& k8s_ns {NS} fusecache.io/steering=enabled >&2 "
             "&& kc create namespace fusecache-system >&2 && kc create namespace fusecache >&2 "
-            f"&& kc apply -f {ROOT / 'manifests' / 'prefetchd' / 'rbac.yaml'} >&2 "
+            f"&& kc apply -f {ROOT / 'manifests' / 'prefetchd' / 'base' / 'rbac.yaml'} >&2 "
             "&& echo KUBECONFIG=$KUBECONFIG && echo K8S_API_URL=$K8S_API_URL "
             "&& echo K8S_CA=$K8S_CA && echo PATH=$PATH", env, timeout=600)
         env.update(dict(line.split("=", 1) for line in out.splitlines() if "=" in line))
@@ -243,8 +243,8 @@ def private_s3(tmp_path: Path) -> Iterator[LocalS3]:
 
 def test_rbac_manifest_is_what_the_suite_applies():
     """The suite runs agents and webhook under the project's own RBAC (not cluster-admin)."""
-    docs = [d for d in yaml.safe_load_all((ROOT / "manifests" / "prefetchd" / "rbac.yaml")
-                                          .read_text()) if d]
+    rbac = ROOT / "manifests" / "prefetchd" / "base" / "rbac.yaml"
+    docs = [d for d in yaml.safe_load_all(rbac.read_text()) if d]
     sas = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs
            if d["kind"] == "ServiceAccount"}
     assert {("fusecache-system", "prefetchd"), ("fusecache-system", "prefetchd-webhook")} <= sas
