@@ -418,7 +418,7 @@ def fault_and_check(node: Node, pod: str, fault: Callable[[], None], label: str)
     first_good = min(r.at for r in rs
                      if r.at > t_fault and r.file == "a.bin" and r.result == SHAS["a.bin"])
     assert container_id(node, pod) == before, "the pod's container restarted"
-    print(f"[real-kubelet] {pod}: {label}: kill to first good read {first_good - t_fault:.2f} s; "
+    print(f"[real-kubelet] {pod}: {label}: fault to first good read {first_good - t_fault:.2f} s; "
           f"{len(rs)} reads, none bad")
 
 
