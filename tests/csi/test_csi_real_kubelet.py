@@ -411,8 +411,14 @@ def fault_and_check(node: Node, pod: str, fault: Callable[[], None], label: str)
              lambda: good_rounds_after(reads(node, pod), 0) >= 2, 60)
     t_fault = time.time()
     fault()
-    wait_for(f"{pod}: 5 good rounds after {label}",
-             lambda: good_rounds_after(reads(node, pod), t_fault) >= 5, 120)
+    try:
+        wait_for(f"{pod}: 5 good rounds after {label}",
+                 lambda: good_rounds_after(reads(node, pod), t_fault) >= 5, 120)
+    except AssertionError as e:
+        after = [r for r in reads(node, pod) if r.at > t_fault]
+        failed = sum(r.result == "FAIL" for r in after)
+        raise AssertionError(f"{e}; {len(after)} reads since the fault, {failed} failed, "
+                             f"last: {after[-3:]}") from None
     rs = reads(node, pod)
     assert_all_good(rs)  # no wrong sha and no failed read, before, during or after
     first_good = min(r.at for r in rs
