@@ -30,8 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -94,6 +96,7 @@ def _running(name: str) -> bool:
 class Node:
     """A started kubelet harness: the environment its functions exported, and its folder."""
 
+    base: Path  # everything of this module's run: kl_dir, the plugins' roots
     kl_dir: Path
     env: dict[str, str]
 
@@ -123,7 +126,7 @@ class Node:
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+def node(request: pytest.FixtureRequest) -> Iterator[Node]:
     # only one kubelet per machine: wait for another session's harness to go
     deadline = time.monotonic() + 600
     while _running("kubelet") or _running("containerd"):
@@ -131,13 +134,16 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
             pytest.skip("another kubelet or containerd kept running for 10 minutes")
         time.sleep(5)
     assets = Path(os.environ["FUSECACHE_K8S_ASSETS"]).resolve()
-    kl_dir = tmp_path_factory.mktemp("kl")
+    # not under pytest's basetemp: other pytest runs on the machine prune old basetemps,
+    # and the node's containerd root and logs must last the whole module
+    base = Path(tempfile.mkdtemp(prefix="fusecache-real-kubelet-"))
+    kl_dir = base / "kl"
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
            "LANG": "C.UTF-8", "TOOLS": str(assets.parent), "KL_DIR": str(kl_dir)}
     t0 = time.monotonic()
     up = f"set -uo pipefail; source {HARNESS}; kubelet_up >&2 && env -0"
     r = subprocess.run(["bash", "-c", up], env=env, capture_output=True, timeout=600, check=False)
-    started = Node(kl_dir, env)
+    started = Node(base, kl_dir, env)
     if r.returncode != 0:
         started.bash("kubelet_down", check=False)
         pytest.fail(f"kubelet_up failed:\n{r.stderr.decode(errors='replace')[-3000:]}")
@@ -152,6 +158,10 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         # pods first (tests delete theirs; this is for a failed one), plugins are
         # stopped by their fixture before this, then the node
         started.bash("kl_delete_all_pods 60 || true; kubelet_down", timeout=300, check=False)
+        if request.session.testsfailed:
+            print(f"[real-kubelet] logs kept in {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 @dataclass
@@ -261,7 +271,7 @@ class Plugin:
 
 
 @pytest.fixture(scope="module")
-def volume(node: Node, local_s3, tmp_path_factory: pytest.TempPathFactory) -> str:  # noqa: ANN001
+def volume(node: Node, local_s3) -> str:  # noqa: ANN001
     """Registers the driver and makes a static PV/PVC ``kl-ds`` over FILES; returns the claim."""
     client = local_s3.client()
     client.create_bucket(Bucket="klds")
@@ -297,12 +307,12 @@ _registered: set[str] = set()
 
 
 @pytest.fixture()
-def plugin(node: Node, volume: str, tmp_path: Path,
+def plugin(node: Node, volume: str,
            request: pytest.FixtureRequest) -> Iterator[Callable[..., Plugin]]:
     made: list[Plugin] = []
 
     def make(holder: bool = False) -> Plugin:
-        p = Plugin(node, tmp_path / "plugin", holder=holder)
+        p = Plugin(node, node.base / f"plugin-{request.node.name}", holder=holder)
         p.root.mkdir()
         if holder:
             p.start_holder()
