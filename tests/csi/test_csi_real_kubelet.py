@@ -443,12 +443,13 @@ def delete_and_check_clean(node: Node, plugin: Plugin, pod: str) -> None:
     unstaged_before = plugin.log().count("NodeUnstageVolume ok")
     t0 = time.monotonic()
     node.kubectl("delete", "pod", pod, "--wait=false")
-    empty = {"mounts": [], "processes": [], "records": []}
-    last: dict[str, list[str]] = {}
+    empty: dict[str, object] = {"mounts": [], "processes": [], "records": []}
+    last: dict[str, object] = {}
 
-    def clean() -> bool:
+    def clean() -> bool:  # the kubelet's NodeUnstageVolume returned, and nothing is left
         last.update(plugin.leftovers())
-        return last == empty
+        last["unstaged"] = plugin.log().count("NodeUnstageVolume ok") > unstaged_before
+        return last == {**empty, "unstaged": True}
     try:
         took = wait_for("nothing left after the pod was deleted", clean, 60)
     except AssertionError:
@@ -457,8 +458,6 @@ def delete_and_check_clean(node: Node, plugin: Plugin, pod: str) -> None:
         f.seek(log_from)
         new = f.read().decode(errors="replace")
     assert STILL_MOUNTED not in new, [ln for ln in new.splitlines() if STILL_MOUNTED in ln][:2]
-    assert plugin.log().count("NodeUnstageVolume ok") > unstaged_before, \
-        "clean, but not through the kubelet's NodeUnstageVolume"
     print(f"[real-kubelet] {pod}: delete to clean {took:.2f} s (in {time.monotonic() - t0:.2f} s "
           "with the last poll)")
 
@@ -499,8 +498,13 @@ def test_pod_reads_through_faults_with_relay_holder(node: Node, volume: str, plu
     """(2) --relay-holder (the holder a separate host process): SIGKILLs, then a rolling restart."""
     p = plugin(holder=True)
     print(f"\n[real-kubelet] p2: Running in {start_pod(node, 'p2', volume):.2f} s")
-    relays_before = p.leftovers()["processes"]
-    assert relays_before, "no relay or FUSE server runs for the pod's volume"
+    assert p.holder_proc is not None
+    relays = [pid for pid in map(int, p.leftovers()["processes"])
+              if b"fusecache.relay" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    parents = {int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+               for pid in relays}
+    assert relays and parents == {p.holder_proc.pid}, \
+        f"the volume's relay is not the holder's child: relays {relays}, parents {parents}"
     fault_and_check(node, "p2", kill_plugin_and_server(p), "plugin+server SIGKILL, plugin restart")
     fault_and_check(node, "p2", rolling_restart(p), "rolling restart (SIGTERM, new version)")
     delete_and_check_clean(node, p, "p2")
