@@ -45,7 +45,7 @@ from csi_helpers import REPO, VENV_BIN, pids_mentioning
 
 from csi import mounts
 
-pytestmark = [pytest.mark.fuse, pytest.mark.s3, pytest.mark.slow]
+pytestmark = [pytest.mark.fuse, pytest.mark.s3, pytest.mark.slow, pytest.mark.real_cluster]
 
 DRIVER = "csi.fusecache.io"
 HARNESS_DIR = REPO.parent / "shared" / "k8s" / "harness"
