@@ -12,6 +12,9 @@ agent and the webhook are to call :func:`read` on watched objects, see docs/pref
         key, nodes, targets(resolve) -> [WarmTarget], to_json(resolve).
     order_key(work)  the warm order (admitted first, then queued by priority and age).
     KINDS  what is read: group, kind, versions, plural, scope (for watches and RBAC).
+    object_path(key), sibling_selector(pod)  the API path of a work key's object; the
+        label selector of a pod's siblings (same work), for the webhook.
+    LIBRARY_WATCHES  the lookup kinds the agent watches to fill a Library.
     pod_work(pod) -> [(work key, group name)]  which work a pod belongs to, from the labels
         its controller sets (for the webhook).
     WorkloadError: bad input; str(e) is one line naming the object and the field.
@@ -25,7 +28,7 @@ API reads; PVC claims are named and resolved by the caller (``resolver_from_view
 
 from __future__ import annotations
 
-from prefetchd.workloads._library import Library, is_library_object
+from prefetchd.workloads._library import LIBRARY_WATCHES, Library, is_library_object
 from prefetchd.workloads._model import (
     DatasetRef,
     PodGroup,
@@ -37,11 +40,21 @@ from prefetchd.workloads._model import (
     s3_only,
     work_key,
 )
-from prefetchd.workloads._registry import KINDS, Kind, describe, lookup, pod_work, read
+from prefetchd.workloads._registry import (
+    KINDS,
+    Kind,
+    describe,
+    lookup,
+    object_path,
+    pod_work,
+    read,
+    sibling_selector,
+)
 from prefetchd.workloads._resolve import resolver_from_map, resolver_from_view
 
 __all__ = [
     "KINDS",
+    "LIBRARY_WATCHES",
     "DatasetRef",
     "Kind",
     "Library",
@@ -53,11 +66,13 @@ __all__ = [
     "describe",
     "is_library_object",
     "lookup",
+    "object_path",
     "order_key",
     "pod_work",
     "read",
     "resolver_from_map",
     "resolver_from_view",
     "s3_only",
+    "sibling_selector",
     "work_key",
 ]

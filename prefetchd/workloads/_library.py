@@ -31,6 +31,16 @@ LIBRARY_KINDS = {
     "ResourceFlavor": "kueue.x-k8s.io",
 }
 CLUSTER_SCOPED = ("ClusterTrainingRuntime", "WorkloadPriorityClass", "ResourceFlavor")
+# What the node agent watches to fill a Library: (group, kind, versions (first watched),
+# plural, namespaced). Trial-template ConfigMaps are not watched (one GET when needed).
+LIBRARY_WATCHES: tuple[tuple[str, str, tuple[str, ...], str, bool], ...] = (
+    ("trainer.kubeflow.org", "TrainingRuntime", ("v1alpha1",), "trainingruntimes", True),
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime", ("v1alpha1",),
+     "clustertrainingruntimes", False),
+    ("kueue.x-k8s.io", "WorkloadPriorityClass", ("v1beta2", "v1beta1"),
+     "workloadpriorityclasses", False),
+    ("kueue.x-k8s.io", "ResourceFlavor", ("v1beta2", "v1beta1"), "resourceflavors", False),
+)
 
 
 def is_library_object(obj: Mapping[str, Any]) -> bool:
