@@ -191,6 +191,9 @@ class Agent:
         # Known workflows by (ns, name) -> uid: a pod carrying Argo's label names only that.
         self._wf_uids: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._step_pods: OrderedDict[Any, None] = OrderedDict()  # uids logged (bounded)
+        # Called after each re-placement pass (nodes changed): the training-work watch
+        # (prefetchd.k8s.workload_watch) places its datasets again too.
+        self.replan_hooks: list[Callable[[], None]] = []
         for source, dataset in held:
             if source.startswith("workflow "):
                 self._held.setdefault(source, set()).add(dataset)
@@ -422,6 +425,11 @@ class Agent:
         log.debug("nodes changed: re-placing %d workflows", len(work))
         for uid, source, requested, waiting in work:
             self._place(uid, source, requested, waiting, nodes)
+        for hook in self.replan_hooks:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - one hook must not stop re-placement
+                log.exception("re-placement hook failed")
 
     def close(self) -> None:
         """Cancel a pending re-placement (the agent is stopping)."""
@@ -605,15 +613,21 @@ SELF_READY_TIMEOUT = 30.0  # how long to wait for our own annotated Node before 
 def run_kubernetes(
     api_client: Any, config: AgentConfig, warm: WarmFn, release: ReleaseFn | None = None,
     stop: threading.Event | None = None, observer: ObserveFn | None = None,
-    held: Iterable[tuple[str, str]] = (),
+    held: Iterable[tuple[str, str]] = (), workload: Any = None,
 ) -> None:
     """Run the agent until ``stop`` is set (blocking).
 
     ``held``: (source, dataset) of the pins recorded before this start (reconciled after the
-    first workflow listing, see :meth:`Agent.reconcile_pins`).
+    first workflow listing, see :meth:`Agent.reconcile_pins`). ``workload``: options of the
+    training-work watch (:func:`prefetchd.k8s.workload_watch.attach`), None: not watched.
     """
     stop = stop or threading.Event()
     agent = Agent(config, ds_mod.ApiClusterView(api_client), warm, release, observer, held)
+    jobs = None
+    if workload is not None:
+        from prefetchd.k8s import workload_watch
+
+        jobs = workload_watch.attach(agent, workload, warm, release or agent.release, held)
     group = build_watchers(lambda: kw.ClientTransport(api_client), agent,
                            kw.WatchOptions(namespace=config.namespace))
     nodes, rest = kw.WatchGroup(group.watchers[:1]), kw.WatchGroup(group.watchers[1:])
@@ -629,11 +643,16 @@ def run_kubernetes(
                             placement.CACHE_FREE_ANNOTATION, SELF_READY_TIMEOUT)
                 break
         rest.start()
+        if jobs is not None:
+            jobs.start(lambda: kw.ClientTransport(api_client),
+                       kw.WatchOptions(namespace=config.namespace))
         log.info("prefetchd agent on node %s watching %s", config.node_name,
                  config.namespace or "all namespaces")
         try:
             stop.wait()
         finally:
+            if jobs is not None:
+                jobs.stop()
             rest.stop()
     finally:
         nodes.stop()
@@ -662,6 +681,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus metrics on this port (default: off)")
     parser.add_argument("--publish-interval", type=float, default=30.0, metavar="SECONDS",
                         help="patch this Node's free space and labels this often (default 30)")
+    parser.add_argument("--queued-share", type=float, default=0.5, metavar="FRACTION",
+                        help="at most this share of the node cache is pinned for jobs still "
+                        "queued (Kueue, suspended); 0 warms no queued job (default 0.5)")
     parser.add_argument("--pod-pin-ttl", type=float, default=6 * 3600.0, metavar="SECONDS",
                         help="pins of pending-pod warms expire after this (default 6 h)")
 
@@ -673,6 +695,8 @@ def check_arguments(args: argparse.Namespace) -> str | None:
     """A one-line reason why these ``run --kubernetes`` arguments cannot work, or None."""
     if args.replicas < 1:
         return "--replicas must be at least 1"
+    if not 0 <= getattr(args, "queued_share", 0.5) <= 1:
+        return "--queued-share must be between 0 and 1"
     if args.publish_interval <= 0:
         return "--publish-interval must be positive"
     if not args.node_name:
@@ -731,8 +755,13 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
     metrics = metrics_mod.AgentMetrics(args.node_name)
     server = None
     with load_api_client(args.kubeconfig) as api_client:
+        from prefetchd.k8s import workload_watch
+
         worker = None
         held: list[tuple[str, str]] = []
+        workload = workload_watch.WorkloadConfig(
+            node_name=args.node_name, replicas=args.replicas, namespace=config.namespace,
+            paced=warm is None, metrics=metrics)
         if warm is None:
             worker = worker_mod.WarmWorker(
                 worker_mod.WorkerConfig(
@@ -747,12 +776,16 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
             worker.start()
             warm, release = worker.warm, worker.release
             held = worker.held()
+            workload = dataclasses.replace(
+                workload, queued_limit_bytes=int(getattr(args, "queued_share", 0.5) *
+                                                 worker.cache_limit()),
+                finished_hooks=worker.finished_hooks)
         if args.metrics_port is not None:
             server = metrics.serve(args.metrics_port)
             log.info("metrics on :%d/metrics", args.metrics_port)
         try:
             run_kubernetes(api_client, config, warm, release, stop, metrics.observe_workflow,
-                           held)
+                           held, workload)
         finally:
             if worker is not None:
                 worker.stop()

@@ -33,7 +33,8 @@ Per job (label ``job``, the work's release key, e.g. ``"pytorchjob ml/train"``; 
 * ``prefetchd_job_warm_at_admission_ratio``: of the job's datasets this node was chosen to
   warm while the job was queued, the fraction already warm here when it was admitted.
 
-Bounded: per-job series are kept for the last ``max_steps`` jobs, per-step series are kept for the last ``max_steps`` (workflow, step) pairs; older ones
+Bounded: per-job series are kept for the last ``max_steps`` jobs, per-step series for the
+last ``max_steps`` (workflow, step) pairs; older ones
 are removed from the registry, as are the remembered start/finish times.
 """
 

@@ -405,6 +405,10 @@ class WarmWorker:
         finally:
             cache.close()
 
+    def cache_limit(self) -> int:
+        """The node cache's size limit in bytes."""
+        return int(self._stats().limit_bytes)
+
     def _stats(self) -> Any:
         """NodeCache.stats(); safe while a warm holds the cache (one shared environment)."""
         cache = fusecache.NodeCache.open(self.config.cache_dir)
