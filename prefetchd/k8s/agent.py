@@ -194,6 +194,9 @@ class Agent:
         # Called after each re-placement pass (nodes changed): the training-work watch
         # (prefetchd.k8s.workload_watch) places its datasets again too.
         self.replan_hooks: list[Callable[[], None]] = []
+        # Pending pods another watch accounts for (a training job's pods are warmed and pinned
+        # under their job): a hook answering True makes on_pod leave the pod alone.
+        self.pod_owners: list[Callable[[dict[str, Any]], bool]] = []
         for source, dataset in held:
             if source.startswith("workflow "):
                 self._held.setdefault(source, set()).add(dataset)
@@ -499,6 +502,8 @@ class Agent:
         owner = workflow_of(obj)
         if owner is not None:
             self._on_step_pod(obj, owner)
+            return
+        if any(claims(obj) for claims in self.pod_owners):
             return
         source = f"pod {meta.get('namespace')}/{meta.get('name')}"
         try:

@@ -35,6 +35,8 @@ Data flow:
 * Restart: pins recorded under these kinds' sources are claimed back by their work; after
   each kind's first listing, those of work that no longer exists are released.
 * Node changes (the agent's re-placement pass) evaluate every remembered work again.
+* Pending pods of known work are left to this module (:meth:`WorkloadWatch.owns_pod`): the
+  agent's pod path would pin their data again under the pod, with a TTL.
 
 Bounded: works, raw objects and queued lane entries are LRU-capped at ``max_works``.
 """
@@ -124,6 +126,7 @@ def attach(agent: Any, config: WorkloadConfig, warm: Callable[[Any], None],
     """A WorkloadWatch sharing the agent's nodes and view, re-placed with the agent's pass."""
     watch = WorkloadWatch(config, agent.view, agent.nodes, warm, release, held, config.metrics)
     agent.replan_hooks.append(watch.replan)
+    agent.pod_owners.append(watch.owns_pod)
     if config.finished_hooks is not None:
         config.finished_hooks.append(watch.warm_finished)
     return watch
@@ -548,6 +551,15 @@ class WorkloadWatch:
                      len(datasets))
             for dataset in sorted(datasets):
                 self.release(dataset, source)
+
+    def owns_pod(self, pod: dict[str, Any]) -> bool:
+        """True when the pod belongs to work known here: its data is that work's (pinned
+        under its release key), so the agent's pending-pod path leaves it alone."""
+        keys = {k for k, _ in wl.pod_work(pod)}
+        if not keys:
+            return False
+        with self._lock:
+            return any(rk in keys or keys & job.works.keys() for rk, job in self._jobs.items())
 
     def replan(self) -> None:
         """Nodes changed: place every remembered work's datasets again."""
