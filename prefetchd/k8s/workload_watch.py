@@ -144,7 +144,7 @@ class WorkloadWatch:
         self._request = WarmRequest
         self.config, self.view, self.nodes = config, view, nodes
         self.warm, self.release, self.metrics = warm, release, metrics
-        self.library = wl.Library()
+        self.library = wl.Library(fetch_configmap=self._fetch_configmap)
         self._lock = threading.RLock()
         self._jobs: OrderedDict[str, _Job] = OrderedDict()  # release key -> _Job
         self._objects: OrderedDict[str, dict[str, Any]] = OrderedDict()  # uid -> latest object
@@ -165,6 +165,20 @@ class WorkloadWatch:
         self._crd_watch: kw.Watcher | None = None
         self._crd_thread: threading.Thread | None = None
         self._closed = False
+
+    def _fetch_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Katib trial-template ConfigMap, by one GET (None when absent or unreadable)."""
+        get_json = getattr(self.view, "get_json", None)
+        if get_json is None:
+            return None
+        try:
+            found = get_json(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+        except Exception as exc:  # noqa: BLE001 - the read error names the ConfigMap
+            log.debug("configmap %s/%s: %s", namespace, name, exc)
+            return None
+        if found is not None:
+            found = {**found, "apiVersion": "v1", "kind": "ConfigMap"}
+        return found
 
     # ------------------------------------------------------------ watches
 
@@ -197,6 +211,11 @@ class WorkloadWatch:
             t.join(timeout)
         if self._crd_thread is not None:
             self._crd_thread.join(timeout)
+
+    def listed(self) -> bool:
+        """True once the CRDs and every kind watched at start have been listed once."""
+        with self._lock:
+            return self._lane_open
 
     def watching(self) -> list[str]:
         """The resources watched now (``plural.group/version``), for logs and tests."""

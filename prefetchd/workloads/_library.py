@@ -3,7 +3,7 @@
 Who uses it: ``prefetchd plan`` fills one from the files it is given (a TrainJob's runtime as
 a second file); the node agent is meant to fill one from its watches (TrainingRuntime,
 ClusterTrainingRuntime, WorkloadPriorityClass, ResourceFlavor) and from single GETs (a Katib
-trial-template ConfigMap). Adapters only read it:
+trial-template ConfigMap, through ``fetch_configmap``). Adapters only read it:
 
 * ``runtime(kind, namespace, name)``: a TrainJob's ``runtimeRef`` (TrainingRuntime in the
   job's namespace, or ClusterTrainingRuntime);
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 LIBRARY_KINDS = {
@@ -53,8 +53,13 @@ def is_library_object(obj: Mapping[str, Any]) -> bool:
 class Library:
     """Objects by (kind, namespace, name); thread-safe, bounded."""
 
-    def __init__(self, objects: list[Mapping[str, Any]] | None = None, size: int = 4096) -> None:
+    def __init__(self, objects: list[Mapping[str, Any]] | None = None, size: int = 4096,
+                 fetch_configmap: Callable[[str, str], Mapping[str, Any] | None] | None = None,
+                 ) -> None:
         self.size = size
+        # (namespace, name) -> the ConfigMap or None; called when one is asked for and not
+        # held (the agent GETs it: trial-template ConfigMaps are not watched).
+        self.fetch_configmap = fetch_configmap
         self._d: OrderedDict[tuple[str, str, str], Mapping[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         for obj in objects or []:
@@ -87,7 +92,12 @@ class Library:
         return self.get(kind, namespace, name)
 
     def configmap(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        return self.get("ConfigMap", namespace, name)
+        found = self.get("ConfigMap", namespace, name)
+        if found is None and self.fetch_configmap is not None:
+            found = self.fetch_configmap(namespace, name)
+            if found is not None:
+                self.add(found)
+        return found
 
     def priority(self, name: str) -> int | None:
         obj = self.get("WorkloadPriorityClass", None, name)
