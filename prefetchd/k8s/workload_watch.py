@@ -56,6 +56,7 @@ from prefetchd import workloads as wl
 from prefetchd.k8s import datasets as ds_mod
 from prefetchd.k8s import placement
 from prefetchd.k8s import watch as kw
+from prefetchd.k8s.agent import WarmRequest
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +140,6 @@ class WorkloadWatch:
                  nodes: Callable[[], list[placement.NodeInfo]], warm: Callable[[Any], None],
                  release: Callable[[str, str], None], held: Iterable[tuple[str, str]] = (),
                  metrics: Any = None) -> None:
-        from prefetchd.k8s.agent import WarmRequest  # the agent imports this module lazily
-
         self._request = WarmRequest
         self.config, self.view, self.nodes = config, view, nodes
         self.warm, self.release, self.metrics = warm, release, metrics

@@ -134,3 +134,33 @@ def test_pins_of_a_job_gone_during_a_restart_are_released_after_the_listing(fake
     wait_for("the gone job's pins released",
              lambda: rec.releases == [("pytorchjob ml/gone", "s3://data/g/")])
     assert ("pytorchjob ml/kept", "s3://data/kept/") not in rec.warms  # already held here
+
+
+def test_queued_lane_sends_one_warm_at_a_time_within_the_queued_share(fake, api):
+    """Paced as with the real worker: the next queued warm goes when the last one finished,
+    and not while the bytes pinned for still-queued work reach the bound; admitted work goes
+    at once."""
+    fake.create(to.crd(PYTORCH_CRD))
+    for name in ("a", "b", "c"):
+        fake.create(to.pytorchjob(name, NS, f"s3://data/{name}/", workers=1, queue="q"))
+    rec = Recorder()
+    w = ww.WorkloadWatch(ww.WorkloadConfig(node_name="n1", queued_limit_bytes=1000),
+                         ds_mod.ApiClusterView(api), lambda: [NODE], rec.warm, rec.release)
+    w.start(lambda: kw.ClientTransport(api), kw.WatchOptions(timeout_seconds=5))
+    try:
+        wait_for("the first queued warm", lambda: len(rec.warms) == 1)
+        wait_for("the first listings", w.listed)
+        first = rec.warms[0]
+        assert first[0] == "pytorchjob ml/a"  # same priority: earliest created first
+        w.warm_finished(ww.WarmRequest(first[1], first[0], "", 0), 600, time.time())
+        wait_for("the second queued warm", lambda: len(rec.warms) == 2)
+        second = rec.warms[1]
+        w.warm_finished(ww.WarmRequest(second[1], second[0], "", 0), 600, time.time())
+        # 1200 bytes held for queued work >= 1000: the third waits ...
+        assert len(rec.warms) == 2
+        # ... until one of them is admitted (its bytes no longer count as queued).
+        fake.patch("kubeflow.org/v1", "PyTorchJob", first[0].split("/")[-1],
+                   {"spec": {"runPolicy": {"suspend": False}}}, NS)
+        wait_for("the third queued warm", lambda: len(rec.warms) == 3)
+    finally:
+        w.stop()
