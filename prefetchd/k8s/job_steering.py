@@ -2,8 +2,9 @@
 
 Who calls this: :func:`prefetchd.k8s.webhook.affinity_terms`, for each dataset of a pod it
 is asked about. Data flow: the pod's labels -> its work (:func:`prefetchd.workloads.pod_work`)
--> one GET of that object -> :func:`prefetchd.workloads.read` -> the target of this dataset,
-whose node count (workers x pods) is how many nodes the agents warmed it on
+-> one GET of that object (and of its runtime, for a TrainJob) ->
+:func:`prefetchd.workloads.read` -> the target of this dataset, whose node count (workers x
+pods) is how many nodes the agents warmed it on
 (``max(--replicas, target nodes)``, the same number :mod:`prefetchd.k8s.workload_watch`
 uses) -> :func:`prefetchd.k8s.placement.choose` ranks them as every agent does -> minus the
 nodes its siblings (the same work's other pods, :func:`prefetchd.workloads.sibling_selector`)
@@ -44,7 +45,7 @@ def job_node(pod: Mapping[str, Any], dataset: str, nodes: list[placement.NodeInf
             obj = get_json(path) if path else None
             if obj is None:
                 continue
-            work = wl.read(obj)
+            work = wl.read(obj, wl.Library(fetch=wl.fetcher(get_json)))  # runtimes by GET
             targets = work.targets(wl.resolver_from_view(view, namespace))
         except Exception as exc:  # noqa: BLE001 - never block a pod
             log.debug("webhook: %s not readable for steering: %s", key, exc)

@@ -143,7 +143,11 @@ class WorkloadWatch:
         self._request = WarmRequest
         self.config, self.view, self.nodes = config, view, nodes
         self.warm, self.release, self.metrics = warm, release, metrics
-        self.library = wl.Library(fetch_configmap=self._fetch_configmap)
+        get_json = getattr(view, "get_json", None)
+        # Trial-template ConfigMaps are not watched: one GET when an Experiment names one.
+        fetch = wl.fetcher(get_json) if get_json is not None else None
+        self.library = wl.Library(fetch=lambda k, ns, n: fetch(k, ns, n)
+                                  if fetch is not None and k == "ConfigMap" else None)
         self._lock = threading.RLock()
         self._jobs: OrderedDict[str, _Job] = OrderedDict()  # release key -> _Job
         self._objects: OrderedDict[str, dict[str, Any]] = OrderedDict()  # uid -> latest object
@@ -164,20 +168,6 @@ class WorkloadWatch:
         self._crd_watch: kw.Watcher | None = None
         self._crd_thread: threading.Thread | None = None
         self._closed = False
-
-    def _fetch_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """A Katib trial-template ConfigMap, by one GET (None when absent or unreadable)."""
-        get_json = getattr(self.view, "get_json", None)
-        if get_json is None:
-            return None
-        try:
-            found = get_json(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
-        except Exception as exc:  # noqa: BLE001 - the read error names the ConfigMap
-            log.debug("configmap %s/%s: %s", namespace, name, exc)
-            return None
-        if found is not None:
-            found = {**found, "apiVersion": "v1", "kind": "ConfigMap"}
-        return found
 
     # ------------------------------------------------------------ watches
 

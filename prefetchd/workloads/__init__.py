@@ -14,7 +14,8 @@ agent and the webhook are to call :func:`read` on watched objects, see docs/pref
     KINDS  what is read: group, kind, versions, plural, scope (for watches and RBAC).
     object_path(key), sibling_selector(pod)  the API path of a work key's object; the
         label selector of a pod's siblings (same work), for the webhook.
-    LIBRARY_WATCHES  the lookup kinds the agent watches to fill a Library.
+    LIBRARY_WATCHES  the lookup kinds the agent watches to fill a Library; fetcher(get_json)
+        a Library.fetch that GETs a missing one (api_path gives its path).
     pod_work(pod) -> [(work key, group name)]  which work a pod belongs to, from the labels
         its controller sets (for the webhook).
     WorkloadError: bad input; str(e) is one line naming the object and the field.
@@ -28,7 +29,13 @@ API reads; PVC claims are named and resolved by the caller (``resolver_from_view
 
 from __future__ import annotations
 
-from prefetchd.workloads._library import LIBRARY_WATCHES, Library, is_library_object
+from prefetchd.workloads._library import (
+    LIBRARY_WATCHES,
+    Library,
+    api_path,
+    fetcher,
+    is_library_object,
+)
 from prefetchd.workloads._model import (
     DatasetRef,
     PodGroup,
@@ -63,7 +70,9 @@ __all__ = [
     "UpcomingWork",
     "WarmTarget",
     "WorkloadError",
+    "api_path",
     "describe",
+    "fetcher",
     "is_library_object",
     "lookup",
     "object_path",

@@ -43,6 +43,40 @@ LIBRARY_WATCHES: tuple[tuple[str, str, tuple[str, ...], str, bool], ...] = (
 )
 
 
+def api_path(kind: str, namespace: str | None, name: str) -> str | None:
+    """The API path of a lookup object (for ``Library.fetch``), None for other kinds."""
+    if kind == "ConfigMap":
+        return f"/api/v1/namespaces/{namespace or 'default'}/configmaps/{name}"
+    for group, k, versions, plural, namespaced in LIBRARY_WATCHES:
+        if k == kind:
+            base = f"/apis/{group}/{versions[0]}"
+            return (f"{base}/namespaces/{namespace or 'default'}/{plural}/{name}" if namespaced
+                    else f"{base}/{plural}/{name}")
+    return None
+
+
+def fetcher(get_json: Callable[[str], Mapping[str, Any] | None],
+            ) -> Callable[[str, str | None, str], Mapping[str, Any] | None]:
+    """A ``Library.fetch`` over one GET per lookup (None when absent or unreadable)."""
+
+    def fetch(kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        path = api_path(kind, namespace, name)
+        if path is None:
+            return None
+        try:
+            found = get_json(path)
+        except Exception:  # noqa: BLE001 - the adapter's error names the missing object
+            return None
+        if found is None:
+            return None
+        version = "v1" if kind == "ConfigMap" else path.split("/")[3]
+        group = LIBRARY_KINDS[kind]
+        return {**found, "kind": kind,
+                "apiVersion": f"{group}/{version}" if group else version}
+
+    return fetch
+
+
 def is_library_object(obj: Mapping[str, Any]) -> bool:
     kind = obj.get("kind")
     api = str(obj.get("apiVersion") or "")
@@ -54,12 +88,13 @@ class Library:
     """Objects by (kind, namespace, name); thread-safe, bounded."""
 
     def __init__(self, objects: list[Mapping[str, Any]] | None = None, size: int = 4096,
-                 fetch_configmap: Callable[[str, str], Mapping[str, Any] | None] | None = None,
+                 fetch: Callable[[str, str | None, str], Mapping[str, Any] | None] | None = None,
                  ) -> None:
         self.size = size
-        # (namespace, name) -> the ConfigMap or None; called when one is asked for and not
-        # held (the agent GETs it: trial-template ConfigMaps are not watched).
-        self.fetch_configmap = fetch_configmap
+        # (kind, namespace, name) -> the object or None, called when one is asked for and not
+        # held: the agent GETs trial-template ConfigMaps (not watched), the webhook GETs
+        # runtimes (it watches nothing). See api_path.
+        self.fetch = fetch
         self._d: OrderedDict[tuple[str, str, str], Mapping[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         for obj in objects or []:
@@ -86,18 +121,18 @@ class Library:
 
     def get(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
         with self._lock:
-            return self._d.get(self._key(kind, namespace, name))
+            found = self._d.get(self._key(kind, namespace, name))
+        if found is None and self.fetch is not None:
+            found = self.fetch(kind, namespace, name)
+            if found is not None:
+                self.add(found)
+        return found
 
     def runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.get(kind, namespace, name)
 
     def configmap(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        found = self.get("ConfigMap", namespace, name)
-        if found is None and self.fetch_configmap is not None:
-            found = self.fetch_configmap(namespace, name)
-            if found is not None:
-                self.add(found)
-        return found
+        return self.get("ConfigMap", namespace, name)
 
     def priority(self, name: str) -> int | None:
         obj = self.get("WorkloadPriorityClass", None, name)
