@@ -34,7 +34,9 @@ CRDS = ("kubeflow-trainer/crds/kubeflow.org_pytorchjobs.yaml",
         "kueue/crds/kueue.x-k8s.io_workloads.yaml",
         "kueue/crds/kueue.x-k8s.io_workloadpriorityclasses.yaml",
         "katib/crds/kubeflow.org_experiments.yaml",
-        "katib/crds/kubeflow.org_trials.yaml")
+        "katib/crds/kubeflow.org_trials.yaml",
+        "kubeflow-trainer/crds/trainer.kubeflow.org_trainjobs.yaml",
+        "kubeflow-trainer/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml")
 
 
 class Site:
@@ -236,6 +238,34 @@ def test_queued_pytorchjob_is_warm_on_four_nodes_before_admission(fake, site_fac
         wait_until("the pins released on every node",
                    lambda: site.pinned_anywhere(keys) is False, 60)
         assert all(not site.records(n) for n in site.nodes)
+    except BaseException:
+        print(site.logs())
+        raise
+
+
+def test_queued_trainjob_is_warm_on_its_nodes_before_admission(fake, site_factory):
+    site = site_factory(["n1", "n2", "n3", "n4"])
+    install_crds(fake)
+    rt = fake.create(to.runtime("torch_distributed.yaml"))
+    uri, keys = dataset(site, "llm")
+    site.start()
+    try:
+        job = fake.create(to.trainjob("tune", NS, uri, nodes=4, queue="training-queue"))
+        wl = fake.create(to.workload_for(job, [("node", 4, to.trainjob_pod_template(job, rt))],
+                                         "training-queue", None))
+        wait_until("the queued TrainJob's data warm on all 4 nodes",
+                   lambda: site.holders(keys) == set(site.nodes), 180)
+        status = to.admitted(wl)
+        fake.patch("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"],
+                   {"status": status}, NS)
+        fake.patch("trainer.kubeflow.org/v1alpha1", "TrainJob", "tune",
+                   {"spec": {"suspend": False}}, NS)
+        placed = [site.schedule(site.create_pod(to.trainjob_pod(job, rt, i))) for i in range(4)]
+        assert sorted(placed) == site.nodes, placed  # four distinct warm nodes
+        fake.patch("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"],
+                   {"status": to.finished(status)}, NS)
+        wait_until("the pins released on every node",
+                   lambda: site.pinned_anywhere(keys) is False, 60)
     except BaseException:
         print(site.logs())
         raise

@@ -249,3 +249,62 @@ def trial_job(tr: dict[str, Any]) -> dict[str, Any]:
     job["metadata"]["ownerReferences"] = [owner_ref(tr)]
     job["metadata"]["labels"] = {"katib.kubeflow.org/trial": tr["metadata"]["name"]}
     return job
+
+
+def runtime(relpath: str) -> dict[str, Any]:
+    """An upstream (Cluster)TrainingRuntime from ../shared/k8s/crds/kubeflow-trainer/runtimes."""
+    return yaml.safe_load((CRDS / "kubeflow-trainer" / "runtimes" / relpath).read_text())
+
+
+def trainjob(name: str, namespace: str, dataset: str, nodes: int, queue: str) -> dict[str, Any]:
+    """A TrainJob on ClusterTrainingRuntime torch-distributed, queued in Kueue (as the
+    upstream trainjob-03-kueue-integration example: ``suspend: true``)."""
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {QUEUE_LABEL: queue}},
+            "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org",
+                                    "kind": "ClusterTrainingRuntime",
+                                    "name": "torch-distributed"},
+                     "suspend": True,
+                     "trainer": {"numNodes": nodes, "image": "python:3.11-slim",
+                                 "command": ["python3", "train.py"],
+                                 "args": ["--data", dataset],
+                                 "resourcesPerNode": {"requests": {"cpu": "2",
+                                                                   "memory": "4Gi"}}}}}
+
+
+def trainjob_pod_template(job: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
+    """The node pod template the trainer controller builds: the runtime's, with the job's
+    trainer image, command, args and resources."""
+    (rjob,) = [r for r in rt["spec"]["template"]["spec"]["replicatedJobs"]
+               if r["name"] == "node"]
+    tpl = copy.deepcopy(rjob["template"]["spec"]["template"])
+    tr = job["spec"]["trainer"]
+    for c in tpl["spec"]["containers"]:
+        if c["name"] == "node":
+            c.update(image=tr["image"], command=tr["command"], args=tr["args"],
+                     resources=tr["resourcesPerNode"])
+    return tpl
+
+
+def trainjob_pod(job: dict[str, Any], rt: dict[str, Any], index: int) -> dict[str, Any]:
+    """A pod of the TrainJob's JobSet (replicated job ``node``, one indexed Job)."""
+    name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
+    tpl = trainjob_pod_template(job, rt)
+    job_name = f"{name}-node-0"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{job_name}-{index}-{uuid.uuid4().hex[:5]}", "namespace": ns,
+                         "labels": {**(tpl.get("metadata") or {}).get("labels", {}),
+                                    "jobset.sigs.k8s.io/jobset-name": name,
+                                    "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                                    "jobset.sigs.k8s.io/job-index": "0",
+                                    "batch.kubernetes.io/job-name": job_name,
+                                    "job-name": job_name,
+                                    "batch.kubernetes.io/job-completion-index": str(index)},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": job_name, "uid": str(uuid.uuid4()),
+                                              "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": {**copy.deepcopy(tpl["spec"]), "subdomain": name,
+                     "hostname": f"{job_name}-{index}"},
+            "status": {"phase": "Pending"}}
