@@ -152,6 +152,7 @@ class WorkloadWatch:
         self._jobs: OrderedDict[str, _Job] = OrderedDict()  # release key -> _Job
         self._objects: OrderedDict[str, dict[str, Any]] = OrderedDict()  # uid -> latest object
         self._bad: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._done_logged: OrderedDict[str, None] = OrderedDict()
         kinds = {w.kind.lower() for w in watchables() if not w.lookup}
         self._held: dict[str, set[str]] = {}
         for source, dataset in held:
@@ -435,6 +436,9 @@ class WorkloadWatch:
                 f"{job.record.state.value} in its queue"  # type: ignore[union-attr]
             self._release(release_key, state)
             return
+        for w in works:
+            if w.state.done and w.key != release_key:
+                self._note_done(w, release_key)
         states = {w.state for w in works}
         now = time.time()
         with self._lock:
@@ -460,6 +464,17 @@ class WorkloadWatch:
             for t in targets:
                 self._consider(job, release_key, work, t, nodes)
         self._pump()
+
+    def _note_done(self, work: wl.UpcomingWork, release_key: str) -> None:
+        """Log once that a part of longer work ended (a Trial): its data stays."""
+        with self._lock:
+            if work.uid in self._done_logged:
+                return
+            self._done_logged[work.uid] = None
+            while len(self._done_logged) > 1000:
+                self._done_logged.popitem(last=False)
+        log.info("%s %s; its data stays pinned for %s", work.key, work.state.value,
+                 release_key)
 
     def _consider(self, job: _Job, release_key: str, work: wl.UpcomingWork,
                   t: wl.WarmTarget, nodes: list[placement.NodeInfo]) -> None:

@@ -1,7 +1,8 @@
 """Upcoming training work beyond pipelines: Kubeflow Trainer, v1 jobs, Katib, Job, JobSet, Kueue.
 
 Public API (callers: ``prefetchd plan`` through :mod:`prefetchd.workloads.plan_cli`; the node
-agent and the webhook are to call :func:`read` on watched objects, see docs/prefetchd.md):
+agent's :mod:`prefetchd.k8s.workload_watch` and the webhook's :mod:`prefetchd.k8s.job_steering`
+call :func:`read` on watched / fetched objects, see docs/prefetchd.md):
 
     read(obj, library=None) -> UpcomingWork
         One API object (a dict, as the API server serves it) of a kind in KINDS.

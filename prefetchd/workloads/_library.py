@@ -1,7 +1,7 @@
 """The objects some kinds need to be read completely: runtimes, trial templates, priorities.
 
 Who uses it: ``prefetchd plan`` fills one from the files it is given (a TrainJob's runtime as
-a second file); the node agent is meant to fill one from its watches (TrainingRuntime,
+a second file); the node agent fills one from its watches (TrainingRuntime,
 ClusterTrainingRuntime, WorkloadPriorityClass, ResourceFlavor) and from single GETs (a Katib
 trial-template ConfigMap, through ``fetch_configmap``). Adapters only read it:
 

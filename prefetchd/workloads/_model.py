@@ -2,7 +2,8 @@
 
 Who uses it: the adapters (``_batch``, ``_jobset``, ``_kubeflow``, ``_trainjob``, ``_katib``,
 ``_kueue``) build :class:`UpcomingWork`; ``prefetchd plan`` renders it (``plan_cli``); the node
-agent, the warm worker and the webhook are meant to consume it with no kind-specific branch.
+agent (:mod:`prefetchd.k8s.workload_watch`) and the webhook (:mod:`prefetchd.k8s.job_steering`)
+consume it with no kind-specific branch.
 
 Data flow: one API object (plus runtimes / ConfigMaps / priority classes from a
 :class:`~prefetchd.workloads._library.Library`) -> one ``UpcomingWork``:

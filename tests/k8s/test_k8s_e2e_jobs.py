@@ -321,7 +321,12 @@ def test_experiment_data_outlives_trials_and_goes_with_the_experiment(fake, site
                                               to.cond("Succeeded", reason="TrialSucceeded")]}},
                     NS)
                 fake.delete("batch/v1", "Job", tr["metadata"]["name"], NS)
-            # A Trial's end releases nothing: the Experiment goes on.
+            # A Trial's end releases nothing: the Experiment goes on. Once every agent
+            # holding the data has handled the Trials' end, the data is still pinned there.
+            for tr in trials:
+                line = f"trial ml/{tr['metadata']['name']} succeeded; its data stays pinned"
+                wait_until("the agents handled the trials' end", lambda line=line: all(
+                    line in (site.tmp / f"agent-{n}.log").read_text() for n in warm), 30)
             assert site.holders(keys) == warm
         fake.patch("kubeflow.org/v1beta1", "Experiment", "tune", {"status": {"conditions": [
             to.cond("Created", reason="ExperimentCreated"),
