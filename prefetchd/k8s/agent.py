@@ -714,6 +714,9 @@ def check_arguments(args: argparse.Namespace) -> str | None:
     return None
 
 
+WATCH_POOL_SIZE = 64
+
+
 def load_api_client(kubeconfig: str | None) -> Any:
     from kubernetes import client, config
 
@@ -725,6 +728,9 @@ def load_api_client(kubeconfig: str | None) -> Any:
     else:
         config.load_incluster_config()
         cfg = client.Configuration.get_default_copy()
+    # One connection per open watch (up to ~25 with every training-work CRD installed) plus
+    # GETs and Node patches: the default (5 x CPUs) would discard connections under load.
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, WATCH_POOL_SIZE)
     return client.ApiClient(cfg)
 
 

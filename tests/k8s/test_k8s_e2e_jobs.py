@@ -182,6 +182,11 @@ def site_factory(fake, local_s3, bucket, tmp_path):
     yield make
     for s in sites:
         s.stop()
+    for s in sites:  # no process warned or failed (the credentials never logged)
+        for log in s.tmp.glob("*.log"):
+            text = log.read_text()
+            assert " WARNING " not in text and " ERROR " not in text, (log.name, text[-3000:])
+            assert s.s3.env()["AWS_SECRET_ACCESS_KEY"] not in text
 
 
 def test_queued_pytorchjob_is_warm_on_four_nodes_before_admission(fake, site_factory):
