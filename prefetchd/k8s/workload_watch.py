@@ -14,7 +14,8 @@ Data flow:
   watched.
 * Lookup objects (runtimes, WorkloadPriorityClasses, ResourceFlavors) fill a
   :class:`~prefetchd.workloads.Library`; every remembered object is then read again (a job
-  whose runtime was unknown becomes readable).
+  whose runtime was unknown becomes readable). One not held yet is fetched by one GET (a
+  trial-template ConfigMap, or a runtime its watch has not listed yet).
 * Every object event -> :func:`prefetchd.workloads.read`. An unreadable object is logged once
   per (uid, resourceVersion) and skipped. Work with an ``owner`` is skipped (its owner
   describes the same pods), except a ``queue_record`` (a Kueue Workload), which supplies the
@@ -144,10 +145,9 @@ class WorkloadWatch:
         self.config, self.view, self.nodes = config, view, nodes
         self.warm, self.release, self.metrics = warm, release, metrics
         get_json = getattr(view, "get_json", None)
-        # Trial-template ConfigMaps are not watched: one GET when an Experiment names one.
-        fetch = wl.fetcher(get_json) if get_json is not None else None
-        self.library = wl.Library(fetch=lambda k, ns, n: fetch(k, ns, n)
-                                  if fetch is not None and k == "ConfigMap" else None)
+        # A lookup object not held is fetched by one GET: trial-template ConfigMaps are not
+        # watched, and a job may be listed before its runtime's watch has listed that.
+        self.library = wl.Library(fetch=wl.fetcher(get_json) if get_json is not None else None)
         self._lock = threading.RLock()
         self._jobs: OrderedDict[str, _Job] = OrderedDict()  # release key -> _Job
         self._objects: OrderedDict[str, dict[str, Any]] = OrderedDict()  # uid -> latest object
