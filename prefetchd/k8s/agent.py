@@ -11,6 +11,12 @@ warmer and test doubles plug in the same way. :func:`run` wires the real ones: a
 :class:`prefetchd.warm.Warmer`, node publication) and :class:`prefetchd.k8s.metrics.AgentMetrics`
 (fed through the ``observer`` hook with every Workflow's ``status.nodes``).
 
+Training work beyond pipelines (Kubeflow Trainer and v1 jobs, Katib, batch Jobs, JobSets,
+Kueue Workloads) is watched by :mod:`prefetchd.k8s.workload_watch`, which
+:func:`run_kubernetes` starts after the others; it shares this agent's nodes and cluster view,
+is re-placed with :meth:`Agent.replan` (``replan_hooks``) and claims the pending pods of the
+work it knows (``pod_owners``).
+
 Start order (:func:`run_kubernetes`): the Node is published first (by the caller), then the
 Node watcher runs until this agent's own Node is seen with ``fusecache.io/cache-free-bytes``,
 and only then the others: placement counts only annotated nodes, and a workflow evaluated
