@@ -153,6 +153,9 @@ class WorkloadWatch:
         self._objects: OrderedDict[str, dict[str, Any]] = OrderedDict()  # uid -> latest object
         self._bad: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._done_logged: OrderedDict[str, None] = OrderedDict()
+        # Release keys released here (bounded): a late pending pod of finished work is still
+        # that work's (and needs no warm), not a stranger for the agent's pod path.
+        self._released: OrderedDict[str, None] = OrderedDict()
         kinds = {w.kind.lower() for w in watchables() if not w.lookup}
         self._held: dict[str, set[str]] = {}
         for source, dataset in held:
@@ -551,6 +554,10 @@ class WorkloadWatch:
     def _release(self, release_key: str, why: str) -> None:
         with self._lock:
             job = self._jobs.pop(release_key, None)
+            self._released[release_key] = None
+            self._released.move_to_end(release_key)
+            while len(self._released) > self.config.max_works:
+                self._released.popitem(last=False)
             datasets = set(job.requested) if job is not None else set()
             datasets |= self._held.pop(release_key, set())
             if self._inflight is not None and self._inflight[0] == release_key:
@@ -582,6 +589,8 @@ class WorkloadWatch:
         if not keys:
             return False
         with self._lock:
+            if keys & self._released.keys():
+                return True
             return any(rk in keys or keys & job.works.keys() for rk, job in self._jobs.items())
 
     def replan(self) -> None:
