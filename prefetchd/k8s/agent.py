@@ -11,6 +11,12 @@ warmer and test doubles plug in the same way. :func:`run` wires the real ones: a
 :class:`prefetchd.warm.Warmer`, node publication) and :class:`prefetchd.k8s.metrics.AgentMetrics`
 (fed through the ``observer`` hook with every Workflow's ``status.nodes``).
 
+Training work beyond pipelines (Kubeflow Trainer and v1 jobs, Katib, batch Jobs, JobSets,
+Kueue Workloads) is watched by :mod:`prefetchd.k8s.workload_watch`, which
+:func:`run_kubernetes` starts after the others; it shares this agent's nodes and cluster view,
+is re-placed with :meth:`Agent.replan` (``replan_hooks``) and claims the pending pods of the
+work it knows (``pod_owners``).
+
 Start order (:func:`run_kubernetes`): the Node is published first (by the caller), then the
 Node watcher runs until this agent's own Node is seen with ``fusecache.io/cache-free-bytes``,
 and only then the others: placement counts only annotated nodes, and a workflow evaluated
@@ -191,6 +197,12 @@ class Agent:
         # Known workflows by (ns, name) -> uid: a pod carrying Argo's label names only that.
         self._wf_uids: OrderedDict[tuple[str, str], str] = OrderedDict()
         self._step_pods: OrderedDict[Any, None] = OrderedDict()  # uids logged (bounded)
+        # Called after each re-placement pass (nodes changed): the training-work watch
+        # (prefetchd.k8s.workload_watch) places its datasets again too.
+        self.replan_hooks: list[Callable[[], None]] = []
+        # Pending pods another watch accounts for (a training job's pods are warmed and pinned
+        # under their job): a hook answering True makes on_pod leave the pod alone.
+        self.pod_owners: list[Callable[[dict[str, Any]], bool]] = []
         for source, dataset in held:
             if source.startswith("workflow "):
                 self._held.setdefault(source, set()).add(dataset)
@@ -422,6 +434,11 @@ class Agent:
         log.debug("nodes changed: re-placing %d workflows", len(work))
         for uid, source, requested, waiting in work:
             self._place(uid, source, requested, waiting, nodes)
+        for hook in self.replan_hooks:
+            try:
+                hook()
+            except Exception:  # noqa: BLE001 - one hook must not stop re-placement
+                log.exception("re-placement hook failed")
 
     def close(self) -> None:
         """Cancel a pending re-placement (the agent is stopping)."""
@@ -491,6 +508,8 @@ class Agent:
         owner = workflow_of(obj)
         if owner is not None:
             self._on_step_pod(obj, owner)
+            return
+        if any(claims(obj) for claims in self.pod_owners):
             return
         source = f"pod {meta.get('namespace')}/{meta.get('name')}"
         try:
@@ -605,15 +624,21 @@ SELF_READY_TIMEOUT = 30.0  # how long to wait for our own annotated Node before 
 def run_kubernetes(
     api_client: Any, config: AgentConfig, warm: WarmFn, release: ReleaseFn | None = None,
     stop: threading.Event | None = None, observer: ObserveFn | None = None,
-    held: Iterable[tuple[str, str]] = (),
+    held: Iterable[tuple[str, str]] = (), workload: Any = None,
 ) -> None:
     """Run the agent until ``stop`` is set (blocking).
 
     ``held``: (source, dataset) of the pins recorded before this start (reconciled after the
-    first workflow listing, see :meth:`Agent.reconcile_pins`).
+    first workflow listing, see :meth:`Agent.reconcile_pins`). ``workload``: options of the
+    training-work watch (:func:`prefetchd.k8s.workload_watch.attach`), None: not watched.
     """
     stop = stop or threading.Event()
     agent = Agent(config, ds_mod.ApiClusterView(api_client), warm, release, observer, held)
+    jobs = None
+    if workload is not None:
+        from prefetchd.k8s import workload_watch
+
+        jobs = workload_watch.attach(agent, workload, warm, release or agent.release, held)
     group = build_watchers(lambda: kw.ClientTransport(api_client), agent,
                            kw.WatchOptions(namespace=config.namespace))
     nodes, rest = kw.WatchGroup(group.watchers[:1]), kw.WatchGroup(group.watchers[1:])
@@ -629,11 +654,16 @@ def run_kubernetes(
                             placement.CACHE_FREE_ANNOTATION, SELF_READY_TIMEOUT)
                 break
         rest.start()
+        if jobs is not None:
+            jobs.start(lambda: kw.ClientTransport(api_client),
+                       kw.WatchOptions(namespace=config.namespace))
         log.info("prefetchd agent on node %s watching %s", config.node_name,
                  config.namespace or "all namespaces")
         try:
             stop.wait()
         finally:
+            if jobs is not None:
+                jobs.stop()
             rest.stop()
     finally:
         nodes.stop()
@@ -667,6 +697,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="serve Prometheus metrics on this port (default: off)")
     parser.add_argument("--publish-interval", type=float, default=30.0, metavar="SECONDS",
                         help="patch this Node's free space and labels this often (default 30)")
+    parser.add_argument("--queued-share", type=float, default=0.5, metavar="FRACTION",
+                        help="at most this share of the node cache is pinned for jobs still "
+                        "queued (Kueue, suspended); 0 warms no queued job (default 0.5)")
     parser.add_argument("--pod-pin-ttl", type=float, default=6 * 3600.0, metavar="SECONDS",
                         help="pins of pending-pod warms expire after this (default 6 h)")
 
@@ -678,6 +711,8 @@ def check_arguments(args: argparse.Namespace) -> str | None:
     """A one-line reason why these ``run --kubernetes`` arguments cannot work, or None."""
     if args.replicas < 1:
         return "--replicas must be at least 1"
+    if not 0 <= getattr(args, "queued_share", 0.5) <= 1:
+        return "--queued-share must be between 0 and 1"
     if args.publish_interval <= 0:
         return "--publish-interval must be positive"
     if not args.node_name:
@@ -688,6 +723,9 @@ def check_arguments(args: argparse.Namespace) -> str | None:
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         return f"--kubeconfig {args.kubeconfig}: no such file"
     return None
+
+
+WATCH_POOL_SIZE = 64
 
 
 def load_api_client(kubeconfig: str | None) -> Any:
@@ -701,6 +739,9 @@ def load_api_client(kubeconfig: str | None) -> Any:
     else:
         config.load_incluster_config()
         cfg = client.Configuration.get_default_copy()
+    # One connection per open watch (up to ~25 with every training-work CRD installed) plus
+    # GETs and Node patches: the default (5 x CPUs) would discard connections under load.
+    cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize or 0, WATCH_POOL_SIZE)
     return client.ApiClient(cfg)
 
 
@@ -736,8 +777,13 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
     metrics = metrics_mod.AgentMetrics(args.node_name)
     server = None
     with load_api_client(args.kubeconfig) as api_client:
+        from prefetchd.k8s import workload_watch
+
         worker = None
         held: list[tuple[str, str]] = []
+        workload = workload_watch.WorkloadConfig(
+            node_name=args.node_name, replicas=args.replicas, namespace=config.namespace,
+            paced=warm is None, metrics=metrics)
         if warm is None:
             worker = worker_mod.WarmWorker(
                 worker_mod.WorkerConfig(
@@ -752,12 +798,16 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
             worker.start()
             warm, release = worker.warm, worker.release
             held = worker.held()
+            workload = dataclasses.replace(
+                workload, queued_limit_bytes=int(getattr(args, "queued_share", 0.5) *
+                                                 worker.cache_limit()),
+                finished_hooks=worker.finished_hooks)
         if args.metrics_port is not None:
             server = metrics.serve(args.metrics_port)
             log.info("metrics on :%d/metrics", args.metrics_port)
         try:
             run_kubernetes(api_client, config, warm, release, stop, metrics.observe_workflow,
-                           held)
+                           held, workload)
         finally:
             if worker is not None:
                 worker.stop()

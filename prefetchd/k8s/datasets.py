@@ -121,6 +121,18 @@ class ApiClusterView:
             raise RuntimeError(f"GET {path}: HTTP {resp.status}")
         return json.loads(resp.data)
 
+    def get_json(self, path: str) -> Mapping[str, Any] | None:
+        """One object by API path (not cached), None if it does not exist."""
+        return self._get_json(path)
+
+    def pods(self, namespace: str, selector: str) -> list[Mapping[str, Any]]:
+        """The pods of ``namespace`` matching a label selector (not cached)."""
+        import json
+
+        resp = self.core.list_namespaced_pod(namespace, label_selector=selector,
+                                             _preload_content=False, _request_timeout=(5, 10))
+        return list(json.loads(resp.data).get("items") or [])
+
     def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._cache.get(("pvc", namespace, name), lambda: self._get_json(
             f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"))

@@ -23,7 +23,18 @@ Node-wide: ``prefetchd_node_cache_hit_ratio`` (since the cache was created),
 ``prefetchd_node_cache_counter{name}``. Agent: ``prefetchd_warms_total{outcome}``,
 ``prefetchd_warm_seconds``, ``prefetchd_warm_queue_depth``.
 
-Bounded: per-step series are kept for the last ``max_steps`` (workflow, step) pairs; older ones
+Per job (label ``job``, the work's release key, e.g. ``"pytorchjob ml/train"``; fed by
+:mod:`prefetchd.k8s.workload_watch` for training jobs, Katib experiments and Kueue work):
+
+* ``prefetchd_job_warm_lead_seconds``: the job's admission (the first time the agent sees it
+  admitted after seeing it queued; for a job never queued, its first pod running) minus the
+  time the last warm of its data on this node finished. Positive: warm that long before;
+  negative: late. Set once both are known, from this node's share of the job's data.
+* ``prefetchd_job_warm_at_admission_ratio``: of the job's datasets this node was chosen to
+  warm while the job was queued, the fraction already warm here when it was admitted.
+
+Bounded: per-job series are kept for the last ``max_steps`` jobs, per-step series for the
+last ``max_steps`` (workflow, step) pairs; older ones
 are removed from the registry, as are the remembered start/finish times.
 """
 
@@ -115,6 +126,15 @@ class AgentMetrics:
             "prefetchd_step_mount_cache_hit_ratio",
             "Cache hit ratio of the mounts of the step's datasets while the step ran "
             "(steps on this node)", step, registry=r)
+        self.job_lead = Gauge("prefetchd_job_warm_lead_seconds",
+                              "Job admission (or first pod start) minus the last warm of its "
+                              "data on this node finishing (negative: warm was late)", ["job"],
+                              registry=r)
+        self.job_ratio = Gauge("prefetchd_job_warm_at_admission_ratio",
+                               "Fraction of the queued job's datasets chosen for this node that "
+                               "were warm here at admission", ["job"], registry=r)
+        # job -> {"requested": set, "warm": {dataset: finished}, "admitted": t, "lead_set"}
+        self._jobs: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._scoped: dict[str, dict[str, int]] = {}
         self._lock = threading.Lock()
         # (workflow, step) -> {"warm_done", "started", "start_counters", "ratio_done", ...}
@@ -206,6 +226,57 @@ class AgentMetrics:
             self.node_ratio.set(ratio)
         with self._lock:
             self._counters = dict(stats.counters)
+
+    # ------------------------------------------------------------ jobs (workload_watch)
+
+    def _job(self, job: str) -> dict[str, Any]:
+        st = self._jobs.get(job)
+        if st is None:
+            st = self._jobs[job] = {"requested": set(), "warm": {}}
+        self._jobs.move_to_end(job)
+        while len(self._jobs) > self.max_steps:
+            old, _ = self._jobs.popitem(last=False)
+            for g in (self.job_lead, self.job_ratio):
+                try:
+                    g.remove(old)
+                except KeyError:
+                    pass
+        return st
+
+    def job_requested(self, job: str, dataset: str) -> None:
+        """This node was chosen to warm ``dataset`` for ``job``."""
+        with self._lock:
+            self._job(job)["requested"].add(dataset)
+
+    def job_warmed(self, job: str, dataset: str, finished: float) -> None:
+        """A warm of ``dataset`` for ``job`` is done (worker thread)."""
+        with self._lock:
+            st = self._job(job)
+            st["warm"].setdefault(dataset, finished)
+            self._job_lead(job, st)
+
+    def job_admitted(self, job: str, at: float, was_queued: bool) -> None:
+        """The job was admitted (or, never queued, its first pod runs) at ``at``; once."""
+        with self._lock:
+            st = self._job(job)
+            if "admitted" in st:
+                return
+            st["admitted"] = at
+            if was_queued and st["requested"]:
+                warm = sum(1 for d in st["requested"] if d in st["warm"])
+                self.job_ratio.labels(job).set(warm / len(st["requested"]))
+            self._job_lead(job, st)
+
+    def _job_lead(self, job: str, st: dict[str, Any]) -> None:
+        if "admitted" not in st or st.get("lead_set") or not st["requested"]:
+            return
+        if any(d not in st["warm"] for d in st["requested"]):
+            return
+        st["lead_set"] = True
+        lead = st["admitted"] - max(st["warm"][d] for d in st["requested"])
+        self.job_lead.labels(job).set(lead)
+        log.info("%s: its data was warm here %.1fs %s", job, abs(lead),
+                 "before admission" if lead >= 0 else "after admission (late)")
 
     # ------------------------------------------------------------ from the watchers
 

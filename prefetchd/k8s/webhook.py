@@ -9,7 +9,9 @@ restricted to nodes the pod can run on), and answer with a JSONPatch that *appen
 ``preferredDuringSchedulingIgnoredDuringExecution`` node-affinity terms:
 
 * weight 80: ``kubernetes.io/hostname In [chosen nodes]`` (hostname label values read from
-  the Node objects);
+  the Node objects); for a pod of a training job prefetchd reads (PyTorchJob, TrainJob, Job,
+  Trial, ...), the one warm node :mod:`prefetchd.k8s.job_steering` picks for it, distinct
+  from its siblings' (a job with W workers is warmed on W nodes);
 * weight 20: ``holds.fusecache.io/bNN Exists``: nodes that already hold data hashing to the
   dataset's bucket (bounded labels, see placement).
 
@@ -37,7 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prefetchd.k8s import datasets as ds_mod
-from prefetchd.k8s import placement
+from prefetchd.k8s import job_steering, placement
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,10 @@ def affinity_terms(
     chosen_all: list[str] = []
     holds: list[str] = []
     for dataset in datasets:
-        chosen = placement.choose(dataset, nodes, requirements, config.replicas)
+        chosen = job_steering.job_node(pod, dataset, nodes, requirements, config.replicas,
+                                       view)  # a worker of a training job: its own node
+        if chosen is None:
+            chosen = placement.choose(dataset, nodes, requirements, config.replicas)
         if chosen:
             values = sorted({hostnames[c] for c in chosen})
             term = {"weight": CHOSEN_WEIGHT, "preference": {"matchExpressions": [

@@ -198,6 +198,10 @@ class WarmWorker:
         # request -> endpoint/region/credentials of the dataset's volume
         # (prefetchd.k8s.credentials.VolumeCredentials); None: the agent's own, for every warm
         self._store_configs = store_configs
+        # Called on the worker thread after each warm request is done with, whatever the
+        # outcome: (request, bytes pinned for it here, time). The job warmer uses it to send
+        # the next queued job's warm and to measure lead times.
+        self.finished_hooks: list[Callable[[Any, int, float], None]] = []
 
     def held(self) -> list[tuple[str, str]]:
         """(source, dataset) of every recorded pin (call before :meth:`start`)."""
@@ -284,6 +288,7 @@ class WarmWorker:
             try:
                 if item[0] == "warm":
                     self._do_warm(item[1])
+                    self._finished(item[1])
                 else:
                     self._do_release(item[1], item[2])
             except Exception:  # noqa: BLE001 - one bad item must not stop the agent
@@ -292,6 +297,16 @@ class WarmWorker:
                 self.metrics.queue_depth(self._q.qsize())
             self._publish_soon.set()
         log.info("warm worker stopped")
+
+    def _finished(self, req: Any) -> None:
+        records = self.records.live(now=0)
+        nbytes = sum(int(records.get(o, {}).get("bytes") or 0)
+                     for o in self.records.find(req.source, req.dataset))
+        for hook in self.finished_hooks:
+            try:
+                hook(req, nbytes, time.time())
+            except Exception:  # noqa: BLE001 - a hook must not stop the worker
+                log.exception("after warming %s: hook failed", req.dataset)
 
     def _do_warm(self, req: Any) -> None:
         key = (req.source, req.dataset)
@@ -389,6 +404,10 @@ class WarmWorker:
             return cache.scoped_counters()
         finally:
             cache.close()
+
+    def cache_limit(self) -> int:
+        """The node cache's size limit in bytes."""
+        return int(self._stats().limit_bytes)
 
     def _stats(self) -> Any:
         """NodeCache.stats(); safe while a warm holds the cache (one shared environment)."""

@@ -1,7 +1,8 @@
 """Upcoming training work beyond pipelines: Kubeflow Trainer, v1 jobs, Katib, Job, JobSet, Kueue.
 
 Public API (callers: ``prefetchd plan`` through :mod:`prefetchd.workloads.plan_cli`; the node
-agent and the webhook are to call :func:`read` on watched objects, see docs/prefetchd.md):
+agent's :mod:`prefetchd.k8s.workload_watch` and the webhook's :mod:`prefetchd.k8s.job_steering`
+call :func:`read` on watched / fetched objects, see docs/prefetchd.md):
 
     read(obj, library=None) -> UpcomingWork
         One API object (a dict, as the API server serves it) of a kind in KINDS.
@@ -12,6 +13,10 @@ agent and the webhook are to call :func:`read` on watched objects, see docs/pref
         key, nodes, targets(resolve) -> [WarmTarget], to_json(resolve).
     order_key(work)  the warm order (admitted first, then queued by priority and age).
     KINDS  what is read: group, kind, versions, plural, scope (for watches and RBAC).
+    object_path(key), sibling_selector(pod)  the API path of a work key's object; the
+        label selector of a pod's siblings (same work), for the webhook.
+    LIBRARY_WATCHES  the lookup kinds the agent watches to fill a Library; fetcher(get_json)
+        a Library.fetch that GETs a missing one (api_path gives its path).
     pod_work(pod) -> [(work key, group name)]  which work a pod belongs to, from the labels
         its controller sets (for the webhook).
     WorkloadError: bad input; str(e) is one line naming the object and the field.
@@ -25,7 +30,13 @@ API reads; PVC claims are named and resolved by the caller (``resolver_from_view
 
 from __future__ import annotations
 
-from prefetchd.workloads._library import Library, is_library_object
+from prefetchd.workloads._library import (
+    LIBRARY_WATCHES,
+    Library,
+    api_path,
+    fetcher,
+    is_library_object,
+)
 from prefetchd.workloads._model import (
     DatasetRef,
     PodGroup,
@@ -37,11 +48,21 @@ from prefetchd.workloads._model import (
     s3_only,
     work_key,
 )
-from prefetchd.workloads._registry import KINDS, Kind, describe, lookup, pod_work, read
+from prefetchd.workloads._registry import (
+    KINDS,
+    Kind,
+    describe,
+    lookup,
+    object_path,
+    pod_work,
+    read,
+    sibling_selector,
+)
 from prefetchd.workloads._resolve import resolver_from_map, resolver_from_view
 
 __all__ = [
     "KINDS",
+    "LIBRARY_WATCHES",
     "DatasetRef",
     "Kind",
     "Library",
@@ -50,14 +71,18 @@ __all__ = [
     "UpcomingWork",
     "WarmTarget",
     "WorkloadError",
+    "api_path",
     "describe",
+    "fetcher",
     "is_library_object",
     "lookup",
+    "object_path",
     "order_key",
     "pod_work",
     "read",
     "resolver_from_map",
     "resolver_from_view",
     "s3_only",
+    "sibling_selector",
     "work_key",
 ]

@@ -47,6 +47,7 @@ def _state(obj: Mapping[str, Any], spec: Mapping[str, Any]) -> State:
 
 def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
+    work.queue_record = True
     spec = mapping(obj.get("spec"), "spec")
     work.state = _state(obj, spec)
     work.queue = str(spec["queueName"]) if spec.get("queueName") else work.queue

@@ -1,9 +1,9 @@
 """The objects some kinds need to be read completely: runtimes, trial templates, priorities.
 
 Who uses it: ``prefetchd plan`` fills one from the files it is given (a TrainJob's runtime as
-a second file); the node agent is meant to fill one from its watches (TrainingRuntime,
+a second file); the node agent fills one from its watches (TrainingRuntime,
 ClusterTrainingRuntime, WorkloadPriorityClass, ResourceFlavor) and from single GETs (a Katib
-trial-template ConfigMap). Adapters only read it:
+trial-template ConfigMap, through ``fetch_configmap``). Adapters only read it:
 
 * ``runtime(kind, namespace, name)``: a TrainJob's ``runtimeRef`` (TrainingRuntime in the
   job's namespace, or ClusterTrainingRuntime);
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 LIBRARY_KINDS = {
@@ -31,6 +31,50 @@ LIBRARY_KINDS = {
     "ResourceFlavor": "kueue.x-k8s.io",
 }
 CLUSTER_SCOPED = ("ClusterTrainingRuntime", "WorkloadPriorityClass", "ResourceFlavor")
+# What the node agent watches to fill a Library: (group, kind, versions (first watched),
+# plural, namespaced). Trial-template ConfigMaps are not watched (one GET when needed).
+LIBRARY_WATCHES: tuple[tuple[str, str, tuple[str, ...], str, bool], ...] = (
+    ("trainer.kubeflow.org", "TrainingRuntime", ("v1alpha1",), "trainingruntimes", True),
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime", ("v1alpha1",),
+     "clustertrainingruntimes", False),
+    ("kueue.x-k8s.io", "WorkloadPriorityClass", ("v1beta2", "v1beta1"),
+     "workloadpriorityclasses", False),
+    ("kueue.x-k8s.io", "ResourceFlavor", ("v1beta2", "v1beta1"), "resourceflavors", False),
+)
+
+
+def api_path(kind: str, namespace: str | None, name: str) -> str | None:
+    """The API path of a lookup object (for ``Library.fetch``), None for other kinds."""
+    if kind == "ConfigMap":
+        return f"/api/v1/namespaces/{namespace or 'default'}/configmaps/{name}"
+    for group, k, versions, plural, namespaced in LIBRARY_WATCHES:
+        if k == kind:
+            base = f"/apis/{group}/{versions[0]}"
+            return (f"{base}/namespaces/{namespace or 'default'}/{plural}/{name}" if namespaced
+                    else f"{base}/{plural}/{name}")
+    return None
+
+
+def fetcher(get_json: Callable[[str], Mapping[str, Any] | None],
+            ) -> Callable[[str, str | None, str], Mapping[str, Any] | None]:
+    """A ``Library.fetch`` over one GET per lookup (None when absent or unreadable)."""
+
+    def fetch(kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        path = api_path(kind, namespace, name)
+        if path is None:
+            return None
+        try:
+            found = get_json(path)
+        except Exception:  # noqa: BLE001 - the adapter's error names the missing object
+            return None
+        if found is None:
+            return None
+        version = "v1" if kind == "ConfigMap" else path.split("/")[3]
+        group = LIBRARY_KINDS[kind]
+        return {**found, "kind": kind,
+                "apiVersion": f"{group}/{version}" if group else version}
+
+    return fetch
 
 
 def is_library_object(obj: Mapping[str, Any]) -> bool:
@@ -43,8 +87,14 @@ def is_library_object(obj: Mapping[str, Any]) -> bool:
 class Library:
     """Objects by (kind, namespace, name); thread-safe, bounded."""
 
-    def __init__(self, objects: list[Mapping[str, Any]] | None = None, size: int = 4096) -> None:
+    def __init__(self, objects: list[Mapping[str, Any]] | None = None, size: int = 4096,
+                 fetch: Callable[[str, str | None, str], Mapping[str, Any] | None] | None = None,
+                 ) -> None:
         self.size = size
+        # (kind, namespace, name) -> the object or None, called when one is asked for and not
+        # held: the agent GETs trial-template ConfigMaps (not watched), the webhook GETs
+        # runtimes (it watches nothing). See api_path.
+        self.fetch = fetch
         self._d: OrderedDict[tuple[str, str, str], Mapping[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
         for obj in objects or []:
@@ -71,7 +121,12 @@ class Library:
 
     def get(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
         with self._lock:
-            return self._d.get(self._key(kind, namespace, name))
+            found = self._d.get(self._key(kind, namespace, name))
+        if found is None and self.fetch is not None:
+            found = self.fetch(kind, namespace, name)
+            if found is not None:
+                self.add(found)
+        return found
 
     def runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.get(kind, namespace, name)

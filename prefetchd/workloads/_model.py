@@ -2,7 +2,8 @@
 
 Who uses it: the adapters (``_batch``, ``_jobset``, ``_kubeflow``, ``_trainjob``, ``_katib``,
 ``_kueue``) build :class:`UpcomingWork`; ``prefetchd plan`` renders it (``plan_cli``); the node
-agent, the warm worker and the webhook are meant to consume it with no kind-specific branch.
+agent (:mod:`prefetchd.k8s.workload_watch`) and the webhook (:mod:`prefetchd.k8s.job_steering`)
+consume it with no kind-specific branch.
 
 Data flow: one API object (plus runtimes / ConfigMaps / priority classes from a
 :class:`~prefetchd.workloads._library.Library`) -> one ``UpcomingWork``:
@@ -21,7 +22,8 @@ Data flow: one API object (plus runtimes / ConfigMaps / priority classes from a
   its Experiment's key (the dataset stays until the Experiment ends); a Kueue Workload
   shares its job's. ``owner`` is the key of the controller object that made this one, when
   that owner is a kind prefetchd reads (a TrainJob's JobSet, a JobSet's Jobs, a Trial's run
-  object, a job's Workload): the owner already describes the same pods.
+  object, a job's Workload): the owner already describes the same pods. ``queue_record``
+  marks work whose state and priority are its owner's place in a queue (a Kueue Workload).
 
 :meth:`UpcomingWork.targets` turns that into what placement needs: per dataset and per set of
 scheduling constraints, how many nodes should hold it; :func:`order_key` is the warm order.
@@ -205,6 +207,9 @@ class UpcomingWork:
     owner: str | None = None
     release_key: str = ""
     notes: list[str] = field(default_factory=list)
+    # True for a record of its owner's place in a queue (a Kueue Workload): its state and
+    # priority are the owner's (``release_key``), its pods are the owner's pods.
+    queue_record: bool = False
 
     def __post_init__(self) -> None:
         if not self.release_key:

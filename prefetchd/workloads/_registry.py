@@ -97,6 +97,31 @@ JOB_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 TRIAL_LABEL = "katib.kubeflow.org/trial"
 
 
+def object_path(key: str, version: str | None = None) -> str | None:
+    """The API path of the object a work key names (``"pytorchjob ml/train"``), or None."""
+    kind_name, _, rest = key.partition(" ")
+    namespace, _, name = rest.partition("/")
+    kind = next((k for k in KINDS if k.kind.lower() == kind_name), None)
+    if kind is None or not name:
+        return None
+    base = f"/apis/{kind.group}/{version or kind.versions[0]}"
+    return (f"{base}/namespaces/{namespace}/{kind.plural}/{name}" if kind.namespaced
+            else f"{base}/{kind.plural}/{name}")
+
+
+def sibling_selector(pod: Mapping[str, Any]) -> str | None:
+    """A label selector matching the pods of the same work as ``pod`` (every group: a master
+    and its workers read the same data and need distinct nodes alike), or None."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    for keys in ((TRIAL_LABEL,), (JOBSET_LABEL,), (V1_JOB_LABEL, V1_OPERATOR_LABEL),
+                 JOB_LABELS[:1],
+                 JOB_LABELS[1:]):
+        if labels.get(keys[0]):
+            return ",".join(f"{k}={labels[k]}" for k in keys if labels.get(k))
+    return None
+
+
 def pod_work(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(work key, group name) candidates for a pod, most specific first; [] if none.
 

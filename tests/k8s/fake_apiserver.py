@@ -93,6 +93,26 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "nodes", "Node", False, ("spec.unschedulable",)),
     ResourceType("", "v1", "secrets", "Secret", True, ("type",)),
     ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False),
+    ResourceType("", "v1", "configmaps", "ConfigMap", True),
+    ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                 "CustomResourceDefinition", False),
+    # Training work (prefetchd.workloads.KINDS): served whether or not a CRD object says the
+    # kind is installed; the agent watches a kind only once its CRD is Established.
+    ResourceType("batch", "v1", "jobs", "Job", True),
+    ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime",
+                 True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes",
+                 "ClusterTrainingRuntime", False),
+    *(ResourceType("kubeflow.org", "v1", k.lower() + "s", k, True)
+      for k in ("PyTorchJob", "TFJob", "MPIJob", "JAXJob", "XGBoostJob", "PaddleJob")),
+    ResourceType("kubeflow.org", "v1beta1", "experiments", "Experiment", True),
+    ResourceType("kubeflow.org", "v1beta1", "trials", "Trial", True),
+    ResourceType("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", True),
+    ResourceType("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
+                 "WorkloadPriorityClass", False),
+    ResourceType("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", False),
 )
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 _BY_KIND = {(r.api_version, r.kind): r for r in RESOURCES}

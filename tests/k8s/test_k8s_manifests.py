@@ -303,3 +303,22 @@ def test_the_install_script_refuses_bad_arguments() -> None:
                           (["--days", "soon"], "--days soon: not a number of days")):
         res = subprocess.run(["bash", str(script), *args], capture_output=True, text=True)
         assert res.returncode == 2 and message in res.stderr, res.stderr
+
+
+def test_rbac_grants_read_of_exactly_the_training_work_kinds() -> None:
+    """The agent may get/list/watch every kind prefetchd.workloads reads (and CRDs), no more."""
+    from prefetchd import workloads as wl
+
+    docs = INSTALLS["prefetchd"]
+    (agent,) = [d for d in docs if d["kind"] == "ClusterRole"
+                and d["metadata"]["name"] == "prefetchd-agent"]
+    granted = {(g, r) for rule in agent["rules"] if set(rule["verbs"]) == {"get", "list", "watch"}
+               for g in rule["apiGroups"] for r in rule["resources"]}
+    wanted = {(k.group, k.plural) for k in wl.KINDS}
+    wanted |= {(g, p) for g, _, _, p, _ in wl.LIBRARY_WATCHES}
+    wanted.add(("apiextensions.k8s.io", "customresourcedefinitions"))
+    assert wanted <= granted
+    extra = granted - wanted - {("argoproj.io", r) for r in (
+        "workflows", "workflowtemplates", "clusterworkflowtemplates")} - {("", r) for r in (
+            "pods", "persistentvolumeclaims", "persistentvolumes", "nodes")}
+    assert not extra, extra

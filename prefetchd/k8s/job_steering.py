@@ -1,0 +1,77 @@
+"""Which warm node one pod of a multi-pod training job should prefer (for the webhook).
+
+Who calls this: :func:`prefetchd.k8s.webhook.affinity_terms`, for each dataset of a pod it
+is asked about. Data flow: the pod's labels -> its work (:func:`prefetchd.workloads.pod_work`)
+-> one GET of that object (and of its runtime, for a TrainJob) ->
+:func:`prefetchd.workloads.read` -> the target of this dataset, whose node count (workers x
+pods) is how many nodes the agents warmed it on
+(``max(--replicas, target nodes)``, the same number :mod:`prefetchd.k8s.workload_watch`
+uses) -> :func:`prefetchd.k8s.placement.choose` ranks them as every agent does -> minus the
+nodes its siblings (the same work's other pods, :func:`prefetchd.workloads.sibling_selector`)
+are bound to or were steered to first -> the first node left. So each worker of a job
+prefers a distinct warm node. Returns None when the pod is not such work (the webhook then
+steers as before); any API or read problem also gives None (never blocks a pod).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from prefetchd import workloads as wl
+from prefetchd.k8s import placement
+
+log = logging.getLogger(__name__)
+
+STEERED_ANNOTATION = "fusecache.io/preferred-nodes"  # as the webhook writes it
+
+
+def job_node(pod: Mapping[str, Any], dataset: str, nodes: list[placement.NodeInfo],
+             requirements: placement.PodRequirements, replicas: int,
+             view: Any) -> list[str] | None:
+    """[the node this pod should prefer for ``dataset``], or None (not a job we read)."""
+    candidates = wl.pod_work(pod)
+    selector = wl.sibling_selector(pod)
+    get_json, list_pods = getattr(view, "get_json", None), getattr(view, "pods", None)
+    if not candidates or selector is None or get_json is None or list_pods is None:
+        return None
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    width = None
+    for key, _group in candidates:
+        path = wl.object_path(key)
+        try:
+            obj = get_json(path) if path else None
+            if obj is None:
+                continue
+            work = wl.read(obj, wl.Library(fetch=wl.fetcher(get_json)))  # runtimes by GET
+            targets = work.targets(wl.resolver_from_view(view, namespace))
+        except Exception as exc:  # noqa: BLE001 - never block a pod
+            log.debug("webhook: %s not readable for steering: %s", key, exc)
+            continue
+        width = next((t.nodes for t in targets if t.dataset == dataset or
+                      dataset.startswith(t.dataset)), None)
+        if width is not None:
+            break
+    if width is None:
+        return None
+    chosen = placement.choose(dataset, nodes, requirements, max(replicas, width))
+    try:
+        siblings = list_pods(namespace, selector)
+    except Exception as exc:  # noqa: BLE001
+        log.debug("webhook: cannot list the siblings of a pod (%s)", exc)
+        return None
+    taken: set[str] = set()
+    for sib in siblings:
+        smeta = sib.get("metadata") or {}
+        if smeta.get("name") and smeta.get("name") == meta.get("name"):
+            continue
+        bound = (sib.get("spec") or {}).get("nodeName")
+        steered = ((smeta.get("annotations") or {}).get(STEERED_ANNOTATION) or "").split(",")
+        if bound:
+            taken.add(bound)
+        elif steered[0]:
+            taken.add(steered[0])
+    free = [c for c in chosen if c not in taken]
+    return free[:1] or chosen[:1]

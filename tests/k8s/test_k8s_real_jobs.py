@@ -1,0 +1,284 @@
+"""A Kueue-queued PyTorchJob (1 master + 3 workers) on a real control plane.
+
+kube-apiserver, kube-scheduler and kube-controller-manager v1.36 with four fake Ready nodes
+(../shared/k8s/harness/k8s_harness.sh; no kubelet, no Kueue or training-operator: this test
+writes what those controllers write, through the real API server, which validates it against
+the upstream CRDs of ../shared/k8s/crds). Compared with the fake API server: the CRDs are
+real and Established by the API server, four ``prefetchd run --kubernetes`` agents and the
+webhook run under the RBAC of manifests/prefetchd/base/rbac.yaml with service-account tokens,
+the API server calls the webhook (registered by URL), and the real scheduler binds the pods.
+
+Runs when ``FUSECACHE_K8S_ASSETS`` names the folder of the control-plane binaries (see
+tests/k8s/test_k8s_real_cluster.py); skips otherwise.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import training_objects as to
+from fake_apiserver import RESOURCES
+from pvc_scenario import _PROBE, ROOT, start, stop, wait_until
+from test_k8s_real_cluster import _assets, _bash
+
+from fusecache.locals3 import LocalS3
+from prefetchd.k8s import placement as pl
+
+pytestmark = [pytest.mark.k8s, pytest.mark.s3]
+
+NS = "ml"
+NODES = ("node-1", "node-2", "node-3", "node-4")
+BUCKET = "real-jobs"
+CRDS = ("kubeflow-trainer/crds/kubeflow.org_pytorchjobs.yaml",
+        "kueue/crds/kueue.x-k8s.io_workloads.yaml",
+        "kueue/crds/kueue.x-k8s.io_workloadpriorityclasses.yaml")
+PLURALS = {(r.api_version, r.kind): (r.plural, r.namespaced) for r in RESOURCES}
+
+
+class Api:
+    """Raw REST of the real API server (admin), any kind the fake server also serves."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        self.api = client.ApiClient(cfg)
+
+    def request(self, method: str, path: str, body: Any = None,
+                content_type: str = "application/json") -> dict[str, Any]:
+        m, url, headers, data, post = self.api.param_serialize(
+            method, path, header_params={"Accept": "application/json",
+                                         "Content-Type": content_type},
+            body=body, auth_settings=["BearerToken"])
+        resp = self.api.call_api(m, url, headers, data, post,
+                                 _request_timeout=(5.0, 30.0)).response
+        if resp.status >= 300:
+            raise RuntimeError(f"{method} {path}: HTTP {resp.status}: {resp.data[:800]!r}")
+        return json.loads(resp.data)
+
+    @staticmethod
+    def path(api_version: str, kind: str, namespace: str | None, name: str = "") -> str:
+        plural, namespaced = PLURALS[(api_version, kind)]
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        if namespaced:
+            base += f"/namespaces/{namespace}"
+        return f"{base}/{plural}" + (f"/{name}" if name else "")
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]:
+        status = obj.get("status")
+        body = {k: v for k, v in obj.items() if k != "status"}
+        meta = obj["metadata"]
+        got = self.request("POST", self.path(obj["apiVersion"], obj["kind"],
+                                             meta.get("namespace")), body)
+        if status:
+            got = self.status(obj["apiVersion"], obj["kind"], meta["name"], status,
+                              meta.get("namespace"))
+        return got
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        return self.request("GET", self.path(api_version, kind, namespace, name))
+
+    def patch(self, api_version: str, kind: str, name: str, body: dict[str, Any],
+              namespace: str | None = None) -> dict[str, Any]:
+        return self.request("PATCH", self.path(api_version, kind, namespace, name), body,
+                            "application/merge-patch+json")
+
+    def status(self, api_version: str, kind: str, name: str, status: dict[str, Any],
+               namespace: str | None = None) -> dict[str, Any]:
+        """As a controller writes status: through the status subresource."""
+        return self.request("PATCH", self.path(api_version, kind, namespace, name) + "/status",
+                            {"status": status}, "application/merge-patch+json")
+
+
+@pytest.fixture()
+def control_plane(tmp_path: Path) -> Iterator[dict[str, str]]:
+    assets, etcd, kubectl = _assets()
+    tools = tmp_path / "tools"
+    (tools / "bin").mkdir(parents=True)
+    (tools / "kvenv" / "bin").mkdir(parents=True)
+    for b in ("kube-apiserver", "kube-scheduler", "kube-controller-manager"):
+        (tools / "bin" / b).symlink_to(assets / b)
+    (tools / "bin" / "etcd").symlink_to(etcd)
+    (tools / "kvenv" / "bin" / "kubectl").symlink_to(kubectl)
+    env = {**os.environ, "TOOLS": str(tools), "K8S_DIR": str(tmp_path / "k8s"),
+           "K8S_ARGO_CRDS": str(ROOT.parent / "shared" / "k8s" / "crds" / "argo")}
+    crds = " ".join(str(to.CRDS / c) for c in CRDS)
+    try:
+        out = _bash(
+            f"k8s_up >&2 && k8s_fake_nodes {len(NODES)} >&2 "
+            f"&& k8s_ns {NS} fusecache.io/steering=enabled >&2 "
+            "&& kc create namespace fusecache-system >&2 "
+            f"&& kc apply -f {ROOT / 'manifests' / 'prefetchd' / 'base' / 'rbac.yaml'} >&2 "
+            f"&& for f in {crds}; do kc create -f $f >&2; done "
+            "&& kc wait --for=condition=Established --timeout=60s crd --all >&2 "
+            "&& echo KUBECONFIG=$KUBECONFIG && echo K8S_API_URL=$K8S_API_URL "
+            "&& echo K8S_CA=$K8S_CA && echo PATH=$PATH", env, timeout=600)
+        env.update(dict(line.split("=", 1) for line in out.splitlines() if "=" in line))
+        yield env
+    finally:
+        _bash("k8s_down >&2", env, timeout=120)
+
+
+@pytest.fixture()
+def private_s3(tmp_path: Path) -> Iterator[LocalS3]:
+    s3 = LocalS3(data_dir=tmp_path / "s3")
+    s3.start()
+    try:
+        yield s3
+    finally:
+        s3.cleanup()
+
+
+def _sa_kubeconfig(env: dict[str, str], sa: str, path: Path) -> str:
+    token = _bash(f"kc create token {sa} -n fusecache-system --duration 2h", env).strip()
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": env["K8S_API_URL"],
+                                               "certificate-authority": env["K8S_CA"]}}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": sa}}]}))
+    return str(path)
+
+
+def _register_webhook(api: Api, port: int, cafile: str) -> None:
+    ca = base64.b64encode(Path(cafile).read_bytes()).decode()
+    api.request("POST", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "prefetchd-steering-test"},
+        "webhooks": [{
+            "name": "steering.fusecache.io", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "failurePolicy": "Ignore", "timeoutSeconds": 5,
+            "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate", "caBundle": ca},
+            "namespaceSelector": {"matchLabels": {"fusecache.io/steering": "enabled"}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["pods"]}]}]})
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": NS},
+             "spec": {"containers": [{"name": "c", "image": "busybox",
+                                      "args": ["s3://probe-bucket/x/"]}]}}
+
+    def mutated() -> bool:
+        got = api.request("POST", f"/api/v1/namespaces/{NS}/pods?dryRun=All", probe)
+        return "fusecache.io/preferred-nodes" in (got["metadata"].get("annotations") or {})
+
+    wait_until("the webhook mutating a dry-run pod", mutated, 60)
+
+
+def _holders(caches: dict[str, Path], keys: list[str]) -> set[str] | None:
+    r = subprocess.run([sys.executable, "-c", _PROBE, BUCKET, *map(str, caches.values())],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout)
+    return {n for n, c in caches.items()
+            if all(got[str(c)].get(k) == [True, True] for k in keys)}
+
+
+def test_queued_pytorchjob_on_a_real_control_plane(control_plane, private_s3, tmp_path):
+    from test_k8s_e2e_agent import free_port
+    from test_k8s_webhook import make_cert
+
+    env_k8s = control_plane
+    api = Api(env_k8s["KUBECONFIG"])
+    s3 = private_s3.client()
+    s3.create_bucket(Bucket=BUCKET)
+    files = {f"imagenet/part-{i}.bin": os.urandom(60_000 + i) for i in range(3)}
+    for k, v in files.items():
+        s3.put_object(Bucket=BUCKET, Key=k, Body=v)
+    keys, uri = sorted(files), f"s3://{BUCKET}/imagenet/"
+    env = {**os.environ, **private_s3.env()}
+    for var in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "AWS_CA_BUNDLE", "KUBECONFIG"):
+        env.pop(var, None)
+    agent_kc = _sa_kubeconfig(env_k8s, "prefetchd", tmp_path / "kc-agent")
+    webhook_kc = _sa_kubeconfig(env_k8s, "prefetchd-webhook", tmp_path / "kc-webhook")
+    caches = {n: tmp_path / f"cache-{n}" for n in NODES}
+    ports = {n: free_port() for n in NODES}
+    procs: dict[str, subprocess.Popen] = {}
+    try:
+        for n in NODES:
+            procs[n] = start([sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO",
+                              "run", "--kubernetes", "--kubeconfig", agent_kc,
+                              "--node-name", n, "--cache-dir", str(caches[n]),
+                              "--endpoint-url", private_s3.endpoint_url,
+                              "--publish-interval", "1", "--metrics-port", str(ports[n])],
+                             env, tmp_path / f"agent-{n}.log")
+        cert, key = make_cert(tmp_path)
+        port = free_port()
+        procs["webhook"] = start([sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO",
+                                  "webhook", "--kubeconfig", webhook_kc, "--port", str(port),
+                                  "--tls-cert-file", cert, "--tls-key-file", key],
+                                 env, tmp_path / "webhook.log")
+
+        def annotated() -> bool:
+            assert all(p.poll() is None for p in procs.values()), "a process exited"
+            return all(pl.CACHE_FREE_ANNOTATION in (api.get("v1", "Node", n)["metadata"]
+                                                    .get("annotations") or {}) for n in NODES)
+
+        wait_until("every agent published its node", annotated, 90)
+        _register_webhook(api, port, cert)
+
+        api.create(to.priority_class("high", 1000))
+        job = api.create(to.pytorchjob("train", NS, uri, workers=3, queue="user-queue",
+                                       priority="high"))
+        api.status("kubeflow.org/v1", "PyTorchJob", "train", to.v1_job_status(
+            to.cond("Created", reason="PyTorchJobCreated"),
+            to.cond("Suspended", reason="PyTorchJobSuspended")), NS)
+        tpl = job["spec"]["pytorchReplicaSpecs"]
+        wl = api.create(to.workload_for(job, [("master", 1, tpl["Master"]["template"]),
+                                              ("worker", 3, tpl["Worker"]["template"])],
+                                        "user-queue", ("high", 1000)))
+        t0 = time.monotonic()
+        wait_until("the queued job's data warm on all 4 nodes",
+                   lambda: _holders(caches, keys) == set(NODES), 180)
+        print(f"queued PyTorchJob warm on 4 nodes {time.monotonic() - t0:.1f}s after its "
+              "Workload was created")
+        status = to.admitted(wl)
+        api.status("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"], status, NS)
+        api.patch("kubeflow.org/v1", "PyTorchJob", "train",
+                  {"spec": {"runPolicy": {"suspend": False}}}, NS)
+        names = []
+        for rtype, i in (("Master", 0), ("Worker", 0), ("Worker", 1), ("Worker", 2)):
+            pod = to.pytorch_pod(job, rtype, i)
+            pod.pop("status")
+            names.append(api.create(pod)["metadata"]["name"])
+
+        def bound() -> dict[str, str] | None:
+            got = {p: api.get("v1", "Pod", p, NS)["spec"].get("nodeName") for p in names}
+            return got if all(got.values()) else None
+
+        placed = wait_until("the scheduler binding the 4 pods", bound, 60)
+        print("pods bound:", placed)
+        assert len(set(placed.values())) == 4, placed
+        steered = {p: api.get("v1", "Pod", p, NS)["metadata"]["annotations"][
+            "fusecache.io/preferred-nodes"] for p in names}
+        print("pods steered:", steered)
+        assert steered == placed  # the webhook named one warm node each, the scheduler took it
+        from test_k8s_e2e_agent import scrape
+
+        for n in NODES:
+            lead = wait_until("the lead time", lambda n=n: scrape(ports[n]).get(
+                'prefetchd_job_warm_lead_seconds{job="pytorchjob ml/train"}') is not None, 30)
+            assert lead
+            m = scrape(ports[n])
+            print(n, "lead", m['prefetchd_job_warm_lead_seconds{job="pytorchjob ml/train"}'],
+                  "ratio", m['prefetchd_job_warm_at_admission_ratio{job="pytorchjob ml/train"}'])
+            assert m['prefetchd_job_warm_at_admission_ratio{job="pytorchjob ml/train"}'] == 1
+        api.status("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"],
+                   to.finished(status), NS)
+        wait_until("the pins released", lambda: _holders(caches, keys[:1]) == set(), 60)
+    except BaseException:
+        for p in sorted(tmp_path.glob("*.log")):
+            print(f"--- {p.name}\n{p.read_text()[-4000:]}")
+        raise
+    finally:
+        for p in procs.values():
+            stop(p)
+        api.api.close()

@@ -1,0 +1,166 @@
+"""prefetchd.k8s.workload_watch against the fake API server, in process (real watches, real
+client; the warm/release callbacks record what the agent asks of its worker).
+
+CRDs come and go (a kind is watched only while its CRD is Established), an Experiment's
+trial-template ConfigMap is fetched, an object prefetchd cannot read is logged once and
+skipped, and pins held from before a restart are released once the listing shows their job
+gone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import training_objects as to
+import yaml
+
+from prefetchd.k8s import datasets as ds_mod
+from prefetchd.k8s import placement as pl
+from prefetchd.k8s import watch as kw
+from prefetchd.k8s import workload_watch as ww
+
+pytestmark = pytest.mark.k8s
+
+NS = "ml"
+PYTORCH_CRD = "kubeflow-trainer/crds/kubeflow.org_pytorchjobs.yaml"
+NODE = pl.NodeInfo.from_node({
+    "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"},
+                 "annotations": {pl.CACHE_FREE_ANNOTATION: str(10 << 30)}},
+    "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
+
+
+def wait_for(what: str, fn: Any, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := fn()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+    return value
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.warms: list[tuple[str, str]] = []
+        self.releases: list[tuple[str, str]] = []
+
+    def warm(self, req: Any) -> None:
+        with self.lock:
+            self.warms.append((req.source, req.dataset))
+
+    def release(self, dataset: str, source: str) -> None:
+        with self.lock:
+            self.releases.append((source, dataset))
+
+
+@pytest.fixture()
+def watching(fake, api) -> Iterator[Any]:
+    made: list[ww.WorkloadWatch] = []
+
+    def make(held: list[tuple[str, str]] = ()) -> tuple[ww.WorkloadWatch, Recorder]:
+        rec = Recorder()
+        w = ww.WorkloadWatch(ww.WorkloadConfig(node_name="n1", paced=False),
+                             ds_mod.ApiClusterView(api), lambda: [NODE], rec.warm, rec.release,
+                             held)
+        w.start(lambda: kw.ClientTransport(api),
+                kw.WatchOptions(timeout_seconds=5, backoff_initial=0.1, backoff_max=0.5))
+        made.append(w)
+        return w, rec
+
+    yield make
+    for w in made:
+        w.stop()
+
+
+def test_a_kind_is_watched_once_its_crd_is_established_and_no_longer_after(fake, watching):
+    job = to.pytorchjob("late", NS, "s3://data/late/", workers=1, queue="q")
+    job["spec"]["runPolicy"]["suspend"] = False
+    fake.create(job)
+    w, rec = watching()
+    wait_for("the first listings", w.listed)  # CRDs and batch Jobs listed and handed on
+    assert "pytorchjobs.kubeflow.org/v1" not in w.watching() and not rec.warms
+    crd = fake.create(to.crd(PYTORCH_CRD))
+    wait_for("the job warmed once its CRD is in",
+             lambda: rec.warms == [("pytorchjob ml/late", "s3://data/late/")])
+    fake.delete(crd["apiVersion"], crd["kind"], crd["metadata"]["name"])
+    wait_for("the watch stopped", lambda: "pytorchjobs.kubeflow.org/v1" not in w.watching())
+
+
+def test_an_experiment_s_trial_template_configmap_is_fetched(fake, watching):
+    fake.create(to.crd("katib/crds/kubeflow.org_experiments.yaml"))
+    exp = to.experiment("cm", NS, "s3://data/hpo/", parallel=2)
+    template = exp["spec"]["trialTemplate"].pop("trialSpec")
+    exp["spec"]["trialTemplate"]["configMap"] = {
+        "configMapName": "trial-templates", "configMapNamespace": NS,
+        "templatePath": "batch.yaml"}
+    fake.create({"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "trial-templates", "namespace": NS},
+                 "data": {"batch.yaml": yaml.safe_dump(template)}})
+    fake.create(exp)
+    _, rec = watching()
+    wait_for("the experiment warmed", lambda: rec.warms == [("experiment ml/cm",
+                                                             "s3://data/hpo/")])
+
+
+def test_unreadable_object_is_logged_once_and_skipped(fake, watching, log_police, caplog):
+    log_police.allow(r"cannot read, skipped: PyTorchJob ml/bad")
+    fake.create(to.crd(PYTORCH_CRD))
+    bad = to.pytorchjob("bad", NS, "s3://data/x/", workers=1, queue="q")
+    bad["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "many"
+    fake.create(bad)
+    good = to.pytorchjob("good", NS, "s3://data/good/", workers=1, queue="q")
+    good["spec"]["runPolicy"]["suspend"] = False
+    w, rec = watching()
+    fake.create(good)
+    wait_for("the good job warmed", lambda: rec.warms == [("pytorchjob ml/good",
+                                                           "s3://data/good/")])
+    w.on_object("MODIFIED", fake.get("kubeflow.org/v1", "PyTorchJob", "bad", NS))  # same rv
+    lines = [r for r in caplog.records if "cannot read" in r.getMessage()]
+    assert len(lines) == 1 and "replicas" in lines[0].getMessage()
+
+
+def test_pins_of_a_job_gone_during_a_restart_are_released_after_the_listing(fake, watching):
+    fake.create(to.crd(PYTORCH_CRD))
+    kept = to.pytorchjob("kept", NS, "s3://data/kept/", workers=1, queue="q")
+    kept["spec"]["runPolicy"]["suspend"] = False
+    fake.create(kept)
+    held = [("pytorchjob ml/kept", "s3://data/kept/"), ("pytorchjob ml/gone", "s3://data/g/"),
+            ("workflow ml/wf", "s3://data/wf/")]  # the workflow agent's, not ours
+    _, rec = watching(held)
+    wait_for("the gone job's pins released",
+             lambda: rec.releases == [("pytorchjob ml/gone", "s3://data/g/")])
+    assert ("pytorchjob ml/kept", "s3://data/kept/") not in rec.warms  # already held here
+
+
+def test_queued_lane_sends_one_warm_at_a_time_within_the_queued_share(fake, api):
+    """Paced as with the real worker: the next queued warm goes when the last one finished,
+    and not while the bytes pinned for still-queued work reach the bound; admitted work goes
+    at once."""
+    fake.create(to.crd(PYTORCH_CRD))
+    for name in ("a", "b", "c"):
+        fake.create(to.pytorchjob(name, NS, f"s3://data/{name}/", workers=1, queue="q"))
+    rec = Recorder()
+    w = ww.WorkloadWatch(ww.WorkloadConfig(node_name="n1", queued_limit_bytes=1000),
+                         ds_mod.ApiClusterView(api), lambda: [NODE], rec.warm, rec.release)
+    w.start(lambda: kw.ClientTransport(api), kw.WatchOptions(timeout_seconds=5))
+    try:
+        wait_for("the first queued warm", lambda: len(rec.warms) == 1)
+        wait_for("the first listings", w.listed)
+        first = rec.warms[0]
+        assert first[0] == "pytorchjob ml/a"  # same priority: earliest created first
+        w.warm_finished(ww.WarmRequest(first[1], first[0], "", 0), 600, time.time())
+        wait_for("the second queued warm", lambda: len(rec.warms) == 2)
+        second = rec.warms[1]
+        w.warm_finished(ww.WarmRequest(second[1], second[0], "", 0), 600, time.time())
+        # 1200 bytes held for queued work >= 1000: the third waits ...
+        assert len(rec.warms) == 2
+        # ... until one of them is admitted (its bytes no longer count as queued).
+        fake.patch("kubeflow.org/v1", "PyTorchJob", first[0].split("/")[-1],
+                   {"spec": {"runPolicy": {"suspend": False}}}, NS)
+        wait_for("the third queued warm", lambda: len(rec.warms) == 3)
+    finally:
+        w.stop()

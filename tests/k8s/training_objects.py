@@ -1,0 +1,310 @@
+"""Training-work objects as their controllers make them, for the fake API server's tests.
+
+Who uses it: tests/k8s/test_k8s_e2e_jobs.py. Each builder returns what the real controller
+writes (names, labels, ownerReferences, status conditions), following ../shared/k8s/crds
+(READMEs and upstream examples):
+
+* CRDs: the upstream CustomResourceDefinition files, with the ``Established`` condition the
+  API server sets once it serves them.
+* Kueue: a job labelled ``kueue.x-k8s.io/queue-name`` is suspended by Kueue's webhook and
+  gets a Workload named ``<kind>-<name>-<hash>``, controller-owned by the job, whose pod sets
+  copy the job's templates; pending it has ``QuotaReserved`` False (reason Pending); on
+  admission ``QuotaReserved`` and ``Admitted`` True and ``status.admission``; at the end
+  ``Finished`` True. The job is then unsuspended (and finished) by its own controller.
+* training-operator: a PyTorchJob's pods ``<job>-master-0`` / ``<job>-worker-N`` carry
+  ``training.kubeflow.org/{job-name,operator-name,replica-type,replica-index}`` and are
+  controller-owned by the job; conditions ``Created``, ``Suspended``, ``Running``,
+  ``Succeeded``.
+* Katib: Trials ``<experiment>-<random>`` labelled ``katib.kubeflow.org/experiment``, owned by
+  the Experiment, with the rendered ``runSpec``; the Trial's Job is named as the Trial and
+  owned by it; its pods carry the Job controller's labels and ``katib.kubeflow.org/trial``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "k8s" / "crds"
+NOW = "2026-12-01T00:00:00Z"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def crd(relpath: str) -> dict[str, Any]:
+    """An upstream CRD (../shared/k8s/crds/<relpath>) as the API server holds it, Established."""
+    doc = yaml.safe_load((CRDS / relpath).read_text())
+    names = doc["spec"]["names"]
+    doc["status"] = {"acceptedNames": {"kind": names["kind"], "plural": names["plural"]},
+                     "conditions": [
+                         {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                          "lastTransitionTime": NOW},
+                         {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                          "lastTransitionTime": NOW}],
+                     "storedVersions": [v["name"] for v in doc["spec"]["versions"]
+                                        if v.get("storage")]}
+    return doc
+
+
+def cond(ctype: str, status: str = "True", reason: str = "", message: str = "") -> dict:
+    return {"type": ctype, "status": status, "reason": reason or ctype, "message": message,
+            "lastTransitionTime": NOW, "lastUpdateTime": NOW}
+
+
+def owner_ref(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name}, "value": value, "description": f"{name} jobs"}
+
+
+def trainer_container(dataset: str) -> dict[str, Any]:
+    return {"name": "pytorch", "image": "docker.io/kubeflowkatib/pytorch-mnist-cpu:v1beta1",
+            "command": ["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"],
+            "args": ["--data-dir", dataset],
+            "resources": {"requests": {"cpu": "1", "memory": "200Mi"}}}
+
+
+def pytorchjob(name: str, namespace: str, dataset: str, workers: int, queue: str,
+               priority: str | None = None) -> dict[str, Any]:
+    """A PyTorchJob (1 master + ``workers``) as submitted to a Kueue queue, after Kueue's
+    webhook suspended it (``runPolicy.suspend: true``)."""
+    labels = {QUEUE_LABEL: queue, **({PRIORITY_LABEL: priority} if priority else {})}
+
+    def spec(n: int) -> dict[str, Any]:
+        return {"replicas": n, "restartPolicy": "OnFailure",
+                "template": {"spec": {"containers": [trainer_container(dataset)]}}}
+
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"runPolicy": {"suspend": True},
+                     "pytorchReplicaSpecs": {"Master": spec(1), "Worker": spec(workers)}}}
+
+
+def v1_job_status(*conditions: dict[str, Any]) -> dict[str, Any]:
+    return {"conditions": list(conditions), "replicaStatuses": {}}
+
+
+def batch_job(name: str, namespace: str, dataset: str, queue: str, priority: str,
+              parallelism: int = 1) -> dict[str, Any]:
+    """A batch Job queued in Kueue (suspended by Kueue's webhook), as in the upstream
+    job-suspended-with-priority example."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {QUEUE_LABEL: queue, PRIORITY_LABEL: priority}},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "suspend": True,
+                     "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                         "name": "train", "image": "registry.k8s.io/e2e-test-images/agnhost",
+                         "args": ["train", dataset],
+                         "resources": {"requests": {"cpu": "1"}}}]}}}}
+
+
+def workload_for(job: dict[str, Any], pod_sets: list[tuple[str, int, dict[str, Any]]],
+                 queue: str, priority: tuple[str, int] | None) -> dict[str, Any]:
+    """The Workload Kueue's job reconciler makes for ``job`` (pending: no quota yet)."""
+    meta = job["metadata"]
+    digest = hashlib.sha1(meta["uid"].encode()).hexdigest()[:5]
+    spec: dict[str, Any] = {
+        "active": True, "queueName": queue,
+        "podSets": [{"name": n, "count": c, "template": copy.deepcopy(t)}
+                    for n, c, t in pod_sets]}
+    if priority:
+        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                    "name": priority[0]}
+        spec["priority"] = priority[1]
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"{job['kind'].lower()}-{meta['name']}-{digest}",
+                         "namespace": meta["namespace"],
+                         "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
+                         "ownerReferences": [owner_ref(job)]},
+            "spec": spec,
+            "status": {"conditions": [cond(
+                "QuotaReserved", "False", "Pending",
+                f"couldn't assign flavors to pod set {pod_sets[0][0]}: insufficient quota")]}}
+
+
+def admitted(workload: dict[str, Any], cluster_queue: str = "cluster-queue") -> dict[str, Any]:
+    """The status Kueue's scheduler writes when it admits the Workload."""
+    return {"admission": {"clusterQueue": cluster_queue, "podSetAssignments": [
+                {"name": ps["name"], "count": ps["count"], "flavors": {"cpu": "default-flavor"},
+                 "resourceUsage": {"cpu": str(ps["count"])}}
+                for ps in workload["spec"]["podSets"]]},
+            "conditions": [cond("QuotaReserved", reason="QuotaReserved",
+                                message=f"Quota reserved in ClusterQueue {cluster_queue}"),
+                           cond("Admitted", reason="Admitted",
+                                message="The workload is admitted")]}
+
+
+def finished(workload_status: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(workload_status)
+    out["conditions"].append(cond("Finished", reason="Succeeded",
+                                  message="Job finished successfully"))
+    return out
+
+
+def pytorch_pod(job: dict[str, Any], rtype: str, index: int) -> dict[str, Any]:
+    """A pod the training-operator makes for replica ``rtype`` (Master/Worker) #index."""
+    spec = copy.deepcopy(job["spec"]["pytorchReplicaSpecs"][rtype]["template"]["spec"])
+    name = job["metadata"]["name"]
+    labels = {"training.kubeflow.org/job-name": name,
+              "training.kubeflow.org/operator-name": "pytorchjob-controller",
+              "training.kubeflow.org/replica-type": rtype.lower(),
+              "training.kubeflow.org/replica-index": str(index)}
+    if rtype == "Master":
+        labels["training.kubeflow.org/job-role"] = "master"
+    for c in spec["containers"]:
+        c["env"] = [{"name": "MASTER_PORT", "value": "23456"},
+                    {"name": "MASTER_ADDR", "value": f"{name}-master-0"},
+                    {"name": "WORLD_SIZE", "value": "4"},
+                    {"name": "RANK", "value": str(index + (0 if rtype == "Master" else 1))}]
+    spec["restartPolicy"] = "OnFailure"
+    spec["schedulerName"] = "default-scheduler"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{rtype.lower()}-{index}",
+                         "namespace": job["metadata"]["namespace"], "labels": labels,
+                         "ownerReferences": [owner_ref(job)]},
+            "spec": spec, "status": {"phase": "Pending"}}
+
+
+def experiment(name: str, namespace: str, dataset: str, parallel: int) -> dict[str, Any]:
+    """A Katib Experiment whose trials are batch Jobs reading ``dataset`` (after the upstream
+    experiment-random-batchjob example, with the dataset as an argument)."""
+    return {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "objective": {"type": "minimize", "goal": 0.001,
+                              "objectiveMetricName": "loss"},
+                "algorithm": {"algorithmName": "random"},
+                "parallelTrialCount": parallel, "maxTrialCount": 6, "maxFailedTrialCount": 3,
+                "parameters": [{"name": "lr", "parameterType": "double",
+                                "feasibleSpace": {"min": "0.01", "max": "0.05"}}],
+                "trialTemplate": {
+                    "primaryContainerName": "training-container",
+                    "trialParameters": [{"name": "learningRate", "reference": "lr",
+                                         "description": "Learning rate"}],
+                    "trialSpec": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
+                        "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                            "name": "training-container",
+                            "image": "ghcr.io/kubeflow/katib/pytorch-mnist-cpu:latest",
+                            "command": ["python3", "/opt/pytorch-mnist/mnist.py",
+                                        "--lr=${trialParameters.learningRate}",
+                                        "--data", dataset],
+                            "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}}]}}}}}},
+            "status": {"conditions": [cond("Created", reason="ExperimentCreated"),
+                                      cond("Running", reason="ExperimentRunning")]}}
+
+
+def trial(exp: dict[str, Any], lr: str) -> dict[str, Any]:
+    """A Trial the Katib controller makes for ``exp`` with one suggestion substituted."""
+    name = f"{exp['metadata']['name']}-{uuid.uuid4().hex[:8]}"
+    run = copy.deepcopy(exp["spec"]["trialTemplate"]["trialSpec"])
+    run["metadata"] = {"name": name, "namespace": exp["metadata"]["namespace"]}
+    for c in run["spec"]["template"]["spec"]["containers"]:
+        c["command"] = [a.replace("${trialParameters.learningRate}", lr) for a in c["command"]]
+    return {"apiVersion": "kubeflow.org/v1beta1", "kind": "Trial",
+            "metadata": {"name": name, "namespace": exp["metadata"]["namespace"],
+                         "labels": {"katib.kubeflow.org/experiment": exp["metadata"]["name"]},
+                         "ownerReferences": [owner_ref(exp)]},
+            "spec": {"objective": exp["spec"]["objective"],
+                     "parameterAssignments": [{"name": "lr", "value": lr}],
+                     "primaryContainerName": "training-container",
+                     "successCondition":
+                         'status.conditions.#(type=="Complete")#|#(status=="True")#',
+                     "failureCondition": 'status.conditions.#(type=="Failed")#|#(status=="True")#',
+                     "runSpec": run},
+            "status": {"conditions": [cond("Created", reason="TrialCreated")]}}
+
+
+def trial_pod(tr: dict[str, Any]) -> dict[str, Any]:
+    """The pod of a Trial's Job (Job controller's labels, plus Katib's trial label)."""
+    run = tr["spec"]["runSpec"]
+    name = tr["metadata"]["name"]
+    spec = copy.deepcopy(run["spec"]["template"]["spec"])
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{uuid.uuid4().hex[:5]}",
+                         "namespace": tr["metadata"]["namespace"],
+                         "labels": {"batch.kubernetes.io/job-name": name, "job-name": name,
+                                    "katib.kubeflow.org/trial": name,
+                                    "katib.kubeflow.org/experiment":
+                                        tr["metadata"]["labels"]["katib.kubeflow.org/experiment"]},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": name, "uid": str(uuid.uuid4()),
+                                              "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": spec, "status": {"phase": "Pending"}}
+
+
+def trial_job(tr: dict[str, Any]) -> dict[str, Any]:
+    """The run object Katib creates for a Trial: named as the Trial, owned by it."""
+    job = copy.deepcopy(tr["spec"]["runSpec"])
+    job["metadata"]["ownerReferences"] = [owner_ref(tr)]
+    job["metadata"]["labels"] = {"katib.kubeflow.org/trial": tr["metadata"]["name"]}
+    return job
+
+
+def runtime(relpath: str) -> dict[str, Any]:
+    """An upstream (Cluster)TrainingRuntime from ../shared/k8s/crds/kubeflow-trainer/runtimes."""
+    return yaml.safe_load((CRDS / "kubeflow-trainer" / "runtimes" / relpath).read_text())
+
+
+def trainjob(name: str, namespace: str, dataset: str, nodes: int, queue: str) -> dict[str, Any]:
+    """A TrainJob on ClusterTrainingRuntime torch-distributed, queued in Kueue (as the
+    upstream trainjob-03-kueue-integration example: ``suspend: true``)."""
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {QUEUE_LABEL: queue}},
+            "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org",
+                                    "kind": "ClusterTrainingRuntime",
+                                    "name": "torch-distributed"},
+                     "suspend": True,
+                     "trainer": {"numNodes": nodes, "image": "python:3.11-slim",
+                                 "command": ["python3", "train.py"],
+                                 "args": ["--data", dataset],
+                                 "resourcesPerNode": {"requests": {"cpu": "2",
+                                                                   "memory": "4Gi"}}}}}
+
+
+def trainjob_pod_template(job: dict[str, Any], rt: dict[str, Any]) -> dict[str, Any]:
+    """The node pod template the trainer controller builds: the runtime's, with the job's
+    trainer image, command, args and resources."""
+    (rjob,) = [r for r in rt["spec"]["template"]["spec"]["replicatedJobs"]
+               if r["name"] == "node"]
+    tpl = copy.deepcopy(rjob["template"]["spec"]["template"])
+    tr = job["spec"]["trainer"]
+    for c in tpl["spec"]["containers"]:
+        if c["name"] == "node":
+            c.update(image=tr["image"], command=tr["command"], args=tr["args"],
+                     resources=tr["resourcesPerNode"])
+    return tpl
+
+
+def trainjob_pod(job: dict[str, Any], rt: dict[str, Any], index: int) -> dict[str, Any]:
+    """A pod of the TrainJob's JobSet (replicated job ``node``, one indexed Job)."""
+    name, ns = job["metadata"]["name"], job["metadata"]["namespace"]
+    tpl = trainjob_pod_template(job, rt)
+    job_name = f"{name}-node-0"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{job_name}-{index}-{uuid.uuid4().hex[:5]}", "namespace": ns,
+                         "labels": {**(tpl.get("metadata") or {}).get("labels", {}),
+                                    "jobset.sigs.k8s.io/jobset-name": name,
+                                    "jobset.sigs.k8s.io/replicatedjob-name": "node",
+                                    "jobset.sigs.k8s.io/job-index": "0",
+                                    "batch.kubernetes.io/job-name": job_name,
+                                    "job-name": job_name,
+                                    "batch.kubernetes.io/job-completion-index": str(index)},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": job_name, "uid": str(uuid.uuid4()),
+                                              "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": {**copy.deepcopy(tpl["spec"]), "subdomain": name,
+                     "hostname": f"{job_name}-{index}"},
+            "status": {"phase": "Pending"}}
