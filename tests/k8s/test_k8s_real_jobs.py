@@ -33,7 +33,7 @@ from test_k8s_real_cluster import _assets, _bash
 from fusecache.locals3 import LocalS3
 from prefetchd.k8s import placement as pl
 
-pytestmark = [pytest.mark.k8s, pytest.mark.s3]
+pytestmark = [pytest.mark.k8s, pytest.mark.s3, pytest.mark.real_cluster]
 
 NS = "ml"
 NODES = ("node-1", "node-2", "node-3", "node-4")
