@@ -44,9 +44,7 @@ import binascii
 import json
 import logging
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,31 +83,6 @@ class StoreConfig:
     region: str | None
     origin: str
     credentials: Mapping[str, str] | None = field(default=None, repr=False, compare=False)
-
-
-class _Cache:
-    """An LRU of (time, value) entries that expire after their ``ttl``."""
-
-    def __init__(self, ttl: float, size: int = CACHE_SIZE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl, self.size, self.clock = ttl, size, clock
-        self._d: OrderedDict[Any, tuple[float, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any, load: Callable[[], Any]) -> Any:
-        now = self.clock()
-        with self._lock:
-            hit = self._d.get(key)
-            if hit is not None and now - hit[0] < self.ttl:
-                self._d.move_to_end(key)
-                return hit[1]
-        value = load()
-        with self._lock:
-            self._d[key] = (now, value)
-            self._d.move_to_end(key)
-            while len(self._d) > self.size:
-                self._d.popitem(last=False)
-        return value
 
 
 def _namespace(source: str) -> str | None:
@@ -165,8 +138,8 @@ class VolumeCredentials:
                  driver: str = ds_mod.DRIVER_NAME,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.api, self.endpoint_url, self.driver = api_client, endpoint_url, driver
-        self._objects = _Cache(OBJECT_TTL, clock=clock)
-        self._secrets = _Cache(SECRET_TTL, clock=clock)
+        self._objects = ds_mod.TtlCache(OBJECT_TTL, CACHE_SIZE, clock)
+        self._secrets = ds_mod.TtlCache(SECRET_TTL, CACHE_SIZE, clock)
 
     # ------------------------------------------------------------ API reads
 

@@ -54,7 +54,7 @@ class ClusterView(Protocol):
     def nodes(self) -> list[placement.NodeInfo]: ...
 
 
-class _TtlCache:
+class TtlCache:
     """A small LRU whose entries expire: fresh enough for placement, bounded in size."""
 
     def __init__(self, ttl: float, size: int, clock: Callable[[], float] = time.monotonic):
@@ -105,7 +105,7 @@ class ApiClusterView:
 
         self.core = client.CoreV1Api(api_client)
         self.api = api_client
-        self._cache = _TtlCache(ttl, size)
+        self._cache = TtlCache(ttl, size)
 
     def _get_json(self, path: str) -> Mapping[str, Any] | None:
         import json

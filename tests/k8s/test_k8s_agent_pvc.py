@@ -207,7 +207,7 @@ def test_mount_paths_are_normalised_alike_for_pods_and_workflows(arg, want):
 
 
 def test_a_racing_get_never_puts_back_an_older_claim_than_a_watch_event():
-    cache = dsm._TtlCache(ttl=60, size=8)
+    cache = dsm.TtlCache(ttl=60, size=8)
     new = {"metadata": {"resourceVersion": "12"}, "spec": {"volumeName": "pv"}}
     old = {"metadata": {"resourceVersion": "11"}, "spec": {}}
     cache.put("k", new)  # the watch event
