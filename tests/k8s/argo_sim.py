@@ -17,7 +17,7 @@ real API server):
   volumeAttributes bound to a claim (claimRef both ways, phase Bound);
 * the KFP v2 backend: a compiled pipeline (IR) becomes the Argo Workflow KFP submits for a run
   (:func:`kfp_workflow`), built on the shape of the backend's own golden file in
-  ../shared/corpus/kfp2-argo/wf_pvc_mount.yaml (driver / executor templates, runtime-config
+  tests/k8s/data/kfp-backend/wf_pvc_mount.yaml (driver / executor templates, runtime-config
   with the run's parameter values), and its executor pod carries the driver's pod-spec patch
   (the claim's volume and mount, the launcher's executor input naming the input paths).
 """
@@ -33,7 +33,8 @@ from typing import Any, Protocol
 
 import yaml
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+# The KFP backend's golden Workflow (provenance in its README)
+KFP_GOLDEN = Path(__file__).resolve().parent / "data" / "kfp-backend" / "wf_pvc_mount.yaml"
 DRIVER = "csi.fusecache.io"
 WF_API = "argoproj.io/v1alpha1"
 ARGOEXEC = "quay.io/argoproj/argoexec:v3.6.5"
@@ -332,7 +333,7 @@ def kfp_workflow(ir_path: Path, name: str, namespace: str, params: dict[str, Any
     """
     ir, platform = [d for d in yaml.safe_load_all(ir_path.read_text()) if d]
     skel = next(d for d in yaml.safe_load_all(
-        (CORPUS / "kfp2-argo" / "wf_pvc_mount.yaml").read_text()) if d)
+        KFP_GOLDEN.read_text()) if d)
     wf = copy.deepcopy(skel)
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     executors = ir["deploymentSpec"]["executors"]

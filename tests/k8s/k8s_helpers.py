@@ -9,19 +9,24 @@ import yaml
 
 # ../shared from the project's root (see /work/shared/README.md).
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+LOCAL_COPIES = Path(__file__).resolve().parent / "data" / "shared-corpus"
 
 
 def corpus_workflow(relpath: str, name: str | None = None, namespace: str = "default") -> dict:
-    """A Workflow from ../shared/corpus as a cluster would hold it (named, namespaced).
+    """A Workflow of the shared corpus as a cluster would hold it (named, namespaced).
 
-    ../shared/corpus is not part of the repository: without it the calling test is
-    skipped, saying so (a clone on its own still passes its suite).
+    ../shared/corpus is not part of the repository; the workflows these tests use are also
+    copied, with their provenance, into tests/k8s/data/shared-corpus, so a clone on its own
+    runs them too. A workflow in neither place skips the calling test, saying so.
     """
-    if not (CORPUS / relpath).is_file():
+    path = CORPUS / relpath
+    if not path.is_file():
+        path = LOCAL_COPIES / Path(relpath).name
+    if not path.is_file():
         import pytest
 
         pytest.skip(f"../shared/corpus/{relpath} is not beside this checkout")
-    doc = next(d for d in yaml.safe_load_all((CORPUS / relpath).read_text()) if d)
+    doc = next(d for d in yaml.safe_load_all(path.read_text()) if d)
     meta = doc.setdefault("metadata", {})
     meta["name"] = name or meta.get("name") or meta["generateName"].rstrip("-")
     meta.pop("generateName", None)
