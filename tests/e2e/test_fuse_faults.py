@@ -230,8 +230,11 @@ def test_umount_refuses_what_is_not_a_fusecache_mount(tmp_path: Path) -> None:
 
 @pytest.mark.fuse
 @pytest.mark.s3
-def test_read_survives_a_transient_s3_outage(private_s3: LocalS3, tmp_path: Path) -> None:
-    """S3 goes away mid-read and comes back: retries with backoff give exact bytes."""
+def test_read_through_a_transient_s3_outage_fails_fast_then_recovers(
+        private_s3: LocalS3, tmp_path: Path) -> None:
+    """S3 goes away mid-read and comes back. The circuit breaker's contract: the read either
+    completes with exact bytes (what was already fetched) or fails with EIO within seconds, not
+    --read-timeout (90 s here); once S3 answers again, the same file reads byte-exact."""
     import threading
 
     c = private_s3.client()
@@ -242,15 +245,37 @@ def test_read_survives_a_transient_s3_outage(private_s3: LocalS3, tmp_path: Path
                  str(tmp_path / "c"), "--read-timeout", "90") as mp:
         assert (mp / "f.bin").stat().st_size == len(payload)
         got: list[bytes] = []
+        failed: list[tuple[int, float]] = []
         fd = os.open(mp / "f.bin", os.O_RDONLY)
         first = os.read(fd, 1 << 20)  # the mount has started fetching
         private_s3.stop()
-        reader = threading.Thread(target=lambda: got.append(
-            first + b"".join(iter(lambda: os.read(fd, 1 << 20), b""))))
+        t0 = time.monotonic()
+
+        def read_rest() -> None:
+            try:
+                got.append(first + b"".join(iter(lambda: os.read(fd, 1 << 20), b"")))
+            except OSError as e:
+                failed.append((e.errno, time.monotonic() - t0))
+
+        reader = threading.Thread(target=read_rest)
         reader.start()
-        time.sleep(3)
-        private_s3.start()  # same data dir and S3 port
-        reader.join(120)
+        reader.join(60)
         os.close(fd)
         assert not reader.is_alive(), "read hung"
-        assert got and got[0] == payload, "wrong or short bytes after the outage"
+        if failed:
+            errno_, took = failed[0]
+            assert errno_ == errno.EIO
+            assert took < 30, f"EIO only after {took:.1f}s: the breaker did not fail fast"
+        else:
+            assert got[0] == payload, "wrong or short bytes during the outage"
+        private_s3.start()  # same data dir and S3 port
+        deadline = time.monotonic() + 60
+        while True:  # the breaker's probe closes it once S3 answers
+            try:
+                data = (mp / "f.bin").read_bytes()
+                break
+            except OSError as e:
+                assert e.errno == errno.EIO
+                assert time.monotonic() < deadline, "no recovery after S3 came back"
+                time.sleep(0.5)
+        assert data == payload, "wrong bytes after the outage"
