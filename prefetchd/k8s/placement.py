@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from fusecache.group import rendezvous_score
+
 CACHE_FREE_ANNOTATION = "fusecache.io/cache-free-bytes"
 HOLDS_LABEL_PREFIX = "holds.fusecache.io/"
 LABEL_BUCKETS = 32  # at most 32 labels per node; a false match is only a softer preference
@@ -271,14 +273,9 @@ def ineligibility_reason(pod: PodRequirements, node: NodeInfo) -> str:
 # ---------------------------------------------------------------- ranking
 
 
-def _unit_hash(dataset: str, node: str) -> float:
-    digest = hashlib.sha256(f"{dataset}\0{node}".encode()).digest()
-    return (int.from_bytes(digest[:8], "big") + 0.5) / 2**64  # strictly inside (0, 1)
-
-
 def score(dataset: str, node: NodeInfo) -> float:
-    """Weighted rendezvous score; higher wins."""
-    return -node.weight / math.log(_unit_hash(dataset, node.name))
+    """Weighted rendezvous score; higher wins (the cache group's block ranking is the same)."""
+    return rendezvous_score(dataset, node.name, node.weight)
 
 
 def rank(dataset: str, nodes: Iterable[NodeInfo]) -> list[NodeInfo]:
