@@ -253,3 +253,19 @@ def record_authorised(cache: NodeCache, store: S3Store, bucket: str, prefix: str
                     bucket, prefix, e)
         return False
     return True
+
+
+def authorised_buckets(cache: NodeCache, limit: int = 64) -> list[str]:
+    """The buckets some credential on this node was authorised to read (mounts and warms),
+    at most *limit*, sorted: what the node's cache-group peers may serve it
+    (prefetchd.k8s.group_watch publishes them). Blocking."""
+    found: set[str] = set()
+    db = cache.env.open_db(b"offline_auth")
+    with cache.env.begin(db=db) as txn:
+        for raw in txn.cursor().iternext(keys=True, values=False):
+            bucket = bytes(raw[_TAG_BYTES:]).split(b"\0", 1)[0].decode(errors="replace")
+            if bucket:
+                found.add(bucket)
+            if len(found) >= limit:
+                break
+    return sorted(found)

@@ -15,7 +15,8 @@ class CacheFull(Exception):
 
 def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
                  pin_owner: str | None = None, pin_ttl: float | None = None, *,
-                 parallel: int = 1, on_block: Callable[[int], None] | None = None) -> int:
+                 parallel: int = 1, on_block: Callable[[int], None] | None = None,
+                 want: Callable[[int], bool] | None = None) -> int:
     """Fetch the blocks of *info* not yet cached; return the bytes transferred.
 
     Blocking (call from a worker thread). Pins first when *pin_owner* is given, so
@@ -23,13 +24,16 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
     *parallel* > 1, up to that many ranged GETs of this object run at once (a
     large object then moves at link speed); at most *parallel* blocks are held in
     memory. *on_block(nbytes)* is called after each stored block (progress,
-    throttling). Raises the store's errors, or CacheFull when a block does not fit
-    without evicting pinned data.
+    throttling). *want(index)* False skips that block (``prefetchd warm --group-striping``
+    fetches only the blocks this node owns in the cache group). Raises the store's
+    errors, or CacheFull when a block does not fit without evicting pinned data.
     """
     oid = ObjectId(store.bucket, info.key, info.etag, info.size)
     if pin_owner is not None:
         cache.pin_object(oid, pin_owner, pin_ttl)
     missing = cache.missing_blocks(oid)
+    if want is not None:
+        missing = [idx for idx in missing if want(idx)]
     bs = cache.block_size
 
     def get(idx: int) -> bytes:

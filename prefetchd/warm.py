@@ -31,6 +31,8 @@ from typing import Any
 
 import fusecache
 from fusecache import errors
+from fusecache.group import Group
+from fusecache.nodecache import block_key
 from fusecache.offline_auth import record_authorised
 from fusecache.warm import CacheFull
 from prefetchd import _errors, _jsonfile
@@ -89,6 +91,8 @@ class DatasetResult:
     failed: list[str] = field(default_factory=list)
     listing_dirs: int = 0
     interrupted: bool = False
+    # --group-striping: bytes of the blocks other members own (not fetched here)
+    others_bytes: int = 0
 
 
 @dataclass
@@ -181,8 +185,12 @@ class Warmer:
         pin_owner: str | None = None,
         region: str | None = None,
         credentials: Mapping[str, str] | None = None,
+        group: Group | None = None,
     ) -> None:
         self.cache_dir = cache_dir
+        # --group-striping: fetch and pin only the blocks this node owns in the cache group
+        # (fusecache.group: weighted rendezvous per block); None: every block.
+        self.group = group
         # The Kubernetes agent passes a volume's region and Secret (prefetchd.k8s.credentials);
         # None: boto3's standard chain. Never logged.
         self.region, self._credentials = region, credentials
@@ -392,6 +400,21 @@ class Warmer:
                     return
                 blocks = (o.size + bs - 1) // bs
                 moved: list[int] = []
+                want, others = None, 0
+                if self.group is not None:
+                    oid = fusecache.ObjectId(store.bucket, o.key, o.etag, o.size)
+                    group = self.group
+                    owned = {i for i in range(blocks) if group.owns(block_key(oid, i, bs))}
+                    others = sum(oid.block_span(i, bs)[1] - oid.block_span(i, bs)[0]
+                                 for i in range(blocks) if i not in owned)
+                    with lock:
+                        res.others_bytes += others
+                        stats.done_bytes += others
+                    if not owned:
+                        with lock:
+                            stats.done_objects += 1
+                        return
+                    want = owned.__contains__
 
                 def on_block_of(n: int) -> None:
                     moved.append(n)
@@ -406,6 +429,7 @@ class Warmer:
                         pin_ttl=self.pin_ttl,
                         parallel=min(self.concurrency, blocks),
                         on_block=on_block_of,
+                        want=want,
                     )
                 except Interrupted:
                     with lock:  # stored blocks stay (and pinned): a later warm resumes
@@ -430,7 +454,8 @@ class Warmer:
                     res.transferred += n
                     res.fetched_objects += 1 if n else 0
                     stats.done_objects += 1
-                    stats.done_bytes += o.size - n  # blocks that were cached already
+                    # blocks that were cached already
+                    stats.done_bytes += o.size - n - (others if want is not None else 0)
                 if self.progress is not None and not n:
                     self.progress(stats)
             finally:

@@ -83,6 +83,7 @@ def add_subcommands(sub: Any) -> list[argparse.ArgumentParser]:
     w.add_argument("--dry-run", action="store_true",
                    help="list and report, fetch nothing (default off)")
     w.add_argument("--json", action="store_true", help="machine-readable report (default off)")
+    _group_options(w)
     w.set_defaults(func=cmd_warm)
 
     s = sub.add_parser("status", help="what prefetchd warmed and how much of it is cached")
@@ -122,6 +123,45 @@ def _warm_options(p: argparse.ArgumentParser) -> None:
                    default=DEFAULT_PIN_TTL, metavar="DURATION",
                    help="pins expire after this: 90s, 30m, 1h, 2d, or 'never' (kept until "
                         "`prefetchd unpin`) (default 24h)")
+
+
+def _group_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--group-striping", action="store_true",
+                   help="fetch and pin only the blocks this node owns in the cache group "
+                        "(the group file's members, weighted rendezvous per block) "
+                        "(default off: every block)")
+    p.add_argument("--group", default=None, metavar="FILE",
+                   help="the cache group file (default: CACHE_DIR/group.json, which the "
+                        "Kubernetes agent writes)")
+    p.add_argument("--replicas", type=cliargs.int_range("--replicas", 1, 64), default=None,
+                   metavar="N", help="with --group-striping: members that hold each block "
+                                     "(default: the group file's)")
+
+
+def load_striping_group(args: argparse.Namespace, cache_dir: str) -> Any:
+    """The Group ``--group-striping`` warms this node's share of, or None without it."""
+    if not getattr(args, "group_striping", False):
+        if getattr(args, "group", None) or getattr(args, "replicas", None):
+            raise UsageError("--group/--replicas need --group-striping")
+        return None
+    import dataclasses
+
+    from fusecache.group import GROUP_FILE, GroupFileError, load_group
+
+    path = args.group or os.path.join(cache_dir, GROUP_FILE)
+    try:
+        group = load_group(path)
+    except FileNotFoundError:
+        raise UsageError(f"--group-striping: no group file {path} (give --group FILE, or run "
+                         "the Kubernetes agent with --peer-listen)") from None
+    except (OSError, GroupFileError) as e:
+        raise UsageError(f"--group-striping: {e}") from None
+    if group.member(group.self_name) is None:
+        raise UsageError(f"--group-striping: {path}: this node ({group.self_name}) is not "
+                         "among its members")
+    if args.replicas is not None:
+        group = dataclasses.replace(group, replicas=args.replicas)
+    return group
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -182,6 +222,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
     _quick_gil_handoff()
     uris, unsupported = _targets(args)
     cache_dir = args.cache_dir or _default_cache_dir()
+    group = load_striping_group(args, cache_dir)
     w = warm.Warmer(
         cache_dir,
         args.endpoint_url,
@@ -190,6 +231,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
         args.pin_ttl,
         args.dry_run,
         progress=None if args.json else warm.tty_progress(),
+        group=group,
     )
     with _stop_on_signals(w.stop):
         try:
@@ -287,6 +329,8 @@ def _report(
                     else ""
                 )
                 + (f"; FAILED {len(r.failed)} objects" if r.failed else "")
+                + (f"; {r.others_bytes} bytes are other group members' share"
+                   if r.others_bytes else "")
             )
         for u in unpinned:
             print(f"not warmable (runtime-only or unsupported scheme): {u}")

@@ -108,6 +108,10 @@ class AgentConfig:
     # After a Node change, wait this long before re-placing pending workflows: a burst of
     # node events (scale-up, every agent re-annotating) then costs one pass, not one each.
     replan_delay: float = 2.0
+    # --group-striping: every dataset is spread over the cache group (each agent warms the
+    # blocks its node owns), so every agent warms every dataset rather than the ranking's
+    # ``replicas`` nodes holding it whole.
+    striping: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,9 @@ class Agent:
         # Pending pods another watch accounts for (a training job's pods are warmed and pinned
         # under their job): a hook answering True makes on_pod leave the pod alone.
         self.pod_owners: list[Callable[[dict[str, Any]], bool]] = []
+        # Called with every Node event (the cache group's membership,
+        # prefetchd.k8s.group_watch, builds the group file from the Nodes' peer annotations).
+        self.node_hooks: list[Callable[[str, dict[str, Any]], None]] = []
         for source, dataset in held:
             if source.startswith("workflow "):
                 self._held.setdefault(source, set()).add(dataset)
@@ -220,8 +227,19 @@ class Agent:
                 info = self._nodes[name] = placement.NodeInfo.from_node(obj)
                 if name == self.config.node_name and info.cache_free_bytes is not None:
                     self.self_ready.set()
+        for hook in self.node_hooks:
+            try:
+                hook(etype, obj)
+            except Exception:  # noqa: BLE001 - a hook must not stop the Node watch
+                log.exception("node %s: node hook failed", name)
         if _placement_key(old) != _placement_key(info):
             self._nodes_changed()
+
+    def _warms_here(self, dataset: str, nodes: list[placement.NodeInfo],
+                    pod: placement.PodRequirements | None) -> bool:
+        """Whether this agent warms *dataset* (all of it, or its share when striping)."""
+        return self.config.striping or placement.should_warm(
+            self.config.node_name, dataset, nodes, pod, self.config.replicas)
 
     def nodes(self) -> list[placement.NodeInfo]:
         with self._lock:
@@ -311,8 +329,7 @@ class Agent:
         """Warm the ``waiting`` datasets this node is chosen for, earliest stage first."""
         todo: list[WarmRequest] = []
         for dataset, p in list(waiting.items()):
-            if dataset not in requested and placement.should_warm(
-                    self.config.node_name, dataset, nodes, p.pod, self.config.replicas):
+            if dataset not in requested and self._warms_here(dataset, nodes, p.pod):
                 todo.append(WarmRequest(dataset, source, p.step, p.stage, p.volume))
         for req in sorted(todo, key=lambda r: (r.stage, r.dataset)):  # earliest first
             with self._lock:
@@ -520,8 +537,7 @@ class Agent:
         pod = placement.PodRequirements.from_pod_spec(obj.get("spec") or {})
         bound_here = (obj.get("spec") or {}).get("nodeName") == self.config.node_name
         for dataset in found:
-            if bound_here or placement.should_warm(
-                    self.config.node_name, dataset, self.nodes(), pod, self.config.replicas):
+            if bound_here or self._warms_here(dataset, self.nodes(), pod):
                 self.warm(WarmRequest(dataset, source, meta.get("name", ""), 0))
 
 
@@ -625,15 +641,18 @@ def run_kubernetes(
     api_client: Any, config: AgentConfig, warm: WarmFn, release: ReleaseFn | None = None,
     stop: threading.Event | None = None, observer: ObserveFn | None = None,
     held: Iterable[tuple[str, str]] = (), workload: Any = None,
+    node_hooks: Iterable[Callable[[str, dict[str, Any]], None]] = (),
 ) -> None:
     """Run the agent until ``stop`` is set (blocking).
 
     ``held``: (source, dataset) of the pins recorded before this start (reconciled after the
     first workflow listing, see :meth:`Agent.reconcile_pins`). ``workload``: options of the
     training-work watch (:func:`prefetchd.k8s.workload_watch.attach`), None: not watched.
+    ``node_hooks``: called with every Node event (the cache group's membership).
     """
     stop = stop or threading.Event()
     agent = Agent(config, ds_mod.ApiClusterView(api_client), warm, release, observer, held)
+    agent.node_hooks.extend(node_hooks)
     jobs = None
     if workload is not None:
         from prefetchd.k8s import workload_watch
@@ -702,9 +721,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "queued (Kueue, suspended); 0 warms no queued job (default 0.5)")
     parser.add_argument("--pod-pin-ttl", type=float, default=6 * 3600.0, metavar="SECONDS",
                         help="pins of pending-pod warms expire after this (default 6 h)")
+    g = parser.add_argument_group("cache group (docs/cache-group.md)")
+    g.add_argument("--peer-listen", default=None, metavar="HOST:PORT",
+                   help="serve this node cache's blocks to the group's peers here, publish "
+                        "this node in the group and write CACHE_DIR/group.json from the "
+                        "annotated Nodes (default: off, no group)")
+    g.add_argument("--peer-advertise", default=None, metavar="HOST:PORT",
+                   help="the address peers dial (default: $POD_IP and the listen port, else "
+                        "the Node's InternalIP)")
+    g.add_argument("--peer-ca", default=None, metavar="FILE",
+                   help="CA bundle (PEM) that signed every peer's certificate")
+    g.add_argument("--peer-cert", default=None, metavar="FILE",
+                   help="this node's peer certificate (PEM; its name is the Node's)")
+    g.add_argument("--peer-key", default=None, metavar="FILE", help="its private key (PEM)")
+    g.add_argument("--peer-insecure", action="store_true",
+                   help="serve and ask peers without TLS or authentication (tests and "
+                        "development only; default off: --peer-ca/--peer-cert/--peer-key)")
+    g.add_argument("--group-striping", action="store_true",
+                   help="spread every dataset over the group: each node warms only the "
+                        "blocks it owns (--replicas owners per block) (default off)")
 
 
-KUBERNETES_ONLY = ("kubeconfig", "namespace", "all_namespaces", "metrics_port")
+KUBERNETES_ONLY = ("kubeconfig", "namespace", "all_namespaces", "metrics_port", "peer_listen",
+                   "peer_advertise", "peer_ca", "peer_cert", "peer_key", "peer_insecure",
+                   "group_striping")
 
 
 def check_arguments(args: argparse.Namespace) -> str | None:
@@ -717,12 +757,58 @@ def check_arguments(args: argparse.Namespace) -> str | None:
         return "--publish-interval must be positive"
     if not args.node_name:
         return "--node-name (or $NODE_NAME) is required"
+    problem = _check_peer_arguments(args)
+    if problem:
+        return problem
     if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST") \
             and not os.environ.get("KUBECONFIG"):
         return "not in a pod: give --kubeconfig FILE (or set $KUBECONFIG)"
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         return f"--kubeconfig {args.kubeconfig}: no such file"
     return None
+
+
+def _host_port(value: str, flag: str, empty_host: bool) -> str | None:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or (not host and
+                                                                        not empty_host):
+        return f"{flag} {value}: not HOST:PORT"
+    return None
+
+
+def _check_peer_arguments(args: argparse.Namespace) -> str | None:
+    listen = getattr(args, "peer_listen", None)
+    tls = [getattr(args, f"peer_{k}", None) for k in ("ca", "cert", "key")]
+    if listen is None:
+        for flag in ("peer_advertise", "peer_ca", "peer_cert", "peer_key", "peer_insecure",
+                     "group_striping"):
+            if getattr(args, flag, None):
+                return f"--{flag.replace('_', '-')} needs --peer-listen"
+        return None
+    problem = _host_port(listen, "--peer-listen", False)
+    if problem:
+        return problem
+    if args.peer_advertise and _host_port(args.peer_advertise, "--peer-advertise", True):
+        return _host_port(args.peer_advertise, "--peer-advertise", True)
+    if any(tls) and not all(tls):
+        return "--peer-ca, --peer-cert and --peer-key go together"
+    if not any(tls) and not getattr(args, "peer_insecure", False):
+        return ("--peer-listen needs --peer-ca, --peer-cert and --peer-key (mutual TLS), or "
+                "--peer-insecure (tests only)")
+    for flag, path in zip(("--peer-ca", "--peer-cert", "--peer-key"), tls, strict=True):
+        if path and not os.path.isfile(path):
+            return f"{flag} {path}: no such file"
+    return None
+
+
+def peer_advertise(args: argparse.Namespace) -> str:
+    """The endpoint published for peers: --peer-advertise, else $POD_IP:PORT, else :PORT
+    (the Node's InternalIP, read from ``status.addresses`` by every agent)."""
+    if args.peer_advertise:
+        return str(args.peer_advertise)
+    port = args.peer_listen.rpartition(":")[2]
+    pod_ip = os.environ.get("POD_IP", "")
+    return f"{pod_ip}:{port}" if pod_ip else f":{port}"
 
 
 WATCH_POOL_SIZE = 64
@@ -772,8 +858,19 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
         raise ValueError(problem)
     stop = threading.Event()
     _install_stop_handlers(stop)
+    striping = bool(getattr(args, "group_striping", False))
     config = AgentConfig(node_name=args.node_name, replicas=args.replicas,
-                         namespace=None if args.all_namespaces else args.namespace)
+                         namespace=None if args.all_namespaces else args.namespace,
+                         striping=striping)
+    peer_listen = getattr(args, "peer_listen", None)
+    membership = None
+    if peer_listen:
+        from fusecache.group import TlsFiles
+        from prefetchd.k8s import group_watch
+
+        tls = TlsFiles(args.peer_ca, args.peer_cert, args.peer_key) if args.peer_ca else None
+        membership = group_watch.GroupMembership(args.node_name, args.cache_dir, args.replicas,
+                                                 striping, tls)
     metrics = metrics_mod.AgentMetrics(args.node_name)
     server = None
     with load_api_client(args.kubeconfig) as api_client:
@@ -783,14 +880,16 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
         held: list[tuple[str, str]] = []
         workload = workload_watch.WorkloadConfig(
             node_name=args.node_name, replicas=args.replicas, namespace=config.namespace,
-            paced=warm is None, metrics=metrics)
+            paced=warm is None, metrics=metrics, striping=striping)
         if warm is None:
             worker = worker_mod.WarmWorker(
                 worker_mod.WorkerConfig(
                     cache_dir=args.cache_dir, node_name=args.node_name,
                     endpoint_url=args.endpoint_url, concurrency=args.concurrency,
                     bandwidth=args.bandwidth_limit, pin_ttl=args.pin_ttl,
-                    pod_pin_ttl=args.pod_pin_ttl, publish_interval=args.publish_interval),
+                    pod_pin_ttl=args.pod_pin_ttl, publish_interval=args.publish_interval,
+                    peer_endpoint=peer_advertise(args) if peer_listen else None,
+                    striping=striping, replicas=args.replicas),
                 worker_mod.NodePublisher(api_client, args.node_name), metrics, stop,
                 store_configs=credentials_mod.VolumeCredentials(
                     api_client, args.endpoint_url).store_config)
@@ -805,16 +904,56 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
         if args.metrics_port is not None:
             server = metrics.serve(args.metrics_port)
             log.info("metrics on :%d/metrics", args.metrics_port)
+        peers = None
+        if membership is not None:
+            membership.write()  # a group of none until the Nodes are listed
+            if worker is not None:
+                membership.on_change.append(_rebalance_on_change(worker))
+            peers = _start_peer_server(args, membership.path)
         try:
             run_kubernetes(api_client, config, warm, release, stop, metrics.observe_workflow,
-                           held, workload)
+                           held, workload,
+                           node_hooks=[membership.on_node] if membership is not None else [])
         finally:
+            if peers is not None:
+                peers.stop()
             if worker is not None:
                 worker.stop()
             if server is not None:
                 server.shutdown()
     log.info("prefetchd agent stopped")
     return 0
+
+
+def _rebalance_on_change(worker: Any) -> Callable[[Any, Any], None]:
+    """A group-change hook: when the members or their weights change, the striped records
+    are warmed again (this node's new share)."""
+    def hook(group: Any, old: Any) -> None:
+        def shape(g: Any) -> Any:
+            return None if g is None else sorted((m.name, m.weight) for m in g.members)
+
+        if shape(group) != shape(old):
+            worker.rebalance()
+
+    return hook
+
+
+def _start_peer_server(args: argparse.Namespace, group_file: Any) -> Any:
+    """The peer server on --peer-listen, in this process (fusecache.peer_server); None
+    when this build has none (the group is still published and written)."""
+    try:
+        from fusecache import peer_server  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:
+        log.warning("this build has no peer server: --peer-listen publishes the group "
+                    "but serves nothing")
+        return None
+    server = peer_server.PeerServer(args.cache_dir, args.peer_listen, group_path=group_file,
+                                    insecure=bool(getattr(args, "peer_insecure", False)))
+    try:
+        server.start()
+    except peer_server.PeerConfigError as e:
+        raise ValueError(str(e)) from None
+    return server
 
 
 def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:

@@ -44,7 +44,7 @@ from typing import Any
 import fusecache
 from prefetchd import _jsonfile
 from prefetchd import warm as warm_mod
-from prefetchd.k8s import credentials, placement
+from prefetchd.k8s import credentials, group_watch, placement
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,13 @@ class WorkerConfig:
     pin_ttl: float | None = None  # workflow pins: None = until the DAG releases them
     pod_pin_ttl: float = 6 * 3600.0  # pod pins: nobody releases them, so they expire
     publish_interval: float = 30.0
+    # The cache group (prefetchd.k8s.group_watch): this node's peer endpoint, published in the
+    # Node's peer annotation (None: not a member); with ``striping`` each warm fetches and pins
+    # only the blocks this node owns by the group file, and :meth:`WarmWorker.rebalance`
+    # warms the records again when the group changes.
+    peer_endpoint: str | None = None
+    striping: bool = False
+    replicas: int = 1
 
 
 class PinRecords:
@@ -147,10 +154,16 @@ class NodePublisher:
             raise RuntimeError(f"{method} node {self.node_name}: HTTP {resp.status} {message}")
         return json.loads(data)
 
-    def publish(self, free_bytes: int, limit_bytes: int, held: list[str]) -> bool:
-        """Patch the Node if needed; True when a patch was sent."""
+    def publish(self, free_bytes: int, limit_bytes: int, held: list[str],
+                peer: str | None = None) -> bool:
+        """Patch the Node if needed; True when a patch was sent.
+
+        *peer*: this node's cache-group annotation value (``group_watch.peer_annotation``),
+        patched when it differs from the Node's.
+        """
         meta = self._call("GET").get("metadata") or {}
         annotations = meta.get("annotations") or {}
+        peer_stale = peer is not None and annotations.get(group_watch.PEER_ANNOTATION) != peer
         labels_patch = placement.holds_labels_patch(meta.get("labels") or {}, held)
         try:
             published = int(annotations.get(placement.CACHE_FREE_ANNOTATION, ""))
@@ -158,11 +171,13 @@ class NodePublisher:
             published = None
         min_delta = max(PUBLISH_MIN_DELTA, limit_bytes // 100)
         free_stale = published is None or abs(published - free_bytes) >= min_delta
-        if not free_stale and labels_patch is None:
+        if not free_stale and labels_patch is None and not peer_stale:
             return False
         patch: dict[str, Any] = {"metadata": {}}
         if free_stale:
             patch["metadata"]["annotations"] = {placement.CACHE_FREE_ANNOTATION: str(free_bytes)}
+        if peer_stale:
+            patch["metadata"].setdefault("annotations", {})[group_watch.PEER_ANNOTATION] = peer
         if labels_patch is not None:
             patch["metadata"]["labels"] = labels_patch["metadata"]["labels"]
         self._call("PATCH", patch)
@@ -289,6 +304,8 @@ class WarmWorker:
                 if item[0] == "warm":
                     self._do_warm(item[1])
                     self._finished(item[1])
+                elif item[0] == "rebalance":
+                    self._do_rebalance()
                 else:
                     self._do_release(item[1], item[2])
             except Exception:  # noqa: BLE001 - one bad item must not stop the agent
@@ -336,19 +353,15 @@ class WarmWorker:
         log.info("warming %s for %s (step %s, stage %d) with the credentials of %s",
                  req.dataset, req.source, req.step, req.stage, store.origin)
         started = time.time()
-        w = self._make_warmer(self.config.cache_dir, store.endpoint_url,
-                              self.config.concurrency, self.config.bandwidth, ttl,
-                              stop=self.stop_event, pin_owner=owner, region=store.region,
-                              credentials=store.credentials)
+        group = self._striping_group()
         try:
-            results = w.warm([req.dataset])
+            res = self._run_warmer(req.dataset, owner, ttl, store, group)
         except warm_mod.WarmError as e:
             log.warning("%s: cannot warm %s: %s", req.source, req.dataset, e)
             if self.metrics is not None:
                 self.metrics.warm_failed(req)
             return
         finished = time.time()
-        res = results[0]
         log.info("warmed %s for %s (step %s): %d objects, %d bytes, %d transferred, "
                  "%d skipped (cache full), %d failed, %.1fs", res.uri, req.source, req.step,
                  res.objects, res.bytes, res.transferred, res.skipped, len(res.failed),
@@ -359,7 +372,9 @@ class WarmWorker:
             return
         self.records.add(owner, {
             "dataset": req.dataset, "uri": res.uri, "source": req.source, "step": req.step,
-            "warmed_at": finished, "bytes": res.bytes - res.skipped_bytes,
+            "warmed_at": finished, "bytes": res.bytes - res.skipped_bytes - res.others_bytes,
+            # a share of the dataset (group striping): not advertised as held here
+            **({"striped": True} if group is not None else {}),
             "credentials_from": store.origin,  # names the PV/Secret, never a secret value
             "transferred": res.transferred,
             "expires_at": (finished + ttl) if ttl else None,
@@ -372,6 +387,67 @@ class WarmWorker:
                 self.records.remove([old])
         if self.metrics is not None:
             self.metrics.warm_done(req, res, started, finished)
+
+    def _run_warmer(self, dataset: str, owner: str, ttl: float | None,
+                    store: credentials.StoreConfig, group: Any) -> Any:
+        w = self._make_warmer(self.config.cache_dir, store.endpoint_url,
+                              self.config.concurrency, self.config.bandwidth, ttl,
+                              stop=self.stop_event, pin_owner=owner, region=store.region,
+                              credentials=store.credentials,
+                              **({"group": group} if group is not None else {}))
+        return w.warm([dataset])[0]
+
+    def _striping_group(self) -> Any:
+        """The group whose share this node warms (striping), else None.
+
+        A missing or unreadable group file is a group of none: nothing is fetched, and
+        :meth:`rebalance` fetches this node's share once the group is known.
+        """
+        if not self.config.striping:
+            return None
+        import dataclasses
+
+        from fusecache.group import GROUP_FILE, Group, GroupFileError, load_group
+
+        try:
+            group = load_group(os.path.join(self.config.cache_dir, GROUP_FILE))
+        except (OSError, GroupFileError) as e:
+            log.warning("group striping: no usable group file yet (%s): warming nothing "
+                        "until the group is known", e)
+            return Group(self.config.node_name, striping=True)
+        return dataclasses.replace(group, replicas=self.config.replicas)
+
+    def rebalance(self) -> None:
+        """Queue a pass warming every striped record again with the current group (called
+        when the group's members change): this node fetches the blocks it now owns; the
+        blocks it no longer owns stay cached and pinned until the dataset is released."""
+        if self.config.striping:
+            self._put(("rebalance",))
+
+    def _do_rebalance(self) -> None:
+        group = self._striping_group()
+        now = time.time()
+        for owner, rec in sorted(self.records.live(now).items()):
+            if not rec.get("striped") or self.stop_event.is_set():
+                continue
+            exp = rec.get("expires_at")
+            if rec.get("credentials_from", "agent identity") != "agent identity":
+                # a volume's endpoint and Secret are not kept in the record: its share is
+                # completed when the dataset is warmed again
+                log.info("rebalance: %s uses %s; not rebalanced", rec.get("uri"),
+                         rec.get("credentials_from"))
+                continue
+            store = credentials.StoreConfig(self.config.endpoint_url, None, "agent identity")
+            try:
+                res = self._run_warmer(rec.get("uri") or rec["dataset"], owner,
+                                       max(1.0, exp - now) if exp else None, store, group)
+            except warm_mod.WarmError as e:
+                log.warning("rebalance: cannot warm %s: %s", rec.get("uri"), e)
+                continue
+            log.info("rebalanced %s for %s: %d bytes transferred (group of %d)",
+                     res.uri, rec.get("source"), res.transferred, len(group.members))
+            self.records.add(owner, {**rec, "bytes": res.bytes - res.skipped_bytes
+                                     - res.others_bytes})
 
     def _do_release(self, dataset: str, source: str) -> None:
         owners = self.records.find(source, dataset)
@@ -417,6 +493,25 @@ class WarmWorker:
         finally:
             cache.close()
 
+    def _buckets(self, records: list[dict[str, Any]]) -> list[str]:
+        """Buckets this node warms (its records) or its mounts read (offline-auth records)."""
+        from fusecache.offline_auth import authorised_buckets
+
+        out = set()
+        for r in records:
+            try:
+                out.add(warm_mod.parse_s3_uri(r.get("uri") or r.get("dataset") or "")[0])
+            except warm_mod.WarmError:
+                continue
+        cache = fusecache.NodeCache.open(self.config.cache_dir)
+        try:
+            out.update(authorised_buckets(cache))
+        except Exception as e:  # noqa: BLE001 - the records alone still say something
+            log.debug("cannot read the offline-auth records: %s", e)
+        finally:
+            cache.close()
+        return sorted(out)
+
     def _mark_unpinned(self, owners: list[str]) -> None:
         """Keep ``prefetchd status`` honest: the warm records of these owners are unpinned."""
         gone = set(owners)
@@ -441,8 +536,15 @@ class WarmWorker:
             self.metrics.mount_stats(self._scoped_counters())
         if self.publisher is None:
             return
-        held = sorted({r.get("uri") or r["dataset"] for r in self.records.live().values()})
+        records = list(self.records.live().values())
+        held = sorted({r.get("uri") or r["dataset"] for r in records if not r.get("striped")})
+        peer = None
+        if self.config.peer_endpoint is not None:
+            peer = group_watch.peer_annotation(
+                self.config.peer_endpoint, max(st.limit_bytes / 2**30, 1e-3),
+                self._buckets(records), held)
         try:
-            self.publisher.publish(max(0, st.limit_bytes - st.used_bytes), st.limit_bytes, held)
+            self.publisher.publish(max(0, st.limit_bytes - st.used_bytes), st.limit_bytes, held,
+                                   **({"peer": peer} if peer is not None else {}))
         except Exception as e:  # noqa: BLE001 - API down: retried at the next interval
             log.warning("cannot publish node %s: %s", self.config.node_name, e)

@@ -107,6 +107,7 @@ class WorkloadConfig:
     metrics: Any = field(default=None, compare=False)  # prefetchd.k8s.metrics.AgentMetrics
     # The worker's finished hooks (WarmWorker.finished_hooks): attach() adds warm_finished.
     finished_hooks: list[Any] | None = field(default=None, compare=False)
+    striping: bool = False  # --group-striping: every agent warms its share of every dataset
 
 
 @dataclass
@@ -489,8 +490,8 @@ class WorkloadWatch:
                 job.lane[t.dataset] = (wl.order_key(work), t.stage, job.lane[t.dataset][2])
                 return
         replicas = max(self.config.replicas, t.nodes)
-        if not placement.should_warm(self.config.node_name, t.dataset, nodes, t.requirements,
-                                     replicas):
+        if not self.config.striping and not placement.should_warm(
+                self.config.node_name, t.dataset, nodes, t.requirements, replicas):
             return
         req = self._request(t.dataset, release_key, ",".join(t.groups), t.stage)
         if self.metrics is not None:

@@ -1,0 +1,186 @@
+"""The cache group from Kubernetes (prefetchd/k8s/group_watch.py): Node annotations -> group.json.
+
+Nodes are made as the kubelet registers them (labels, ``status.addresses``, capacity and
+allocatable, conditions). Unit part: the member table from Node events (endpoint host from the
+InternalIP, nodes without the annotation or with a bad one are not members, a deleted node
+leaves). End to end: two real ``prefetchd run --kubernetes --peer-listen`` agents against the
+fake API server publish their peer annotation and both write the same members into their
+group files; a third node without an agent is not a member; deleting a Node drops it from the
+running agents' files without a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_k8s_e2e_agent import free_port, wait_until, write_kubeconfig
+
+from fusecache.group import load_group
+from prefetchd.k8s import group_watch as gw
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def kubelet_node(name: str, ip: str, annotations: dict[str, str] | None = None) -> dict:
+    """A Node as the kubelet registers it (then the agent annotates it)."""
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                       "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                       "node.kubernetes.io/instance-type": "m5.2xlarge"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                            "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                            **(annotations or {})},
+        },
+        "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]},
+        "status": {
+            "addresses": [{"type": "InternalIP", "address": ip},
+                          {"type": "Hostname", "address": name}],
+            "capacity": {"cpu": "8", "memory": "32386364Ki", "pods": "110",
+                         "ephemeral-storage": "101430960Ki"},
+            "allocatable": {"cpu": "7910m", "memory": "31235388Ki", "pods": "110",
+                            "ephemeral-storage": "93478772582"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status"}],
+            "nodeInfo": {"kubeletVersion": "v1.30.2", "osImage": "Debian GNU/Linux 12"},
+        },
+    }
+
+
+def test_members_from_node_events(tmp_path, caplog):
+    m = gw.GroupMembership("n1", str(tmp_path), replicas=2, striping=True)
+    ann = gw.peer_annotation(":7471", 200.0, ["b1"], ["s3://b1/ds/"])
+    m.on_node("ADDED", kubelet_node("n1", "10.0.0.1", {gw.PEER_ANNOTATION: ann}))
+    m.on_node("ADDED", kubelet_node("n2", "10.0.0.2", {
+        gw.PEER_ANNOTATION: gw.peer_annotation("10.244.2.7:7471", 100.0)}))
+    m.on_node("ADDED", kubelet_node("n3", "10.0.0.3"))  # no agent: not a member
+    with caplog.at_level(logging.WARNING):
+        m.on_node("ADDED", kubelet_node("n4", "10.0.0.4", {gw.PEER_ANNOTATION: "{not json"}))
+    assert "n4: not a cache-group member" in caplog.text
+    g = load_group(tmp_path / "group.json")
+    assert g.self_name == "n1" and g.replicas == 2 and g.striping
+    assert [(x.name, x.endpoint, x.weight) for x in g.members] == [
+        ("n1", "10.0.0.1:7471", 200.0), ("n2", "10.244.2.7:7471", 100.0)]
+    assert g.member("n1").buckets == ("b1",) and g.member("n1").datasets == ("s3://b1/ds/",)
+    version = g.version
+    # the same Node again (a kubelet heartbeat): no rewrite
+    m.on_node("MODIFIED", kubelet_node("n2", "10.0.0.2", {
+        gw.PEER_ANNOTATION: gw.peer_annotation("10.244.2.7:7471", 100.0)}))
+    assert load_group(tmp_path / "group.json").version == version
+    # the agent on n2 stops publishing (annotation removed), then n1 is deleted
+    m.on_node("MODIFIED", kubelet_node("n2", "10.0.0.2"))
+    assert [x.name for x in load_group(tmp_path / "group.json").members] == ["n1"]
+    m.on_node("DELETED", kubelet_node("n1", "10.0.0.1", {gw.PEER_ANNOTATION: ann}))
+    assert load_group(tmp_path / "group.json").members == ()
+
+
+def test_member_from_node_rejects_bad_annotations():
+    cases = {
+        json.dumps({"endpoint": "10.0.0.1"}): "endpoint",
+        json.dumps({"endpoint": "10.0.0.1:99999"}): "port",
+        json.dumps({"endpoint": ":7471", "weight": 0}): "weight",
+        json.dumps({"endpoint": ":7471", "buckets": "b1"}): "buckets",
+        json.dumps(["x"]): "object",
+    }
+    for raw, word in cases.items():
+        with pytest.raises(ValueError, match=word):
+            gw.member_from_node(kubelet_node("n", "10.0.0.9", {gw.PEER_ANNOTATION: raw}))
+    node = kubelet_node("n", "10.0.0.9", {gw.PEER_ANNOTATION: json.dumps({"endpoint": ":1"})})
+    node["status"]["addresses"] = [{"type": "Hostname", "address": "n"}]
+    with pytest.raises(ValueError, match="InternalIP"):
+        gw.member_from_node(node)
+
+
+def _agent(fake_url: str, tmp: Path, name: str, listen: str, endpoint: str) -> tuple:
+    cache = tmp / name
+    log_path = tmp / f"{name}.log"
+    cmd = [sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "run", "--kubernetes",
+           "--kubeconfig", str(write_kubeconfig(tmp / f"{name}.kubeconfig", fake_url)),
+           "--node-name", name, "--cache-dir", str(cache), "--endpoint-url", endpoint,
+           "--publish-interval", "1", "--peer-listen", listen, "--replicas", "1",
+           "--peer-insecure"]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "POD_IP")}
+    with open(log_path, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f, stderr=f)
+    return proc, cache, log_path
+
+
+@pytest.mark.k8s
+def test_agents_publish_and_write_the_group(fake, local_s3, s3_env, tmp_path):
+    for i, n in enumerate(("n1", "n2", "n3"), start=1):
+        fake.create(kubelet_node(n, f"127.0.0.{i}"))
+    procs = {}
+    try:
+        for i, n in enumerate(("n1", "n2"), start=1):
+            procs[n] = _agent(fake.url, tmp_path, n, f"127.0.0.{i}:{free_port()}",
+                              local_s3.endpoint_url)
+
+        def members(n: str) -> list[tuple[str, str]] | None:
+            p = procs[n][1] / "group.json"
+            if not p.exists():
+                return None
+            g = load_group(p)
+            return [(m.name, m.endpoint) for m in g.members]
+
+        # the port is published alone: every agent takes the host from the InternalIP
+        want = [("n1", "127.0.0.1:"), ("n2", "127.0.0.2:")]
+
+        def listed(n: str) -> bool:
+            got = members(n)
+            return got is not None and len(got) == 2 and all(
+                g[0] == w[0] and g[1].startswith(w[1]) for g, w in zip(got, want, strict=True))
+
+        for n in ("n1", "n2"):
+            wait_until(f"{n}'s group file lists n1 and n2",
+                       lambda n=n: listed(n) or procs[n][0].poll() is not None)
+            assert procs[n][0].poll() is None, procs[n][2].read_text()
+        assert members("n1") == members("n2")
+        ann = json.loads(fake.get("v1", "Node", "n1")["metadata"]["annotations"][
+            gw.PEER_ANNOTATION])
+        assert ann["endpoint"].startswith(":") and ann["weight"] > 0
+        assert load_group(procs["n1"][1] / "group.json").self_name == "n1"
+        # n2's Node goes away: the running agent on n1 drops it, no restart
+        fake.delete("v1", "Node", "n2")
+        wait_until("n2 left n1's group", lambda: [m for m, _ in members("n1")] == ["n1"])
+        for proc, _, log_path in procs.values():
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0, log_path.read_text()
+    finally:
+        for proc, _, _ in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = procs["n1"][2].read_text()
+    assert "cache group: 2 members (n1, n2)" in text
+    assert "not-a-secret" not in text
+
+
+def test_peer_flags_are_checked(tmp_path):
+    kube = write_kubeconfig(tmp_path / "k", "http://127.0.0.1:1")
+    base = [sys.executable, "-m", "prefetchd.cli", "run", "--kubernetes", "--kubeconfig",
+            str(kube), "--node-name", "n1", "--cache-dir", str(tmp_path / "c")]
+    cases = [
+        (["--peer-listen", "7471"], "--peer-listen 7471: not HOST:PORT"),
+        (["--group-striping"], "--group-striping needs --peer-listen"),
+        (["--peer-listen", "0.0.0.0:7471", "--peer-ca", str(kube)],
+         "--peer-ca, --peer-cert and --peer-key go together"),
+        (["--peer-listen", "0.0.0.0:7471", "--peer-advertise", "x:y"], "not HOST:PORT"),
+    ]
+    for extra, words in cases:
+        out = subprocess.run(base + extra, capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert out.returncode == 2, (extra, out.stderr)
+        assert words in out.stderr and "Traceback" not in out.stderr
+    out = subprocess.run([sys.executable, "-m", "prefetchd.cli", "run", "--watch-dir",
+                          str(tmp_path), "--peer-listen", "0.0.0.0:1"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 2 and "only apply with --kubernetes" in out.stderr
