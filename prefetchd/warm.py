@@ -11,6 +11,8 @@ where it stopped. Fetches
 run in a thread pool fed through a bounded window (memory stays bounded whatever
 the dataset size). When the cache is full of pinned data the warmer stops
 fetching and reports what it skipped; it never unpins anything it did not pin.
+Each block is asked of the cache group's peers first (`fusecache.peer_client`, through
+`<cache_dir>/group.json` once it exists) and read from S3 only when no peer serves it.
 
 Which datasets were warmed, when, and with which pin owner is prefetchd's own
 record, kept as JSON in `<cache_dir>/prefetchd/warmed.json` (the core has no
@@ -32,6 +34,7 @@ from typing import Any
 import fusecache
 from fusecache import errors
 from fusecache.offline_auth import record_authorised
+from fusecache.peer_client import PeerClient, open_peer_client
 from fusecache.warm import CacheFull
 from prefetchd import _errors, _jsonfile
 from prefetchd.pipeline import _shard
@@ -181,8 +184,12 @@ class Warmer:
         pin_owner: str | None = None,
         region: str | None = None,
         credentials: Mapping[str, str] | None = None,
+        peers: PeerClient | None = None,
     ) -> None:
         self.cache_dir = cache_dir
+        # The cache group's peers are asked for each block before S3 (fusecache/peer_client.py);
+        # by default through <cache_dir>/group.json, used once it exists (mutual TLS only).
+        self.peers = peers if peers is not None else open_peer_client(cache_dir)
         # The Kubernetes agent passes a volume's region and Secret (prefetchd.k8s.credentials);
         # None: boto3's standard chain. Never logged.
         self.region, self._credentials = region, credentials
@@ -406,6 +413,7 @@ class Warmer:
                         pin_ttl=self.pin_ttl,
                         parallel=min(self.concurrency, blocks),
                         on_block=on_block_of,
+                        peers=self.peers,
                     )
                 except Interrupted:
                     with lock:  # stored blocks stay (and pinned): a later warm resumes
