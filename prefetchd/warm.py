@@ -33,6 +33,7 @@ from typing import Any
 
 import fusecache
 from fusecache import errors
+from fusecache.metrics import Metrics
 from fusecache.offline_auth import record_authorised
 from fusecache.peer_client import PeerClient, open_peer_client
 from fusecache.warm import CacheFull
@@ -189,7 +190,8 @@ class Warmer:
         self.cache_dir = cache_dir
         # The cache group's peers are asked for each block before S3 (fusecache/peer_client.py);
         # by default through <cache_dir>/group.json, used once it exists (mutual TLS only).
-        self.peers = peers if peers is not None else open_peer_client(cache_dir)
+        self.peers = peers if peers is not None else open_peer_client(
+            cache_dir, metrics=Metrics())
         # The Kubernetes agent passes a volume's region and Secret (prefetchd.k8s.credentials);
         # None: boto3's standard chain. Never logged.
         self.region, self._credentials = region, credentials
@@ -329,8 +331,10 @@ class Warmer:
             with self._lock:
                 moved, gets = self.stats.transferred, self.gets
                 retries, self._retries = self._retries, 0
-            try:  # what came from S3, for `fusecache stats` (scope: prefetchd)
-                cache.add_counters({"s3_bytes": moved, "s3_gets": gets}, scope="prefetchd")
+            peer = self.peers.metrics.take_pending() if self.peers.metrics else {}
+            try:  # what came from S3 (and from peers), for `fusecache stats` (scope: prefetchd)
+                cache.add_counters({"s3_bytes": moved - peer.get("peer_bytes", 0),
+                                    "s3_gets": gets, **peer}, scope="prefetchd")
                 cache.add_counters({"s3_retries": retries})
             except Exception as e:  # noqa: BLE001 - bookkeeping must not fail a warm
                 log.warning("could not update the node cache's counters: %s", e)

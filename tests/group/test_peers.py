@@ -108,6 +108,37 @@ def test_dataset_warmed_on_a_is_read_on_b_over_mtls_with_no_s3_get(
         assert served["peer_bytes_served"] == st["peer_bytes"]
 
 
+@pytest.mark.s3
+def test_prefetchd_warm_on_c_takes_the_blocks_from_a(local_s3, s3_env, bucket, tmp_path):
+    files = {"w/one.bin": os.urandom(9 * MiB), "w/two.bin": os.urandom(300_000)}
+    _upload(local_s3, bucket, files)
+    a, c = tmp_path / "a", tmp_path / "c"
+    _warm(a, f"s3://{bucket}/w/")
+    pki = Pki(tmp_path / "pki")
+    ta, tc = pki.node("node-a"), pki.node("node-c")
+    group_file(a / "group.json", "node-a", [
+        Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
+        Member("node-c", "127.0.0.1:1", buckets=(bucket,))], ta)
+    with peer_serve(a) as (_, port):
+        c.mkdir()
+        group_file(c / "group.json", "node-c", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)),
+            Member("node-c", "127.0.0.1:1", buckets=(bucket,))], tc)
+        _warm(c, f"s3://{bucket}/w/")
+    st = node_stats(c)
+    assert st["peer_hits"] == _blocks(files) and st["s3_gets"] == 0, st
+    assert st["by_mount"]["prefetchd"].get("s3_bytes", 0) == 0
+    assert st["by_mount"]["prefetchd"]["peer_bytes"] == sum(len(v) for v in files.values())
+    cache = NodeCache.open(c)
+    try:
+        for k, v in files.items():
+            oid = _oid(local_s3, bucket, k)
+            assert b"".join(cache.get_block(oid, i) or b"!"
+                            for i in range(oid.block_count(cache.block_size))) == v
+    finally:
+        cache.close()
+
+
 def _free_port() -> int:
     import socket
     with socket.socket() as s:
