@@ -1,4 +1,5 @@
-"""``fusecache`` command line: mount, umount, stats, and s3 (a local S3 to try things with).
+"""``fusecache`` command line: mount, umount, stats, peer-serve (this node's cache to the cache
+group), and s3 (a local S3 to try things with).
 
 Who calls it: the ``fusecache`` console script, ``python -m fusecache.cli``, the CSI plugin
 (csi/mounts.py runs ``fusecache mount``) and the tests. Data flow: argv -> the parser (argument
@@ -128,7 +129,48 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: refused)")
     m.add_argument("--foreground", "-f", action="store_true",
                    help="stay attached until unmounted (default: return once mounted)")
+    m.add_argument("--group", type=Path, default=None, metavar="FILE",
+                   help="the cache group file: peers asked for a block before S3 (default "
+                        "<cache-dir>/group.json, used once it exists)")
+    m.add_argument("--peer-timeout", type=cliargs.positive_float("--peer-timeout"),
+                   default=None, metavar="SECONDS",
+                   help=f"one try at a peer gives up after this, and S3 is asked "
+                        f"(default {md.peer_timeout:g})")
+    m.add_argument("--peer-insecure", action="store_true",
+                   help="ask peers over plaintext when the group file has no tls (tests "
+                        "and development only; default off: such a group is not used)")
+    m.add_argument("--no-peer-store", action="store_true",
+                   help="do not store blocks read from peers in this node's cache "
+                        "(default: stored, like blocks from S3)")
     m.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+
+    ps = sub.add_parser(
+        "peer-serve", help="serve this node's cache to the cache group's peers (gRPC)",
+        description="Serve the node cache's blocks, read-only, to the other members of the "
+                    "cache group over gRPC with mutual TLS (the group file's tls), until "
+                    "SIGTERM or Ctrl-C. Prints 'listening on HOST:PORT' once ready.")
+    ps.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                    help=f"node cache dir (default {default_cache_dir()})")
+    ps.add_argument("--listen", required=True, metavar="HOST:PORT",
+                    help="address to serve on (port 0: any free port)")
+    ps.add_argument("--group", type=Path, default=None, metavar="FILE",
+                    help="the cache group file: members, their buckets, tls (default "
+                         "<cache-dir>/group.json)")
+    ps.add_argument("--peer-insecure", action="store_true",
+                    help="serve without TLS or authentication: anyone who can reach the "
+                         "port reads any cached block (tests and development only; default "
+                         "off)")
+    ps.add_argument("--peer-max-mbps", type=cliargs.positive_float("--peer-max-mbps"),
+                    default=None, metavar="MBIT/S",
+                    help="bandwidth share for serving peers, megabits per second "
+                         "(default: no limit)")
+    ps.add_argument("--peer-max-concurrency",
+                    type=cliargs.int_range("--peer-max-concurrency", 1, 1024), default=16,
+                    metavar="N", help="blocks served at once; more are refused at once "
+                                      "(RESOURCE_EXHAUSTED) (default 16)")
+    ps.add_argument("--metrics-port", type=cliargs.port("--metrics-port"), default=None,
+                    metavar="PORT", help="serve Prometheus metrics on 127.0.0.1:PORT "
+                                         "(default off)")
 
     u = sub.add_parser("umount", help="unmount a fusecache mount")
     u.add_argument("mountpoint", type=Path, help="where it is mounted")
@@ -153,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="S3 port on 127.0.0.1 (default: a free port)")
     s3.add_argument("--bucket", action="append", default=None, metavar="NAME",
                     help="create this bucket at start; repeatable (default: none)")
-    cliargs.add_log_level(p, [m, u, s, s3], "info")
+    cliargs.add_log_level(p, [m, u, s, ps, s3], "info")
     return p
 
 
@@ -180,6 +222,11 @@ def mount_config(a: argparse.Namespace) -> MountConfig:
         cfg.read_timeout = a.read_timeout
     if a.offline_auth_max_age is not None:
         cfg.offline_auth_max_age = a.offline_auth_max_age
+    cfg.group_file = a.group
+    if a.peer_timeout is not None:
+        cfg.peer_timeout = a.peer_timeout
+    cfg.peer_insecure = a.peer_insecure
+    cfg.peer_store = not a.no_peer_store
     return cfg
 
 
@@ -214,6 +261,22 @@ def check_before_mount(cfg: MountConfig, nonempty: bool) -> None:
     cache_dir = cfg.cache.cache_dir
     if cache_dir.exists() and not cache_dir.is_dir():
         raise errors.ConfigError(f"--cache-dir {cache_dir} is not a directory")
+    if cfg.group_file is not None:
+        check_group_file(cfg.group_file)
+
+
+def check_group_file(path: Path) -> None:
+    """An explicit --group must exist and parse (ConfigError naming it otherwise)."""
+    from fusecache.group import GroupFileError, load_group
+
+    try:
+        load_group(path)
+    except FileNotFoundError:
+        raise errors.ConfigError(f"--group {path}: no such file") from None
+    except OSError as e:
+        raise errors.ConfigError(f"--group {path}: {e.strerror}") from None
+    except GroupFileError as e:
+        raise errors.ConfigError(f"--group: {e}") from None
 
 
 def cmd_mount(a: argparse.Namespace, argv: list[str]) -> int:
@@ -270,6 +333,10 @@ def cmd_stats(a: argparse.Namespace) -> int:
     print(f"from S3         {_human(c['s3_bytes'])} in {c['s3_gets']} GETs, "
           f"{c['s3_retries']} retries")
     print(f"evictions       {c['evictions']}, integrity errors {c['integrity_errors']}")
+    if c["peer_hits"] or c["peer_misses"] or c["peer_blocks_served"]:
+        print(f"cache group     {c['peer_hits']} blocks ({_human(c['peer_bytes'])}) from peers, "
+              f"{c['peer_misses']} peer misses, {c['peer_fallbacks']} fallbacks to S3; "
+              f"served {c['peer_blocks_served']} blocks ({_human(c['peer_bytes_served'])})")
     for scope, sc in sorted(by_mount.items()):
         hits = sc.get("ram_hits", 0) + sc.get("disk_hits", 0)
         reads = hits + sc.get("disk_misses", 0)
@@ -290,6 +357,40 @@ def _human(n: float) -> str:
     return str(n)
 
 
+def cmd_peer_serve(a: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from fusecache.peer_server import PeerServer
+
+    logging.basicConfig(level=a.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cache_dir = a.cache_dir or default_cache_dir()
+    if cache_dir.exists() and not cache_dir.is_dir():
+        raise errors.ConfigError(f"--cache-dir {cache_dir} is not a directory")
+    server = PeerServer(cache_dir, a.listen, group_path=a.group, insecure=a.peer_insecure,
+                        max_concurrency=a.peer_max_concurrency, max_mbps=a.peer_max_mbps)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server.start()
+    if a.metrics_port is not None:
+        try:
+            server.metrics.serve(a.metrics_port)
+        except OSError as e:
+            server.stop(0)
+            raise errors.ConfigError(f"--metrics-port {a.metrics_port}: cannot listen "
+                                     f"({e.strerror})") from None
+    host = a.listen.rpartition(":")[0]
+    print(f"listening on {host}:{server.port}", flush=True)
+    try:
+        while not stop.wait(3600):
+            pass
+    finally:
+        server.stop(1.0)
+    return 0
+
+
 def cmd_s3(a: argparse.Namespace) -> int:
     from fusecache import locals3
 
@@ -306,6 +407,8 @@ def _run(a: argparse.Namespace, argv: list[str]) -> int:
         return 0
     if a.command == "stats":
         return cmd_stats(a)
+    if a.command == "peer-serve":
+        return cmd_peer_serve(a)
     if a.command == "s3":
         return cmd_s3(a)
     return cliargs.EXIT_USAGE

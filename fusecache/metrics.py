@@ -60,6 +60,29 @@ class Metrics:
             registry=r)
         self.readahead_bytes = Gauge("fusecache_readahead_inflight_bytes",
                                      "Bytes reserved by read-ahead", registry=r)
+        # The cache group (peer_client.py asks, peer_server.py serves). Peers are the
+        # group's members: the label's values are bounded by the group's size.
+        self.peer_requests = Counter(
+            "fusecache_peer_requests",
+            "Block requests to peers, by peer and result: hit, miss (not cached there), "
+            "busy, denied, unavailable, timeout, bad (failed verification), error",
+            ["peer", "result"], registry=r)
+        self.peer_latency = Histogram(
+            "fusecache_peer_request_seconds", "Latency of block requests to a peer",
+            ["peer"], registry=r,
+            buckets=(.001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5))
+        self.peer_bytes = Counter("fusecache_peer_bytes",
+                                  "Block bytes received from peers", registry=r)
+        self.peer_fallbacks = Counter(
+            "fusecache_peer_fallbacks",
+            "Blocks read from S3 after the group's peers were asked and could not serve them",
+            registry=r)
+        self.peer_bytes_served = Counter("fusecache_peer_bytes_served",
+                                         "Block bytes served to peers", registry=r)
+        self.peer_requests_served = Counter(
+            "fusecache_peer_requests_served",
+            "Block requests from peers, by result: ok, not_found, resource_exhausted, "
+            "permission_denied, invalid_argument, error", ["result"], registry=r)
         self._pending = _Tally()
         self._pending_lock = threading.Lock()  # retried() runs in worker threads
         self._last_evictions: int | None = None
@@ -85,6 +108,31 @@ class Metrics:
             self.s3_unreachable.set(0)
         elif event == "fast_fail":
             self.s3_fast_failures.inc()
+
+    def observe_peer(self, peer: str, result: str, seconds: float, nbytes: int) -> None:
+        """One block request to a peer (from a worker thread)."""
+        self.peer_requests.labels(peer, result).inc()
+        self.peer_latency.labels(peer).observe(seconds)
+        with self._pending_lock:
+            if result == "hit":
+                self.peer_bytes.inc(nbytes)
+                self._pending["peer_hits"] += 1
+                self._pending["peer_bytes"] += nbytes
+            else:
+                self._pending["peer_misses"] += 1
+
+    def observe_peer_fallback(self) -> None:
+        """Peers were asked for a block and none served it: it comes from S3."""
+        self.peer_fallbacks.inc()
+        with self._pending_lock:
+            self._pending["peer_fallbacks"] += 1
+
+    def observe_served(self, nbytes: int) -> None:
+        """The peer server sent a block (from a gRPC worker thread)."""
+        self.peer_bytes_served.inc(nbytes)
+        with self._pending_lock:
+            self._pending["peer_blocks_served"] += 1
+            self._pending["peer_bytes_served"] += nbytes
 
     def stale_served(self, kind: str) -> None:
         self.stale.labels(kind).inc()

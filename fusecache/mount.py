@@ -40,6 +40,7 @@ from fusecache.listings import DirEntry, ListingCache
 from fusecache.metrics import Metrics
 from fusecache.nodecache import CacheUnavailable, NodeCache
 from fusecache.offline_auth import open_gate
+from fusecache.peer_client import PeerClient, open_peer_client
 from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader
 from fusecache.s3store import S3Store
@@ -248,12 +249,14 @@ class MountedFilesystem:
                 self.warnings += empty_source_warnings(self.store, loc)
             except errors.StoreError as e:  # only a hint: the mount does not depend on it
                 log.debug("could not tell whether %s has objects: %s", loc, e)
+        self.peers = self._peer_client()
         self.ram = RamCache(c.ram_cache_size)
         self.reader = BlockReader(
             self.store, self.ram, self.disk, self.metrics, block_size=block_size,
             readahead_budget=self.cfg.readahead_budget, readahead_max=self.cfg.readahead_max,
             max_connections=self.cfg.max_connections, read_timeout=self.cfg.read_timeout,
-            breaker=self.store.breaker, offline=self.gate)
+            breaker=self.store.breaker, offline=self.gate,
+            peers=self.peers, peer_store=self.cfg.peer_store)
         self.namespace = Namespace(self.store, self.listings, self.cfg.location,
                                    self.cfg.metadata_ttl,
                                    fallback_listings=self._private_listings,
@@ -261,6 +264,20 @@ class MountedFilesystem:
                                    op_timeout=self.cfg.read_timeout,
                                    on_stale=self.metrics.stale_served)
         self.ops = FuseOperations(self.namespace, self.reader)
+
+    def _peer_client(self) -> PeerClient:
+        """The cache group's client; an explicit --group file must exist and parse."""
+        from fusecache.cli import check_group_file
+
+        path = self.cfg.group_file
+        if path is not None:
+            check_group_file(path)
+        if self.cfg.peer_insecure:
+            log.warning("--peer-insecure: peers are asked over plaintext when the group file "
+                        "has no tls (tests and development only)")
+        return open_peer_client(self.cfg.cache.cache_dir, path,
+                                timeout=self.cfg.peer_timeout,
+                                insecure=self.cfg.peer_insecure, metrics=self.metrics)
 
     def _private_listings(self) -> ListingCache:
         """A listing cache of this process only, in RAM (/dev/shm) when possible."""
@@ -351,6 +368,8 @@ class MountedFilesystem:
         with contextlib.suppress(Exception):
             self._flush_once()
         self.store.close()
+        if getattr(self, "peers", None) is not None:
+            self.peers.close()
         if self.disk is not None:
             self.disk.close()
         if self._tmp is not None:

@@ -117,7 +117,10 @@ _DEFAULT_MAP_SIZE = 1 << 40
 DEFAULT_BLOCK_SIZE = 8 << 20
 
 COUNTERS = ("ram_hits", "ram_misses", "disk_hits", "disk_misses", "s3_bytes", "s3_gets",
-            "evictions", "integrity_errors", "write_dropped", "s3_retries")
+            "evictions", "integrity_errors", "write_dropped", "s3_retries",
+            # the cache group (peer_client.py, peer_server.py)
+            "peer_hits", "peer_misses", "peer_bytes", "peer_fallbacks", "peer_blocks_served",
+            "peer_bytes_served")
 
 
 @dataclass(frozen=True)

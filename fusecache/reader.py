@@ -1,4 +1,5 @@
-"""The read path: RAM tier, then the node cache (LMDB), then ranged GETs to S3.
+"""The read path: RAM tier, then the node cache (LMDB), then the cache group's peers,
+then ranged GETs to S3.
 
 Who calls it: the FUSE adapter (``fs.py``) for every read, with a per-open-file
 ``ReadState``. Data flow for one block:
@@ -7,9 +8,17 @@ Who calls it: the FUSE adapter (``fs.py``) for every read, with a per-open-file
         │miss
     NodeCache.get_block ──hit──> RamCache.put ──> bytes
         │miss
-    single flight: the first task for a block GETs it (in a worker thread, under
-    the connection limiter); later tasks for the same block wait for that result.
-        └─> RamCache.put, queue write-behind to the node cache ──> bytes
+    single flight: the first task for a block loads it; later tasks for the same
+    block wait for that result.
+    PeerClient.fetch (a worker thread; peer_client.py) ──hit──┐
+        │miss, or no group                                   │
+    ranged GET (a worker thread, under the connection limiter)│
+        └─> RamCache.put, queue write-behind to the node cache <┘ ──> bytes
+
+Peers are asked only with the time left of the read's deadline (each try also
+bounded by the client's ``--peer-timeout``), so a slow or dead peer costs at most
+that before S3 is asked; a block from a peer is verified by the client and stored
+in the node cache like one from S3 (unless ``peer_store`` is off).
 
 Read-ahead: a reader whose reads follow each other gets the next blocks fetched
 in the background, in parallel, with a window that doubles per sequential read up
@@ -49,6 +58,7 @@ from fusecache.circuit import CircuitBreaker
 from fusecache.metrics import Metrics
 from fusecache.nodecache import NodeCache, ObjectId, block_key
 from fusecache.offline_auth import OfflineGate
+from fusecache.peer_client import PeerClient, fetch_from_peers
 from fusecache.ramcache import RamCache
 from fusecache.store import ObjectStore
 
@@ -70,6 +80,7 @@ _WRITE_STALL = 10.0
 # How long a block whose fetch failed for good fails again at once.
 _FAILURE_MEMORY = 5.0
 _DISK_RETRY_AFTER = 30.0
+_PEER_THREADS = 16
 
 
 @dataclass
@@ -104,8 +115,13 @@ class BlockReader:
                  readahead_max: int, max_connections: int, read_timeout: float,
                  failure_memory: float = _FAILURE_MEMORY,
                  breaker: CircuitBreaker | None = None,
-                 offline: OfflineGate | None = None) -> None:
+                 offline: OfflineGate | None = None,
+                 peers: PeerClient | None = None, peer_store: bool = True) -> None:
         self.store = store
+        self.peers = peers
+        self.peer_store = peer_store
+        # Blocks asked of peers at once (each a worker thread while it waits).
+        self._peer_slots = trio.CapacityLimiter(_PEER_THREADS)
         self.breaker = breaker
         self.offline = offline
         self.ram = ram
@@ -277,6 +293,12 @@ class BlockReader:
                 self._disk_hits.inc()
                 return data
             self._disk_misses.inc()
+        if self.peers is not None:
+            data = await self._peer_get(oid, idx)
+            if data is not None:
+                if self.peer_store:
+                    await self._store_later(oid, idx, data)
+                return data
         self._fail_fast(oid)  # before queueing for a connection held by a stuck request
         async with self._connections:
             self._fail_fast(oid)
@@ -286,12 +308,27 @@ class BlockReader:
             raise errors.StoreError(f"short block {idx} of {oid.key}")
         self.metrics.add_pending("s3_bytes", len(data))
         self.metrics.add_pending("s3_gets", 1)
+        await self._store_later(oid, idx, data)
+        return data
+
+    async def _peer_get(self, oid: ObjectId, idx: int) -> bytes | None:
+        """The block from the group within what is left of this read's deadline."""
+        assert self.peers is not None
+        if not self.peers.active():
+            return None
+        budget = trio.current_effective_deadline() - trio.current_time()
+        async with self._peer_slots:
+            return await trio.to_thread.run_sync(
+                fetch_from_peers, self.peers, oid, idx, self.block_size,
+                min(budget, self.read_timeout), abandon_on_cancel=True)
+
+    async def _store_later(self, oid: ObjectId, idx: int, data: bytes) -> None:
+        """Queue a fetched block for the node cache (write-behind)."""
         if self.disk is not None and trio.current_time() >= self._disk_off_until:
             try:
                 self._write_send.send_nowait((oid, idx, data))
             except trio.WouldBlock:
                 await self._queue_write(oid, idx, data)
-        return data
 
     async def _queue_write(self, oid: ObjectId, idx: int, data: bytes) -> None:
         """Back-pressure: a fill may not outrun the disk, or the cache stays empty.

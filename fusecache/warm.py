@@ -1,4 +1,8 @@
-"""Filling the node cache without a mount: the primitive prefetchd builds on."""
+"""Filling the node cache without a mount: the primitive prefetchd builds on.
+
+Blocks come from the cache group's peers when one serves them (peer_client.py), else
+from S3 (ranged GETs), and are stored in the node cache.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import concurrent.futures as cf
 from collections.abc import Callable
 
 from fusecache.nodecache import NodeCache, ObjectId
+from fusecache.peer_client import PeerClient, fetch_from_peers
 from fusecache.store import ObjectInfo, ObjectStore
 
 
@@ -16,6 +21,7 @@ class CacheFull(Exception):
 def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
                  pin_owner: str | None = None, pin_ttl: float | None = None, *,
                  parallel: int = 1, on_block: Callable[[int], None] | None = None,
+                 peers: PeerClient | None = None,
                  want: Callable[[int], bool] | None = None) -> int:
     """Fetch the blocks of *info* not yet cached; return the bytes transferred.
 
@@ -24,8 +30,10 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
     *parallel* > 1, up to that many ranged GETs of this object run at once (a
     large object then moves at link speed); at most *parallel* blocks are held in
     memory. *on_block(nbytes)* is called after each stored block (progress,
-    throttling). *want(index)* False skips that block (``prefetchd warm --group-striping``
-    fetches only the blocks this node owns in the cache group). Raises the store's
+    throttling). With *peers* (peer_client.py), each block is asked of the cache
+    group first and read from S3 only when no peer serves it. *want(index)* False
+    skips that block (``prefetchd warm --group-striping`` fetches only the blocks this
+    node owns in the cache group). Raises the store's
     errors, or CacheFull when a block does not fit without evicting pinned data.
     """
     oid = ObjectId(store.bucket, info.key, info.etag, info.size)
@@ -37,6 +45,9 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
     bs = cache.block_size
 
     def get(idx: int) -> bytes:
+        data = fetch_from_peers(peers, oid, idx, bs)
+        if data is not None:
+            return data
         start, end = oid.block_span(idx, bs)
         return store.get_range(info.key, start, end, info.etag)
 

@@ -11,6 +11,8 @@ where it stopped. Fetches
 run in a thread pool fed through a bounded window (memory stays bounded whatever
 the dataset size). When the cache is full of pinned data the warmer stops
 fetching and reports what it skipped; it never unpins anything it did not pin.
+Each block is asked of the cache group's peers first (`fusecache.peer_client`, through
+`<cache_dir>/group.json` once it exists) and read from S3 only when no peer serves it.
 
 Which datasets were warmed, when, and with which pin owner is prefetchd's own
 record, kept as JSON in `<cache_dir>/prefetchd/warmed.json` (the core has no
@@ -32,8 +34,10 @@ from typing import Any
 import fusecache
 from fusecache import errors
 from fusecache.group import Group
+from fusecache.metrics import Metrics
 from fusecache.nodecache import block_key
 from fusecache.offline_auth import record_authorised
+from fusecache.peer_client import PeerClient, open_peer_client
 from fusecache.warm import CacheFull
 from prefetchd import _errors, _jsonfile
 from prefetchd.pipeline import _shard
@@ -185,9 +189,14 @@ class Warmer:
         pin_owner: str | None = None,
         region: str | None = None,
         credentials: Mapping[str, str] | None = None,
+        peers: PeerClient | None = None,
         group: Group | None = None,
     ) -> None:
         self.cache_dir = cache_dir
+        # The cache group's peers are asked for each block before S3 (fusecache/peer_client.py);
+        # by default through <cache_dir>/group.json, used once it exists (mutual TLS only).
+        self.peers = peers if peers is not None else open_peer_client(
+            cache_dir, metrics=Metrics())
         # --group-striping: fetch and pin only the blocks this node owns in the cache group
         # (fusecache.group: weighted rendezvous per block); None: every block.
         self.group = group
@@ -330,8 +339,10 @@ class Warmer:
             with self._lock:
                 moved, gets = self.stats.transferred, self.gets
                 retries, self._retries = self._retries, 0
-            try:  # what came from S3, for `fusecache stats` (scope: prefetchd)
-                cache.add_counters({"s3_bytes": moved, "s3_gets": gets}, scope="prefetchd")
+            peer = self.peers.metrics.take_pending() if self.peers.metrics else {}
+            try:  # what came from S3 (and from peers), for `fusecache stats` (scope: prefetchd)
+                cache.add_counters({"s3_bytes": moved - peer.get("peer_bytes", 0),
+                                    "s3_gets": gets, **peer}, scope="prefetchd")
                 cache.add_counters({"s3_retries": retries})
             except Exception as e:  # noqa: BLE001 - bookkeeping must not fail a warm
                 log.warning("could not update the node cache's counters: %s", e)
@@ -430,6 +441,7 @@ class Warmer:
                         parallel=min(self.concurrency, blocks),
                         on_block=on_block_of,
                         want=want,
+                        peers=self.peers,
                     )
                 except Interrupted:
                     with lock:  # stored blocks stay (and pinned): a later warm resumes

@@ -1,0 +1,1 @@
+"""Generated peer protocol stubs: do not edit, run scripts/gen-peer-proto.sh."""

@@ -1,0 +1,309 @@
+"""The peer client: ask the cache group's other nodes for a block before S3.
+
+Who calls it: the mount's read path (``reader.BlockReader._load``: RAM -> node cache ->
+peers -> S3) and warms (``warm.fetch_object``, through :func:`fetch_from_peers`). Blocking;
+call it from a worker thread.
+
+Data flow of one block::
+
+    GroupWatcher.current() (group.json, re-read when it changes)
+      -> candidates: members hinting they hold the dataset (Member.datasets), then the
+         block's rendezvous owners (group.owners over nodecache.block_key), never this
+         node, never a peer whose breaker is open; at most ``max_tries`` of them
+      -> GetBlock over the peer's pooled channel (mutual TLS with the group's CA and
+         this node's certificate; the server must present the member's name), each try
+         bounded by ``timeout`` and by what is left of the caller's budget
+      -> verified (length = the block's span, crc32, and the block key of the request's
+         bucket/key/etag/size/block size) -> bytes; else None: the caller goes to S3
+
+A peer that fails (unreachable, timed out, busy, refused, sent a bad block) is skipped for
+a cooldown that doubles per failure up to a minute; after it one request probes it again
+(the per-peer counterpart of ``circuit.py``). A miss (NOT_FOUND) is an answer, not a
+failure. Without ``tls`` in the group file no peer is asked unless the mount was given
+``--peer-insecure`` (plaintext, tests and development).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from fusecache._proto import peer_pb2, peer_pb2_grpc
+from fusecache.group import Group, GroupWatcher, Member, TlsFiles
+from fusecache.metrics import Metrics
+from fusecache.nodecache import ObjectId, block_key
+from fusecache.peer_server import MAX_MESSAGE, PeerConfigError, read_tls, resolve_tls
+
+log = logging.getLogger(__name__)
+
+# 0.75 s: a block from a peer on a 10 Gbit/s LAN takes ~10 ms (8 MiB); a peer that
+# has not answered in 0.75 s is overloaded or gone, and S3 is the better bet.
+DEFAULT_TIMEOUT = 0.75
+_MIN_TRY = 0.05  # less budget than this left: do not start a try
+_COOLDOWN = 2.0
+_MAX_COOLDOWN = 60.0
+_BUSY_COOLDOWN = 0.5
+
+
+@dataclass
+class _PeerState:
+    failures: int = 0
+    skip_until: float = 0.0
+
+
+class PeerClient:
+    """Pooled channels and breakers for the group's peers. Thread-safe."""
+
+    def __init__(self, watcher: GroupWatcher, *, timeout: float = DEFAULT_TIMEOUT,
+                 insecure: bool = False, metrics: Metrics | None = None,
+                 max_tries: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
+        self.watcher = watcher
+        self.timeout = timeout
+        self.insecure = insecure
+        self.metrics = metrics
+        self.max_tries = max_tries
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._channels: dict[tuple[str, str], tuple[tuple | None, grpc.Channel,
+                                                    peer_pb2_grpc.PeerStub]] = {}
+        self._states: dict[str, _PeerState] = {}
+        self._creds: grpc.ChannelCredentials | None = None
+        self._creds_key: tuple | None = None
+        self._warned: set[str] = set()
+
+    # -- public --------------------------------------------------------------------
+
+    def group(self) -> Group | None:
+        with self._lock:
+            return self.watcher.current(self._clock())
+
+    def active(self) -> bool:
+        """Whether there is anyone to ask (cheap: for the trio thread)."""
+        g = self.group()
+        return g is not None and any(m.name != g.self_name for m in g.members)
+
+    def candidates(self, group: Group, oid: ObjectId, idx: int, block_size: int) -> list[Member]:
+        """Who to ask for a block, best first: dataset holders, then the block's owners."""
+        key = block_key(oid, idx, block_size)
+        owners = group.owners(key, max(group.replicas, 2))
+        hinted = [m for m in owners if m.holds_hint(oid.bucket, oid.key)]
+        hinted += [m for m in group.members if m.holds_hint(oid.bucket, oid.key)
+                   and m not in hinted]
+        out: list[Member] = []
+        for m in hinted + owners:
+            if m.name != group.self_name and m not in out:
+                out.append(m)
+        return out
+
+    def fetch(self, oid: ObjectId, idx: int, block_size: int,
+              budget: float | None = None) -> bytes | None:
+        """The verified block from a peer, or None (then read it from S3).
+
+        *budget*: seconds left of the caller's deadline; no try runs past it.
+        """
+        group = self.group()
+        if group is None:
+            return None
+        if group.tls is None and not self.insecure:
+            self._warn_once("notls", "group file %s has no 'tls': peers are not asked (pass "
+                            "--peer-insecure to use plaintext peers, for tests only)",
+                            self.watcher.path)
+            return None
+        end_by = self._clock() + (budget if budget is not None else 1e9)
+        tried = 0
+        for member in self.candidates(group, oid, idx, block_size):
+            if tried >= self.max_tries:
+                break
+            if not self._may_try(member.name):
+                continue
+            left = end_by - self._clock()
+            if left < _MIN_TRY:
+                break
+            tried += 1
+            data = self._try(group, member, oid, idx, block_size, min(self.timeout, left))
+            if data is not None:
+                return data
+        if tried and self.metrics is not None:
+            self.metrics.observe_peer_fallback()
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            chans, self._channels = list(self._channels.values()), {}
+        for _, ch, _ in chans:
+            ch.close()
+
+    # -- one try -------------------------------------------------------------------
+
+    def _try(self, group: Group, member: Member, oid: ObjectId, idx: int, block_size: int,
+             timeout: float) -> bytes | None:
+        t0 = self._clock()
+        result, nbytes, data = "error", 0, None
+        try:
+            stub = self._stub(group, member)
+            resp = stub.GetBlock(peer_pb2.GetBlockRequest(
+                bucket=oid.bucket, key=oid.key, etag=oid.etag, size=oid.size,
+                block_size=block_size, index=idx), timeout=timeout)
+            start, end = oid.block_span(idx, block_size)
+            if (len(resp.data) != end - start or zlib.crc32(resp.data) != resp.crc32
+                    or resp.block_key != block_key(oid, idx, block_size)):
+                result = "bad"
+                log.warning("peer %s sent a block %d of s3://%s/%s that failed verification "
+                            "(%d bytes, want %d); reading it from S3", member.name, idx,
+                            oid.bucket, oid.key, len(resp.data), end - start)
+                self._failed(member.name, _COOLDOWN)
+            else:
+                result, nbytes, data = "hit", len(resp.data), resp.data
+                self._answered(member.name)
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+            result = _RESULTS.get(code, "error")
+            if code is grpc.StatusCode.NOT_FOUND:
+                self._answered(member.name)
+            elif code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+                self._failed(member.name, _BUSY_COOLDOWN)
+            else:
+                if code is grpc.StatusCode.PERMISSION_DENIED:
+                    self._warn_once(f"denied:{member.name}", "peer %s refused this node: %s",
+                                    member.name, e.details() if hasattr(e, "details") else e)
+                else:
+                    log.debug("peer %s: %s", member.name, code)
+                self._failed(member.name, _COOLDOWN)
+        except PeerConfigError as e:
+            self._warn_once(f"tls:{e}", "peers not asked: %s", e)
+            self._failed(member.name, _COOLDOWN)
+        if self.metrics is not None:
+            self.metrics.observe_peer(member.name, result, self._clock() - t0, nbytes)
+        return data
+
+    # -- breakers ------------------------------------------------------------------
+
+    def _may_try(self, name: str) -> bool:
+        with self._lock:
+            st = self._states.get(name)
+            if st is None or st.failures == 0:
+                return True
+            now = self._clock()
+            if now < st.skip_until:
+                return False
+            st.skip_until = now + self.timeout  # one probe at a time
+            return True
+
+    def _failed(self, name: str, base: float) -> None:
+        with self._lock:
+            st = self._states.setdefault(name, _PeerState())
+            st.failures += 1
+            st.skip_until = self._clock() + min(_MAX_COOLDOWN, base * 2 ** (st.failures - 1))
+            if st.failures == 1:
+                log.info("peer %s skipped for %.1fs after a failure", name,
+                         st.skip_until - self._clock())
+
+    def _answered(self, name: str) -> None:
+        with self._lock:
+            st = self._states.get(name)
+            if st is not None and st.failures:
+                st.failures = 0
+                st.skip_until = 0.0
+
+    # -- channels --------------------------------------------------------------------
+
+    def _stub(self, group: Group, member: Member) -> peer_pb2_grpc.PeerStub:
+        """One channel per peer, rebuilt when its endpoint or this node's certificate
+        files change; channels of members that left are closed."""
+        creds, creds_key = self._credentials(group)
+        ck = (member.name, member.endpoint)
+        stale = []
+        with self._lock:
+            live = {(m.name, m.endpoint) for m in group.members}
+            for k in [k for k, v in self._channels.items() if k not in live
+                      or (k == ck and v[0] != creds_key)]:
+                stale.append(self._channels.pop(k))
+            entry = self._channels.get(ck)
+            if entry is None:
+                opts = [("grpc.max_receive_message_length", MAX_MESSAGE),
+                        ("grpc.enable_retries", 0),
+                        ("grpc.initial_reconnect_backoff_ms", 500),
+                        ("grpc.max_reconnect_backoff_ms", 5000)]
+                if creds is None:
+                    ch = grpc.insecure_channel(member.endpoint, options=opts)
+                else:  # the server must present a certificate for the member's name
+                    opts.append(("grpc.ssl_target_name_override", member.name))
+                    ch = grpc.secure_channel(member.endpoint, creds, options=opts)
+                entry = self._channels[ck] = (creds_key, ch, peer_pb2_grpc.PeerStub(ch))
+        for _, ch, _ in stale:
+            ch.close()
+        return entry[2]
+
+    def _credentials(self, group: Group) -> tuple[grpc.ChannelCredentials | None, tuple | None]:
+        """This node's client credentials, re-read when the files change (renewals)."""
+        if group.tls is None:
+            return None, None
+        tls = resolve_tls(group.tls, self.watcher.path)
+        key = (tls, _stamp(tls))
+        with self._lock:
+            if key == self._creds_key and self._creds is not None:
+                return self._creds, key
+        ca, cert, pkey = read_tls(tls)
+        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=pkey,
+                                             certificate_chain=cert)
+        with self._lock:
+            self._creds, self._creds_key = creds, key
+        return creds, key
+
+    def _warn_once(self, key: str, msg: str, *args: object) -> None:
+        with self._lock:
+            if key in self._warned or len(self._warned) > 256:
+                return
+            self._warned.add(key)
+        log.warning(msg, *args)
+
+
+_RESULTS = {
+    grpc.StatusCode.NOT_FOUND: "miss",
+    grpc.StatusCode.RESOURCE_EXHAUSTED: "busy",
+    grpc.StatusCode.PERMISSION_DENIED: "denied",
+    grpc.StatusCode.UNAUTHENTICATED: "denied",
+    grpc.StatusCode.UNAVAILABLE: "unavailable",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "timeout",
+}
+
+
+def _stamp(tls: TlsFiles) -> tuple:
+    out = []
+    for p in (tls.ca, tls.cert, tls.key):
+        try:
+            st = os.stat(p)
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def open_peer_client(cache_dir: str | os.PathLike, group_file: str | os.PathLike | None = None,
+                     *, timeout: float = DEFAULT_TIMEOUT, insecure: bool = False,
+                     metrics: Metrics | None = None) -> PeerClient:
+    """A client over *group_file* (default ``<cache_dir>/group.json``; it may appear later)."""
+    from fusecache.group import GROUP_FILE
+
+    path = Path(group_file) if group_file is not None else Path(cache_dir) / GROUP_FILE
+    return PeerClient(GroupWatcher(path), timeout=timeout, insecure=insecure, metrics=metrics)
+
+
+def fetch_from_peers(peers: PeerClient | None, oid: ObjectId, idx: int, block_size: int,
+                     budget: float | None = None) -> bytes | None:
+    """The block from the group, or None: the one call the warm path makes."""
+    if peers is None:
+        return None
+    try:
+        return peers.fetch(oid, idx, block_size, budget)
+    except Exception as e:  # noqa: BLE001 - peers are an optimisation; S3 stays the source
+        log.debug("peer fetch of block %d of %s failed: %s", idx, oid.key, e)
+        return None

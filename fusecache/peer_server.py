@@ -1,0 +1,407 @@
+"""The peer server: this node's cache serves its blocks to the other nodes of the cache group.
+
+Who calls it: ``fusecache peer-serve`` (fusecache/cli.py) and the prefetchd node agent,
+which embeds :class:`PeerServer` (``start()`` / ``stop()`` from any thread). Its callers
+are other nodes' ``peer_client.PeerClient`` (mounts and warms).
+
+Data flow of one ``GetBlock(bucket, key, etag, size, block_size, index)``::
+
+    TLS handshake (client certificate signed by the group's CA)
+      -> caller = the member whose name is the certificate's SAN/CN; PERMISSION_DENIED
+         unless it is a member and the bucket is in its ``buckets``
+      -> a concurrency slot (RESOURCE_EXHAUSTED when all are taken, at once)
+      -> NodeCache.get_block (read-only, the same LMDB the mounts use; the cache
+         verifies length and crc32): NOT_FOUND when absent, never a trip to S3
+      -> the bandwidth share (token bucket): RESOURCE_EXHAUSTED when the block could
+         not go out before the caller's deadline
+      -> data, its crc32 and the cache's block key
+
+Security: with ``tls`` in the group file the server requires a client certificate
+(mutual TLS); only ``--peer-insecure`` (tests, development) serves without it, and
+then anyone who can reach the port can read any cached block. The group file is
+re-read when it changes (members, buckets); certificate files are re-read at the
+next handshake after they change (cert-manager renewals). Counters go to the node
+cache's shared totals (``fusecache stats``) and to Prometheus.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import zlib
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+
+from fusecache import errors
+from fusecache._proto import peer_pb2, peer_pb2_grpc
+from fusecache.group import GROUP_FILE, Group, GroupFileError, GroupWatcher, TlsFiles, load_group
+from fusecache.metrics import Metrics
+from fusecache.nodecache import NodeCache, ObjectId, block_key
+
+log = logging.getLogger(__name__)
+
+MIN_BLOCK = 64 * 1024
+MAX_BLOCK = 256 << 20
+# A response carries one block plus a few fields; requests are tiny.
+MAX_MESSAGE = MAX_BLOCK + (1 << 20)
+_MAX_REQUEST = 64 * 1024
+# 16 concurrent blocks: with 8 MiB blocks that is 128 MiB in flight at most, which a
+# 10 Gbit/s link drains in ~0.1 s; more would only queue in memory.
+DEFAULT_CONCURRENCY = 16
+# Handles of the cache open per block size (a mount may use its own); bounded.
+_MAX_BLOCK_SIZES = 4
+_FLUSH_INTERVAL = 1.0
+
+
+class PeerConfigError(errors.ConfigError):
+    """Bad server configuration (listen address, group file, TLS files): exit 2."""
+
+
+def resolve_tls(tls: TlsFiles, group_path: Path) -> TlsFiles:
+    """TLS paths of the group file, relative ones taken from the group file's directory."""
+    base = group_path.parent
+
+    def one(p: str) -> str:
+        return p if os.path.isabs(p) else str(base / p)
+    return TlsFiles(one(tls.ca), one(tls.cert), one(tls.key))
+
+
+def read_tls(tls: TlsFiles) -> tuple[bytes, bytes, bytes]:
+    """(ca, cert, key) PEM bytes; PeerConfigError naming the file that cannot be read."""
+    out = []
+    for what, p in (("ca", tls.ca), ("cert", tls.cert), ("key", tls.key)):
+        try:
+            data = Path(p).read_bytes()
+        except OSError as e:
+            raise PeerConfigError(f"group tls.{what} {p}: {e.strerror}") from None
+        if b"-----BEGIN" not in data:
+            raise PeerConfigError(f"group tls.{what} {p}: not a PEM file")
+        out.append(data)
+    return out[0], out[1], out[2]
+
+
+def _tls_stamp(tls: TlsFiles) -> tuple:
+    stamp = []
+    for p in (tls.ca, tls.cert, tls.key):
+        try:
+            st = os.stat(p)
+            stamp.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            stamp.append(None)
+    return tuple(stamp)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT (IPv6 as [::1]:PORT); PeerConfigError otherwise."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise PeerConfigError(f"invalid --listen {text!r}: expected HOST:PORT")
+    return host, int(port)
+
+
+def _check_bindable(host: str, port: int, listen: str) -> None:
+    """Name a busy or foreign address in one line before gRPC logs its own errors."""
+    h = host.strip("[]")
+    try:
+        infos = socket.getaddrinfo(h, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise PeerConfigError(f"--listen {listen}: {e.strerror}") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise PeerConfigError(f"--listen {listen}: cannot listen ({e.strerror})") from None
+
+
+class TokenBucket:
+    """A bandwidth share in bytes per second, thread-safe.
+
+    ``reserve(n, max_wait)`` books *n* bytes and returns how long to wait before
+    sending them, or None when that wait would exceed *max_wait* (then nothing is
+    booked). Booking ahead (tokens may go negative) keeps the long-run rate exact
+    even for blocks larger than the burst.
+    """
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._tokens = burst
+        self._stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def reserve(self, n: int, max_wait: float) -> float | None:
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
+            self._stamp = now
+            wait = max(0.0, (n - self._tokens) / self.rate)
+            if wait > max_wait:
+                return None
+            self._tokens -= n
+            return wait
+
+
+class _Service(peer_pb2_grpc.PeerServicer):
+    def __init__(self, server: PeerServer) -> None:
+        self._s = server
+
+    def GetBlock(self, request: peer_pb2.GetBlockRequest,  # noqa: N802 - the RPC's name
+                 context: grpc.ServicerContext) -> peer_pb2.GetBlockResponse:
+        return self._s.get_block(request, context)
+
+
+class PeerServer:
+    """Serves the node cache in *cache_dir* to the group's members over gRPC.
+
+    ``start()`` binds and returns (raises PeerConfigError on bad configuration);
+    requests are served by gRPC's worker threads; ``stop()`` ends it. ``port`` is
+    the port bound (useful with ``HOST:0``).
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike, listen: str, *,
+                 group_path: str | os.PathLike | None = None, insecure: bool = False,
+                 max_concurrency: int = DEFAULT_CONCURRENCY, max_mbps: float | None = None,
+                 metrics: Metrics | None = None) -> None:
+        self.cache_dir = Path(cache_dir)
+        self.listen = listen
+        self.group_path = Path(group_path) if group_path is not None \
+            else self.cache_dir / GROUP_FILE
+        self.insecure = insecure
+        self.max_concurrency = max(1, max_concurrency)
+        self.metrics = metrics or Metrics()
+        self.bandwidth = (TokenBucket(max_mbps * 125_000, max(max_mbps * 125_000 * 0.1, 1 << 20))
+                          if max_mbps else None)
+        self.port = 0
+        self._slots = threading.BoundedSemaphore(self.max_concurrency)
+        self._watcher = GroupWatcher(self.group_path)
+        self._watch_lock = threading.Lock()
+        self._caches: dict[int, NodeCache] = {}
+        self._caches_lock = threading.Lock()
+        self._server: grpc.Server | None = None
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._tls: TlsFiles | None = None
+        self._tls_stamp: tuple | None = None
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        host, port = parse_listen(self.listen)
+        _check_bindable(host, port, self.listen)
+        group = self._initial_group()
+        cache = self._cache(None)  # the cache's own block size; fails early if unusable
+        self._caches[cache.block_size] = cache
+        server = grpc.server(
+            futures.ThreadPoolExecutor(self.max_concurrency + 4,
+                                       thread_name_prefix="fusecache-peer"),
+            maximum_concurrent_rpcs=4 * self.max_concurrency,
+            options=[("grpc.max_send_message_length", MAX_MESSAGE),
+                     ("grpc.max_receive_message_length", _MAX_REQUEST),
+                     ("grpc.so_reuseport", 0)])
+        peer_pb2_grpc.add_PeerServicer_to_server(_Service(self), server)
+        try:
+            if self.insecure:
+                self.port = server.add_insecure_port(self.listen)
+            else:
+                assert group is not None and group.tls is not None
+                self.port = server.add_secure_port(self.listen, self._credentials(group.tls))
+        except RuntimeError:
+            raise PeerConfigError(f"--listen {self.listen}: cannot listen there") from None
+        if not self.port:
+            raise PeerConfigError(f"--listen {self.listen}: cannot listen there (address in "
+                                  "use, or not an address of this host)")
+        server.start()
+        self._server = server
+        self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
+                                         name="fusecache-peer-flush")
+        self._flusher.start()
+        log.info("serving cache %s to peers on %s:%d (%s)", self.cache_dir, host, self.port,
+                 "INSECURE: no TLS, no authentication" if self.insecure else "mutual TLS")
+
+    def _initial_group(self) -> Group | None:
+        try:
+            group = load_group(self.group_path)
+        except FileNotFoundError:
+            group = None
+        except OSError as e:
+            raise PeerConfigError(f"--group {self.group_path}: {e.strerror}") from None
+        except GroupFileError as e:
+            raise PeerConfigError(str(e)) from None
+        if self.insecure:
+            log.warning("PEER SERVER WITHOUT TLS (--peer-insecure): anyone who can reach %s "
+                        "can read every block in %s; for tests and development only",
+                        self.listen, self.cache_dir)
+            return group
+        if group is None:
+            raise PeerConfigError(f"--group {self.group_path}: no group file (its tls and "
+                                  "members say who may connect); pass --peer-insecure only "
+                                  "for tests")
+        if group.tls is None:
+            raise PeerConfigError(f"{self.group_path}: no 'tls' in the group file, so peers "
+                                  "cannot be authenticated; add it, or pass --peer-insecure "
+                                  "(tests only)")
+        self._tls = resolve_tls(group.tls, self.group_path)
+        read_tls(self._tls)  # names an unreadable file now, not at the first handshake
+        return group
+
+    def _credentials(self, tls: TlsFiles) -> grpc.ServerCredentials:
+        ca, cert, key = read_tls(self._tls or tls)
+        self._tls_stamp = _tls_stamp(self._tls or tls)
+        initial = grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+        return grpc.dynamic_ssl_server_credentials(initial, self._reload_tls,
+                                                   require_client_authentication=True)
+
+    def _reload_tls(self) -> grpc.ServerCertificateConfiguration | None:
+        """Called by gRPC before each handshake: new files after a renewal, else None."""
+        assert self._tls is not None
+        stamp = _tls_stamp(self._tls)
+        if stamp == self._tls_stamp:
+            return None
+        try:
+            ca, cert, key = read_tls(self._tls)
+        except PeerConfigError as e:
+            log.warning("keeping the current peer certificate: %s", e)
+            return None
+        self._tls_stamp = stamp
+        log.info("peer certificate files changed: using the new ones")
+        return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.stop(grace).wait()
+            self._server = None
+        if self._flusher is not None:
+            self._flusher.join(timeout=5)
+            self._flusher = None
+        self._flush()
+        with self._caches_lock:
+            for c in self._caches.values():
+                c.close()
+            self._caches.clear()
+
+    def wait(self) -> None:
+        """Block until stopped."""
+        self._stop.wait()
+
+    # -- serving -------------------------------------------------------------------
+
+    def _group(self) -> Group | None:
+        with self._watch_lock:
+            return self._watcher.current(time.monotonic())
+
+    def _cache(self, block_size: int | None) -> NodeCache:
+        with self._caches_lock:
+            c = self._caches.get(block_size) if block_size is not None else None
+            if c is not None:
+                return c
+            if block_size is not None and len(self._caches) >= _MAX_BLOCK_SIZES:
+                raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               f"block size {block_size}: this server already serves "
+                               f"{_MAX_BLOCK_SIZES} block sizes")
+            try:
+                c = NodeCache.open(self.cache_dir, block_size=block_size)
+            except errors.FusecacheError as e:
+                raise PeerConfigError(f"--cache-dir {self.cache_dir}: {e}") from None
+            if block_size is not None:
+                self._caches[block_size] = c
+            return c
+
+    def _authorise(self, bucket: str, context: grpc.ServicerContext) -> str:
+        """The caller's member name; _Refused (PERMISSION_DENIED) if it may not ask."""
+        if self.insecure:
+            return "?"
+        ac = context.auth_context()
+        names = {v.decode(errors="replace") for k in ("x509_subject_alternative_name",
+                                                      "x509_common_name")
+                 for v in ac.get(k, [])}
+        group = self._group()
+        member = next((m for m in (group.members if group else ()) if m.name in names), None)
+        if member is None:
+            raise _Refused(grpc.StatusCode.PERMISSION_DENIED,
+                           f"certificate of {sorted(names)} names no member of the group")
+        if bucket not in member.buckets:
+            raise _Refused(grpc.StatusCode.PERMISSION_DENIED,
+                           f"member {member.name} has no mount or warm of bucket {bucket!r}")
+        return member.name
+
+    def get_block(self, req: peer_pb2.GetBlockRequest,
+                  context: grpc.ServicerContext) -> peer_pb2.GetBlockResponse:
+        result = "error"
+        try:
+            caller = self._authorise(req.bucket, context)
+            if not req.bucket or not req.key or not MIN_BLOCK <= req.block_size <= MAX_BLOCK:
+                raise _Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                               "bucket, key and a block size of 64KiB-256MiB are required")
+            oid = ObjectId(req.bucket, req.key, req.etag, req.size)
+            if req.index >= oid.block_count(req.block_size):
+                raise _Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"block {req.index} is past the end of a {req.size}-byte object")
+            if not self._slots.acquire(blocking=False):
+                raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                               f"serving {self.max_concurrency} blocks already")
+            try:
+                data = self._cache(req.block_size).get_block(oid, req.index)
+                if data is None:
+                    raise _Refused(grpc.StatusCode.NOT_FOUND, "not cached here")
+                if self.bandwidth is not None:
+                    left = context.time_remaining()
+                    wait = self.bandwidth.reserve(len(data), 1e9 if left is None else left)
+                    if wait is None:
+                        raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                       "bandwidth share spent until past your deadline")
+                    if wait > 0:
+                        time.sleep(wait)
+            finally:
+                self._slots.release()
+            result = "ok"
+            self.metrics.observe_served(len(data))
+            log.debug("served block %d of s3://%s/%s to %s", req.index, req.bucket, req.key,
+                      caller)
+            return peer_pb2.GetBlockResponse(data=data, crc32=zlib.crc32(data),
+                                             block_key=block_key(oid, req.index,
+                                                                 req.block_size))
+        except _Refused as e:
+            result = e.code.name.lower()
+            if e.code is grpc.StatusCode.PERMISSION_DENIED:
+                log.warning("refused a peer: %s", e.message)
+            context.abort(e.code, e.message)
+            raise AssertionError("unreachable") from None  # abort raises
+        except PeerConfigError as e:
+            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+            raise AssertionError("unreachable") from None
+        finally:
+            self.metrics.peer_requests_served.labels(result).inc()
+
+    # -- bookkeeping ---------------------------------------------------------------
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(_FLUSH_INTERVAL):
+            self._flush()
+
+    def _flush(self) -> None:
+        """Access times of served blocks (LRU) and the counters, to the node cache."""
+        with self._caches_lock:
+            caches = list(self._caches.values())
+        if not caches:
+            return
+        try:
+            for c in caches:
+                c.flush_touches()
+            caches[0].add_counters(self.metrics.take_pending())
+        except Exception as e:  # noqa: BLE001 - bookkeeping must not stop serving
+            log.warning("could not update the node cache's bookkeeping: %s", e)
+
+
+class _Refused(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message

@@ -1,0 +1,388 @@
+"""Node caches serving each other's blocks (fusecache/peer_server.py, peer_client.py, reader.py).
+
+Each "node" is a cache dir of its own with its own group file; node A's cache is served by
+a real ``fusecache peer-serve`` process on 127.0.0.1, node B reads through a real
+``fusecache mount`` whose read path asks A before S3 (real SeaweedFS). S3 traffic is
+counted by the node cache's counters (``fusecache stats --json``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+import zlib
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pytest
+
+from fusecache._proto import peer_pb2, peer_pb2_grpc
+from fusecache.group import GroupWatcher, Member
+from fusecache.metrics import Metrics
+from fusecache.nodecache import NodeCache, ObjectId, block_key
+from fusecache.peer_client import PeerClient
+
+from mounting import mounted, run_cli
+from peering import FUSECACHE, Pki, group_file, node_stats, peer_serve, wait_for
+
+MiB = 1 << 20
+BS = 8 * MiB
+
+
+def _upload(local_s3, bucket: str, files: dict[str, bytes]) -> None:
+    c = local_s3.client()
+    for k, v in files.items():
+        c.put_object(Bucket=bucket, Key=k, Body=v)
+
+
+def _warm(cache: Path, uri: str) -> None:
+    """Node A's cache filled by the real warm (before A has a group file)."""
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", uri, "--cache-dir",
+                        str(cache)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+def _blocks(files: dict[str, bytes]) -> int:
+    return sum((len(v) + BS - 1) // BS for v in files.values())
+
+
+def _oid(local_s3, bucket: str, key: str) -> ObjectId:
+    h = local_s3.client().head_object(Bucket=bucket, Key=key)
+    return ObjectId(bucket, key, h["ETag"].strip('"'), h["ContentLength"])
+
+
+# -- the user's path ------------------------------------------------------------------------
+
+
+@pytest.mark.fuse
+@pytest.mark.s3
+def test_dataset_warmed_on_a_is_read_on_b_over_mtls_with_no_s3_get(
+        local_s3, s3_env, bucket, tmp_path):
+    files = {"data/big.bin": os.urandom(20 * MiB + 12345), "data/small.bin": os.urandom(70_000),
+             "data/sub/mid.bin": os.urandom(5 * MiB)}
+    _upload(local_s3, bucket, files)
+    a, b = tmp_path / "a", tmp_path / "b"
+    _warm(a, f"s3://{bucket}/data/")
+    pki = Pki(tmp_path / "pki")
+    ta, tb = pki.node("node-a"), pki.node("node-b")
+    members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
+               Member("node-b", "127.0.0.1:1", buckets=(bucket,))]
+    group_file(a / "group.json", "node-a", members, ta)
+    with peer_serve(a) as (_, port):
+        b.mkdir()
+        group_file(b / "group.json", "node-b", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,),
+                   datasets=(f"s3://{bucket}/data/",)),
+            Member("node-b", "127.0.0.1:1", buckets=(bucket,))], tb)
+        metrics_port = _free_port()
+        with mounted(f"s3://{bucket}/data", tmp_path / "mb", s3_env, "--cache-dir", str(b),
+                     "--metrics-port", str(metrics_port)) as mp:
+            seen = {f"data/{p.relative_to(mp)}": p.read_bytes()
+                    for p in sorted(mp.rglob("*")) if p.is_file()}
+            prom = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                          timeout=10).read().decode()
+        assert seen == files
+        st = wait_for(lambda: (s := node_stats(b))["peer_hits"] >= _blocks(files) and s,
+                      "node B's peer hits")
+        assert st["s3_gets"] == 0 and st["s3_bytes"] == 0
+        assert st["peer_bytes"] == sum(len(v) for v in files.values())
+        assert 'fusecache_peer_requests_total{peer="node-a",result="hit"}' in prom
+        assert "fusecache_peer_request_seconds_bucket" in prom
+        # the blocks from A were stored in B's own cache, byte for byte
+        cache = NodeCache.open(b)
+        try:
+            for k, v in files.items():
+                oid = _oid(local_s3, bucket, k)
+                got = b"".join(cache.get_block(oid, i) or b"!"
+                               for i in range(oid.block_count(cache.block_size)))
+                assert got == v
+        finally:
+            cache.close()
+        served = wait_for(lambda: (s := node_stats(a))["peer_blocks_served"] >= _blocks(files)
+                          and s, "node A's served counter")
+        assert served["peer_bytes_served"] == st["peer_bytes"]
+
+
+@pytest.mark.s3
+def test_prefetchd_warm_on_c_takes_the_blocks_from_a(local_s3, s3_env, bucket, tmp_path):
+    files = {"w/one.bin": os.urandom(9 * MiB), "w/two.bin": os.urandom(300_000)}
+    _upload(local_s3, bucket, files)
+    a, c = tmp_path / "a", tmp_path / "c"
+    _warm(a, f"s3://{bucket}/w/")
+    pki = Pki(tmp_path / "pki")
+    ta, tc = pki.node("node-a"), pki.node("node-c")
+    group_file(a / "group.json", "node-a", [
+        Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
+        Member("node-c", "127.0.0.1:1", buckets=(bucket,))], ta)
+    with peer_serve(a) as (_, port):
+        c.mkdir()
+        group_file(c / "group.json", "node-c", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)),
+            Member("node-c", "127.0.0.1:1", buckets=(bucket,))], tc)
+        _warm(c, f"s3://{bucket}/w/")
+    st = node_stats(c)
+    assert st["peer_hits"] == _blocks(files) and st["s3_gets"] == 0, st
+    assert st["by_mount"]["prefetchd"].get("s3_bytes", 0) == 0
+    assert st["by_mount"]["prefetchd"]["peer_bytes"] == sum(len(v) for v in files.values())
+    cache = NodeCache.open(c)
+    try:
+        for k, v in files.items():
+            oid = _oid(local_s3, bucket, k)
+            assert b"".join(cache.get_block(oid, i) or b"!"
+                            for i in range(oid.block_count(cache.block_size))) == v
+    finally:
+        cache.close()
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.fuse
+@pytest.mark.s3
+def test_peer_stopped_then_killed_mid_read_falls_back_to_s3_byte_exact(
+        local_s3, s3_env, bucket, tmp_path):
+    data = os.urandom(8 * BS)
+    _upload(local_s3, bucket, {"d/shard.bin": data})
+    a, b = tmp_path / "a", tmp_path / "b"
+    _warm(a, f"s3://{bucket}/d/")
+    with peer_serve(a, "--peer-insecure") as (proc, port):
+        b.mkdir()
+        group_file(b / "group.json", "node-b", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,),
+                   datasets=(f"s3://{bucket}/d/",)),
+            Member("node-b", "127.0.0.1:1", buckets=(bucket,))])
+        with mounted(f"s3://{bucket}/d", tmp_path / "mb", s3_env, "--cache-dir", str(b),
+                     "--peer-insecure", "--peer-timeout", "0.5", "--readahead-budget", "8MiB",
+                     "--read-timeout", "20") as mp:
+            with open(mp / "shard.bin", "rb", buffering=0) as f:
+                got = [f.read(2 * BS)]
+                assert wait_for(lambda: node_stats(b)["peer_hits"] >= 2, "blocks from A")
+                proc.send_signal(signal.SIGSTOP)  # a hung peer: every try times out
+                got.append(f.read(2 * BS))
+                proc.send_signal(signal.SIGKILL)  # a dead one: refused at once
+                proc.wait(timeout=30)
+                got.append(f.read())
+        assert b"".join(got) == data
+        st = wait_for(lambda: (s := node_stats(b))["s3_gets"] >= 1 and s, "S3 fallbacks")
+        assert st["peer_hits"] + st["s3_gets"] >= 8
+        assert st["peer_fallbacks"] >= 1
+
+
+# -- a peer that lies --------------------------------------------------------------------------
+
+
+class _LyingPeer(peer_pb2_grpc.PeerServicer):
+    """A peer (a real gRPC server in this process) that serves wrong blocks."""
+
+    def __init__(self, truth: dict[tuple[str, int], bytes], mode: str) -> None:
+        self.truth, self.mode, self.calls = truth, mode, 0
+        self.lock = threading.Lock()
+
+    def GetBlock(self, req, context):  # noqa: N802
+        with self.lock:
+            self.calls += 1
+        data = self.truth[(req.key, req.index)]
+        oid = ObjectId(req.bucket, req.key, req.etag, req.size)
+        key = block_key(oid, req.index, req.block_size)
+        if self.mode == "flipped":  # crc of the true bytes, one byte changed
+            crc, data = zlib.crc32(data), bytes([data[0] ^ 1]) + data[1:]
+        elif self.mode == "short":
+            data = data[:-1]
+            crc = zlib.crc32(data)
+        elif self.mode == "other-version":  # consistent, but another block key
+            crc, key = zlib.crc32(data), block_key(
+                ObjectId(req.bucket, req.key, "other-etag", req.size), req.index,
+                req.block_size)
+        else:
+            crc = zlib.crc32(data)
+        return peer_pb2.GetBlockResponse(data=data, crc32=crc, block_key=key)
+
+
+def _serve_liar(liar: _LyingPeer) -> tuple[grpc.Server, int]:
+    server = grpc.server(futures.ThreadPoolExecutor(4),
+                         options=[("grpc.max_send_message_length", 64 * MiB)])
+    peer_pb2_grpc.add_PeerServicer_to_server(liar, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("mode", ["flipped", "short", "other-version", "honest"])
+def test_client_refuses_a_block_that_fails_verification(local_s3, bucket, tmp_path, mode):
+    data = os.urandom(3 * MiB)
+    _upload(local_s3, bucket, {"x.bin": data})
+    oid = _oid(local_s3, bucket, "x.bin")
+    liar = _LyingPeer({("x.bin", 0): data[:2 * MiB], ("x.bin", 1): data[2 * MiB:]}, mode)
+    server, port = _serve_liar(liar)
+    try:
+        gf = group_file(tmp_path / "group.json", "me", [
+            Member("liar", f"127.0.0.1:{port}", buckets=(bucket,)), Member("me", "x:1")])
+        metrics = Metrics()
+        client = PeerClient(GroupWatcher(gf), insecure=True, metrics=metrics)
+        try:
+            got = client.fetch(oid, 1, 2 * MiB, budget=5.0)
+        finally:
+            client.close()
+        assert liar.calls == 1
+        if mode == "honest":
+            assert got == data[2 * MiB:]
+        else:
+            assert got is None
+            assert metrics.peer_requests.labels("liar", "bad")._value.get() == 1
+            assert metrics.peer_fallbacks._value.get() == 1
+    finally:
+        server.stop(0)
+
+
+@pytest.mark.fuse
+@pytest.mark.s3
+def test_mount_serves_s3_bytes_when_the_peer_lies(local_s3, s3_env, bucket, tmp_path):
+    files = {"d/a.bin": os.urandom(3 * MiB), "d/b.bin": os.urandom(100_000)}
+    _upload(local_s3, bucket, files)
+    liar = _LyingPeer({(k, 0): v for k, v in files.items()}, "flipped")
+    server, port = _serve_liar(liar)
+    b = tmp_path / "b"
+    b.mkdir()
+    group_file(b / "group.json", "node-b", [
+        Member("liar", f"127.0.0.1:{port}", buckets=(bucket,), datasets=(f"s3://{bucket}/",)),
+        Member("node-b", "127.0.0.1:1", buckets=(bucket,))])
+    try:
+        with mounted(f"s3://{bucket}/d", tmp_path / "mb", s3_env, "--cache-dir", str(b),
+                     "--peer-insecure") as mp:
+            seen = {f"d/{n}": (mp / n).read_bytes() for n in ("a.bin", "b.bin")}
+        assert seen == files
+        assert liar.calls >= 1
+        st = wait_for(lambda: (s := node_stats(b))["s3_gets"] >= 2 and s, "S3 GETs")
+        assert st["peer_hits"] == 0
+        cache = NodeCache.open(b)  # what B stored is S3's bytes, not the liar's
+        try:
+            for k, v in files.items():
+                assert cache.get_block(_oid(local_s3, bucket, k), 0) == v
+        finally:
+            cache.close()
+    finally:
+        server.stop(0)
+
+
+# -- who may connect -------------------------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
+        local_s3, s3_env, bucket, tmp_path):
+    data = os.urandom(1 * MiB)
+    _upload(local_s3, bucket, {"p/x.bin": data})
+    oid = _oid(local_s3, bucket, "p/x.bin")
+    a = tmp_path / "a"
+    _warm(a, f"s3://{bucket}/p/")
+    pki, rogue = Pki(tmp_path / "pki"), Pki(tmp_path / "rogue", "rogue")
+    ta = pki.node("node-a")
+    tb, tc, tz = pki.node("node-b"), pki.node("node-c"), pki.node("node-z")
+    rb = rogue.node("node-b")  # the right name, the wrong CA
+    group_file(a / "group.json", "node-a", [
+        Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
+        Member("node-b", "127.0.0.1:1", buckets=(bucket,)),
+        Member("node-c", "127.0.0.1:1", buckets=("some-other-bucket",))], ta)
+    req = peer_pb2.GetBlockRequest(bucket=bucket, key=oid.key, etag=oid.etag, size=oid.size,
+                                   block_size=NodeCache.open(a).block_size, index=0)
+
+    def call(creds: grpc.ChannelCredentials | None, port: int) -> bytes:
+        opts = [("grpc.ssl_target_name_override", "node-a")]
+        ch = (grpc.secure_channel(f"127.0.0.1:{port}", creds, options=opts) if creds
+              else grpc.insecure_channel(f"127.0.0.1:{port}"))
+        with ch:
+            return peer_pb2_grpc.PeerStub(ch).GetBlock(req, timeout=10).data
+
+    def creds(t, ca: str | None = None) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=Path(ca or t.ca).read_bytes(),
+            private_key=Path(t.key).read_bytes() if t else None,
+            certificate_chain=Path(t.cert).read_bytes() if t else None)
+
+    with peer_serve(a) as (_, port):
+        assert call(creds(tb), port) == data  # a member asking for its bucket
+        no_cert = grpc.ssl_channel_credentials(root_certificates=Path(pki.ca).read_bytes())
+        for bad in (no_cert, creds(rb, str(pki.ca)), None):
+            with pytest.raises(grpc.RpcError) as e:
+                call(bad, port)
+            assert e.value.code() is grpc.StatusCode.UNAVAILABLE
+        for who in (tc, tz):  # a member without the bucket; a CA-signed non-member
+            with pytest.raises(grpc.RpcError) as e:
+                call(creds(who), port)
+            assert e.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        # the mount's own client, with B's group file, gets the block
+        gf = group_file(tmp_path / "b-group.json", "node-b", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)),
+            Member("node-b", "127.0.0.1:1", buckets=(bucket,))], tb)
+        client = PeerClient(GroupWatcher(gf))
+        try:
+            assert client.fetch(oid, 0, req.block_size, budget=10) == data
+        finally:
+            client.close()
+    st = node_stats(a)
+    assert st["peer_blocks_served"] == 2
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+def _one_line_exit_2(r: subprocess.CompletedProcess, *needles: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_peer_serve_bad_flags_and_group_files_are_one_line_exit_2(tmp_path):
+    cache = tmp_path / "c"
+    cache.mkdir()
+
+    def serve(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*FUSECACHE, "peer-serve", "--cache-dir", str(cache), *args,
+                               "--log-level", "error"], capture_output=True, text=True,
+                              timeout=60)
+
+    _one_line_exit_2(serve(), "--listen")
+    _one_line_exit_2(serve("--listen", "nowhere", "--peer-insecure"), "--listen")
+    _one_line_exit_2(serve("--listen", "127.0.0.1:0", "--peer-max-mbps", "-3"),
+                     "--peer-max-mbps")
+    _one_line_exit_2(serve("--listen", "127.0.0.1:0"), "group", "--peer-insecure")
+    (cache / "group.json").write_text("{not json")
+    _one_line_exit_2(serve("--listen", "127.0.0.1:0"), "not JSON")
+    (cache / "group.json").write_text('{"self": "a", "members": [{"name": "a"}]}')
+    _one_line_exit_2(serve("--listen", "127.0.0.1:0"), "endpoint")
+    group_file(cache / "group.json", "a", [Member("a", "127.0.0.1:1")])
+    _one_line_exit_2(serve("--listen", "127.0.0.1:0"), "tls")
+    from fusecache.group import TlsFiles
+    group_file(cache / "group.json", "a", [Member("a", "127.0.0.1:1")],
+               TlsFiles("ca.crt", "a.crt", "a.key"))
+    _one_line_exit_2(serve("--listen", "127.0.0.1:0"), "tls.ca", "ca.crt")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        _one_line_exit_2(serve("--listen", f"127.0.0.1:{s.getsockname()[1]}",
+                               "--peer-insecure"), "--listen")
+
+
+def test_mount_bad_group_flags_are_one_line_exit_2(tmp_path):
+    mp = tmp_path / "m"
+    mp.mkdir()
+    r = run_cli(["mount", "s3://bkt/x", str(mp), "--group", str(tmp_path / "nope.json")])
+    _one_line_exit_2(r, "--group", "nope.json")
+    (tmp_path / "bad.json").write_text('{"self": "a", "replicas": 0}')
+    r = run_cli(["mount", "s3://bkt/x", str(mp), "--group", str(tmp_path / "bad.json")])
+    _one_line_exit_2(r, "replicas")
+    r = run_cli(["mount", "s3://bkt/x", str(mp), "--peer-timeout", "0"])
+    _one_line_exit_2(r, "--peer-timeout")
