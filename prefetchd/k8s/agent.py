@@ -734,6 +734,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--peer-cert", default=None, metavar="FILE",
                    help="this node's peer certificate (PEM; its name is the Node's)")
     g.add_argument("--peer-key", default=None, metavar="FILE", help="its private key (PEM)")
+    g.add_argument("--peer-tls-secret", default=None, metavar="PREFIX",
+                   help="take this node's peer certificate from the kubernetes.io/tls Secret "
+                        "PREFIX-<node> (tls.crt, tls.key, ca.crt) in --peer-tls-namespace, "
+                        "kept in CACHE_DIR/peer-tls (instead of --peer-ca/--peer-cert/--peer-key)")
+    g.add_argument("--peer-tls-namespace", default=os.environ.get("POD_NAMESPACE") or
+                   "fusecache-system", metavar="NS",
+                   help="namespace of that Secret (default: $POD_NAMESPACE, else "
+                        "fusecache-system)")
+    g.add_argument("--peer-issuer", default=None, metavar="KIND/NAME",
+                   help="with --peer-tls-secret: ask cert-manager for the certificate "
+                        "(a Certificate PREFIX-<node> issued by this Issuer or ClusterIssuer) "
+                        "(default: the Secret is made by hand)")
     g.add_argument("--peer-insecure", action="store_true",
                    help="serve and ask peers without TLS or authentication (tests and "
                         "development only; default off: --peer-ca/--peer-cert/--peer-key)")
@@ -744,7 +756,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 KUBERNETES_ONLY = ("kubeconfig", "namespace", "all_namespaces", "metrics_port", "peer_listen",
                    "peer_advertise", "peer_ca", "peer_cert", "peer_key", "peer_insecure",
-                   "group_striping")
+                   "peer_tls_secret", "peer_issuer", "group_striping")
 
 
 def check_arguments(args: argparse.Namespace) -> str | None:
@@ -781,7 +793,7 @@ def _check_peer_arguments(args: argparse.Namespace) -> str | None:
     tls = [getattr(args, f"peer_{k}", None) for k in ("ca", "cert", "key")]
     if listen is None:
         for flag in ("peer_advertise", "peer_ca", "peer_cert", "peer_key", "peer_insecure",
-                     "group_striping"):
+                     "peer_tls_secret", "peer_issuer", "group_striping"):
             if getattr(args, flag, None):
                 return f"--{flag.replace('_', '-')} needs --peer-listen"
         return None
@@ -792,9 +804,18 @@ def _check_peer_arguments(args: argparse.Namespace) -> str | None:
         return _host_port(args.peer_advertise, "--peer-advertise", True)
     if any(tls) and not all(tls):
         return "--peer-ca, --peer-cert and --peer-key go together"
-    if not any(tls) and not getattr(args, "peer_insecure", False):
-        return ("--peer-listen needs --peer-ca, --peer-cert and --peer-key (mutual TLS), or "
-                "--peer-insecure (tests only)")
+    secret = getattr(args, "peer_tls_secret", None)
+    if secret and any(tls):
+        return "--peer-tls-secret replaces --peer-ca/--peer-cert/--peer-key; give one"
+    issuer = getattr(args, "peer_issuer", None)
+    if issuer and not secret:
+        return "--peer-issuer needs --peer-tls-secret"
+    if issuer and (issuer.partition("/")[0] not in ("Issuer", "ClusterIssuer")
+                   or not issuer.partition("/")[2]):
+        return f"--peer-issuer {issuer}: not Issuer/NAME or ClusterIssuer/NAME"
+    if not any(tls) and not secret and not getattr(args, "peer_insecure", False):
+        return ("--peer-listen needs a certificate (--peer-tls-secret, or --peer-ca, "
+                "--peer-cert and --peer-key) for mutual TLS, or --peer-insecure (tests only)")
     for flag, path in zip(("--peer-ca", "--peer-cert", "--peer-key"), tls, strict=True):
         if path and not os.path.isfile(path):
             return f"{flag} {path}: no such file"
@@ -869,6 +890,9 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
         from prefetchd.k8s import group_watch
 
         tls = TlsFiles(args.peer_ca, args.peer_cert, args.peer_key) if args.peer_ca else None
+        if getattr(args, "peer_tls_secret", None):
+            tls = TlsFiles(*(os.path.join(args.cache_dir, PEER_TLS_DIR, f)
+                             for f in ("ca.crt", "tls.crt", "tls.key")))
         membership = group_watch.GroupMembership(args.node_name, args.cache_dir, args.replicas,
                                                  striping, tls)
     metrics = metrics_mod.AgentMetrics(args.node_name)
@@ -905,7 +929,9 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
             server = metrics.serve(args.metrics_port)
             log.info("metrics on :%d/metrics", args.metrics_port)
         peers = None
-        if membership is not None:
+        if getattr(args, "peer_tls_secret", None):
+            _peer_certificate(api_client, args, stop)
+        if membership is not None and not stop.is_set():
             membership.write()  # a group of none until the Nodes are listed
             if worker is not None:
                 membership.on_change.append(_rebalance_on_change(worker))
@@ -938,21 +964,53 @@ def _rebalance_on_change(worker: Any) -> Callable[[Any, Any], None]:
     return hook
 
 
+PEER_TLS_DIR = "peer-tls"  # under --cache-dir: the CSI plugin's mounts read it too
+PEER_TLS_WAIT = 300.0  # how long to wait for the certificate's Secret at start
+
+
+def _peer_certificate(api_client: Any, args: argparse.Namespace, stop: threading.Event) -> None:
+    """This node's peer certificate from its Secret (asked of cert-manager first with
+    --peer-issuer): waits for it (bounded), then refreshes it every --publish-interval."""
+    from prefetchd.k8s import peer_tls
+
+    tls = peer_tls.PeerTls(api_client, args.peer_tls_namespace, args.peer_tls_secret,
+                           args.node_name, os.path.join(args.cache_dir, PEER_TLS_DIR),
+                           args.peer_issuer)
+    deadline = time.monotonic() + PEER_TLS_WAIT
+    while True:
+        try:
+            tls.ensure_certificate()
+            tls.refresh()
+            break
+        except peer_tls.PeerTlsError as e:
+            if time.monotonic() > deadline:
+                raise ValueError(f"no peer certificate: {e}") from None
+            log.info("waiting for the peer certificate: %s", e)
+        if stop.wait(2.0):
+            return
+
+    def loop() -> None:
+        while not stop.wait(args.publish_interval):
+            try:
+                tls.refresh()
+            except Exception as e:  # noqa: BLE001 - keep the files we have; retry later
+                log.warning("peer certificate not refreshed: %s", e)
+
+    threading.Thread(target=loop, name="prefetchd-peer-tls", daemon=True).start()
+
+
 def _start_peer_server(args: argparse.Namespace, group_file: Any) -> Any:
-    """The peer server on --peer-listen, in this process (fusecache.peer_server); None
-    when this build has none (the group is still published and written)."""
-    try:
-        from fusecache import peer_server  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        log.warning("this build has no peer server: --peer-listen publishes the group "
-                    "but serves nothing")
-        return None
+    """The peer server (fusecache.peer_server) on --peer-listen, in this process: it serves
+    this node cache's blocks to the members of the group file the agent keeps."""
+    from fusecache import peer_server
+
     server = peer_server.PeerServer(args.cache_dir, args.peer_listen, group_path=group_file,
                                     insecure=bool(getattr(args, "peer_insecure", False)))
     try:
         server.start()
     except peer_server.PeerConfigError as e:
         raise ValueError(str(e)) from None
+    log.info("serving this node cache to the cache group on %s", args.peer_listen)
     return server
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -95,6 +96,13 @@ def warm(c, n: str, uri: str, *extra: str) -> dict:
     return json.loads(r.stdout)["datasets"][0]
 
 
+def unpin(c, n: str, uri: str) -> None:
+    """Drop prefetchd's pins on *uri* on node *n* (the next test needs the room)."""
+    r = c.run(c.nodes[n], [sys.executable, "-m", "prefetchd.cli", "unpin", uri, "--cache-dir",
+                           str(c.nodes[n].cache_dir)])
+    assert r.returncode == 0, r.stderr
+
+
 def serve(c, n: str):
     return c.peer_serve(c.nodes[n], PORT)
 
@@ -132,6 +140,67 @@ def test_warmed_on_one_node_read_on_another_with_no_s3_get(group_cluster, tmp_pa
         for s in servers:
             s.send_signal(signal.SIGTERM)
             s.wait(timeout=15)
+        unpin(c, "n1", ds)
+
+
+def test_a_peer_killed_mid_read_falls_back_to_s3_byte_exact(group_cluster, tmp_path):
+    c = group_cluster
+    ds = f"s3://{c.bucket}/small/"
+    write_groups(c, ["n1", "n3"], {"n1": [ds]})
+    server = serve(c, "n1")
+    warm(c, "n1", ds)
+    # little read-ahead, so that most of the file is still to be read when the peer dies
+    mnt = c.mount(c.nodes["n3"], ds, tmp_path / "n3-small", "--read-timeout", "20",
+                  "--readahead-budget", "1MiB")
+    try:
+        key = "small/f3.bin"
+        want = SMALL[key]
+        with open(mnt / Path(key).name, "rb", buffering=0) as f:
+            head = f.read(3 * BS)
+            assert head == want[:3 * BS]
+            s1 = stats(c, "n3")
+            assert s1["peer_hits"] >= 1
+            server.send_signal(signal.SIGKILL)  # dead between two reads of one file
+            server.wait(timeout=10)
+            rest = b""
+            while chunk := f.read(BS):
+                rest += chunk
+        assert head + rest == want  # never a wrong byte, never an error
+        s2 = stats(c, "n3")
+        assert s2["s3_gets"] > s1["s3_gets"]  # the rest came from S3
+    finally:
+        c.umount(mnt)
+        unpin(c, "n1", ds)
+
+
+def test_a_caller_without_a_group_certificate_is_refused(group_cluster, tmp_path):
+    c = group_cluster
+    ds = f"s3://{c.bucket}/small/"
+    write_groups(c, ["n1", "n2"], {"n1": [ds]})
+    server = serve(c, "n1")
+    try:
+        warm(c, "n1", ds)
+        probe = tmp_path / "probe.py"
+        probe.write_text(PROBE)
+        oid = next(o for o in _objects(c.nodes["n1"].cache_dir, c.bucket) if o.key in SMALL)
+        args = [sys.executable, str(probe), f"{c.nodes['n1'].ip}:{PORT}", c.bucket, oid.key,
+                oid.etag, str(oid.size), str(BS)]
+        other = peering.Pki(tmp_path / "other", name="other").node("n2")
+        n2 = c.nodes["n2"]
+        for mode, tls in (("plaintext", None), ("no-client-cert", n2.tls),
+                          ("other-ca", other)):
+            extra = [mode] + ([tls.ca, tls.cert, tls.key] if tls else [])
+            if mode == "other-ca":  # trusts n1's CA but presents a foreign certificate
+                extra = [mode, n2.tls.ca, other.cert, other.key]
+            r = c.run(n2, args + extra, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert r.stdout.strip().startswith("refused"), (mode, r.stdout)
+        r = c.run(n2, args + ["member", n2.tls.ca, n2.tls.cert, n2.tls.key], timeout=60)
+        assert r.stdout.strip() == "ok", r.stdout + r.stderr  # the control: a member is served
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=15)
+        unpin(c, "n1", ds)
 
 
 def test_striped_dataset_twice_a_cache_is_read_whole_by_a_fourth_node(group_cluster, tmp_path):
@@ -173,6 +242,9 @@ def test_a_joining_node_fetches_only_its_share_from_peers(group_cluster):
     write_groups(c, ["n1", "n2", "n3"], striping=True)
     for n in ("n1", "n2", "n3"):
         warm(c, n, ds, "--group-striping")  # idempotent: completes a share if the test ran alone
+    # n4 starts empty (the previous test's reads left blocks in its cache)
+    shutil.rmtree(c.nodes["n4"].cache_dir / "cache.lmdb")
+    fusecache.NodeCache.open(c.nodes["n4"].cache_dir, limit_bytes=CACHE, block_size=BS).close()
     write_groups(c, NAMES, striping=True)
     servers = [serve(c, n) for n in ("n1", "n2", "n3")]
     try:
@@ -190,70 +262,13 @@ def test_a_joining_node_fetches_only_its_share_from_peers(group_cluster):
             cache.close()
         assert pinned == blocks
         # its share came from the old holders, not from S3
-        assert after["s3_gets"] == before["s3_gets"]
+        assert after["s3_gets"] == before["s3_gets"], (before, after, res)
         for n in ("n1", "n2", "n3"):
             assert warm(c, n, ds, "--group-striping")["transferred"] == 0
     finally:
         for s in servers:
             s.send_signal(signal.SIGTERM)
             s.wait(timeout=15)
-
-
-def test_a_peer_killed_mid_read_falls_back_to_s3_byte_exact(group_cluster, tmp_path):
-    c = group_cluster
-    ds = f"s3://{c.bucket}/small/"
-    write_groups(c, ["n1", "n3"], {"n1": [ds]})
-    server = serve(c, "n1")
-    warm(c, "n1", ds)
-    mnt = c.mount(c.nodes["n3"], ds, tmp_path / "n3-small", "--read-timeout", "20",
-                  "--ram-cache-size", "0")
-    try:
-        key = "small/f3.bin"
-        want = SMALL[key]
-        with open(mnt / Path(key).name, "rb", buffering=0) as f:
-            head = f.read(3 * BS)
-            assert head == want[:3 * BS]
-            s1 = stats(c, "n3")
-            assert s1["peer_hits"] >= 1
-            server.send_signal(signal.SIGKILL)  # dead between two reads of one file
-            server.wait(timeout=10)
-            rest = b""
-            while chunk := f.read(BS):
-                rest += chunk
-        assert head + rest == want  # never a wrong byte, never an error
-        s2 = stats(c, "n3")
-        assert s2["s3_gets"] > s1["s3_gets"]  # the rest came from S3
-    finally:
-        c.umount(mnt)
-
-
-def test_a_caller_without_a_group_certificate_is_refused(group_cluster, tmp_path):
-    c = group_cluster
-    ds = f"s3://{c.bucket}/small/"
-    write_groups(c, ["n1", "n2"], {"n1": [ds]})
-    server = serve(c, "n1")
-    try:
-        warm(c, "n1", ds)
-        probe = tmp_path / "probe.py"
-        probe.write_text(PROBE)
-        oid = next(o for o in _objects(c.nodes["n1"].cache_dir, c.bucket) if o.key in SMALL)
-        args = [sys.executable, str(probe), f"{c.nodes['n1'].ip}:{PORT}", c.bucket, oid.key,
-                oid.etag, str(oid.size), str(BS)]
-        other = peering.Pki(tmp_path / "other", name="other").node("n2")
-        n2 = c.nodes["n2"]
-        for mode, tls in (("plaintext", None), ("no-client-cert", n2.tls),
-                          ("other-ca", other)):
-            extra = [mode] + ([tls.ca, tls.cert, tls.key] if tls else [])
-            if mode == "other-ca":  # trusts n1's CA but presents a foreign certificate
-                extra = [mode, n2.tls.ca, other.cert, other.key]
-            r = c.run(n2, args + extra, timeout=60)
-            assert r.returncode == 0, r.stderr
-            assert r.stdout.strip().startswith("refused"), (mode, r.stdout)
-        r = c.run(n2, args + ["member", n2.tls.ca, n2.tls.cert, n2.tls.key], timeout=60)
-        assert r.stdout.strip() == "ok", r.stdout + r.stderr  # the control: a member is served
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(timeout=15)
 
 
 def _objects(cache_dir: Path, bucket: str) -> list:

@@ -113,6 +113,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
                  "WorkloadPriorityClass", False),
     ResourceType("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", False),
+    # cert-manager: the agents ask for their cache-group peer certificates
+    ResourceType("cert-manager.io", "v1", "certificates", "Certificate", True),
 )
 _BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 _BY_KIND = {(r.api_version, r.kind): r for r in RESOURCES}

@@ -11,15 +11,18 @@ running agents' files without a restart.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fake_apiserver import ApiError
 from test_k8s_e2e_agent import free_port, wait_until, write_kubeconfig
 
 from fusecache.group import load_group
@@ -145,6 +148,9 @@ def test_agents_publish_and_write_the_group(fake, local_s3, s3_env, tmp_path):
                        lambda n=n: listed(n) or procs[n][0].poll() is not None)
             assert procs[n][0].poll() is None, procs[n][2].read_text()
         assert members("n1") == members("n2")
+        for _, endpoint in members("n1") or []:  # each agent serves its cache in-process
+            host, _, port = endpoint.rpartition(":")
+            socket.create_connection((host, int(port)), timeout=5).close()
         ann = json.loads(fake.get("v1", "Node", "n1")["metadata"]["annotations"][
             gw.PEER_ANNOTATION])
         assert ann["endpoint"].startswith(":") and ann["weight"] > 0
@@ -165,12 +171,129 @@ def test_agents_publish_and_write_the_group(fake, local_s3, s3_env, tmp_path):
     assert "not-a-secret" not in text
 
 
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+
+def issue(tmp: Path, node: str, tag: str) -> dict[str, bytes]:
+    """What cert-manager's CA issuer puts in a Certificate's Secret: tls.crt, tls.key, ca.crt."""
+    ca_key, ca = tmp / "ca.key", tmp / "ca.crt"
+    if not ca.exists():
+        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                 "-nodes", "-keyout", str(ca_key), "-out", str(ca), "-subj", "/CN=peer-ca",
+                 "-days", "2")
+    key, csr, crt = (tmp / f"{node}-{tag}.{x}" for x in ("key", "csr", "crt"))
+    ext = tmp / f"{node}.ext"
+    ext.write_text(f"subjectAltName=DNS:{node}\nextendedKeyUsage=serverAuth,clientAuth\n")
+    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+             "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={node}")
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+             "-CAcreateserial", "-out", str(crt), "-days", "2", "-extfile", str(ext))
+    return {"tls.crt": crt.read_bytes(), "tls.key": key.read_bytes(), "ca.crt": ca.read_bytes()}
+
+
+def tls_secret(cert: dict, files: dict[str, bytes]) -> dict:
+    """The Secret as cert-manager writes it for *cert* (a Certificate object)."""
+    spec = cert["spec"]
+    return {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {
+            "name": spec["secretName"], "namespace": cert["metadata"]["namespace"],
+            "labels": {"controller.cert-manager.io/fao": "true"},
+            "annotations": {
+                "cert-manager.io/certificate-name": cert["metadata"]["name"],
+                "cert-manager.io/common-name": spec["commonName"],
+                "cert-manager.io/alt-names": ",".join(spec["dnsNames"]),
+                "cert-manager.io/issuer-kind": spec["issuerRef"]["kind"],
+                "cert-manager.io/issuer-name": spec["issuerRef"]["name"],
+                "cert-manager.io/issuer-group": spec["issuerRef"]["group"],
+                "cert-manager.io/uri-sans": "", "cert-manager.io/ip-sans": ""},
+        },
+        "data": {k: base64.b64encode(v).decode() for k, v in files.items()},
+    }
+
+
+@pytest.mark.k8s
+def test_agent_takes_its_peer_certificate_from_cert_manager(fake, local_s3, s3_env, tmp_path):
+    fake.create(kubelet_node("n1", "127.0.0.1"))
+    listen = f"127.0.0.1:{free_port()}"
+    cache = tmp_path / "n1"
+    log_path = tmp_path / "n1.log"
+    cmd = [sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "run", "--kubernetes",
+           "--kubeconfig", str(write_kubeconfig(tmp_path / "kubeconfig", fake.url)),
+           "--node-name", "n1", "--cache-dir", str(cache), "--endpoint-url",
+           local_s3.endpoint_url, "--publish-interval", "1", "--peer-listen", listen,
+           "--peer-tls-secret", "prefetchd-peer", "--peer-tls-namespace", "fusecache-system",
+           "--peer-issuer", "ClusterIssuer/prefetchd-peer-ca"]
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "POD_IP", "POD_NAMESPACE")}
+    with open(log_path, "w") as f:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f, stderr=f)
+    try:
+        # the agent asks cert-manager for a certificate named after its node
+        def certificate() -> dict | None:
+            if proc.poll() is not None:
+                return {"dead": log_path.read_text()}
+            try:
+                return fake.get("cert-manager.io/v1", "Certificate", "prefetchd-peer-n1",
+                                namespace="fusecache-system")
+            except ApiError:
+                return None
+
+        cert = wait_until("the Certificate", certificate)
+        assert "dead" not in cert, cert
+        assert cert["spec"]["commonName"] == "n1" and cert["spec"]["dnsNames"] == ["n1"]
+        assert cert["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+        assert "client auth" in cert["spec"]["usages"]
+        # cert-manager issues it; the agent writes the files, names them in the group file and
+        # serves with them
+        first = issue(tmp_path, "n1", "1")
+        fake.create(tls_secret(cert, first))
+        tls_dir = cache / "peer-tls"
+        wait_until("certificate files", lambda: (tls_dir / "tls.crt").exists()
+                   and (tls_dir / "tls.crt").read_bytes() == first["tls.crt"])
+        assert (tls_dir / "tls.key").stat().st_mode & 0o077 == 0
+        group = wait_until("group file", lambda: (cache / "group.json").exists()
+                           and load_group(cache / "group.json"))
+        assert group.tls is not None and group.tls.cert == str(tls_dir / "tls.crt")
+        host, _, port = listen.rpartition(":")
+        wait_until("peer server", lambda: _connects(host, int(port)))
+        # a renewal reaches the files without a restart
+        second = issue(tmp_path, "n1", "2")
+        secret = fake.get("v1", "Secret", "prefetchd-peer-n1", namespace="fusecache-system")
+        secret["data"] = tls_secret(cert, second)["data"]
+        fake.replace(secret)
+        wait_until("renewed certificate", lambda: (tls_dir / "tls.crt").read_bytes()
+                   == second["tls.crt"])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0, log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = log_path.read_text()
+    assert "BEGIN" not in text  # no key material in the log
+
+
+def _connects(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
 def test_peer_flags_are_checked(tmp_path):
     kube = write_kubeconfig(tmp_path / "k", "http://127.0.0.1:1")
     base = [sys.executable, "-m", "prefetchd.cli", "run", "--kubernetes", "--kubeconfig",
             str(kube), "--node-name", "n1", "--cache-dir", str(tmp_path / "c")]
     cases = [
         (["--peer-listen", "7471"], "--peer-listen 7471: not HOST:PORT"),
+        (["--peer-listen", "0.0.0.0:7471"], "needs a certificate"),
+        (["--peer-listen", "0.0.0.0:7471", "--peer-tls-secret", "p", "--peer-issuer", "x"],
+         "--peer-issuer x: not Issuer/NAME"),
+        (["--peer-listen", "0.0.0.0:7471", "--peer-issuer", "Issuer/a"],
+         "--peer-issuer needs --peer-tls-secret"),
         (["--group-striping"], "--group-striping needs --peer-listen"),
         (["--peer-listen", "0.0.0.0:7471", "--peer-ca", str(kube)],
          "--peer-ca, --peer-cert and --peer-key go together"),

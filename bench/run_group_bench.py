@@ -1,0 +1,165 @@
+"""Peer read speed of the cache group against the peer link's speed, on emulated nodes.
+
+Run (root, /dev/fuse): ``python bench/run_group_bench.py [--size-mib 256] [--peer-mbit 10000]
+[--s3-mbit 1000] [--delay-ms 20] [--readers 4] [--striping]``.
+
+The nodes are network namespaces on a bridge (tests/group/netns.py): S3 (SeaweedFS behind the
+latency proxy) on a ``--s3-mbit`` tbf link, every node on a ``--peer-mbit`` link. Steps:
+
+1. upload ``--size-mib`` MiB in 32 MiB objects;
+2. warm it on n1 (whole, published as n1's dataset), or with ``--striping`` over n1..n3;
+3. on n4, a node that holds none of it, mount the dataset and read every file
+   (``--readers`` files at once, 1 MiB reads, page cache dropped) with the peer servers up:
+   MB/s, the node cache's S3 GETs during the read (want 0) and blocks from peers;
+4. the same read on n5 with no group at all (every block from S3): the baseline.
+
+Prints one JSON object: both speeds, the peer link's speed in MB/s (``peer_mbit / 8``), their
+ratio, and the GET counts. On a machine short of CPU the peer path (TLS, gRPC, FUSE) is
+CPU-bound before a 10 Gbit/s link is full; ``--peer-mbit 1000`` shows whether it fills a link
+the CPU can keep up with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "group"))
+
+import netns  # noqa: E402
+
+import fusecache  # noqa: E402
+from fusecache.group import Group, Member, write_group  # noqa: E402
+
+import peering  # noqa: E402
+
+BS = 8 << 20
+OBJ = 32 << 20
+PORT = 7471
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def drop_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def read_all(mnt: Path, names: list[str], readers: int) -> int:
+    def one(name: str) -> int:
+        n = 0
+        fd = os.open(mnt / name, os.O_RDONLY)
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                n += len(chunk)
+        finally:
+            os.close(fd)
+        return n
+
+    with cf.ThreadPoolExecutor(readers) as pool:
+        return sum(pool.map(one, names))
+
+
+def stats(c: netns.Cluster, node: netns.Node) -> dict:
+    r = c.run(node, [sys.executable, "-m", "fusecache.cli", "stats", "--cache-dir",
+                     str(node.cache_dir), "--json"])
+    if r.returncode != 0:
+        raise SystemExit(r.stderr)
+    return json.loads(r.stdout)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size-mib", type=int, default=256)
+    p.add_argument("--peer-mbit", type=int, default=10000)
+    p.add_argument("--s3-mbit", type=int, default=1000)
+    p.add_argument("--delay-ms", type=float, default=20.0)
+    p.add_argument("--readers", type=int, default=4)
+    p.add_argument("--striping", action="store_true",
+                   help="warm the dataset striped over n1..n3 (default: whole on n1)")
+    a = p.parse_args()
+    why = netns.available()
+    if why:
+        raise SystemExit(f"run_group_bench: {why}")
+    work = Path(tempfile.mkdtemp(prefix="fusecache-group-bench-"))
+    names = ["n1", "n2", "n3", "n4", "n5"]
+    result: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
+                    "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+                    "params": vars(a)}
+    with netns.cluster(work, names, s3_mbit=a.s3_mbit, peer_mbit=a.peer_mbit,
+                       s3_delay_ms=a.delay_ms) as c:
+        assert c.s3 is not None
+        bucket = "group-bench"
+        s3 = c.s3.client()
+        s3.create_bucket(Bucket=bucket)
+        n_obj = max(1, (a.size_mib << 20) // OBJ)
+        files = [f"ds/part-{i:03d}.bin" for i in range(n_obj)]
+        log(f"uploading {n_obj} x 32 MiB")
+        for k in files:
+            s3.put_object(Bucket=bucket, Key=k, Body=os.urandom(OBJ))
+        total = n_obj * OBJ
+        pki = peering.Pki(work / "pki")
+        ds = f"s3://{bucket}/ds/"
+        holders = ["n1", "n2", "n3"] if a.striping else ["n1"]
+        tls = {n: pki.node(n) for n in names}
+        for n in names:
+            fusecache.NodeCache.open(c.nodes[n].cache_dir, limit_bytes=4 * total,
+                                     block_size=BS).close()
+        members = tuple(Member(n, f"{c.nodes[n].ip}:{PORT}", 1.0, (bucket,),
+                               () if a.striping else (ds,) if n == "n1" else ())
+                        for n in holders)
+        for n in holders:
+            write_group(c.nodes[n].cache_dir / "group.json",
+                        Group(n, members, 1, a.striping, tls[n]))
+        t = time.monotonic()
+        for n in holders:
+            extra = ["--group-striping"] if a.striping else []
+            r = c.run(c.nodes[n], [sys.executable, "-m", "prefetchd.cli", "warm", ds,
+                                   "--cache-dir", str(c.nodes[n].cache_dir), "--json", *extra],
+                      timeout=1800)
+            if r.returncode != 0:
+                raise SystemExit(r.stderr)
+        result["warm_s"] = round(time.monotonic() - t, 2)
+        reader = Member("n4", f"{c.nodes['n4'].ip}:{PORT}", 1e-6, (bucket,))
+        for n in [*holders, "n4"]:
+            write_group(c.nodes[n].cache_dir / "group.json",
+                        Group(n, (*members, reader), 1, a.striping, tls[n]))
+        for n in holders:
+            c.peer_serve(c.nodes[n], PORT)
+        base = [Path(k).name for k in files]
+        for label, node in (("peers", c.nodes["n4"]), ("s3", c.nodes["n5"])):
+            mnt = c.mount(node, ds, work / f"mnt-{label}")
+            before = stats(c, node)
+            drop_caches()
+            t = time.monotonic()
+            got = read_all(mnt, base, a.readers)
+            secs = time.monotonic() - t
+            after = stats(c, node)
+            c.umount(mnt)
+            if got != total:
+                raise SystemExit(f"{label}: read {got} of {total} bytes")
+            result[label] = {
+                "MBps": round(total / secs / 1e6, 1), "seconds": round(secs, 2),
+                "s3_gets": after["s3_gets"] - before["s3_gets"],
+                "peer_hits": after.get("peer_hits", 0) - before.get("peer_hits", 0),
+            }
+            log(f"{label}: {result[label]}")
+    link = a.peer_mbit / 8
+    result["peer_link_MBps"] = link
+    result["peer_vs_link"] = round(result["peers"]["MBps"] / link, 3)
+    result["peer_vs_s3"] = round(result["peers"]["MBps"] / result["s3"]["MBps"], 2)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
