@@ -307,3 +307,39 @@ def test_peer_flags_are_checked(tmp_path):
                           str(tmp_path), "--peer-listen", "0.0.0.0:1"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 2 and "only apply with --kubernetes" in out.stderr
+
+
+def test_the_cache_group_install_is_consistent() -> None:
+    """manifests/prefetchd/with-cache-group: the agent's peer flags parse and agree with its
+    port, env and RBAC, and the issuer it names is installed."""
+    from renders import MANIFESTS, kustomize
+
+    from prefetchd import cli
+    from prefetchd.k8s import agent as ag
+
+    docs = kustomize(MANIFESTS / "prefetchd" / "with-cache-group")
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    (c,) = ds["spec"]["template"]["spec"]["containers"]
+    args = cli.build_parser().parse_args(c["command"][1:] + c["args"])
+    assert ag._check_peer_arguments(args) is None
+    port = int(args.peer_listen.rpartition(":")[2])
+    assert {p["name"]: p["containerPort"] for p in c["ports"]}["peer"] == port
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c["env"]}
+    assert args.peer_listen.startswith("$(POD_IP):") and env["POD_IP"] == "status.podIP"
+    kind, _, name = args.peer_issuer.partition("/")
+    assert any(d["kind"] == kind and d["metadata"]["name"] == name for d in docs)
+    (role,) = [d for d in docs if d["kind"] == "Role"
+               and d["metadata"]["namespace"] == args.peer_tls_namespace]
+    assert {"get"} <= {v for r in role["rules"] if "secrets" in r["resources"] for v in r["verbs"]}
+    assert {"create"} <= {v for r in role["rules"] if "certificates" in r["resources"]
+                          for v in r["verbs"]}
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"
+                  and d["roleRef"]["name"] == role["metadata"]["name"]]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prefetchd",
+                                    "namespace": ds["metadata"]["namespace"]}]
+    assert any(d["kind"] == "Namespace" and d["metadata"]["name"] == args.peer_tls_namespace
+               for d in docs)
+    # Nodes are already patched by the agent (cache-free annotation): the peer annotation too
+    (cr,) = [d for d in docs if d["kind"] == "ClusterRole"
+             and d["metadata"]["name"] == "prefetchd-agent"]
+    assert any("nodes" in r["resources"] and "patch" in r["verbs"] for r in cr["rules"])

@@ -100,6 +100,11 @@ def test_with_the_service_monitor(tmp_path):
             renders.helm_template("serviceMonitor.enabled=true"), tmp_path)
 
 
+def test_with_the_cache_group(tmp_path):
+    compare(driver() + renders.kustomize(renders.MANIFESTS / "prefetchd" / "with-cache-group"),
+            renders.helm_template("cacheGroup.enabled=true"), tmp_path)
+
+
 def test_the_comparison_can_fail(tmp_path):
     """A value the kustomization does not have must show up as a difference."""
     with pytest.raises(AssertionError, match="DaemonSet.*differs"):
@@ -128,7 +133,7 @@ def test_values_reach_every_object():
 
 
 @pytest.mark.parametrize("sets", [[], ["certManager.enabled=false", "serviceMonitor.enabled=true"],
-                                  ["prefetchd.enabled=false"]])
+                                  ["prefetchd.enabled=false"], ["cacheGroup.enabled=true"]])
 def test_helm_lint_is_clean(sets):
     cmd = [renders.helm(), "lint", "--strict", str(renders.CHART)]
     for s in sets:
