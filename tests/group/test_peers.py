@@ -296,8 +296,8 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
     req = peer_pb2.GetBlockRequest(bucket=bucket, key=oid.key, etag=oid.etag, size=oid.size,
                                    block_size=NodeCache.open(a).block_size, index=0)
 
-    def call(creds: grpc.ChannelCredentials | None, port: int) -> bytes:
-        opts = [("grpc.ssl_target_name_override", "node-a")]
+    def call(creds: grpc.ChannelCredentials | None, port: int, server: str = "node-a") -> bytes:
+        opts = [("grpc.ssl_target_name_override", server)]
         ch = (grpc.secure_channel(f"127.0.0.1:{port}", creds, options=opts) if creds
               else grpc.insecure_channel(f"127.0.0.1:{port}"))
         with ch:
@@ -316,6 +316,9 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
             with pytest.raises(grpc.RpcError) as e:
                 call(bad, port)
             assert e.value.code() is grpc.StatusCode.UNAVAILABLE
+        with pytest.raises(grpc.RpcError) as e:  # the server is not the member we meant
+            call(creds(tb), port, server="node-c")
+        assert e.value.code() is grpc.StatusCode.UNAVAILABLE
         for who in (tc, tz):  # a member without the bucket; a CA-signed non-member
             with pytest.raises(grpc.RpcError) as e:
                 call(creds(who), port)
