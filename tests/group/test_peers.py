@@ -336,6 +336,43 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
     assert st["peer_blocks_served"] == 2
 
 
+@pytest.mark.s3
+def test_server_refuses_past_its_concurrency_and_bandwidth_share(
+        local_s3, s3_env, bucket, tmp_path):
+    data = os.urandom(BS)
+    _upload(local_s3, bucket, {"q/x.bin": data})
+    oid = _oid(local_s3, bucket, "q/x.bin")
+    a = tmp_path / "a"
+    _warm(a, f"s3://{bucket}/q/")
+    # 80 Mbit/s = 10 MB/s: one 8 MiB block takes ~0.7 s of the share beyond its burst
+    with peer_serve(a, "--peer-insecure", "--peer-max-mbps", "80",
+                    "--peer-max-concurrency", "1") as (_, port):
+        req = peer_pb2.GetBlockRequest(bucket=bucket, key=oid.key, etag=oid.etag,
+                                       size=oid.size, block_size=BS, index=0)
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=[
+                ("grpc.max_receive_message_length", 64 * MiB)]) as ch:
+            stub = peer_pb2_grpc.PeerStub(ch)
+            with pytest.raises(grpc.RpcError) as e:  # cannot go out before its deadline
+                stub.GetBlock(req, timeout=0.3)
+            assert e.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+            def one(_: int) -> str:
+                try:
+                    return "ok" if stub.GetBlock(req, timeout=30).data == data else "bad"
+                except grpc.RpcError as err:
+                    return err.code().name
+            with futures.ThreadPoolExecutor(4) as pool:
+                results = list(pool.map(one, range(4)))
+            # one at a time is served, the others are refused at once, never wrong bytes
+            assert "ok" in results and "RESOURCE_EXHAUSTED" in results, results
+            assert set(results) <= {"ok", "RESOURCE_EXHAUSTED"}, results
+            missing = peer_pb2.GetBlockRequest(bucket=bucket, key="q/none", etag="e",
+                                               size=5, block_size=BS, index=0)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.GetBlock(missing, timeout=5)
+            assert e.value.code() is grpc.StatusCode.NOT_FOUND
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 
