@@ -99,7 +99,8 @@ class PeerClient:
     def active(self) -> bool:
         """Whether there is anyone to ask (cheap: for the trio thread)."""
         g = self.group()
-        return g is not None and any(m.name != g.self_name for m in g.members)
+        return g is not None and (g.tls is not None or self.insecure) and any(
+            m.name != g.self_name for m in g.members)
 
     def candidates(self, group: Group, oid: ObjectId, idx: int, block_size: int) -> list[Member]:
         """Who to ask for a block, best first: dataset holders, then the block's owners."""
