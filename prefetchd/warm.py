@@ -190,8 +190,9 @@ class Warmer:
         self.cache_dir = cache_dir
         # The cache group's peers are asked for each block before S3 (fusecache/peer_client.py);
         # by default through <cache_dir>/group.json, used once it exists (mutual TLS only).
+        # A warm has no reader waiting: it gives a peer 5 s (not a mount's 0.75 s) before S3.
         self.peers = peers if peers is not None else open_peer_client(
-            cache_dir, metrics=Metrics())
+            cache_dir, timeout=5.0, metrics=Metrics())
         # The Kubernetes agent passes a volume's region and Secret (prefetchd.k8s.credentials);
         # None: boto3's standard chain. Never logged.
         self.region, self._credentials = region, credentials

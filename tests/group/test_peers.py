@@ -80,8 +80,10 @@ def test_dataset_warmed_on_a_is_read_on_b_over_mtls_with_no_s3_get(
                    datasets=(f"s3://{bucket}/data/",)),
             Member("node-b", "127.0.0.1:1", buckets=(bucket,))], tb)
         metrics_port = _free_port()
+        # a generous --peer-timeout: on a loaded test machine a peer's block must not
+        # time out into an S3 GET (the bound itself is the next test's subject)
         with mounted(f"s3://{bucket}/data", tmp_path / "mb", s3_env, "--cache-dir", str(b),
-                     "--metrics-port", str(metrics_port)) as mp:
+                     "--metrics-port", str(metrics_port), "--peer-timeout", "5") as mp:
             seen = {f"data/{p.relative_to(mp)}": p.read_bytes()
                     for p in sorted(mp.rglob("*")) if p.is_file()}
             prom = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
@@ -161,11 +163,11 @@ def test_peer_stopped_then_killed_mid_read_falls_back_to_s3_byte_exact(
                    datasets=(f"s3://{bucket}/d/",)),
             Member("node-b", "127.0.0.1:1", buckets=(bucket,))])
         with mounted(f"s3://{bucket}/d", tmp_path / "mb", s3_env, "--cache-dir", str(b),
-                     "--peer-insecure", "--peer-timeout", "0.5", "--readahead-budget", "8MiB",
+                     "--peer-insecure", "--peer-timeout", "2", "--readahead-budget", "8MiB",
                      "--read-timeout", "20") as mp:
             with open(mp / "shard.bin", "rb", buffering=0) as f:
                 got = [f.read(2 * BS)]
-                assert wait_for(lambda: node_stats(b)["peer_hits"] >= 2, "blocks from A")
+                assert wait_for(lambda: node_stats(b)["peer_hits"] >= 1, "blocks from A")
                 proc.send_signal(signal.SIGSTOP)  # a hung peer: every try times out
                 got.append(f.read(2 * BS))
                 proc.send_signal(signal.SIGKILL)  # a dead one: refused at once
