@@ -40,7 +40,6 @@ from fusecache.group import Group, Member, write_group  # noqa: E402
 
 import peering  # noqa: E402
 
-BS = 8 << 20
 OBJ = 32 << 20
 PORT = 7471
 
@@ -84,6 +83,9 @@ def main() -> int:
     p.add_argument("--s3-mbit", type=int, default=1000)
     p.add_argument("--delay-ms", type=float, default=20.0)
     p.add_argument("--readers", type=int, default=4)
+    p.add_argument("--block-mib", type=int, default=8, help="node cache block (default 8)")
+    p.add_argument("--peer-timeout", type=float, default=None,
+                   help="the reading mount's --peer-timeout (default: the mount's own)")
     p.add_argument("--striping", action="store_true",
                    help="warm the dataset striped over n1..n3 (default: whole on n1)")
     a = p.parse_args()
@@ -113,7 +115,7 @@ def main() -> int:
         tls = {n: pki.node(n) for n in names}
         for n in names:
             fusecache.NodeCache.open(c.nodes[n].cache_dir, limit_bytes=4 * total,
-                                     block_size=BS).close()
+                                     block_size=a.block_mib << 20).close()
         members = tuple(Member(n, f"{c.nodes[n].ip}:{PORT}", 1.0, (bucket,),
                                () if a.striping else (ds,) if n == "n1" else ())
                         for n in holders)
@@ -137,7 +139,8 @@ def main() -> int:
             c.peer_serve(c.nodes[n], PORT)
         base = [Path(k).name for k in files]
         for label, node in (("peers", c.nodes["n4"]), ("s3", c.nodes["n5"])):
-            mnt = c.mount(node, ds, work / f"mnt-{label}")
+            extra = ["--peer-timeout", str(a.peer_timeout)] if a.peer_timeout else []
+            mnt = c.mount(node, ds, work / f"mnt-{label}", *extra)
             before = stats(c, node)
             drop_caches()
             t = time.monotonic()

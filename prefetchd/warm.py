@@ -45,7 +45,6 @@ from prefetchd.pipeline import _shard
 log = logging.getLogger(__name__)
 
 PIN_OWNER_PREFIX = "prefetchd:"
-WARM_PEER_TIMEOUT = 5.0  # seconds one try at a peer may take during a warm
 
 
 class WarmError(_errors.UsageError):
@@ -196,10 +195,9 @@ class Warmer:
         self.cache_dir = cache_dir
         # The cache group's peers are asked for each block before S3 (fusecache/peer_client.py);
         # by default through <cache_dir>/group.json, used once it exists (mutual TLS only).
-        # A warm is not waited on by a reader: a peer slow under load is given
-        # WARM_PEER_TIMEOUT (not the mounts' 0.75 s) before its block is read from S3.
+        # A warm has no reader waiting: it gives a peer 5 s (not a mount's 0.75 s) before S3.
         self.peers = peers if peers is not None else open_peer_client(
-            cache_dir, metrics=Metrics(), timeout=WARM_PEER_TIMEOUT)
+            cache_dir, timeout=5.0, metrics=Metrics())
         # --group-striping: fetch and pin only the blocks this node owns in the cache group
         # (fusecache.group: weighted rendezvous per block); None: every block.
         self.group = group

@@ -80,8 +80,10 @@ def test_dataset_warmed_on_a_is_read_on_b_over_mtls_with_no_s3_get(
                    datasets=(f"s3://{bucket}/data/",)),
             Member("node-b", "127.0.0.1:1", buckets=(bucket,))], tb)
         metrics_port = _free_port()
+        # a generous --peer-timeout: on a loaded test machine a peer's block must not
+        # time out into an S3 GET (the bound itself is the next test's subject)
         with mounted(f"s3://{bucket}/data", tmp_path / "mb", s3_env, "--cache-dir", str(b),
-                     "--metrics-port", str(metrics_port)) as mp:
+                     "--metrics-port", str(metrics_port), "--peer-timeout", "5") as mp:
             seen = {f"data/{p.relative_to(mp)}": p.read_bytes()
                     for p in sorted(mp.rglob("*")) if p.is_file()}
             prom = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
@@ -161,11 +163,11 @@ def test_peer_stopped_then_killed_mid_read_falls_back_to_s3_byte_exact(
                    datasets=(f"s3://{bucket}/d/",)),
             Member("node-b", "127.0.0.1:1", buckets=(bucket,))])
         with mounted(f"s3://{bucket}/d", tmp_path / "mb", s3_env, "--cache-dir", str(b),
-                     "--peer-insecure", "--peer-timeout", "0.5", "--readahead-budget", "8MiB",
+                     "--peer-insecure", "--peer-timeout", "2", "--readahead-budget", "8MiB",
                      "--read-timeout", "20") as mp:
             with open(mp / "shard.bin", "rb", buffering=0) as f:
                 got = [f.read(2 * BS)]
-                assert wait_for(lambda: node_stats(b)["peer_hits"] >= 2, "blocks from A")
+                assert wait_for(lambda: node_stats(b)["peer_hits"] >= 1, "blocks from A")
                 proc.send_signal(signal.SIGSTOP)  # a hung peer: every try times out
                 got.append(f.read(2 * BS))
                 proc.send_signal(signal.SIGKILL)  # a dead one: refused at once
@@ -296,8 +298,8 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
     req = peer_pb2.GetBlockRequest(bucket=bucket, key=oid.key, etag=oid.etag, size=oid.size,
                                    block_size=NodeCache.open(a).block_size, index=0)
 
-    def call(creds: grpc.ChannelCredentials | None, port: int) -> bytes:
-        opts = [("grpc.ssl_target_name_override", "node-a")]
+    def call(creds: grpc.ChannelCredentials | None, port: int, server: str = "node-a") -> bytes:
+        opts = [("grpc.ssl_target_name_override", server)]
         ch = (grpc.secure_channel(f"127.0.0.1:{port}", creds, options=opts) if creds
               else grpc.insecure_channel(f"127.0.0.1:{port}"))
         with ch:
@@ -316,6 +318,9 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
             with pytest.raises(grpc.RpcError) as e:
                 call(bad, port)
             assert e.value.code() is grpc.StatusCode.UNAVAILABLE
+        with pytest.raises(grpc.RpcError) as e:  # the server is not the member we meant
+            call(creds(tb), port, server="node-c")
+        assert e.value.code() is grpc.StatusCode.UNAVAILABLE
         for who in (tc, tz):  # a member without the bucket; a CA-signed non-member
             with pytest.raises(grpc.RpcError) as e:
                 call(creds(who), port)
@@ -331,6 +336,43 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
             client.close()
     st = node_stats(a)
     assert st["peer_blocks_served"] == 2
+
+
+@pytest.mark.s3
+def test_server_refuses_past_its_concurrency_and_bandwidth_share(
+        local_s3, s3_env, bucket, tmp_path):
+    data = os.urandom(BS)
+    _upload(local_s3, bucket, {"q/x.bin": data})
+    oid = _oid(local_s3, bucket, "q/x.bin")
+    a = tmp_path / "a"
+    _warm(a, f"s3://{bucket}/q/")
+    # 80 Mbit/s = 10 MB/s: one 8 MiB block takes ~0.7 s of the share beyond its burst
+    with peer_serve(a, "--peer-insecure", "--peer-max-mbps", "80",
+                    "--peer-max-concurrency", "1") as (_, port):
+        req = peer_pb2.GetBlockRequest(bucket=bucket, key=oid.key, etag=oid.etag,
+                                       size=oid.size, block_size=BS, index=0)
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=[
+                ("grpc.max_receive_message_length", 64 * MiB)]) as ch:
+            stub = peer_pb2_grpc.PeerStub(ch)
+            with pytest.raises(grpc.RpcError) as e:  # cannot go out before its deadline
+                stub.GetBlock(req, timeout=0.3)
+            assert e.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+
+            def one(_: int) -> str:
+                try:
+                    return "ok" if stub.GetBlock(req, timeout=30).data == data else "bad"
+                except grpc.RpcError as err:
+                    return err.code().name
+            with futures.ThreadPoolExecutor(4) as pool:
+                results = list(pool.map(one, range(4)))
+            # one at a time is served, the others are refused at once, never wrong bytes
+            assert "ok" in results and "RESOURCE_EXHAUSTED" in results, results
+            assert set(results) <= {"ok", "RESOURCE_EXHAUSTED"}, results
+            missing = peer_pb2.GetBlockRequest(bucket=bucket, key="q/none", etag="e",
+                                               size=5, block_size=BS, index=0)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.GetBlock(missing, timeout=5)
+            assert e.value.code() is grpc.StatusCode.NOT_FOUND
 
 
 # -- bad input -------------------------------------------------------------------------------
