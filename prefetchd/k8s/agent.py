@@ -912,7 +912,6 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
                     endpoint_url=args.endpoint_url, concurrency=args.concurrency,
                     bandwidth=args.bandwidth_limit, pin_ttl=args.pin_ttl,
                     pod_pin_ttl=args.pod_pin_ttl, publish_interval=args.publish_interval,
-                    peer_endpoint=peer_advertise(args) if peer_listen else None,
                     striping=striping, replicas=args.replicas),
                 worker_mod.NodePublisher(api_client, args.node_name), metrics, stop,
                 store_configs=credentials_mod.VolumeCredentials(
@@ -929,14 +928,16 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
             server = metrics.serve(args.metrics_port)
             log.info("metrics on :%d/metrics", args.metrics_port)
         peers = None
-        if getattr(args, "peer_tls_secret", None):
-            _peer_certificate(api_client, args, stop)
-        if membership is not None and not stop.is_set():
-            membership.write()  # a group of none until the Nodes are listed
-            if worker is not None:
-                membership.on_change.append(_rebalance_on_change(worker))
-            peers = _start_peer_server(args, membership.path)
         try:
+            if getattr(args, "peer_tls_secret", None):
+                _peer_certificate(api_client, args, stop)
+            if membership is not None and not stop.is_set():
+                membership.write()  # a group of none until the Nodes are listed
+                if worker is not None:
+                    membership.on_change.append(_rebalance_on_change(worker))
+                peers = _start_peer_server(args, membership.path)
+                if worker is not None:
+                    worker.set_peer_endpoint(peer_advertise(args))
             run_kubernetes(api_client, config, warm, release, stop, metrics.observe_workflow,
                            held, workload,
                            node_hooks=[membership.on_node] if membership is not None else [])

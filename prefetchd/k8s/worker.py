@@ -31,6 +31,7 @@ no longer needed. Workflow-sourced pins are released by the DAG (or expire after
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -278,6 +279,12 @@ class WarmWorker:
         for t in (self._thread, self._publisher_thread):
             if t is not None:
                 t.join(timeout)
+
+    def set_peer_endpoint(self, endpoint: str | None) -> None:
+        """Publish (or stop publishing) this node in the cache group: called once its peer
+        server serves, so no peer dials an endpoint that is not listening yet."""
+        self.config = dataclasses.replace(self.config, peer_endpoint=endpoint)
+        self._publish_soon.set()
 
     def publish_loop(self) -> None:
         """The publisher loop (blocking; runs on the publisher thread)."""
