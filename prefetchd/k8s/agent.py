@@ -1025,6 +1025,9 @@ def add_webhook_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-key-file", required=True, help="its private key (PEM)")
     parser.add_argument("--replicas", type=int, default=1,
                         help="must equal the agents' --replicas (default 1)")
+    parser.add_argument("--group-striping", action="store_true",
+                        help="the agents run with --group-striping: steer no pod, since no "
+                             "node holds a dataset whole (default off)")
 
 
 def check_webhook_arguments(args: argparse.Namespace) -> str | None:
@@ -1054,7 +1057,8 @@ def run_webhook(args: argparse.Namespace) -> int:
     _install_stop_handlers(stop)
     with load_api_client(args.kubeconfig) as api_client:
         view = ds_mod.ApiClusterView(api_client)
-        with webhook.WebhookServer(view, webhook.WebhookConfig(replicas=args.replicas),
+        with webhook.WebhookServer(view, webhook.WebhookConfig(replicas=args.replicas,
+                                                         striping=args.group_striping),
                                    args.tls_cert_file, args.tls_key_file,
                                    port=args.port) as server:
             log.info("prefetchd webhook listening on :%d", server.port)

@@ -57,6 +57,9 @@ class WebhookConfig:
 
     replicas: int = 1  # must equal the agents' --replicas, or webhook and agents disagree
     driver: str = ds_mod.DRIVER_NAME
+    # The agents' --group-striping: every dataset is spread over the cache group, no node
+    # holds one whole, so pods are not steered at all (any node reads from the group).
+    striping: bool = False
 
 
 def _escape(key: str) -> str:
@@ -67,6 +70,8 @@ def affinity_terms(
     pod: Mapping[str, Any], view: ds_mod.ClusterView, config: WebhookConfig
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The preferred terms to add and the chosen node names (both empty: nothing to do)."""
+    if config.striping:
+        return [], []
     datasets = ds_mod.pod_datasets(pod, view, config.driver)
     if not datasets:
         return [], []

@@ -343,3 +343,20 @@ def test_the_cache_group_install_is_consistent() -> None:
     (cr,) = [d for d in docs if d["kind"] == "ClusterRole"
              and d["metadata"]["name"] == "prefetchd-agent"]
     assert any("nodes" in r["resources"] and "patch" in r["verbs"] for r in cr["rules"])
+
+
+def test_the_webhook_steers_no_pod_when_the_group_stripes(fake, api):
+    """With --group-striping no node holds a dataset whole: the webhook adds no preference."""
+    import copy
+
+    from test_k8s_webhook import TRAIN_POD, add_cluster
+
+    from prefetchd.k8s import datasets as dsm
+    from prefetchd.k8s import webhook as wh
+
+    add_cluster(fake)
+    view = dsm.ApiClusterView(api, ttl=0.0)
+    pod = copy.deepcopy(TRAIN_POD)
+    terms, chosen = wh.affinity_terms(pod, view, wh.WebhookConfig(replicas=2))
+    assert terms and chosen  # the control: steered without striping
+    assert wh.affinity_terms(pod, view, wh.WebhookConfig(replicas=2, striping=True)) == ([], [])
