@@ -11,7 +11,9 @@ latency proxy) on a ``--s3-mbit`` tbf link, every node on a ``--peer-mbit`` link
 3. on n4, a node that holds none of it, mount the dataset and read every file
    (``--readers`` files at once, 1 MiB reads, page cache dropped) with the peer servers up:
    MB/s, the node cache's S3 GETs during the read (want 0) and blocks from peers;
-4. the same read on n5 with no group at all (every block from S3): the baseline.
+4. the same read on n5 with no group at all (every block from S3): the baseline;
+5. the peer client alone on n4 (``PeerClient.fetch`` of every block, ``--readers`` threads,
+   no FUSE, nothing stored): what the gRPC path itself moves.
 
 Prints one JSON object: both speeds, the peer link's speed in MB/s (``peer_mbit / 8``), their
 ratio, and the GET counts. On a machine short of CPU the peer path (TLS, gRPC, FUSE) is
@@ -42,6 +44,27 @@ import peering  # noqa: E402
 
 OBJ = 32 << 20
 PORT = 7471
+
+# Run in n4's network: fetch every block of the dataset from peers, --readers threads at once.
+RAW = r"""
+import concurrent.futures as cf, json, sys, time
+import fusecache
+from fusecache.peer_client import open_peer_client
+cache_dir, holder_dir = sys.argv[1], sys.argv[2]
+readers, timeout = int(sys.argv[3]), float(sys.argv[4])
+c = fusecache.NodeCache.open(holder_dir)
+bs = c.block_size
+blocks = [(o, i) for o in c.iter_objects() for i in range(o.block_count(bs))]
+c.close()
+peers = open_peer_client(cache_dir, timeout=timeout)
+t = time.monotonic()
+with cf.ThreadPoolExecutor(readers) as pool:
+    got = list(pool.map(lambda b: peers.fetch(b[0], b[1], bs), blocks))
+secs = time.monotonic() - t
+n = sum(len(g) for g in got if g is not None)
+print(json.dumps({"MBps": round(n / secs / 1e6, 1), "seconds": round(secs, 2),
+                  "blocks": len(blocks), "missed": sum(g is None for g in got)}))
+"""
 
 
 def log(msg: str) -> None:
@@ -156,9 +179,17 @@ def main() -> int:
                 "peer_hits": after.get("peer_hits", 0) - before.get("peer_hits", 0),
             }
             log(f"{label}: {result[label]}")
+        raw = c.run(c.nodes["n4"], [sys.executable, "-c", RAW, str(c.nodes["n4"].cache_dir),
+                                    str(c.nodes["n1"].cache_dir), str(a.readers),
+                                    str(a.peer_timeout or 5.0)], timeout=900)
+        if raw.returncode != 0:
+            raise SystemExit(raw.stderr)
+        result["peer_client_alone"] = json.loads(raw.stdout)
+        log(f"peer client alone: {result['peer_client_alone']}")
     link = a.peer_mbit / 8
     result["peer_link_MBps"] = link
     result["peer_vs_link"] = round(result["peers"]["MBps"] / link, 3)
+    result["peer_client_alone_vs_link"] = round(result["peer_client_alone"]["MBps"] / link, 3)
     result["peer_vs_s3"] = round(result["peers"]["MBps"] / result["s3"]["MBps"], 2)
     print(json.dumps(result, indent=1))
     return 0
