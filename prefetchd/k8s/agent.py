@@ -730,14 +730,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="the address peers dial (default: $POD_IP and the listen port, else "
                         "the Node's InternalIP)")
     g.add_argument("--peer-ca", default=None, metavar="FILE",
-                   help="CA bundle (PEM) that signed every peer's certificate")
+                   help="CA bundle (PEM) that signed every peer's certificate (default: none; "
+                        "see --peer-tls-secret)")
     g.add_argument("--peer-cert", default=None, metavar="FILE",
-                   help="this node's peer certificate (PEM; its name is the Node's)")
-    g.add_argument("--peer-key", default=None, metavar="FILE", help="its private key (PEM)")
+                   help="this node's peer certificate (PEM; its name is the Node's) "
+                        "(default: none)")
+    g.add_argument("--peer-key", default=None, metavar="FILE",
+                   help="its private key (PEM) (default: none)")
     g.add_argument("--peer-tls-secret", default=None, metavar="PREFIX",
                    help="take this node's peer certificate from the kubernetes.io/tls Secret "
                         "PREFIX-<node> (tls.crt, tls.key, ca.crt) in --peer-tls-namespace, "
-                        "kept in CACHE_DIR/peer-tls (instead of --peer-ca/--peer-cert/--peer-key)")
+                        "kept in CACHE_DIR/peer-tls (instead of --peer-ca/--peer-cert/--peer-key) "
+                        "(default: none)")
     g.add_argument("--peer-tls-namespace", default=os.environ.get("POD_NAMESPACE") or
                    "fusecache-system", metavar="NS",
                    help="namespace of that Secret (default: $POD_NAMESPACE, else "
