@@ -62,6 +62,9 @@ from bench.training.sources import Boto3Source, DirSource, Source  # noqa: E402
 BUCKET = "fctrain"
 PREFIXES = {"files": "imagenet", "shards": "shards"}
 CONTENDERS = ["local", "boto3", "s3fs", "rclone", "fusecache", "fusecache-prefetch"]
+# Run only when named in --contenders: a pod on an unwarmed node of a warmed cache group
+# (a peer node on 127.0.0.1 holds the warmed datasets; bench/training/group_peer.py).
+OPTIONAL_CONTENDERS = ["fusecache-group"]
 NEEDS = {"s3fs": "s3fs", "rclone": "rclone"}
 PIPELINE = HERE / "training" / "kfp_pipeline.yaml"
 
@@ -120,8 +123,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
     a.contenders = [c.strip() for c in a.contenders.split(",") if c.strip()]
     for c in a.contenders:
-        if c not in CONTENDERS:
-            bad(f"--contenders: unknown contender {c!r} (known: {', '.join(CONTENDERS)})")
+        if c not in CONTENDERS + OPTIONAL_CONTENDERS:
+            bad(f"--contenders: unknown contender {c!r} "
+                f"(known: {', '.join(CONTENDERS + OPTIONAL_CONTENDERS)})")
     a.datasets = [d.strip() for d in a.datasets.split(",") if d.strip()]
     for d in a.datasets:
         if d not in PREFIXES:
@@ -305,20 +309,34 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
     cache = work / f"cache-{c}"
     shutil.rmtree(cache, ignore_errors=True)
     warm = None
+    group = contextlib.ExitStack()
+    if c == "fusecache-group":
+        from bench.training.group_peer import warmed_peer
+
+        log("  prefetchd warm --pipeline on a peer node; this node's cache stays cold")
+        warm = group.enter_context(warmed_peer(
+            work, cache, BUCKET, [f"s3://{BUCKET}/{PREFIXES[k]}/" for k in datasets],
+            lambda peer_cache: prefetch(remote, peer_cache, datasets)))
     if c == "fusecache-prefetch":
         log("  prefetchd warm --pipeline (before the mount, as the daemon would)")
         warm = prefetch(remote, cache, datasets)
         log(f"  warmed {warm['bytes'] / 1e6:.0f} MB in {warm['seconds']:.1f} s")
-    p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, c,
-                                 a.fusecache_opt)
-    spy = start_pyspy(p.pid, Path(f"{a.profile_prefix}-{c}.txt"), work) if a.profile else None
-    try:
-        res = train_on(c, under(mp), datasets, a, accel, sampler)
-    finally:
-        stop_pyspy(spy)
-        unmount_and_stop(mp, p)  # its counters give mount_s3_bytes below
+    with group:
+        p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, c,
+                                     a.fusecache_opt)
+        spy = start_pyspy(p.pid, Path(f"{a.profile_prefix}-{c}.txt"),
+                          work) if a.profile else None
+        try:
+            res = train_on(c, under(mp), datasets, a, accel, sampler)
+        finally:
+            stop_pyspy(spy)
+            unmount_and_stop(mp, p)  # its counters give mount_s3_bytes below
     res["cmd"] = remote.mask(cmd)
     res["mount_s3_bytes"] = fusecache_s3_bytes(cache)
+    if c == "fusecache-group":  # what the mount took from the warmed peer
+        st = subprocess.run([sys.executable, "-m", "fusecache.cli", "stats", "--cache-dir",
+                             str(cache), "--json"], capture_output=True, text=True, check=True)
+        res["peer_bytes"] = json.loads(st.stdout).get("peer_bytes", 0)
     if warm:
         res["warm"] = warm
     return res
