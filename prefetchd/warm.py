@@ -14,6 +14,10 @@ fetching and reports what it skipped; it never unpins anything it did not pin.
 Each block is asked of the cache group's peers first (`fusecache.peer_client`, through
 `<cache_dir>/group.json` once it exists) and read from S3 only when no peer serves it.
 
+With a ``group`` (``prefetchd warm --group-striping``) only the blocks this node owns in
+the cache group (``fusecache.group``) are fetched and pinned; the others are reported as
+``others_bytes``.
+
 Which datasets were warmed, when, and with which pin owner is prefetchd's own
 record, kept as JSON in `<cache_dir>/prefetchd/warmed.json` (the core has no
 place for it).

@@ -17,6 +17,14 @@ Kueue Workloads) is watched by :mod:`prefetchd.k8s.workload_watch`, which
 is re-placed with :meth:`Agent.replan` (``replan_hooks``) and claims the pending pods of the
 work it knows (``pod_owners``).
 
+Cache group (``--peer-listen``, docs/cache-group.md): :func:`run` builds a
+:class:`prefetchd.k8s.group_watch.GroupMembership` fed by every Node event (``node_hooks``)
+that writes ``<cache-dir>/group.json``, takes the peer certificate (files, or a Secret via
+:mod:`prefetchd.k8s.peer_tls`), starts the peer server (:mod:`fusecache.peer_server`) in this
+process and only then has the worker publish the ``fusecache.io/peer`` annotation. With
+``--group-striping`` every agent warms every dataset (``Agent._warms_here``), each its own
+blocks, and a change of the group's members re-warms the striped records (rebalance).
+
 Start order (:func:`run_kubernetes`): the Node is published first (by the caller), then the
 Node watcher runs until this agent's own Node is seen with ``fusecache.io/cache-free-bytes``,
 and only then the others: placement counts only annotated nodes, and a workflow evaluated

@@ -22,6 +22,11 @@ bounded; it gives up only when the agent stops. One worker thread takes items in
   of this agent's own Node setting ``fusecache.io/cache-free-bytes`` (limit - used, from
   ``NodeCache.stats()``) and the bounded ``holds.fusecache.io/bNN`` labels of the datasets the
   records say this node holds. Without the annotation no agent counts this node as a candidate.
+  With a peer endpoint (the cache group, :meth:`WarmWorker.set_peer_endpoint`) the same patch
+  sets ``fusecache.io/peer`` (:func:`prefetchd.k8s.group_watch.peer_annotation`).
+* cache-group striping (``striping``): a warm fetches and pins only this node's blocks by the
+  group file, its record is marked ``striped`` (not published as held), and ``rebalance``
+  (queued when the group's members change) warms the striped records again.
 
 The node cache may be opened by several threads at once (warm, unpin, stats): the core
 shares one LMDB environment per process between all handles, as LMDB requires.
