@@ -363,6 +363,18 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
             assert client.fetch(oid, 0, req.block_size, budget=10) == data
         finally:
             client.close()
+        # node C's client is refused (not its bucket): None, so its reader goes to S3
+        gf = group_file(tmp_path / "c-group.json", "node-c", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)),
+            Member("node-c", "127.0.0.1:1", buckets=("some-other-bucket",))], tc)
+        metrics = Metrics()
+        client = PeerClient(GroupWatcher(gf), metrics=metrics)
+        try:
+            assert client.fetch(oid, 0, req.block_size, budget=10) is None
+        finally:
+            client.close()
+        assert metrics.peer_requests.labels("node-a", "denied")._value.get() == 1
+        assert metrics.peer_fallbacks._value.get() == 1
     st = node_stats(a)
     assert st["peer_blocks_served"] == 2
 
