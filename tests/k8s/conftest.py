@@ -1,5 +1,4 @@
-"""Fixtures for the Kubernetes tests: a fake API server, a real client for it, log policing,
-and a SeaweedFS of the test's own."""
+"""Fixtures for the Kubernetes tests: a fake API server, a real client for it, log policing."""
 
 from __future__ import annotations
 
@@ -7,13 +6,10 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fake_apiserver import FakeApiServer
 from kubernetes import client
-
-from fusecache.locals3 import LocalS3
 
 
 @pytest.fixture()
@@ -63,13 +59,3 @@ def log_police(caplog: pytest.LogCaptureFixture) -> Iterator[LogPolice]:
     yield police
     police.check(caplog.records)
 
-
-@pytest.fixture()
-def private_s3(tmp_path: Path) -> Iterator[LocalS3]:
-    """A SeaweedFS of the test's own, for agents under test that reach S3 by endpoint."""
-    s3 = LocalS3(data_dir=tmp_path / "s3")
-    s3.start()
-    try:
-        yield s3
-    finally:
-        s3.cleanup()
