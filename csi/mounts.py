@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from fusecache import holder
+from fusecache.readyline import wait_ready
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ class FusecacheCommand:
         finally:
             os.close(w)
         _children[proc.pid] = proc
-        return _read_line(r, self.timeout_s), proc.pid
+        return wait_ready(r, self.timeout_s) or "", proc.pid
 
 
 # Relays started by this plugin process (reaped here; a previous plugin's relays
@@ -324,25 +324,6 @@ def read_spec(path: str) -> list[str] | None:
             return list(json.load(f)["argv"])
     except (OSError, ValueError, KeyError):
         return None
-
-
-def _read_line(fd: int, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    buf = b""
-    try:
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
-            if ready:
-                chunk = os.read(fd, 4096)
-                if not chunk:
-                    break
-                buf += chunk
-    finally:
-        os.close(fd)
-    return buf.decode("utf-8", "replace").strip()
 
 
 def reap() -> None:

@@ -24,13 +24,14 @@ import contextlib
 import json
 import logging
 import os
-import select
 import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from fusecache.readyline import wait_ready
 
 log = logging.getLogger("fusecache.holder")
 _MAX_MSG = 1 << 20
@@ -96,18 +97,8 @@ class Holder:
             os.close(w)
         with self.lock:
             self.children[proc.pid] = proc
-        line = b""
-        deadline = time.monotonic() + float(req.get("timeout", 120))
-        try:
-            while b"\n" not in line and time.monotonic() < deadline:
-                if select.select([r], [], [], 0.5)[0]:
-                    chunk = os.read(r, 4096)
-                    if not chunk:
-                        break
-                    line += chunk
-        finally:
-            os.close(r)
-        return {"line": line.decode("utf-8", "replace").strip(), "pid": proc.pid}
+        line = wait_ready(r, float(req.get("timeout", 120))) or ""
+        return {"line": line, "pid": proc.pid}
 
     def serve_one(self, conn: socket.socket) -> None:
         with conn:

@@ -24,7 +24,6 @@ import logging
 import logging.handlers
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from fusecache.offline_auth import open_gate
 from fusecache.peer_client import PeerClient, open_peer_client
 from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader
+from fusecache.readyline import wait_ready
 from fusecache.s3store import S3Store
 
 log = logging.getLogger(__name__)
@@ -449,35 +449,12 @@ def spawn_background(argv: list[str], log_file: Path, timeout: float = 120.0) ->
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, pass_fds=(w,),
             start_new_session=True, close_fds=True)
     os.close(w)
-    deadline = time.monotonic() + timeout
-    buf = b""
-    line = ""
-    try:
-        while True:
-            while b"\n" in buf:  # warnings first, then "ok" or "error N: ..."
-                raw, buf = buf.split(b"\n", 1)
-                line = raw.decode(errors="replace").strip()
-                if line.startswith("warning: "):
-                    print(f"fusecache: {line}", file=sys.stderr)
-                    line = ""
-                else:
-                    break
-            if line:
-                break
-            left = deadline - time.monotonic()
-            if left <= 0:
-                proc.kill()
-                print(f"fusecache: error: mount did not become ready in {timeout:g}s "
-                      f"(log: {log_file})", file=sys.stderr)
-                return 1
-            ready, _, _ = select.select([r], [], [], min(left, 1.0))
-            if ready:
-                chunk = os.read(r, 4096)
-                if not chunk:
-                    break
-                buf += chunk
-    finally:
-        os.close(r)
+    line = wait_ready(r, timeout, lambda w: print(f"fusecache: warning: {w}", file=sys.stderr))
+    if line is None:
+        proc.kill()
+        print(f"fusecache: error: mount did not become ready in {timeout:g}s "
+              f"(log: {log_file})", file=sys.stderr)
+        return 1
     if line == "ok":
         return 0
     m = re.fullmatch(r"error (\d): (.*)", line)

@@ -49,7 +49,6 @@ import errno
 import json
 import logging
 import os
-import select
 import signal
 import socket
 import struct
@@ -60,6 +59,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fusecache.readyline import wait_ready
 
 log = logging.getLogger("fusecache.relay")
 
@@ -324,27 +325,9 @@ class Relay:
         os.close(w)
         # The server reports "warning: ..." lines (e.g. an empty source), then one final
         # line: "ok" or "error N: ...".
-        buf, final = b"", None
-        deadline = time.monotonic() + SPAWN_TIMEOUT
-        try:
-            while final is None and time.monotonic() < deadline:
-                if select.select([r], [], [], 0.5)[0]:
-                    chunk = os.read(r, 4096)
-                    if not chunk:
-                        break  # the server died before reporting
-                    buf += chunk
-                while final is None and b"\n" in buf:
-                    raw, buf = buf.split(b"\n", 1)
-                    text = raw.decode("utf-8", "replace").strip()
-                    if text.startswith("warning: "):
-                        log.warning("FUSE server: %s", text[len("warning: "):])
-                    else:
-                        final = text
-        finally:
-            os.close(r)
+        text = wait_ready(r, SPAWN_TIMEOUT, lambda w: log.warning("FUSE server: %s", w)) or ""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp.name)
-        text = final if final is not None else buf.decode("utf-8", "replace").strip()
         if ready_w is not None:
             with contextlib.suppress(OSError):
                 os.write(ready_w, (text or "error: the FUSE server exited before it was "

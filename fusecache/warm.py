@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from fusecache.nodecache import NodeCache, ObjectId
-from fusecache.peer_client import PeerClient, fetch_from_peers
 from fusecache.store import ObjectInfo, ObjectStore
+
+if TYPE_CHECKING:
+    from fusecache.peer_client import PeerClient
 
 
 class CacheFull(Exception):
@@ -45,7 +48,7 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
     bs = cache.block_size
 
     def get(idx: int) -> bytes:
-        data = fetch_from_peers(peers, oid, idx, bs)
+        data = _from_peers(peers, oid, idx, bs)
         if data is not None:
             return data
         start, end = oid.block_span(idx, bs)
@@ -78,6 +81,15 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
             for fut in window:
                 fut.cancel()
     return moved
+
+
+def _from_peers(peers: PeerClient | None, oid: ObjectId, idx: int, bs: int) -> bytes | None:
+    """The block from the cache group, or None (gRPC is imported only with a group)."""
+    if peers is None:
+        return None
+    from fusecache.peer_client import fetch_from_peers
+
+    return fetch_from_peers(peers, oid, idx, bs)
 
 
 def _take(it, n: int) -> list[int]:

@@ -33,18 +33,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fusecache
 from fusecache import errors
 from fusecache.group import Group
-from fusecache.metrics import Metrics
 from fusecache.nodecache import block_key
 from fusecache.offline_auth import record_authorised
-from fusecache.peer_client import PeerClient, open_peer_client
 from fusecache.warm import CacheFull
 from prefetchd import _errors, _jsonfile
 from prefetchd.pipeline import _shard
+
+if TYPE_CHECKING:
+    from fusecache.peer_client import PeerClient
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +201,12 @@ class Warmer:
         # The cache group's peers are asked for each block before S3 (fusecache/peer_client.py);
         # by default through <cache_dir>/group.json, used once it exists (mutual TLS only).
         # A warm has no reader waiting: it gives a peer 5 s (not a mount's 0.75 s) before S3.
-        self.peers = peers if peers is not None else open_peer_client(
-            cache_dir, timeout=5.0, metrics=Metrics())
+        if peers is None:  # imported here: `status` and `unpin` need no gRPC
+            from fusecache.metrics import Metrics
+            from fusecache.peer_client import open_peer_client
+
+            peers = open_peer_client(cache_dir, timeout=5.0, metrics=Metrics())
+        self.peers = peers
         # --group-striping: fetch and pin only the blocks this node owns in the cache group
         # (fusecache.group: weighted rendezvous per block); None: every block.
         self.group = group

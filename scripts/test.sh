@@ -8,7 +8,12 @@ cd "$ROOT"
 bash scripts/get-helm.sh >/dev/null 2>&1 || echo "test.sh: no helm: the Helm chart test is skipped" >&2
 unset AWS_CA_BUNDLE
 set +e
-python -m pytest -q -p no:cacheprovider --timeout=600 "$@"
+# Test files run in parallel, one file per worker at a time (its fixtures stay together):
+# as many workers as cores, at least 2 (the tests mostly wait on I/O), at most 4.
+workers=$(nproc)
+workers=$(( workers < 2 ? 2 : workers > 4 ? 4 : workers ))
+python -m pytest -q -p no:cacheprovider --timeout=600 -n "$workers" --dist loadfile \
+    --durations=25 "$@"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then

@@ -56,6 +56,18 @@ def bucket(local_s3: LocalS3) -> Iterator[str]:
         pass
 
 
+@pytest.fixture()
+def private_s3(tmp_path) -> Iterator[LocalS3]:
+    """A SeaweedFS of the test's own: the test may stop it, and processes under test reach it
+    by its endpoint."""
+    s3 = LocalS3(data_dir=tmp_path / "s3")
+    s3.start()
+    try:
+        yield s3
+    finally:
+        s3.cleanup()
+
+
 def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 

@@ -179,6 +179,35 @@ def test_peer_stopped_then_killed_mid_read_falls_back_to_s3_byte_exact(
         assert st["peer_fallbacks"] >= 1
 
 
+@pytest.mark.fuse
+@pytest.mark.s3
+def test_with_s3_down_blocks_still_come_from_the_group(private_s3, tmp_path):
+    data = os.urandom(2 * BS + 999)
+    c = private_s3.client()
+    c.create_bucket(Bucket="dset")
+    c.put_object(Bucket="dset", Key="e/x.bin", Body=data)
+    env = dict(os.environ, **private_s3.env())
+    env.pop("AWS_CA_BUNDLE", None)
+    a, b = tmp_path / "a", tmp_path / "b"
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", "s3://dset/e/",
+                        "--cache-dir", str(a)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    with peer_serve(a, "--peer-insecure") as (_, port):
+        b.mkdir()
+        group_file(b / "group.json", "node-b", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=("dset",),
+                   datasets=("s3://dset/e/",)),
+            Member("node-b", "127.0.0.1:1", buckets=("dset",))])
+        with mounted("s3://dset/e", tmp_path / "mb", private_s3.env(), "--cache-dir", str(b),
+                     "--peer-insecure", "--peer-timeout", "5", "--read-timeout", "20") as mp:
+            assert os.listdir(mp) == ["x.bin"]  # the listing is cached; the bytes are not
+            private_s3.stop()
+            assert (mp / "x.bin").read_bytes() == data
+    st = node_stats(b)
+    assert st["peer_hits"] == 3 and st["s3_gets"] == 0
+
+
 # -- a peer that lies --------------------------------------------------------------------------
 
 
@@ -334,6 +363,18 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
             assert client.fetch(oid, 0, req.block_size, budget=10) == data
         finally:
             client.close()
+        # node C's client is refused (not its bucket): None, so its reader goes to S3
+        gf = group_file(tmp_path / "c-group.json", "node-c", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)),
+            Member("node-c", "127.0.0.1:1", buckets=("some-other-bucket",))], tc)
+        metrics = Metrics()
+        client = PeerClient(GroupWatcher(gf), metrics=metrics)
+        try:
+            assert client.fetch(oid, 0, req.block_size, budget=10) is None
+        finally:
+            client.close()
+        assert metrics.peer_requests.labels("node-a", "denied")._value.get() == 1
+        assert metrics.peer_fallbacks._value.get() == 1
     st = node_stats(a)
     assert st["peer_blocks_served"] == 2
 

@@ -58,3 +58,4 @@ def log_police(caplog: pytest.LogCaptureFixture) -> Iterator[LogPolice]:
     police = LogPolice()
     yield police
     police.check(caplog.records)
+

@@ -11,7 +11,6 @@ webhook prefers (as the scheduler does: the weight-80 term dominates) and binds 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,6 @@ import pytest
 from argo_sim import FakeCluster, bind
 from k8s_helpers import node
 from pvc_scenario import preferred_hosts, run_scenario
-
-from fusecache.locals3 import LocalS3
 
 pytestmark = [pytest.mark.k8s, pytest.mark.fuse, pytest.mark.s3]
 
@@ -68,16 +65,6 @@ class FakePlatform:
 
     def bind(self, pv: dict[str, Any], namespace: str, claim_name: str) -> None:
         bind(self.cluster, pv, namespace, claim_name)
-
-
-@pytest.fixture()
-def private_s3(tmp_path: Path) -> Iterator[LocalS3]:
-    s3 = LocalS3(data_dir=tmp_path / "s3")
-    s3.start()
-    try:
-        yield s3
-    finally:
-        s3.cleanup()
 
 
 def test_five_workflows_mounting_fusecache_pvcs_are_warmed_before_their_pods(

@@ -19,56 +19,23 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import real_control_plane
 import yaml
 from pvc_scenario import ROOT, run_scenario
 
-from fusecache.locals3 import LocalS3
-
 pytestmark = [pytest.mark.k8s, pytest.mark.fuse, pytest.mark.s3, pytest.mark.real_cluster]
 
-HARNESS = ROOT.parent / "shared" / "k8s" / "harness" / "k8s_harness.sh"
-BINARIES = ("kube-apiserver", "kube-scheduler", "kube-controller-manager")
 NS = "ml"
 _KINDS = {("v1", "Pod"): "pods", ("v1", "PersistentVolumeClaim"): "persistentvolumeclaims",
           ("v1", "PersistentVolume"): "persistentvolumes", ("v1", "Node"): "nodes",
           ("argoproj.io/v1alpha1", "Workflow"): "workflows"}
 _STATUS = {"pods", "persistentvolumeclaims", "persistentvolumes"}  # status subresource
-
-
-def _assets() -> tuple[Path, Path, str]:
-    """(assets folder, etcd, kubectl), or skip saying what is missing."""
-    folder = os.environ.get("FUSECACHE_K8S_ASSETS")
-    if not folder:
-        pytest.skip("FUSECACHE_K8S_ASSETS is not set: name the folder holding kube-apiserver, "
-                    "kube-scheduler and kube-controller-manager v1.36 to run this suite")
-    assets = Path(folder)
-    missing = [b for b in BINARIES if not os.access(assets / b, os.X_OK)]
-    if missing:
-        pytest.skip(f"FUSECACHE_K8S_ASSETS={folder} lacks {', '.join(missing)}")
-    etcd = assets / "etcd" if (assets / "etcd").exists() else shutil.which("etcd")
-    kubectl = next((str(p) for p in (assets / "kubectl", Path("/tmp/tools/kvenv/bin/kubectl"))
-                    if os.access(p, os.X_OK)), shutil.which("kubectl"))
-    if not etcd or not kubectl:
-        pytest.skip(f"no {'etcd' if not etcd else 'kubectl'} in {folder} or on PATH")
-    if not HARNESS.exists():
-        pytest.skip(f"{HARNESS} is missing")
-    return assets, Path(etcd), kubectl
-
-
-def _bash(script: str, env: dict[str, str], timeout: float = 300) -> str:
-    r = subprocess.run(["bash", "-c", f"set -eo pipefail; source {HARNESS}; {script}"],
-                       env=env, capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == 0, f"{script}: {r.stdout[-3000:]}{r.stderr[-3000:]}"
-    return r.stdout
 
 
 class RealCluster:
@@ -133,16 +100,7 @@ class RealPlatform:
                                                                     "prefetchd-webhook")}
 
     def _sa_kubeconfig(self, sa: str) -> str:
-        token = _bash(f"kc create token {sa} -n fusecache-system --duration 2h",
-                      self.env).strip()
-        path = self.tmp / f"kubeconfig-{sa}"
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "k", "cluster": {"server": self.env["K8S_API_URL"],
-                                                   "certificate-authority": self.env["K8S_CA"]}}],
-            "users": [{"name": sa, "user": {"token": token}}],
-            "contexts": [{"name": "c", "context": {"cluster": "k", "user": sa}}]}))
-        return str(path)
+        return real_control_plane.sa_kubeconfig(self.env, sa, self.tmp / f"kubeconfig-{sa}")
 
     def agent_kubeconfig(self, node: str) -> str:
         return self.kubeconfigs["prefetchd"]
@@ -207,38 +165,10 @@ class RealPlatform:
 
 @pytest.fixture()
 def control_plane(tmp_path: Path) -> Iterator[dict[str, str]]:
-    assets, etcd, kubectl = _assets()
-    tools = tmp_path / "tools"
-    (tools / "bin").mkdir(parents=True)
-    (tools / "kvenv" / "bin").mkdir(parents=True)
-    for b in BINARIES:
-        (tools / "bin" / b).symlink_to(assets / b)
-    (tools / "bin" / "etcd").symlink_to(etcd)
-    (tools / "kvenv" / "bin" / "kubectl").symlink_to(kubectl)
-    env = {**os.environ, "TOOLS": str(tools), "K8S_DIR": str(tmp_path / "k8s"),
-           "K8S_ARGO_CRDS": str(ROOT.parent / "shared" / "k8s" / "crds" / "argo")}
-    try:
-        out = _bash(
-            "k8s_up >&2 && k8s_fake_nodes 3 >&2 && k8s_apply_argo_crds >&2 "
-            f"&& k8s_ns {NS} fusecache.io/steering=enabled >&2 "
-            "&& kc create namespace fusecache-system >&2 && kc create namespace fusecache >&2 "
-            f"&& kc apply -f {ROOT / 'manifests' / 'prefetchd' / 'base' / 'rbac.yaml'} >&2 "
-            "&& echo KUBECONFIG=$KUBECONFIG && echo K8S_API_URL=$K8S_API_URL "
-            "&& echo K8S_CA=$K8S_CA && echo PATH=$PATH", env, timeout=600)
-        env.update(dict(line.split("=", 1) for line in out.splitlines() if "=" in line))
+    with real_control_plane.control_plane(
+            tmp_path, nodes=3, namespace=NS,
+            setup="&& k8s_apply_argo_crds >&2 && kc create namespace fusecache >&2") as env:
         yield env
-    finally:
-        _bash("k8s_down >&2", env, timeout=120)
-
-
-@pytest.fixture()
-def private_s3(tmp_path: Path) -> Iterator[LocalS3]:
-    s3 = LocalS3(data_dir=tmp_path / "s3")
-    s3.start()
-    try:
-        yield s3
-    finally:
-        s3.cleanup()
 
 
 def test_rbac_manifest_is_what_the_suite_applies():

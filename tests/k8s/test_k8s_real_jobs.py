@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import real_control_plane
 import training_objects as to
 from fake_apiserver import RESOURCES
-from pvc_scenario import _PROBE, ROOT, start, stop, wait_until
-from test_k8s_real_cluster import _assets, _bash
+from pvc_scenario import _PROBE, start, stop, wait_until
 
-from fusecache.locals3 import LocalS3
 from prefetchd.k8s import placement as pl
 
 pytestmark = [pytest.mark.k8s, pytest.mark.s3, pytest.mark.real_cluster]
@@ -102,52 +101,12 @@ class Api:
 
 @pytest.fixture()
 def control_plane(tmp_path: Path) -> Iterator[dict[str, str]]:
-    assets, etcd, kubectl = _assets()
-    tools = tmp_path / "tools"
-    (tools / "bin").mkdir(parents=True)
-    (tools / "kvenv" / "bin").mkdir(parents=True)
-    for b in ("kube-apiserver", "kube-scheduler", "kube-controller-manager"):
-        (tools / "bin" / b).symlink_to(assets / b)
-    (tools / "bin" / "etcd").symlink_to(etcd)
-    (tools / "kvenv" / "bin" / "kubectl").symlink_to(kubectl)
-    env = {**os.environ, "TOOLS": str(tools), "K8S_DIR": str(tmp_path / "k8s"),
-           "K8S_ARGO_CRDS": str(ROOT.parent / "shared" / "k8s" / "crds" / "argo")}
     crds = " ".join(str(to.CRDS / c) for c in CRDS)
-    try:
-        out = _bash(
-            f"k8s_up >&2 && k8s_fake_nodes {len(NODES)} >&2 "
-            f"&& k8s_ns {NS} fusecache.io/steering=enabled >&2 "
-            "&& kc create namespace fusecache-system >&2 "
-            f"&& kc apply -f {ROOT / 'manifests' / 'prefetchd' / 'base' / 'rbac.yaml'} >&2 "
-            f"&& for f in {crds}; do kc create -f $f >&2; done "
-            "&& kc wait --for=condition=Established --timeout=60s crd --all >&2 "
-            "&& echo KUBECONFIG=$KUBECONFIG && echo K8S_API_URL=$K8S_API_URL "
-            "&& echo K8S_CA=$K8S_CA && echo PATH=$PATH", env, timeout=600)
-        env.update(dict(line.split("=", 1) for line in out.splitlines() if "=" in line))
+    with real_control_plane.control_plane(
+            tmp_path, nodes=len(NODES), namespace=NS,
+            setup=f"&& for f in {crds}; do kc create -f $f >&2; done "
+                  "&& kc wait --for=condition=Established --timeout=60s crd --all >&2") as env:
         yield env
-    finally:
-        _bash("k8s_down >&2", env, timeout=120)
-
-
-@pytest.fixture()
-def private_s3(tmp_path: Path) -> Iterator[LocalS3]:
-    s3 = LocalS3(data_dir=tmp_path / "s3")
-    s3.start()
-    try:
-        yield s3
-    finally:
-        s3.cleanup()
-
-
-def _sa_kubeconfig(env: dict[str, str], sa: str, path: Path) -> str:
-    token = _bash(f"kc create token {sa} -n fusecache-system --duration 2h", env).strip()
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "k", "cluster": {"server": env["K8S_API_URL"],
-                                               "certificate-authority": env["K8S_CA"]}}],
-        "users": [{"name": sa, "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "k", "user": sa}}]}))
-    return str(path)
 
 
 def _register_webhook(api: Api, port: int, cafile: str) -> None:
@@ -197,8 +156,9 @@ def test_queued_pytorchjob_on_a_real_control_plane(control_plane, private_s3, tm
     env = {**os.environ, **private_s3.env()}
     for var in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "AWS_CA_BUNDLE", "KUBECONFIG"):
         env.pop(var, None)
-    agent_kc = _sa_kubeconfig(env_k8s, "prefetchd", tmp_path / "kc-agent")
-    webhook_kc = _sa_kubeconfig(env_k8s, "prefetchd-webhook", tmp_path / "kc-webhook")
+    agent_kc = real_control_plane.sa_kubeconfig(env_k8s, "prefetchd", tmp_path / "kc-agent")
+    webhook_kc = real_control_plane.sa_kubeconfig(env_k8s, "prefetchd-webhook",
+                                                  tmp_path / "kc-webhook")
     caches = {n: tmp_path / f"cache-{n}" for n in NODES}
     ports = {n: free_port() for n in NODES}
     procs: dict[str, subprocess.Popen] = {}
