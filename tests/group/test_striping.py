@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +23,10 @@ from fusecache.group import Group, Member, write_group
 from fusecache.nodecache import block_key
 
 BS = 256 << 10
-FILES = {f"big/part-{i:02d}.bin": os.urandom(BS * 3 + 1000 * i) for i in range(8)}
+# Seeded: the same bytes, ETags and block owners every run (the share sizes are then fixed,
+# not a draw that could fall outside the bounds below).
+FILES = {f"big/part-{i:02d}.bin": random.Random(i).randbytes(BS * 3 + 1000 * i)
+         for i in range(8)}
 
 
 def make_cache(d: Path) -> None:
