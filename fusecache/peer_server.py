@@ -26,6 +26,7 @@ cache's shared totals (``fusecache stats``) and to Prometheus.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import socket
@@ -118,6 +119,31 @@ def _check_bindable(host: str, port: int, listen: str) -> None:
             s.bind(addr)
         except OSError as e:
             raise PeerConfigError(f"--listen {listen}: cannot listen ({e.strerror})") from None
+
+
+# glibc mallopt parameters
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD = 32 << 20   # glibc's largest: an 8 MiB block buffer comes from the heap
+_TRIM_THRESHOLD = 256 << 20  # free heap kept for the next blocks (a peak already reached)
+
+
+def keep_block_buffers() -> bool:
+    """Let glibc reuse the freed multi-MiB buffers of served blocks (process-wide).
+
+    By default glibc maps each 8 MiB buffer (the block read from disk, the reply, gRPC's
+    copy) afresh, or trims the heap under it when it is freed, so every block costs
+    thousands of page faults and zeroed pages. Measured, 4 blocks in flight over mTLS:
+    server CPU 2.4-3.0 -> 1.75-1.95 s per GB served. Called by ``fusecache peer-serve``
+    only (a process of its own); memory kept is at most what a burst already used.
+    Returns False where this is not glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+                    and libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+    except (OSError, AttributeError):
+        return False
 
 
 class TokenBucket:
