@@ -60,9 +60,9 @@ _BUSY_COOLDOWN = 0.5
 # Requests in flight to one peer. A few overlap the server's cache read and checksum with
 # the transfer; more only share its link and CPU and push every one of them towards its
 # timeout (a mount's read-ahead alone asks for up to 12 blocks at once). Measured on
-# loopback on 2 busy cores, 8 MiB blocks through `fusecache peer-serve` with TLS: 90 MB/s
-# with 1 in flight, 59 MB/s with 4 (no gain from parallelism there: CPU bound). The rest
-# wait for a slot, within the try's bound.
+# loopback on 2 busy cores (load 7-10), 8 MiB blocks through `fusecache peer-serve` with
+# mutual TLS, 256 MiB: 1 in flight 150-260 MB/s, 4 in flight 190-330 MB/s (CPU bound on
+# both ends; bench/run_peer_bench.py). The rest wait for a slot, within the try's bound.
 _PER_PEER = 4
 # Time a try allows for moving the block itself, on top of --peer-timeout: a peer that
 # cannot send at 50 MB/s is no better than S3.
