@@ -361,7 +361,7 @@ def cmd_peer_serve(a: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from fusecache.peer_server import PeerServer
+    from fusecache.peer_server import PeerServer, keep_block_buffers
 
     logging.basicConfig(level=a.log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -370,6 +370,7 @@ def cmd_peer_serve(a: argparse.Namespace) -> int:
         raise errors.ConfigError(f"--cache-dir {cache_dir} is not a directory")
     server = PeerServer(cache_dir, a.listen, group_path=a.group, insecure=a.peer_insecure,
                         max_concurrency=a.peer_max_concurrency, max_mbps=a.peer_max_mbps)
+    keep_block_buffers()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -320,6 +320,15 @@ class NodeCache:
 
     def get_block(self, oid: ObjectId, index: int) -> bytes | None:
         """The verified bytes of a cached block, or None (miss or bad block)."""
+        got = self.get_block_crc(oid, index)
+        return None if got is None else got[0]
+
+    def get_block_crc(self, oid: ObjectId, index: int) -> tuple[bytes, int] | None:
+        """(verified bytes, their crc32) of a cached block, or None (miss or bad block).
+
+        The crc32 is the stored one the bytes were just checked against, so a caller that
+        passes it on (the peer server) need not compute it again.
+        """
         key = self.block_key(oid, index)
         start, end = oid.block_span(index, self.block_size)
         with self.env.begin(buffers=True) as txn:
@@ -352,7 +361,7 @@ class NodeCache:
                     self._pending_offsets.popitem(last=False)
         if mapped:
             self._count_mapped(len(data))
-        return data
+        return data, crc
 
     def _count_mapped(self, nbytes: int) -> None:
         """Every _UNMAP_EVERY bytes touched through the map, unmap what was touched."""

@@ -39,13 +39,16 @@ from pathlib import Path
 
 import grpc
 
-from fusecache._proto import peer_pb2, peer_pb2_grpc
+from fusecache._proto import peer_pb2
 from fusecache.group import Group, GroupWatcher, Member, TlsFiles
 from fusecache.metrics import Metrics
 from fusecache.nodecache import ObjectId, block_key
 from fusecache.peer_server import MAX_MESSAGE, PeerConfigError, read_tls, resolve_tls
+from fusecache.peer_wire import WireError, decode_response
 
 log = logging.getLogger(__name__)
+
+_GET_BLOCK = "/fusecache.peer.v1.Peer/GetBlock"
 
 # 0.75 s: a block from a peer on a 10 Gbit/s LAN takes ~10 ms (8 MiB); a peer that
 # has not answered in 0.75 s is overloaded or gone, and S3 is the better bet.
@@ -57,9 +60,9 @@ _BUSY_COOLDOWN = 0.5
 # Requests in flight to one peer. A few overlap the server's cache read and checksum with
 # the transfer; more only share its link and CPU and push every one of them towards its
 # timeout (a mount's read-ahead alone asks for up to 12 blocks at once). Measured on
-# loopback on 2 busy cores, 8 MiB blocks through `fusecache peer-serve` with TLS: 90 MB/s
-# with 1 in flight, 59 MB/s with 4 (no gain from parallelism there: CPU bound). The rest
-# wait for a slot, within the try's bound.
+# loopback on 2 busy cores (load 7-10), 8 MiB blocks through `fusecache peer-serve` with
+# mutual TLS, 256 MiB: 1 in flight 150-260 MB/s, 4 in flight 190-330 MB/s (CPU bound on
+# both ends; bench/run_peer_bench.py). The rest wait for a slot, within the try's bound.
 _PER_PEER = 4
 # Time a try allows for moving the block itself, on top of --peer-timeout: a peer that
 # cannot send at 50 MB/s is no better than S3.
@@ -86,7 +89,7 @@ class PeerClient:
         self._clock = clock
         self._lock = threading.Lock()
         self._channels: dict[tuple[str, str], tuple[tuple | None, grpc.Channel,
-                                                    peer_pb2_grpc.PeerStub]] = {}
+                                                    grpc.UnaryUnaryMultiCallable]] = {}
         self._states: dict[str, _PeerState] = {}
         self._inflight: dict[str, threading.BoundedSemaphore] = {}
         self._creds: grpc.ChannelCredentials | None = None
@@ -173,20 +176,24 @@ class PeerClient:
         t0 = self._clock()
         result, nbytes, data = "error", 0, None
         try:
-            stub = self._stub(group, member)
-            resp = stub.GetBlock(peer_pb2.GetBlockRequest(
+            get_block = self._stub(group, member)
+            raw = get_block(peer_pb2.GetBlockRequest(
                 bucket=oid.bucket, key=oid.key, etag=oid.etag, size=oid.size,
                 block_size=block_size, index=idx), timeout=timeout)
             start, end = oid.block_span(idx, block_size)
-            if (len(resp.data) != end - start or zlib.crc32(resp.data) != resp.crc32
-                    or resp.block_key != block_key(oid, idx, block_size)):
+            try:
+                got, crc, key = decode_response(raw)
+            except WireError:
+                got, crc, key = memoryview(b""), 0, b""
+            if (len(got) != end - start or zlib.crc32(got) != crc
+                    or key != block_key(oid, idx, block_size)):
                 result = "bad"
                 log.warning("peer %s sent a block %d of s3://%s/%s that failed verification "
                             "(%d bytes, want %d); reading it from S3", member.name, idx,
-                            oid.bucket, oid.key, len(resp.data), end - start)
+                            oid.bucket, oid.key, len(got), end - start)
                 self._failed(member.name, _COOLDOWN)
             else:
-                result, nbytes, data = "hit", len(resp.data), resp.data
+                result, nbytes, data = "hit", len(got), bytes(got)
                 self._answered(member.name)
         except grpc.RpcError as e:
             code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
@@ -252,7 +259,7 @@ class PeerClient:
 
     # -- channels --------------------------------------------------------------------
 
-    def _stub(self, group: Group, member: Member) -> peer_pb2_grpc.PeerStub:
+    def _stub(self, group: Group, member: Member) -> grpc.UnaryUnaryMultiCallable:
         """One channel per peer, rebuilt when its endpoint or this node's certificate
         files change; channels of members that left are closed."""
         creds, creds_key = self._credentials(group)
@@ -274,7 +281,10 @@ class PeerClient:
                 else:  # the server must present a certificate for the member's name
                     opts.append(("grpc.ssl_target_name_override", member.name))
                     ch = grpc.secure_channel(member.endpoint, creds, options=opts)
-                entry = self._channels[ck] = (creds_key, ch, peer_pb2_grpc.PeerStub(ch))
+                # the reply comes as raw bytes, parsed by peer_wire (no protobuf copies)
+                entry = self._channels[ck] = (creds_key, ch, ch.unary_unary(
+                    _GET_BLOCK, request_serializer=peer_pb2.GetBlockRequest.SerializeToString,
+                    _registered_method=True))
         for _, ch, _ in stale:
             ch.close()
         return entry[2]

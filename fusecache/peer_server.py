@@ -26,22 +26,23 @@ cache's shared totals (``fusecache stats``) and to Prometheus.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import socket
 import threading
 import time
-import zlib
 from concurrent import futures
 from pathlib import Path
 
 import grpc
 
 from fusecache import errors
-from fusecache._proto import peer_pb2, peer_pb2_grpc
+from fusecache._proto import peer_pb2
 from fusecache.group import GROUP_FILE, Group, GroupFileError, GroupWatcher, TlsFiles, load_group
 from fusecache.metrics import Metrics
 from fusecache.nodecache import NodeCache, ObjectId, block_key
+from fusecache.peer_wire import encode_response
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,31 @@ def _check_bindable(host: str, port: int, listen: str) -> None:
             raise PeerConfigError(f"--listen {listen}: cannot listen ({e.strerror})") from None
 
 
+# glibc mallopt parameters
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+_MMAP_THRESHOLD = 32 << 20   # glibc's largest: an 8 MiB block buffer comes from the heap
+_TRIM_THRESHOLD = 256 << 20  # free heap kept for the next blocks (a peak already reached)
+
+
+def keep_block_buffers() -> bool:
+    """Let glibc reuse the freed multi-MiB buffers of served blocks (process-wide).
+
+    By default glibc maps each 8 MiB buffer (the block read from disk, the reply, gRPC's
+    copy) afresh, or trims the heap under it when it is freed, so every block costs
+    thousands of page faults and zeroed pages. Measured, 4 blocks in flight over mTLS:
+    server CPU 2.4-3.0 -> 1.75-1.95 s per GB served. Called by ``fusecache peer-serve``
+    only (a process of its own); memory kept is at most what a burst already used.
+    Returns False where this is not glibc.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+                    and libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+    except (OSError, AttributeError):
+        return False
+
+
 class TokenBucket:
     """A bandwidth share in bytes per second, thread-safe.
 
@@ -148,13 +174,7 @@ class TokenBucket:
             return wait
 
 
-class _Service(peer_pb2_grpc.PeerServicer):
-    def __init__(self, server: PeerServer) -> None:
-        self._s = server
-
-    def GetBlock(self, request: peer_pb2.GetBlockRequest,  # noqa: N802 - the RPC's name
-                 context: grpc.ServicerContext) -> peer_pb2.GetBlockResponse:
-        return self._s.get_block(request, context)
+_SERVICE = "fusecache.peer.v1.Peer"
 
 
 class PeerServer:
@@ -205,7 +225,10 @@ class PeerServer:
             options=[("grpc.max_send_message_length", MAX_MESSAGE),
                      ("grpc.max_receive_message_length", _MAX_REQUEST),
                      ("grpc.so_reuseport", 0)])
-        peer_pb2_grpc.add_PeerServicer_to_server(_Service(self), server)
+        # GetBlock's reply is already in wire format (encode_response): no serializer
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(_SERVICE, {
+            "GetBlock": grpc.unary_unary_rpc_method_handler(
+                self.get_block, request_deserializer=peer_pb2.GetBlockRequest.FromString)}),))
         try:
             if self.insecure:
                 self.port = server.add_insecure_port(self.listen)
@@ -332,8 +355,8 @@ class PeerServer:
                            f"member {member.name} has no mount or warm of bucket {bucket!r}")
         return member.name
 
-    def get_block(self, req: peer_pb2.GetBlockRequest,
-                  context: grpc.ServicerContext) -> peer_pb2.GetBlockResponse:
+    def get_block(self, req: peer_pb2.GetBlockRequest, context: grpc.ServicerContext) -> bytes:
+        """One GetBlock call: the encoded ``GetBlockResponse``, or an abort."""
         result = "error"
         try:
             caller = self._authorise(req.bucket, context)
@@ -348,9 +371,10 @@ class PeerServer:
                 raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
                                f"serving {self.max_concurrency} blocks already")
             try:
-                data = self._cache(req.block_size).get_block(oid, req.index)
-                if data is None:
+                got = self._cache(req.block_size).get_block_crc(oid, req.index)
+                if got is None:
                     raise _Refused(grpc.StatusCode.NOT_FOUND, "not cached here")
+                data, crc = got
                 if self.bandwidth is not None:
                     left = context.time_remaining()
                     wait = self.bandwidth.reserve(len(data), 1e9 if left is None else left)
@@ -365,9 +389,7 @@ class PeerServer:
             self.metrics.observe_served(len(data))
             log.debug("served block %d of s3://%s/%s to %s", req.index, req.bucket, req.key,
                       caller)
-            return peer_pb2.GetBlockResponse(data=data, crc32=zlib.crc32(data),
-                                             block_key=block_key(oid, req.index,
-                                                                 req.block_size))
+            return encode_response(data, crc, block_key(oid, req.index, req.block_size))
         except _Refused as e:
             result = e.code.name.lower()
             if e.code is grpc.StatusCode.PERMISSION_DENIED:
