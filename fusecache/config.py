@@ -148,11 +148,10 @@ class MountConfig:
     # already on this node for at most a day, and only during an outage.
     offline_auth_max_age: float = 24 * 3600.0
     # The cache group (peer_client.py): the group file (None: <cache-dir>/group.json,
-    # which may appear later), how long one try at a peer may take (0.75 s: a LAN
-    # peer answers an 8 MiB block in ~10 ms; one that has not answered by then is
-    # overloaded or gone), plaintext peers only when asked (tests), and whether a
-    # block from a peer is also stored in this node's cache (like one from S3).
+    # which may appear later), how long one try at a peer may take (the reason for 1.5 s
+    # is at peer_client.DEFAULT_TIMEOUT), plaintext peers only when asked (tests), and
+    # whether a block from a peer is also stored in this node's cache (like one from S3).
     group_file: Path | None = None
-    peer_timeout: float = 0.75
+    peer_timeout: float = 1.5
     peer_insecure: bool = False
     peer_store: bool = True

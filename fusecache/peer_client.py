@@ -50,9 +50,11 @@ log = logging.getLogger(__name__)
 
 _GET_BLOCK = "/fusecache.peer.v1.Peer/GetBlock"
 
-# 0.75 s: a block from a peer on a 10 Gbit/s LAN takes ~10 ms (8 MiB); a peer that
-# has not answered in 0.75 s is overloaded or gone, and S3 is the better bet.
-DEFAULT_TIMEOUT = 0.75
+# 1.5 s: a block from a peer on a 10 Gbit/s LAN takes ~10 ms (8 MiB) on the wire and
+# 40-80 ms of CPU at each end (Python, TLS); on busy nodes 0.75 s sent a third of the
+# blocks to S3 (bench/run_group_bench.py). A peer that has not answered in 1.5 s is
+# overloaded or gone, and S3 is the better bet.
+DEFAULT_TIMEOUT = 1.5
 _MIN_TRY = 0.05  # less budget than this left: do not start a try
 _COOLDOWN = 2.0
 _MAX_COOLDOWN = 60.0
@@ -146,13 +148,16 @@ class PeerClient:
             if left < _MIN_TRY:
                 break
             tried += 1
+            start, end = oid.block_span(idx, block_size)
+            allowance = self.timeout + (end - start) / _FLOOR_RATE
+            # A queue behind our own requests is no sign of a bad peer: wait as long as one
+            # try may take (one of those in flight ends by then, or fails and opens the
+            # breaker), so read-ahead bursts do not spill over to S3.
             slot = self._slot(member.name)
-            if not slot.acquire(timeout=min(self.timeout, left)):
-                self._observe(member.name, "busy", self.timeout, 0)
+            if not slot.acquire(timeout=min(allowance, left)):
+                self._observe(member.name, "busy", allowance, 0)
                 continue  # its requests in flight are not done: ask another, or S3
             try:
-                start, end = oid.block_span(idx, block_size)
-                allowance = self.timeout + (end - start) / _FLOOR_RATE
                 data = self._try(group, member, oid, idx, block_size,
                                  min(allowance, end_by - self._clock()))
             finally:
