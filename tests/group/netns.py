@@ -94,10 +94,18 @@ class Cluster:
     _mounts: list[Path] = field(default_factory=list)
     _links: list[str] = field(default_factory=list)
     _namespaces: list[str] = field(default_factory=list)
+    _octet: int | None = None
 
     @property
     def subnet(self) -> str:
-        return f"10.233.{int(self.tag[2:]) % 200}"
+        """10.233.N: N from the tag, moved on past any subnet another run holds."""
+        if self._octet is None:
+            used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True,
+                                  text=True).stdout
+            first = int(self.tag[2:]) % 200
+            self._octet = next((o for o in ((first + k) % 200 for k in range(200))
+                                if f" 10.233.{o}." not in used), first)
+        return f"10.233.{self._octet}"
 
     @property
     def bridge(self) -> str:
