@@ -41,8 +41,10 @@ class ObjectStore(Protocol):
     def head(self, key: str) -> ObjectInfo:
         """Metadata of *key*; ObjectNotFound if absent."""
 
-    def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
-        """Bytes [start, end) of *key*, exactly; ObjectChanged if the ETag moved on."""
+    def get_range(self, key: str, start: int, end: int,
+                  etag: str | None = None) -> bytes | memoryview:
+        """Bytes [start, end) of *key*, exactly; ObjectChanged if the ETag moved on.
+        A memoryview (of a native client's buffer) is read-only and never copied."""
 
     def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
                   max_keys: int = 1000) -> ListPage:
