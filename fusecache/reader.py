@@ -272,7 +272,10 @@ class BlockReader:
     async def _load(self, oid: ObjectId, idx: int) -> bytes:
         start, end = oid.block_span(idx, self.block_size)
         if self.disk is not None:
-            data = await self._disk_get(oid, idx, end - start)
+            # A small block is looked up on the loop, as in _block_nowait: a cold small
+            # file then costs one thread hand-off (the GET), not two.
+            data = self._disk_get_inline(oid, idx) if end - start <= _INLINE_DISK_READ \
+                else await self._disk_get(oid, idx, end - start)
             if data is not None:
                 self._disk_hits.inc()
                 return data
@@ -310,6 +313,14 @@ class BlockReader:
         try:
             async with self._disk_threads:
                 return await trio.to_thread.run_sync(self.disk.get_block, oid, idx)
+        except lmdb.Error as e:
+            log.warning("node cache read failed (%s); reading from S3", e)
+            return None
+
+    def _disk_get_inline(self, oid: ObjectId, idx: int) -> bytes | None:
+        assert self.disk is not None
+        try:
+            return self.disk.get_block(oid, idx)
         except lmdb.Error as e:
             log.warning("node cache read failed (%s); reading from S3", e)
             return None
