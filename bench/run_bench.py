@@ -226,23 +226,47 @@ def small_key(threads: int) -> str:
     return f"small_r{threads}"
 
 
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of process *pid* so far (None: no process, e.g. local disk)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def two_passes(root: Path, ds: dict, expect: list[bytes], small_readers: list[int],
-               passes: tuple[str, ...] = ("pass1", "pass2"), spy=None) -> dict:
+               passes: tuple[str, ...] = ("pass1", "pass2"), spy=None,
+               pid: int | None = None) -> dict:
     """Per pass: the large object, then each small-file set. *spy(pass, workload)* is a
-    context manager that profiles one workload (``--profile``)."""
+    context manager that profiles one workload (``--profile``). With the *pid* of the
+    mount process, each workload also records that process's CPU seconds."""
     out = {}
     spy = spy or (lambda p, w: contextlib.nullcontext())
+
+    def timed(fn, *args) -> dict:
+        c0 = cpu_seconds(pid)
+        r = fn(*args)
+        c1 = cpu_seconds(pid)
+        if c0 is not None and c1 is not None:
+            r["mount_cpu_s"] = round(c1 - c0, 2)
+        return r
     for p in passes:
         with spy(p, "seq"):
-            out[p] = {"seq": seq_read(root, ds, expect)}
+            out[p] = {"seq": timed(seq_read, root, ds, expect)}
         for n in small_readers:
             with spy(p, small_key(n)):
-                out[p][small_key(n)] = small_read(root, ds, n)
+                out[p][small_key(n)] = timed(small_read, root, ds, n)
         ok = all(v["verified"] for v in out[p].values())
         smalls = ", ".join(f"{n} readers {out[p][small_key(n)]['files_s']}"
                            for n in small_readers)
+        cpu = ", ".join(f"{w} {v['mount_cpu_s']}" for w, v in out[p].items()
+                        if "mount_cpu_s" in v)
         log(f"    {p}: seq {out[p]['seq']['MB_s']} MB/s, small files/s: {smalls} "
-            f"(verified {ok})")
+            f"(verified {ok})" + (f"; mount process CPU s: {cpu}" if cpu else ""))
     return out
 
 
@@ -527,7 +551,7 @@ def main() -> int:
             p, mp, cmd = mounter(remote, BUCKET, work)
             rss = RssSampler(p.pid)
             try:
-                r = two_passes(mp, ds, expect, small_readers)
+                r = two_passes(mp, ds, expect, small_readers, pid=p.pid)
             finally:
                 r["rss"] = rss.stop()
                 unmount_and_stop(mp, p)
@@ -545,7 +569,8 @@ def main() -> int:
             spy = Spy(p.pid, results_dir, stamp, "fusecache-boto3", work, profiles) \
                 if a.profile else None
             try:
-                r = two_passes(mp, ds, expect, small_readers, passes=("pass1",), spy=spy)
+                r = two_passes(mp, ds, expect, small_readers, passes=("pass1",), spy=spy,
+                               pid=p.pid)
             finally:
                 r["rss"] = rss.stop()
                 unmount_and_stop(mp, p)
@@ -564,7 +589,7 @@ def main() -> int:
             spy = Spy(p.pid, results_dir, stamp, "fusecache", work, profiles) \
                 if a.profile else None
             try:
-                r = two_passes(mp, ds, expect, small_readers, spy=spy)
+                r = two_passes(mp, ds, expect, small_readers, spy=spy, pid=p.pid)
             finally:
                 r["rss"] = rss.stop()
                 unmount_and_stop(mp, p)
@@ -576,7 +601,7 @@ def main() -> int:
                 if a.profile else None
             try:
                 r.update(two_passes(mp, ds, expect, small_readers,
-                                    passes=("pass3_remount",), spy=spy))
+                                    passes=("pass3_remount",), spy=spy, pid=p.pid))
             finally:
                 r["rss_remount"] = rss.stop()
                 unmount_and_stop(mp, p)
