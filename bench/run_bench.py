@@ -374,14 +374,14 @@ class Spy:
     short summary of where the samples went into the run's JSON."""
 
     def __init__(self, pid: int, results_dir: Path, stamp: str, tag: str, work: Path,
-                 into: dict) -> None:
+                 into: dict, gil: bool = False) -> None:
         self.pid, self.dir, self.stamp, self.tag, self.work = pid, results_dir, stamp, tag, work
-        self.into = into
+        self.into, self.gil = into, gil
 
     @contextlib.contextmanager
     def __call__(self, pass_name: str, workload: str):
         out = self.dir / f"profile-{self.stamp}-{self.tag}-{pass_name}-{workload}.txt"
-        p = start_pyspy(self.pid, out, self.work)
+        p = start_pyspy(self.pid, out, self.work, self.gil)
         time.sleep(0.5)  # py-spy attaches before the workload starts
         try:
             yield
@@ -452,6 +452,8 @@ def main() -> int:
                     help="profile each fusecache workload with 'py-spy record --format raw' "
                          "(perturbs its numbers; profiles in bench/results/, summaries in "
                          "the JSON)")
+    ap.add_argument("--profile-gil", action="store_true",
+                    help="with --profile: sample only the thread holding the GIL")
     ap.add_argument("--workdir", type=Path, default=None,
                     help="scratch dir on local disk (default: a new dir in /var/tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the workdir")
@@ -566,7 +568,8 @@ def main() -> int:
                                          {**fc_env, "FUSECACHE_S3_DATA_PLANE": "boto3"})
             rss = RssSampler(p.pid)
             profiles: dict = {}
-            spy = Spy(p.pid, results_dir, stamp, "fusecache-boto3", work, profiles) \
+            spy = Spy(p.pid, results_dir, stamp, "fusecache-boto3", work, profiles,
+                      a.profile_gil) \
                 if a.profile else None
             try:
                 r = two_passes(mp, ds, expect, small_readers, passes=("pass1",), spy=spy,
@@ -586,7 +589,7 @@ def main() -> int:
                                          a.fusecache_opt, fc_env)
             rss = RssSampler(p.pid)
             profiles = {}
-            spy = Spy(p.pid, results_dir, stamp, "fusecache", work, profiles) \
+            spy = Spy(p.pid, results_dir, stamp, "fusecache", work, profiles, a.profile_gil) \
                 if a.profile else None
             try:
                 r = two_passes(mp, ds, expect, small_readers, spy=spy, pid=p.pid)
@@ -597,7 +600,7 @@ def main() -> int:
             p, mp, _ = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, "b",
                                        a.fusecache_opt, fc_env)
             rss = RssSampler(p.pid)
-            spy = Spy(p.pid, results_dir, stamp, "fusecache", work, profiles) \
+            spy = Spy(p.pid, results_dir, stamp, "fusecache", work, profiles, a.profile_gil) \
                 if a.profile else None
             try:
                 r.update(two_passes(mp, ds, expect, small_readers,
