@@ -23,6 +23,10 @@ pass over a big shard cannot evict the small hot files. A large cold object read
 start therefore turns into up to budget/block_size parallel ranged GETs, which
 is what lets one reader use the whole link.
 
+Write-behind: fetched blocks go to the node cache from one thread of its own
+(``_WriteBehind``), handed over without a trio task switch; the queue is bounded in
+bytes (64 MiB) and a fetch waits for room, up to _WRITE_STALL, when the disk is slower.
+
 Failures: each S3 call retries with backoff inside the store; a read that cannot
 finish within ``read_timeout`` (the bound of the whole read, however many blocks)
 raises DeadlineExceeded (EIO for the caller) and trips the S3 circuit breaker
