@@ -1,6 +1,6 @@
 """The object-store interface the core reads through, and its value types.
 
-Only ``s3store`` imports boto3; unit tests use ``tests/fakes.FakeStore``, which
+Only ``s3store`` (and its data plane ``s3data``) talk to S3; unit tests use ``tests/fakes.FakeStore``, which
 counts requests and fails on cue. All methods are blocking and are called from
 worker threads (``trio.to_thread.run_sync``), never from the trio loop.
 """
