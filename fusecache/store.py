@@ -1,8 +1,8 @@
 """The object-store interface the core reads through, and its value types.
 
 Only ``s3store`` (and its data plane ``s3data``) talk to S3; unit tests use
-``tests/fakes.FakeStore``, which counts requests and fails on cue. All methods are blocking and are called from
-worker threads (``trio.to_thread.run_sync``), never from the trio loop.
+``tests/fakes.FakeStore``, which counts requests and fails on cue. All methods are
+blocking and are called from worker threads (``trio.to_thread.run_sync``), never from the trio loop.
 """
 
 from __future__ import annotations
