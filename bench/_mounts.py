@@ -178,13 +178,16 @@ def mount_fusecache(remote: Remote, bucket: str, work: Path, cache: Path, ram: s
 
 # -- profiling a mount (py-spy, when installed) -------------------------------------------
 
-def start_pyspy(pid: int, out: Path, work: Path) -> subprocess.Popen | None:
+def start_pyspy(pid: int, out: Path, work: Path, gil: bool = False) -> subprocess.Popen | None:
+    """*gil*: sample only the thread holding the GIL (where the Python CPU goes; threads
+    waiting in native code, e.g. on a socket, are left out)."""
     exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not os.path.exists(exe):
         log("py-spy not found; no profile")
         return None
     return spawn([exe, "record", "--pid", str(pid), "--rate", "200", "--threads",
-                  "--format", "raw", "-o", str(out)], work / "py-spy.log")
+                  *(["--gil"] if gil else []), "--format", "raw", "-o", str(out)],
+                 work / "py-spy.log")
 
 
 def stop_pyspy(p: subprocess.Popen | None) -> None:

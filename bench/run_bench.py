@@ -47,7 +47,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BUCKET = "fcbench"
 BIG_KEY = "big/large.bin"
-SMALL_PREFIX = "small/"
+
+
+def small_prefix(readers: int) -> str:
+    """Each reader count reads a folder of its own, so every count gets a cold pass."""
+    return f"small-r{readers}/"
 
 # ---------------------------------------------------------------------------------------
 # memory sampling
@@ -99,22 +103,28 @@ class RssSampler:
 # ---------------------------------------------------------------------------------------
 # dataset
 
-def make_dataset(d: Path, big_mib: int, n_small: int, seed: int) -> dict:
+def make_dataset(d: Path, big_mib: int, n_small: int, seed: int,
+                 small_readers: list[int]) -> dict:
+    """One large object and, per reader count, *n_small* files of 60-160 KiB."""
     rnd = random.Random(seed)
     (d / "big").mkdir(parents=True, exist_ok=True)
-    (d / "small").mkdir(parents=True, exist_ok=True)
     big = d / BIG_KEY
     with open(big, "wb") as f:
         for _ in range(big_mib):
             f.write(os.urandom(MiB))
-    sizes = [rnd.randint(60 * KiB, 160 * KiB) for _ in range(n_small)]
-    names = []
-    for i, sz in enumerate(sizes):
-        name = f"f{i:05d}.bin"
-        (d / "small" / name).write_bytes(os.urandom(sz))
-        names.append(name)
-    return {"big_bytes": big_mib * MiB, "small_names": names, "small_bytes": sum(sizes),
-            "small_sizes": dict(zip(names, sizes, strict=True))}
+    sets = {}
+    for n in small_readers:
+        folder = d / small_prefix(n)
+        folder.mkdir(parents=True, exist_ok=True)
+        sizes = {}
+        for i in range(n_small):
+            name = f"f{i:05d}.bin"
+            sz = rnd.randint(60 * KiB, 160 * KiB)
+            (folder / name).write_bytes(os.urandom(sz))
+            sizes[name] = sz
+        sets[n] = {"prefix": small_prefix(n), "sizes": sizes, "bytes": sum(sizes.values())}
+    return {"big_bytes": big_mib * MiB, "small": sets,
+            "small_bytes": sum(v["bytes"] for v in sets.values())}
 
 
 def fingerprint_big(path: Path) -> list[bytes]:
@@ -139,10 +149,10 @@ def upload(s3, data: Path, ds: dict) -> None:
     cfg = TransferConfig(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB,
                          max_concurrency=16)
     c.upload_file(str(data / BIG_KEY), BUCKET, BIG_KEY, Config=cfg)
+    keys = [st["prefix"] + n for st in ds["small"].values() for n in st["sizes"]]
     with ThreadPoolExecutor(16) as ex:
-        list(ex.map(lambda n: c.put_object(Bucket=BUCKET, Key=SMALL_PREFIX + n,
-                                           Body=(data / "small" / n).read_bytes()),
-                    ds["small_names"]))
+        list(ex.map(lambda k: c.put_object(Bucket=BUCKET, Key=k, Body=(data / k).read_bytes()),
+                    keys))
 
 
 # ---------------------------------------------------------------------------------------
@@ -171,12 +181,15 @@ def seq_read(root: Path, ds: dict, expect: list[bytes]) -> dict:
 
 
 def small_read(root: Path, ds: dict, threads: int) -> dict:
-    """List the small-file directory, then read every file whole with *threads* readers."""
+    """List the folder of this reader count, then read every file whole with *threads*
+    readers taking names from one shuffled queue."""
     drop_caches()
-    sizes = ds["small_sizes"]
+    st = ds["small"][threads]
+    sizes = st["sizes"]
     q: queue.SimpleQueue = queue.SimpleQueue()
     bad: list[str] = []
     nbytes = [0] * threads
+    folder = root / st["prefix"]
 
     def worker(i: int) -> None:
         while True:
@@ -184,16 +197,18 @@ def small_read(root: Path, ds: dict, threads: int) -> dict:
                 name = q.get_nowait()
             except queue.Empty:
                 return
-            with open(root / "small" / name, "rb", buffering=0) as f:
+            with open(folder / name, "rb", buffering=0) as f:
                 data = f.readall()
             nbytes[i] += len(data)
             if len(data) != sizes[name]:
                 bad.append(name)
 
     t0 = time.perf_counter()
-    names = sorted(os.listdir(root / "small"))
+    names = sorted(os.listdir(folder))
     t_list = time.perf_counter() - t0
-    for n in names:
+    order = list(names)
+    random.Random(threads).shuffle(order)
+    for n in order:
         q.put(n)
     ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
     for t in ts:
@@ -201,18 +216,57 @@ def small_read(root: Path, ds: dict, threads: int) -> dict:
     for t in ts:
         t.join()
     dt = time.perf_counter() - t0
-    ok = not bad and names == sorted(sizes) and sum(nbytes) == ds["small_bytes"]
+    ok = not bad and names == sorted(sizes) and sum(nbytes) == st["bytes"]
     return {"seconds": round(dt, 3), "files_s": round(len(names) / dt, 1),
-            "list_seconds": round(t_list, 3), "files": len(names), "verified": ok}
+            "list_seconds": round(t_list, 3), "files": len(names), "readers": threads,
+            "verified": ok}
 
 
-def two_passes(root: Path, ds: dict, expect: list[bytes], threads: int,
-               passes: tuple[str, ...] = ("pass1", "pass2")) -> dict:
+def small_key(threads: int) -> str:
+    return f"small_r{threads}"
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of process *pid* so far (None: no process, e.g. local disk)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def two_passes(root: Path, ds: dict, expect: list[bytes], small_readers: list[int],
+               passes: tuple[str, ...] = ("pass1", "pass2"), spy=None,
+               pid: int | None = None) -> dict:
+    """Per pass: the large object, then each small-file set. *spy(pass, workload)* is a
+    context manager that profiles one workload (``--profile``). With the *pid* of the
+    mount process, each workload also records that process's CPU seconds."""
     out = {}
+    spy = spy or (lambda p, w: contextlib.nullcontext())
+
+    def timed(fn, *args) -> dict:
+        c0 = cpu_seconds(pid)
+        r = fn(*args)
+        c1 = cpu_seconds(pid)
+        if c0 is not None and c1 is not None:
+            r["mount_cpu_s"] = round(c1 - c0, 2)
+        return r
     for p in passes:
-        out[p] = {"seq": seq_read(root, ds, expect), "small": small_read(root, ds, threads)}
-        log(f"    {p}: seq {out[p]['seq']['MB_s']} MB/s, small {out[p]['small']['files_s']} "
-            f"files/s (verified {out[p]['seq']['verified'] and out[p]['small']['verified']})")
+        with spy(p, "seq"):
+            out[p] = {"seq": timed(seq_read, root, ds, expect)}
+        for n in small_readers:
+            with spy(p, small_key(n)):
+                out[p][small_key(n)] = timed(small_read, root, ds, n)
+        ok = all(v["verified"] for v in out[p].values())
+        smalls = ", ".join(f"{n} readers {out[p][small_key(n)]['files_s']}"
+                           for n in small_readers)
+        cpu = ", ".join(f"{w} {v['mount_cpu_s']}" for w, v in out[p].items()
+                        if "mount_cpu_s" in v)
+        log(f"    {p}: seq {out[p]['seq']['MB_s']} MB/s, small files/s: {smalls} "
+            f"(verified {ok})" + (f"; mount process CPU s: {cpu}" if cpu else ""))
     return out
 
 
@@ -234,6 +288,141 @@ def boto3_parallel(s3, ds: dict, runs: int) -> dict:
     return {"runs_MB_s": res, "MB_s": max(res)}
 
 
+def boto3_small(s3, ds: dict, readers: int, runs: int) -> dict:
+    """The small-file reference for ``prefetchd warm``: list the set's prefix, then 16
+    threads of get_object().read() (bytes counted, then discarded)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = s3.client()
+    st = ds["small"][readers]
+    res, ok = [], True
+    for _ in range(runs):
+        drop_caches()
+        t0 = time.perf_counter()
+        keys = [o["Key"] for page in c.get_paginator("list_objects_v2").paginate(
+            Bucket=BUCKET, Prefix=st["prefix"]) for o in page.get("Contents", ())]
+        with ThreadPoolExecutor(16) as ex:
+            got = sum(ex.map(lambda k: len(c.get_object(Bucket=BUCKET, Key=k)["Body"].read()),
+                             keys))
+        dt = time.perf_counter() - t0
+        ok = ok and got == st["bytes"] and len(keys) == len(st["sizes"])
+        res.append(round(len(keys) / dt, 1))
+    return {"runs_files_s": res, "files_s": max(res), "verified": ok}
+
+
+def prefetchd_warm(remote: Remote, data: Path, work: Path, prefix: str,
+                   keys: dict[str, int], runs: int) -> dict:
+    """``prefetchd warm s3://BUCKET/PREFIX`` into a fresh cache dir, as a user runs it;
+    then every cached block is read back and compared with the uploaded bytes."""
+    import fusecache
+
+    best: dict = {}
+    runs_out = []
+    for i in range(runs):
+        cache = work / f"cache-warm-{prefix.strip('/')}-{i}"
+        shutil.rmtree(cache, ignore_errors=True)
+        drop_caches()
+        env = dict(os.environ)
+        env.update(remote.env())
+        cmd = [sys.executable, "-m", "prefetchd.cli", "warm", f"s3://{BUCKET}/{prefix}",
+               "--cache-dir", str(cache), "--endpoint-url", remote.endpoint_url, "--json"]
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise RuntimeError(f"prefetchd warm failed ({r.returncode}): {r.stderr[-500:]}")
+        secs = json.loads(r.stdout)["seconds"]
+        transfer = secs.get("list", 0) + secs.get("fetch", 0)
+        nbytes = sum(keys.values())
+        nc = fusecache.NodeCache.open(cache)
+        try:
+            cached = {o.key: o for o in nc.iter_objects(BUCKET)}
+            ok = set(cached) == set(keys)
+            for key, size in keys.items():
+                oid = cached.get(key)
+                if oid is None or oid.size != size:
+                    ok = False
+                    break
+                with open(data / key, "rb") as f:
+                    for b in range(oid.block_count(nc.block_size)):
+                        got = nc.get_block(oid, b)
+                        if got is None or got != f.read(nc.block_size):
+                            ok = False
+        finally:
+            nc.close()
+        shutil.rmtree(cache, ignore_errors=True)
+        one = {"wall_s": round(wall, 3), "transfer_s": round(transfer, 3),
+               "seconds": secs, "verified": ok,
+               "transfer_MB_s": round(nbytes / transfer / 1e6, 1) if transfer else None,
+               "transfer_files_s": round(len(keys) / transfer, 1) if transfer else None,
+               "wall_MB_s": round(nbytes / wall / 1e6, 1),
+               "wall_files_s": round(len(keys) / wall, 1)}
+        runs_out.append(one)
+        if not best or one["transfer_s"] < best["transfer_s"]:
+            best = dict(one)
+    best["runs"] = runs_out
+    best["verified"] = all(x["verified"] for x in runs_out)
+    return best
+
+
+# ---------------------------------------------------------------------------------------
+# profiling (--profile): one py-spy per fusecache workload
+
+class Spy:
+    """``spy(pass, workload)``: record that workload of the mount process *pid* with
+    py-spy into ``results/profile-STAMP-TAG-PASS-WORKLOAD.txt`` (collapsed stacks), and a
+    short summary of where the samples went into the run's JSON."""
+
+    def __init__(self, pid: int, results_dir: Path, stamp: str, tag: str, work: Path,
+                 into: dict, gil: bool = False) -> None:
+        self.pid, self.dir, self.stamp, self.tag, self.work = pid, results_dir, stamp, tag, work
+        self.into, self.gil = into, gil
+
+    @contextlib.contextmanager
+    def __call__(self, pass_name: str, workload: str):
+        out = self.dir / f"profile-{self.stamp}-{self.tag}-{pass_name}-{workload}.txt"
+        p = start_pyspy(self.pid, out, self.work, self.gil)
+        time.sleep(0.5)  # py-spy attaches before the workload starts
+        try:
+            yield
+        finally:
+            stop_pyspy(p)
+            if out.exists():
+                self.into[f"{pass_name}/{workload}"] = {"file": out.name,
+                                                        **summarize_profile(out)}
+
+
+def summarize_profile(path: Path, top: int = 12) -> dict:
+    """Samples per thread kind and the frames with the most samples (self and inclusive);
+    idle waits (trio's thread cache, epoll) are counted apart."""
+    import collections
+
+    idle_marks = ("_thread_cache.py:211", "get_events (trio", "_io_epoll.py:243")
+    threads: collections.Counter = collections.Counter()
+    self_: collections.Counter = collections.Counter()
+    incl: collections.Counter = collections.Counter()
+    idle = total = 0
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        k = int(n)
+        frames = stack.split(";")
+        total += k
+        if any(m in frames[-1] for m in idle_marks):
+            idle += k
+            continue
+        name = frames[0].split(": ", 1)[-1]
+        threads[name.split(" from ")[0].rstrip("0123456789- ")] += k
+        self_[frames[-1]] += k
+        for f in set(frames[1:]):
+            incl[f.split(" (")[0]] += k
+    return {"samples": total, "idle_samples": idle,
+            "busy_by_thread": dict(threads.most_common(top)),
+            "top_self": dict(self_.most_common(top)),
+            "top_inclusive": dict(incl.most_common(3 * top))}
+
+
 # ---------------------------------------------------------------------------------------
 
 def ratio(a, b):
@@ -243,20 +432,28 @@ def ratio(a, b):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=512, help="large object size (MiB)")
-    ap.add_argument("--small-files", type=int, default=600)
-    ap.add_argument("--threads", type=int, default=4, help="small-file readers")
+    ap.add_argument("--small-files", type=int, default=600,
+                    help="small files per reader count")
+    ap.add_argument("--small-readers", default="4,16",
+                    help="comma-separated reader counts of the small-file passes; each reads "
+                         "a folder of its own, so each has a cold pass")
     ap.add_argument("--ram-cache-size", default="256MiB", help="fusecache RAM tier")
     ap.add_argument("--fusecache-opt", action="append", default=[],
                     help="extra option for 'fusecache mount' (repeatable)")
     ap.add_argument("--fusecache-env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment variable for the fusecache mount process, "
                          "e.g. MALLOC_ARENA_MAX=2 (repeatable)")
-    ap.add_argument("--readers", default="local,boto3,s3fs,rclone,fusecache",
-                    help="comma-separated subset to run")
+    ap.add_argument("--readers", default="local,boto3,s3fs,rclone,fusecache,warm",
+                    help="comma-separated subset to run; 'fusecache-boto3' (not in the "
+                         "default) adds a cold pass of fusecache with its GETs through boto3")
     ap.add_argument("--boto3-runs", type=int, default=2)
+    ap.add_argument("--warm-runs", type=int, default=2)
     ap.add_argument("--profile", action="store_true",
-                    help="attach 'py-spy record --format raw' to the fusecache mount "
-                         "process (perturbs its numbers; profile in bench/results/)")
+                    help="profile each fusecache workload with 'py-spy record --format raw' "
+                         "(perturbs its numbers; profiles in bench/results/, summaries in "
+                         "the JSON)")
+    ap.add_argument("--profile-gil", action="store_true",
+                    help="with --profile: sample only the thread holding the GIL")
     ap.add_argument("--workdir", type=Path, default=None,
                     help="scratch dir on local disk (default: a new dir in /var/tmp)")
     ap.add_argument("--keep", action="store_true", help="keep the workdir")
@@ -269,6 +466,14 @@ def main() -> int:
 
     if os.geteuid() != 0:
         print("run_bench: needs root (drop_caches, FUSE mounts)", file=sys.stderr)
+        return 2
+    try:
+        small_readers = sorted({int(x) for x in a.small_readers.split(",") if x.strip()})
+        if not small_readers or min(small_readers) < 1:
+            raise ValueError
+    except ValueError:
+        print(f"run_bench: --small-readers {a.small_readers!r}: expected counts like 4,16",
+              file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT))
     from fusecache.config import parse_size
@@ -283,9 +488,10 @@ def main() -> int:
     res: dict = start_run()
     stamp = res["started"]
     out_path = a.out or results_dir / f"bench-{stamp}.json"
+    res["machine"]["loadavg_start"] = os.getloadavg()
     res.update({
         "params": {"size_mib": a.size_mib, "small_files": a.small_files,
-                   "threads": a.threads, "read_size": READ_SIZE,
+                   "small_readers": small_readers, "read_size": READ_SIZE,
                    "ram_cache_size": a.ram_cache_size, "fusecache_opts": a.fusecache_opt,
                    "fusecache_env": fc_env},
         "metadata_caching": (
@@ -301,9 +507,11 @@ def main() -> int:
         s3.start()
         _PROCS.append(s3.proc)
         data = work / "data"
-        log(f"generating dataset: {a.size_mib} MiB object + {a.small_files} small files")
-        ds = make_dataset(data, a.size_mib, a.small_files, a.seed)
-        res["params"]["small_bytes_avg_kib"] = round(ds["small_bytes"] / a.small_files / KiB, 1)
+        log(f"generating dataset: {a.size_mib} MiB object + {a.small_files} small files "
+            f"for each of {small_readers} readers")
+        ds = make_dataset(data, a.size_mib, a.small_files, a.seed, small_readers)
+        res["params"]["small_bytes_avg_kib"] = round(
+            ds["small_bytes"] / (a.small_files * len(small_readers)) / KiB, 1)
         expect = fingerprint_big(data / BIG_KEY)
         log("uploading to S3")
         upload(s3, data, ds)
@@ -311,14 +519,33 @@ def main() -> int:
 
         if "local" in readers:
             log("local disk")
-            res["readers"]["local"] = two_passes(data, ds, expect, a.threads)
+            res["readers"]["local"] = two_passes(data, ds, expect, small_readers)
 
         if "boto3" in readers:
             log("boto3 parallel download (16 x 8 MiB ranged GETs, into /dev/null)")
             res["readers"]["boto3"] = boto3_parallel(s3, ds, a.boto3_runs)
+            big = max(small_readers)
+            res["readers"]["boto3"]["small"] = boto3_small(s3, ds, big, a.boto3_runs)
+            res["readers"]["boto3"]["small"]["set"] = small_prefix(big)
             log(f"    {res['readers']['boto3']}")
 
         remote = Remote(s3.endpoint_url, s3)
+        if "warm" in readers:
+            log("prefetchd warm (fresh cache dir each run; every cached byte checked)")
+            big = max(small_readers)
+            res["readers"]["warm"] = {
+                "big": prefetchd_warm(remote, data, work, "big/",
+                                      {BIG_KEY: ds["big_bytes"]}, a.warm_runs),
+                "small": prefetchd_warm(remote, data, work, small_prefix(big),
+                                        {small_prefix(big) + n: sz for n, sz in
+                                         ds["small"][big]["sizes"].items()}, a.warm_runs),
+            }
+            w = res["readers"]["warm"]
+            log(f"    big: {w['big']['transfer_MB_s']} MB/s transfer, {w['big']['wall_MB_s']} "
+                f"MB/s whole command; small: {w['small']['transfer_files_s']} files/s "
+                f"transfer, {w['small']['wall_files_s']} whole command "
+                f"(verified {w['big']['verified'] and w['small']['verified']})")
+
         for name, mounter in (("s3fs", mount_s3fs), ("rclone", mount_rclone)):
             if name not in readers:
                 continue
@@ -326,12 +553,33 @@ def main() -> int:
             p, mp, cmd = mounter(remote, BUCKET, work)
             rss = RssSampler(p.pid)
             try:
-                r = two_passes(mp, ds, expect, a.threads)
+                r = two_passes(mp, ds, expect, small_readers, pid=p.pid)
             finally:
                 r["rss"] = rss.stop()
                 unmount_and_stop(mp, p)
             r["cmd"] = remote.mask(cmd)
             res["readers"][name] = r
+
+        if "fusecache-boto3" in readers:
+            cache = work / "cache-fusecache-boto3"
+            log("fusecache with FUSECACHE_S3_DATA_PLANE=boto3: fresh cache dir, cold pass")
+            p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, "boto3",
+                                         a.fusecache_opt,
+                                         {**fc_env, "FUSECACHE_S3_DATA_PLANE": "boto3"})
+            rss = RssSampler(p.pid)
+            profiles: dict = {}
+            spy = Spy(p.pid, results_dir, stamp, "fusecache-boto3", work, profiles,
+                      a.profile_gil) \
+                if a.profile else None
+            try:
+                r = two_passes(mp, ds, expect, small_readers, passes=("pass1",), spy=spy,
+                               pid=p.pid)
+            finally:
+                r["rss"] = rss.stop()
+                unmount_and_stop(mp, p)
+                shutil.rmtree(cache, ignore_errors=True)
+            r["profiles"] = profiles
+            res["readers"]["fusecache-boto3"] = r
 
         if "fusecache" in readers:
             cache = work / "cache-fusecache"
@@ -340,26 +588,27 @@ def main() -> int:
             p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, "a",
                                          a.fusecache_opt, fc_env)
             rss = RssSampler(p.pid)
-            spy = start_pyspy(p.pid, results_dir / f"profile-{stamp}-mount1.txt", work) \
+            profiles = {}
+            spy = Spy(p.pid, results_dir, stamp, "fusecache", work, profiles, a.profile_gil) \
                 if a.profile else None
             try:
-                r = two_passes(mp, ds, expect, a.threads)
+                r = two_passes(mp, ds, expect, small_readers, spy=spy, pid=p.pid)
             finally:
-                stop_pyspy(spy)
                 r["rss"] = rss.stop()
                 unmount_and_stop(mp, p)
             log("fusecache: remount on the warm node cache (fresh RAM tier), pass 3")
             p, mp, _ = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, "b",
                                        a.fusecache_opt, fc_env)
             rss = RssSampler(p.pid)
-            spy = start_pyspy(p.pid, results_dir / f"profile-{stamp}-mount2.txt", work) \
+            spy = Spy(p.pid, results_dir, stamp, "fusecache", work, profiles, a.profile_gil) \
                 if a.profile else None
             try:
-                r.update(two_passes(mp, ds, expect, a.threads, passes=("pass3_remount",)))
+                r.update(two_passes(mp, ds, expect, small_readers,
+                                    passes=("pass3_remount",), spy=spy, pid=p.pid))
             finally:
-                stop_pyspy(spy)
                 r["rss_remount"] = rss.stop()
                 unmount_and_stop(mp, p)
+            r["profiles"] = profiles
             r["cmd"] = " ".join(cmd)
             r["ram_cache_mib"] = round(ram_bytes / MiB, 1)
             st = subprocess.run([sys.executable, "-m", "fusecache.cli", "stats",
@@ -377,10 +626,11 @@ def main() -> int:
         else:
             log(f"kept {work}")
 
+    res["machine"]["loadavg_end"] = os.getloadavg()
     res["elapsed_s"] = round(time.monotonic() - t_start, 1)
-    res["ratios"] = ratios_and_targets(res, ram_bytes)
+    res["ratios"] = ratios_and_targets(res, ram_bytes, small_readers)
     out_path.write_text(json.dumps(res, indent=2))
-    print_table(res)
+    print_table(res, small_readers)
     log(f"JSON: {out_path}")
     return 0
 
@@ -392,30 +642,68 @@ def _get(res, reader, p, w, k):
         return None
 
 
-def ratios_and_targets(res: dict, ram_bytes: int) -> dict:
+def _best_peer(res, p, w, k):
+    vals = [v for v in (_get(res, "s3fs", p, w, k), _get(res, "rclone", p, w, k)) if v]
+    return max(vals) if vals else None
+
+
+def ratios_and_targets(res: dict, ram_bytes: int, small_readers: list[int]) -> dict:
     fc2_seq = _get(res, "fusecache", "pass2", "seq", "MB_s")
-    fc2_small = _get(res, "fusecache", "pass2", "small", "files_s")
     fc1_seq = _get(res, "fusecache", "pass1", "seq", "MB_s")
     boto = res["readers"].get("boto3", {}).get("MB_s")
-    out = {
+    out: dict = {
         "cached_seq_fusecache_over_s3fs": ratio(fc2_seq, _get(res, "s3fs", "pass2", "seq", "MB_s")),
         "cached_seq_fusecache_over_rclone": ratio(fc2_seq,
                                                   _get(res, "rclone", "pass2", "seq", "MB_s")),
-        "cached_small_fusecache_over_s3fs": ratio(fc2_small,
-                                                  _get(res, "s3fs", "pass2", "small", "files_s")),
-        "cached_small_fusecache_over_rclone": ratio(
-            fc2_small, _get(res, "rclone", "pass2", "small", "files_s")),
         "cold_seq_fusecache_over_boto3": ratio(fc1_seq, boto),
-        "cold_small_fusecache_over_s3fs": ratio(
-            _get(res, "fusecache", "pass1", "small", "files_s"),
-            _get(res, "s3fs", "pass1", "small", "files_s")),
-        "remount_seq_fusecache_over_s3fs_cached": ratio(
+        "remount_seq_fusecache_over_local": ratio(
             _get(res, "fusecache", "pass3_remount", "seq", "MB_s"),
-            _get(res, "s3fs", "pass2", "seq", "MB_s")),
-        "remount_small_fusecache_over_s3fs_cached": ratio(
-            _get(res, "fusecache", "pass3_remount", "small", "files_s"),
-            _get(res, "s3fs", "pass2", "small", "files_s")),
+            _get(res, "local", "pass1", "seq", "MB_s")),
     }
+    targets: dict = {}
+
+    def chk(v, t):
+        return None if v is None else bool(v >= t)
+    for n in small_readers:
+        sk = small_key(n)
+        cold = _get(res, "fusecache", "pass1", sk, "files_s")
+        out[f"cold_small_r{n}_fusecache_over_best_peer"] = ratio(
+            cold, _best_peer(res, "pass1", sk, "files_s"))
+        out[f"cold_small_r{n}_fusecache_over_s3fs"] = ratio(
+            cold, _get(res, "s3fs", "pass1", sk, "files_s"))
+        out[f"cold_small_r{n}_fusecache_over_rclone"] = ratio(
+            cold, _get(res, "rclone", "pass1", sk, "files_s"))
+        if "fusecache-boto3" in res["readers"]:
+            out[f"cold_small_r{n}_fusecache_over_fusecache_boto3"] = ratio(
+                cold, _get(res, "fusecache-boto3", "pass1", sk, "files_s"))
+        out[f"cached_small_r{n}_fusecache_over_best_peer"] = ratio(
+            _get(res, "fusecache", "pass2", sk, "files_s"),
+            _best_peer(res, "pass2", sk, "files_s"))
+        out[f"remount_small_r{n}_fusecache_over_local"] = ratio(
+            _get(res, "fusecache", "pass3_remount", sk, "files_s"),
+            _get(res, "local", "pass1", sk, "files_s"))
+        targets[f"cold small, {n} readers >= 1.5x best of s3fs/rclone"] = chk(
+            out[f"cold_small_r{n}_fusecache_over_best_peer"], 1.5)
+    if "fusecache-boto3" in res["readers"]:
+        out["cold_seq_fusecache_over_fusecache_boto3"] = ratio(
+            fc1_seq, _get(res, "fusecache-boto3", "pass1", "seq", "MB_s"))
+    w = res["readers"].get("warm")
+    b3 = res["readers"].get("boto3", {})
+    if w:
+        out["warm_big_transfer_over_boto3"] = ratio(w["big"]["transfer_MB_s"], boto)
+        out["warm_big_whole_command_over_boto3"] = ratio(w["big"]["wall_MB_s"], boto)
+        b3s = b3.get("small", {}).get("files_s")
+        out["warm_small_transfer_over_boto3"] = ratio(w["small"]["transfer_files_s"], b3s)
+        out["warm_small_whole_command_over_boto3"] = ratio(w["small"]["wall_files_s"], b3s)
+    shaped = bool(res["params"].get("bandwidth_mbit"))
+    seq_target = 0.95 if shaped else 0.9
+    targets[f"cold seq >= {seq_target}x boto3"] = chk(out["cold_seq_fusecache_over_boto3"],
+                                                      seq_target)
+    if w:
+        targets[f"prefetchd warm (large) >= {seq_target}x boto3"] = chk(
+            out["warm_big_transfer_over_boto3"], seq_target)
+        targets[f"prefetchd warm (small) >= {seq_target}x boto3"] = chk(
+            out["warm_small_transfer_over_boto3"], seq_target)
     fc = res["readers"].get("fusecache", {})
     rss = max([fc.get(k, {}).get("vmhwm_mib", 0) for k in ("rss", "rss_remount")] or [0])
     anon = max([fc.get(k, {}).get("peak_rss_anon_mib", 0) for k in ("rss", "rss_remount")]
@@ -423,62 +711,79 @@ def ratios_and_targets(res: dict, ram_bytes: int) -> dict:
     out["fusecache_peak_rss_mib"] = rss or None
     out["fusecache_peak_rss_anon_mib"] = anon or None
     out["fusecache_rss_limit_mib"] = round(ram_bytes / MiB + 200, 1)
-
-    def chk(v, t):
-        return None if v is None else bool(v >= t)
-    out["targets"] = {
-        "cached seq >= 2x s3fs": chk(out["cached_seq_fusecache_over_s3fs"], 2),
-        "cached small >= 4x s3fs": chk(out["cached_small_fusecache_over_s3fs"], 4),
-        "cached small >= 4x rclone": chk(out["cached_small_fusecache_over_rclone"], 4),
-        "cold seq >= 0.9x boto3": chk(out["cold_seq_fusecache_over_boto3"], 0.9),
-        "RSS (VmHWM) <= RAM tier + 200 MiB": None if not rss else bool(
-            rss <= out["fusecache_rss_limit_mib"]),
-        "RssAnon <= RAM tier + 200 MiB": None if not anon else bool(
-            anon <= out["fusecache_rss_limit_mib"]),
-    }
+    targets["RSS (VmHWM) <= RAM tier + 200 MiB"] = None if not rss else bool(
+        rss <= out["fusecache_rss_limit_mib"])
+    targets["RssAnon <= RAM tier + 200 MiB"] = None if not anon else bool(
+        anon <= out["fusecache_rss_limit_mib"])
+    targets["every byte verified"] = all_verified(res)
+    out["targets"] = targets
     return out
 
 
-def print_table(res: dict) -> None:
+def all_verified(res: dict) -> bool:
+    ok = True
+    for name, r in res["readers"].items():
+        if name == "boto3":
+            ok = ok and r.get("small", {}).get("verified", True)
+        elif name == "warm":
+            ok = ok and r["big"]["verified"] and r["small"]["verified"]
+        else:
+            ok = ok and all(w["verified"] for pn, v in r.items()
+                            if pn.startswith("pass") for w in v.values())
+    return ok
+
+
+def print_table(res: dict, small_readers: list[int]) -> None:
     p = res["params"]
+    m = res["machine"]
     print()
     print(f"fusecache bench: {p['size_mib']} MiB object read sequentially in 1 MiB reads "
-          f"(1 reader, MB/s = 1e6 B/s); {p['small_files']} files of 60-160 KiB "
-          f"(avg {p.get('small_bytes_avg_kib')} KiB), {p['threads']} readers, files/s; "
-          "page cache dropped before every measurement.")
+          f"(1 reader, MB/s = 1e6 B/s); per reader count {small_readers}, "
+          f"{p['small_files']} files of 60-160 KiB (avg {p.get('small_bytes_avg_kib')} KiB) "
+          "in a folder of its own, files/s; page cache dropped before every measurement"
+          + (f"; S3 behind a {p['bandwidth_mbit']} Mbit/s link" if p.get("bandwidth_mbit")
+             else "; S3 on loopback") + ".")
+    print(f"load average at start {m.get('loadavg_start')}, at end {m.get('loadavg_end')}")
     print(f"metadata caching: {res['metadata_caching']}")
-    hdr = f"{'reader':<28}{'seq p1':>10}{'seq p2':>10}{'small p1':>10}{'small p2':>10}" \
-          f"{'RSS/anon MiB':>14}  ok"
+    cols = ["seq"] + [small_key(n) for n in small_readers]
+    names = {"seq": "seq MB/s"} | {small_key(n): f"{n}rd f/s" for n in small_readers}
+    hdr = f"{'reader':<26}" + "".join(f"{names[c] + ' ' + pn:>13}" for pn in ("p1", "p2")
+                                      for c in cols) + f"{'RSS/anon':>11}"
     print(hdr)
     print("-" * len(hdr))
     for name, r in res["readers"].items():
         if name == "boto3":
-            print(f"{'boto3 parallel (16x8MiB)':<28}{r['MB_s']:>10}{'':>30}  "
-                  f"runs {r['runs_MB_s']}")
+            sm = r.get("small", {})
+            print(f"{'boto3 parallel (16x8MiB)':<26}{r['MB_s']:>13}   runs {r['runs_MB_s']}; "
+                  f"small ({sm.get('set')}, 16 threads) {sm.get('files_s')} files/s")
             continue
-        p3 = r.get("pass3_remount")
-
-        def cell(pn, w, k, name=name):
-            v = _get(res, name, pn, w, k)
-            return "-" if v is None else v
-        ok = all(r[pn][w]["verified"] for pn in ("pass1", "pass2", "pass3_remount")
-                 if pn in r for w in ("seq", "small"))
-        rr = r.get("rss")
-        rss = f"{rr['vmhwm_mib']:.0f}/{rr['peak_rss_anon_mib']:.0f}" if rr else "-"
-        print(f"{name:<28}{cell('pass1', 'seq', 'MB_s'):>10}{cell('pass2', 'seq', 'MB_s'):>10}"
-              f"{cell('pass1', 'small', 'files_s'):>10}{cell('pass2', 'small', 'files_s'):>10}"
-              f"{rss:>14}  {'yes' if ok else 'NO'}")
-        if p3:
-            print(f"{'  fusecache remount (p3)':<28}{'':>10}{p3['seq']['MB_s']:>10}{'':>10}"
-                  f"{p3['small']['files_s']:>10}{r['rss_remount']['vmhwm_mib']:>10.0f}/"
-                  f"{r['rss_remount']['peak_rss_anon_mib']:.0f}")
+        if name == "warm":
+            for part in ("big", "small"):
+                x = r[part]
+                unit = (f"{x['transfer_MB_s']} MB/s transfer, {x['wall_MB_s']} whole command"
+                        if part == "big" else
+                        f"{x['transfer_files_s']} files/s transfer, {x['wall_files_s']} whole "
+                        "command")
+                print(f"{'prefetchd warm ' + part:<26}{unit}  verified {x['verified']}")
+            continue
+        rows = [("pass1", "pass2")] + ([("pass3_remount",)] if "pass3_remount" in r else [])
+        for i, pns in enumerate(rows):
+            label = name if i == 0 else "  remount (p3)"
+            cells = []
+            for pn in pns:
+                for c in cols:
+                    v = r.get(pn, {}).get(c, {})
+                    cells.append(v.get("MB_s", v.get("files_s", "-")) if v else "-")
+            rr = r.get("rss" if i == 0 else "rss_remount")
+            rss = f"{rr['vmhwm_mib']:.0f}/{rr['peak_rss_anon_mib']:.0f}" if rr else "-"
+            print(f"{label:<26}" + "".join(f"{c:>13}" for c in cells) + f"{rss:>11}")
     print()
     for k, v in res["ratios"].items():
         if k != "targets":
-            print(f"{k:<44}{v}")
+            print(f"{k:<52}{v}")
     print("targets:")
     for k, v in res["ratios"]["targets"].items():
-        print(f"  {k:<36}{'n/a' if v is None else ('MET' if v else 'MISSED')}")
+        print(f"  {k:<52}{'n/a' if v is None else ('MET' if v else 'MISSED')}")
     print(f"elapsed {res['elapsed_s']} s")
 
 

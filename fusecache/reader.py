@@ -32,6 +32,10 @@ pass over a big shard cannot evict the small hot files. A large cold object read
 start therefore turns into up to budget/block_size parallel ranged GETs, which
 is what lets one reader use the whole link.
 
+Write-behind: fetched blocks go to the node cache from one thread of its own
+(``_WriteBehind``), handed over without a trio task switch; the queue is bounded in
+bytes (64 MiB) and a fetch waits for room, up to _WRITE_STALL, when the disk is slower.
+
 Failures: each S3 call retries with backoff inside the store; a read that cannot
 finish within ``read_timeout`` (the bound of the whole read, however many blocks)
 raises DeadlineExceeded (EIO for the caller) and trips the S3 circuit breaker
@@ -47,7 +51,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import OrderedDict
+import threading
+import time
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 
 import lmdb
@@ -138,9 +144,7 @@ class BlockReader:
         self._disk_threads = trio.CapacityLimiter(_DISK_READ_THREADS)
         self._inflight: dict[bytes, _Flight] = {}
         self._nursery: trio.Nursery | None = None
-        self._write_send, self._write_recv = trio.open_memory_channel[
-            tuple[ObjectId, int, bytes]](max(2, _WRITE_QUEUE_BYTES // block_size))
-        self._disk_off_until = 0.0
+        self._writer = _WriteBehind(disk, max(_WRITE_QUEUE_BYTES, 2 * block_size))
         self._recent_failures: OrderedDict[bytes, tuple[float, Exception]] = OrderedDict()
         self._failure_memory = failure_memory
         self._stream_threshold = ram.limit_bytes // 8
@@ -151,10 +155,14 @@ class BlockReader:
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Own the background work (read-ahead, write-behind) until cancelled."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            nursery.start_soon(self._write_behind, name="fusecache-write-behind")
-            task_status.started()
+        self._writer.start()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()  # read-ahead tasks start here until cancelled
+        finally:
+            self._writer.close()
 
     # -- public --------------------------------------------------------------------
 
@@ -288,7 +296,10 @@ class BlockReader:
     async def _load(self, oid: ObjectId, idx: int) -> bytes:
         start, end = oid.block_span(idx, self.block_size)
         if self.disk is not None:
-            data = await self._disk_get(oid, idx, end - start)
+            # A small block is looked up on the loop, as in _block_nowait: a cold small
+            # file then costs one thread hand-off (the GET), not two.
+            data = self._disk_get_inline(oid, idx) if end - start <= _INLINE_DISK_READ \
+                else await self._disk_get(oid, idx, end - start)
             if data is not None:
                 self._disk_hits.inc()
                 return data
@@ -323,21 +334,24 @@ class BlockReader:
                 min(budget, self.read_timeout), abandon_on_cancel=True)
 
     async def _store_later(self, oid: ObjectId, idx: int, data: bytes) -> None:
-        """Queue a fetched block for the node cache (write-behind)."""
-        if self.disk is not None and trio.current_time() >= self._disk_off_until:
-            try:
-                self._write_send.send_nowait((oid, idx, data))
-            except trio.WouldBlock:
-                await self._queue_write(oid, idx, data)
+        """Hand a fetched block to the write-behind thread for the node cache."""
+        if self.disk is not None and not self._writer.off() \
+                and not self._writer.offer(oid, idx, data):
+            await self._queue_write(oid, idx, data)
 
     async def _queue_write(self, oid: ObjectId, idx: int, data: bytes) -> None:
         """Back-pressure: a fill may not outrun the disk, or the cache stays empty.
 
         Only a disk that cannot take a block for _WRITE_STALL seconds makes us drop it.
         """
-        with trio.move_on_after(_WRITE_STALL):
-            await self._write_send.send((oid, idx, data))
-            return
+        deadline = time.monotonic() + _WRITE_STALL
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not await trio.to_thread.run_sync(
+                    self._writer.wait_room, len(data), left, abandon_on_cancel=True):
+                break
+            if self._writer.offer(oid, idx, data):
+                return
         self.metrics.add_pending("write_dropped", 1)
         log.warning("node cache writes stalled for %.0fs; block %d of %s not cached",
                     _WRITE_STALL, idx, oid.key)
@@ -351,20 +365,13 @@ class BlockReader:
             log.warning("node cache read failed (%s); reading from S3", e)
             return None
 
-    async def _write_behind(self) -> None:
-        """Store fetched blocks in the node cache; on disk errors keep serving from S3."""
-        async for oid, idx, data in self._write_recv:
-            if self.disk is None or trio.current_time() < self._disk_off_until:
-                continue
-            try:
-                stored = await trio.to_thread.run_sync(self.disk.put_block, oid, idx, data)
-                if not stored:
-                    log.debug("node cache full of pinned data; block %d of %s not cached",
-                              idx, oid.key)
-            except (lmdb.Error, OSError) as e:
-                self._disk_off_until = trio.current_time() + _DISK_RETRY_AFTER
-                log.warning("cannot write to the node cache (%s); serving from S3 only, "
-                            "retrying in %.0fs", e, _DISK_RETRY_AFTER)
+    def _disk_get_inline(self, oid: ObjectId, idx: int) -> bytes | None:
+        assert self.disk is not None
+        try:
+            return self.disk.get_block(oid, idx)
+        except lmdb.Error as e:
+            log.warning("node cache read failed (%s); reading from S3", e)
+            return None
 
     # -- read-ahead -----------------------------------------------------------------
 
@@ -408,3 +415,85 @@ class BlockReader:
         finally:
             self._budget.release()
             self.metrics.readahead_bytes.dec(self.block_size)
+
+
+class _WriteBehind:
+    """Stores fetched blocks in the node cache from one thread of its own.
+
+    The trio thread hands a block over with ``offer``: a deque append under a lock, no
+    task switch and no thread hand-off per block (measured: the per-block trio task
+    and ``to_thread`` of the former write-behind were a visible share of the trio
+    thread's time in a cold small-file pass). Bounded in bytes: ``offer`` refuses a
+    block that would pass ``max_bytes`` (unless the queue is empty), and the caller
+    waits for room in a worker thread (``wait_room``) or drops the block. On a disk
+    error the thread drops what it holds and refuses blocks for _DISK_RETRY_AFTER
+    seconds (``off``), serving from S3 only meanwhile. ``close`` lets the thread store
+    what is queued (bounded by the same wait) and stops it.
+    """
+
+    def __init__(self, disk: NodeCache | None, max_bytes: int) -> None:
+        self._disk = disk
+        self._max = max_bytes
+        self._cond = threading.Condition()
+        self._items: deque[tuple[ObjectId, int, bytes]] = deque()
+        self._bytes = 0
+        self._closed = False
+        self._off_until = 0.0  # time.monotonic()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._disk is None or self._thread is not None:
+            return
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="fusecache-write-behind",
+                                        daemon=True)
+        self._thread.start()
+
+    def off(self) -> bool:
+        return time.monotonic() < self._off_until
+
+    def offer(self, oid: ObjectId, idx: int, data: bytes) -> bool:
+        with self._cond:
+            if self._items and self._bytes + len(data) > self._max:
+                return False
+            self._items.append((oid, idx, data))
+            self._bytes += len(data)
+            self._cond.notify()
+            return True
+
+    def wait_room(self, nbytes: int, timeout: float) -> bool:
+        """Blocking (a worker thread): True once a block of *nbytes* would be taken."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: not self._items or self._bytes + nbytes <= self._max, timeout)
+
+    def close(self, timeout: float = _WRITE_STALL) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        assert self._disk is not None
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._items or self._closed)
+                if not self._items:
+                    return  # closed and drained
+                oid, idx, data = self._items[0]
+            try:
+                if not self.off() and not self._disk.put_block(oid, idx, data):
+                    log.debug("node cache full of pinned data; block %d of %s not cached",
+                              idx, oid.key)
+            except (lmdb.Error, OSError) as e:
+                self._off_until = time.monotonic() + _DISK_RETRY_AFTER
+                log.warning("cannot write to the node cache (%s); serving from S3 only, "
+                            "retrying in %.0fs", e, _DISK_RETRY_AFTER)
+            except Exception:  # noqa: BLE001 - the thread must outlive one bad block
+                log.exception("node cache write of block %d of %s failed", idx, oid.key)
+            with self._cond:
+                self._items.popleft()
+                self._bytes -= len(data)
+                self._cond.notify_all()

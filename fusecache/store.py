@@ -1,8 +1,8 @@
 """The object-store interface the core reads through, and its value types.
 
-Only ``s3store`` imports boto3; unit tests use ``tests/fakes.FakeStore``, which
-counts requests and fails on cue. All methods are blocking and are called from
-worker threads (``trio.to_thread.run_sync``), never from the trio loop.
+Only ``s3store`` (and its data plane ``s3data``) talk to S3; unit tests use
+``tests/fakes.FakeStore``, which counts requests and fails on cue. All methods are
+blocking and are called from worker threads (``trio.to_thread.run_sync``), never from the trio loop.
 """
 
 from __future__ import annotations
@@ -41,8 +41,10 @@ class ObjectStore(Protocol):
     def head(self, key: str) -> ObjectInfo:
         """Metadata of *key*; ObjectNotFound if absent."""
 
-    def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
-        """Bytes [start, end) of *key*, exactly; ObjectChanged if the ETag moved on."""
+    def get_range(self, key: str, start: int, end: int,
+                  etag: str | None = None) -> bytes | memoryview:
+        """Bytes [start, end) of *key*, exactly; ObjectChanged if the ETag moved on.
+        A memoryview (of a native client's buffer) is read-only and never copied."""
 
     def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
                   max_keys: int = 1000) -> ListPage:

@@ -1,0 +1,123 @@
+"""The S3 data plane (fusecache/s3data.py) through S3Store, against a real SeaweedFS.
+
+The native GET must behave as the boto3 one did: exact bytes, the same domain errors
+(ObjectChanged on a new ETag, ObjectNotFound, AccessDenied), StoreUnavailable and a
+tripped circuit breaker when nothing answers, and boto3 for the keys obstore cannot
+name as they are. HTTP faults (5xx, resets, short bodies, stalls) are covered end to end
+by tests/faults/test_fault_matrix.py, which now goes through the same code.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fusecache import errors, s3data
+from fusecache.locals3 import LocalS3
+from fusecache.s3store import S3Store
+
+pytestmark = [pytest.mark.s3]
+
+
+def _etag(local_s3: LocalS3, bucket: str, key: str) -> str:
+    return local_s3.client().head_object(Bucket=bucket, Key=key)["ETag"].strip('"')
+
+
+def _store(bucket: str, **kw) -> S3Store:
+    st = S3Store(bucket, op_deadline=10.0, max_attempts=2, **kw)
+    return st
+
+
+def test_native_get_is_exact_and_zero_copy(local_s3: LocalS3, s3_env: dict,
+                                           bucket: str) -> None:
+    data = os.urandom(300_000)
+    local_s3.client().put_object(Bucket=bucket, Key="d/x.bin", Body=data)
+    st = _store(bucket)
+    try:
+        assert st._data is not None  # http endpoint, no switch: the native data plane
+        got = st.get_range("d/x.bin", 1000, 250_000, _etag(local_s3, bucket, "d/x.bin"))
+        assert isinstance(got, memoryview)
+        assert bytes(got) == data[1000:250_000]
+        assert bytes(st.get_range("d/x.bin", 0, len(data))) == data
+    finally:
+        st.close()
+
+
+def test_native_errors_are_the_domain_errors(local_s3: LocalS3, s3_env: dict,
+                                             bucket: str) -> None:
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key="k", Body=b"a" * 1000)
+    old = _etag(local_s3, bucket, "k")
+    c.put_object(Bucket=bucket, Key="k", Body=b"b" * 1000)
+    st = _store(bucket)
+    try:
+        with pytest.raises(errors.ObjectChanged):
+            st.get_range("k", 0, 100, old)
+        with pytest.raises(errors.ObjectNotFound):
+            st.get_range("missing", 0, 100)
+        assert st.denied_at == 0
+    finally:
+        st.close()
+    bad = _store(bucket, credentials={"aws_access_key_id": local_s3.access_key,
+                                      "aws_secret_access_key": "not-the-secret"})
+    try:
+        with pytest.raises(errors.AccessDenied) as e:
+            bad.get_range("k", 0, 100)
+        assert "not-the-secret" not in str(e.value)
+        assert bad.denied_at > 0
+    finally:
+        bad.close()
+    nob = _store("no-such-bucket-" + bucket[-6:])
+    try:
+        with pytest.raises(errors.BucketNotFound):
+            nob.get_range("k", 0, 100)
+    finally:
+        nob.close()
+
+
+def test_nothing_listening_trips_the_breaker(s3_env: dict, bucket: str) -> None:
+    st = _store(bucket, endpoint_url="http://127.0.0.1:9")
+    try:
+        assert st._data is not None
+        with pytest.raises(errors.StoreUnavailable):
+            st.get_range("k", 0, 100)
+        assert st.breaker.is_open
+        with pytest.raises(errors.StoreUnavailable, match="failing fast"):
+            st.get_range("k", 0, 100)
+    finally:
+        st.close()
+
+
+@pytest.mark.parametrize("key", ["a//b", "x\ty", "y\x7fz"])
+def test_keys_obstore_cannot_name_go_through_boto3(local_s3: LocalS3, s3_env: dict,
+                                                   bucket: str, key: str) -> None:
+    assert not s3data.native_key(key)
+    assert not s3data.native_key("dir/") and s3data.native_key("a b/%20/ü.jpg")
+    data = os.urandom(5000)
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key=key, Body=data)
+    st = _store(bucket)
+    try:
+        assert bytes(st.get_range(key, 0, 5000, _etag(local_s3, bucket, key))) == data
+    finally:
+        st.close()
+
+
+def test_switch_and_https_ca_bundle_fall_back_to_boto3(local_s3: LocalS3, s3_env: dict,
+                                                       bucket: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    data = os.urandom(2000)
+    local_s3.client().put_object(Bucket=bucket, Key="k", Body=data)
+    monkeypatch.setenv(s3data.ENV_SWITCH, "boto3")
+    st = _store(bucket)
+    try:
+        assert st._data is None
+        got = st.get_range("k", 0, 2000)
+        assert isinstance(got, bytes) and got == data
+    finally:
+        st.close()
+    monkeypatch.delenv(s3data.ENV_SWITCH)
+    monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
+    assert s3data.usable("https://s3.example.com") is not None
+    assert s3data.usable(local_s3.endpoint_url) is None
