@@ -104,6 +104,7 @@ _UNMAP_EVERY = 64 << 20  # bytes read through the map between two unmaps
 _PREAD_MIN = 8 << 10  # blocks at least this big are read with pread (see _record_offset)
 _MAX_FILE_OFFSET = 1 << 50
 _MADV_DONTNEED = 4
+_RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 8)
 _BMETA = struct.Struct("<QII")  # atime ns, length, crc32
 _U64 = struct.Struct("<Q")
 _ATIME = struct.Struct(">Q")
@@ -315,8 +316,15 @@ class NodeCache:
     def block_key(self, oid: ObjectId, index: int) -> bytes:
         return block_key(oid, index, self.block_size)
 
-    def get_block(self, oid: ObjectId, index: int) -> bytes | None:
-        """The verified bytes of a cached block, or None (miss or bad block)."""
+    def get_block(self, oid: ObjectId, index: int, *,
+                  nowait: bool = False) -> bytes | bytearray | None:
+        """The verified bytes of a cached block, or None (miss or bad block).
+
+        With *nowait*, only bytes already in the page cache are read (one
+        ``preadv2(RWF_NOWAIT)``): a block that would wait for the disk raises
+        ``NotInMemory`` instead, so the caller can read it in a thread while it
+        serves others (see reader._block_nowait).
+        """
         key = self.block_key(oid, index)
         start, end = oid.block_span(index, self.block_size)
         with self.env.begin(buffers=True) as txn:
@@ -324,9 +332,14 @@ class NodeCache:
             if raw is None:
                 return None
             _, length, crc = _BMETA.unpack(bytes(raw))
-            data = self._pread(txn.get(key, db=self._boffs), length)
+            if nowait:
+                data = self._pread_nowait(txn.get(key, db=self._boffs), length)
+            else:
+                data = self._pread(txn.get(key, db=self._boffs), length)
             mapped = data is None or zlib.crc32(data) != crc
             heal = None
+            if mapped and nowait:  # the map may fault in from disk: the caller's thread
+                raise NotInMemory(key)
             if mapped:  # no recorded place, or it disagrees: read through the map
                 buf = txn.get(key, db=self._blocks)
                 data = bytes(buf) if buf is not None else b""
@@ -494,6 +507,35 @@ class NodeCache:
         except (OSError, struct.error):
             return None
         return data if len(data) == length else None
+
+    def _pread_nowait_supported(self) -> bool:
+        """Whether this kernel and file system answer RWF_NOWAIT reads (else every
+        nowait read reports NotInMemory and blocks are read in threads)."""
+        if self._data_fd is None:
+            return False
+        try:
+            os.preadv(self._data_fd, [bytearray(1)], 0, _RWF_NOWAIT)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return True
+
+    def _pread_nowait(self, raw_off: object, length: int) -> bytearray | None:
+        """The block's bytes if all of them are in the page cache; else raise
+        NotInMemory (None: no recorded offset, or the read failed)."""
+        if raw_off is None or self._data_fd is None:
+            return None
+        buf = bytearray(length)
+        try:
+            n = os.preadv(self._data_fd, [buf], _U64.unpack(bytes(raw_off))[0], _RWF_NOWAIT)
+        except BlockingIOError:
+            raise NotInMemory(raw_off) from None
+        except (OSError, struct.error):
+            return None
+        if n != length:  # partly cached: the rest would wait for the disk
+            raise NotInMemory(raw_off)
+        return buf
 
     def _evict(self, txn: lmdb.Transaction, used: int, need: int, now: int) -> tuple[int, int]:
         """Evict LRU unpinned blocks until *need* fits; pinned ones move to the tail."""
@@ -704,6 +746,10 @@ class NodeCache:
                 d = json.loads(raw)
                 if (bucket is None or d["bucket"] == bucket) and d["key"].startswith(prefix):
                     yield ObjectId(d["bucket"], d["key"], d["etag"], d["size"])
+
+
+class NotInMemory(Exception):
+    """get_block(nowait=True): the block's bytes are not all in the page cache."""
 
 
 class CacheUnavailable(errors.FusecacheError):
