@@ -62,7 +62,7 @@ import trio
 from fusecache import errors
 from fusecache.circuit import CircuitBreaker
 from fusecache.metrics import Metrics
-from fusecache.nodecache import NodeCache, ObjectId, block_key
+from fusecache.nodecache import NodeCache, NotInMemory, ObjectId, block_key
 from fusecache.offline_auth import OfflineGate
 from fusecache.peer_client import PeerClient, fetch_from_peers
 from fusecache.ramcache import RamCache
@@ -70,11 +70,16 @@ from fusecache.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
-# Node-cache blocks up to _INLINE_DISK_READ are read on the trio thread (measured,
-# remount + cold page cache, 600 x 110 KiB files, 4 readers: 2,506 files/s inline
-# vs 1,406 with a thread hop per file); larger blocks may fault in megabytes from
-# disk and go to up to _DISK_READ_THREADS worker threads.
+# Node-cache blocks up to _INLINE_DISK_READ are read on the trio thread when their
+# bytes are already in the page cache (NodeCache.get_block(nowait=True): a thread hop
+# per file costs more than such a read). One that would wait for the disk goes to a
+# worker thread (up to _SMALL_DISK_READ_THREADS), so the loop serves other requests
+# meanwhile and several files' disk reads overlap: read inline, a cold ~110 KiB
+# block held the whole mount for one disk read (~0.9 ms here), capping a remount's
+# small-file reads at about one file per disk latency. Larger blocks may fault in
+# megabytes from disk and go to up to _DISK_READ_THREADS worker threads.
 _DISK_READ_THREADS = 4
+_SMALL_DISK_READ_THREADS = 16
 _INLINE_DISK_READ = 256 * 1024
 _SEQUENTIAL_SLACK = 8 * 1024 * 1024
 _START_WINDOW = 4
@@ -142,6 +147,7 @@ class BlockReader:
         self._budget = trio.Semaphore(max(0, readahead_budget // block_size))
         self._connections = trio.CapacityLimiter(max_connections)
         self._disk_threads = trio.CapacityLimiter(_DISK_READ_THREADS)
+        self._small_disk_threads = trio.CapacityLimiter(_SMALL_DISK_READ_THREADS)
         self._inflight: dict[bytes, _Flight] = {}
         self._nursery: trio.Nursery | None = None
         self._writer = _WriteBehind(disk, max(_WRITE_QUEUE_BYTES, 2 * block_size))
@@ -220,14 +226,16 @@ class BlockReader:
         start, end = oid.block_span(idx, self.block_size)
         if end - start > _INLINE_DISK_READ:
             return None
-        self._ram_misses.inc()
         try:
-            data = self.disk.get_block(oid, idx)
+            data = self.disk.get_block(oid, idx, nowait=True)
+        except NotInMemory:
+            return None  # on disk, not in the page cache: get_block reads it in a thread
         except lmdb.Error as e:
             log.warning("node cache read failed (%s); reading from S3", e)
             return None
         if data is None:
-            return None  # get_block will count the disk miss and fetch
+            return None  # get_block will count the misses and fetch
+        self._ram_misses.inc()
         self._disk_hits.inc()
         self.ram.put(key, data, self._streamed(oid))
         return data
@@ -358,8 +366,9 @@ class BlockReader:
 
     async def _disk_get(self, oid: ObjectId, idx: int, length: int) -> bytes | None:
         assert self.disk is not None
+        limiter = self._small_disk_threads if length <= _INLINE_DISK_READ else self._disk_threads
         try:
-            async with self._disk_threads:
+            async with limiter:
                 return await trio.to_thread.run_sync(self.disk.get_block, oid, idx)
         except lmdb.Error as e:
             log.warning("node cache read failed (%s); reading from S3", e)

@@ -259,3 +259,52 @@ def test_counters_are_kept_per_scope_and_node_wide(tmp_path: Path) -> None:
     assert c.scoped_counters() == {"s3://b/ds1/": {"ram_hits": 3, "disk_misses": 1},
                                    "s3://b/ds2/": {"ram_hits": 2}}
     c.close()
+
+
+def _evict_page_cache(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_nowait_read_serves_only_bytes_already_in_memory(tmp_path: Path) -> None:
+    """get_block(nowait=True) (the FUSE loop's read) never waits for the disk: a block
+    whose bytes are not in the page cache raises NotInMemory, and the ordinary read
+    (a worker thread's) then returns the same verified bytes as a bytes-like value."""
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    o = oid("cold", size=BS)
+    assert c.put_block(o, 0, data_for(o, 0))
+    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)  # just written: cached
+    c.env.sync(True)
+    c._release_mapped_pages()  # pages mapped by this process cannot be evicted
+    _evict_page_cache(tmp_path / "cache.lmdb" / "data.mdb")
+    if c._pread_nowait_supported():
+        with pytest.raises(nodecache_mod.NotInMemory):
+            c.get_block(o, 0, nowait=True)
+    assert c.get_block(o, 0) == data_for(o, 0)  # a plain read pages it in
+    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)
+    assert c.get_block(oid("absent"), 0, nowait=True) is None
+    c.close()
+
+
+def test_nowait_read_leaves_a_bad_block_to_the_verifying_read(tmp_path: Path) -> None:
+    """Bytes that fail the crc32 on the nowait path are never served: the block is
+    reported NotInMemory, and the full read finds it bad, drops it and misses."""
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    o = oid("bad", size=BS)
+    assert c.put_block(o, 0, data_for(o, 0))
+    with c.env.begin(db=c._boffs) as txn:
+        off = struct.unpack("<Q", txn.get(c.block_key(o, 0)))[0]
+    with open(c.path / "data.mdb", "r+b") as f:  # bit rot in the file, under the map too
+        f.seek(off + 100)
+        byte = f.read(1)
+        f.seek(off + 100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(nodecache_mod.NotInMemory):
+        c.get_block(o, 0, nowait=True)
+    assert c.get_block(o, 0) is None
+    assert c.stats().counters["integrity_errors"] == 1
+    c.close()
