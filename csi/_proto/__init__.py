@@ -1,1 +1,1 @@
-"""Generated CSI v1 stubs: do not edit, run scripts/gen-csi-proto.sh."""
+"""Generated CSI v1 stubs: do not edit, run scripts/gen-proto.sh."""

@@ -1,1 +1,1 @@
-"""Generated peer protocol stubs: do not edit, run scripts/gen-peer-proto.sh."""
+"""Generated peer protocol stubs: do not edit, run scripts/gen-proto.sh."""

@@ -1,6 +1,6 @@
-"""The checked-in CSI stubs match csi/proto/csi.proto, and the proto keeps the
-field numbers the CSI specification assigns (a wrong number breaks the wire
-format silently, so the numbers are pinned here, copied from the spec)."""
+"""The checked-in gRPC stubs (CSI's and the cache group's) match their .proto files, and
+csi/proto/csi.proto keeps the field numbers the CSI specification assigns (a wrong number
+breaks the wire format silently, so the numbers are pinned here, copied from the spec)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ from pathlib import Path
 from csi._proto import csi_pb2
 
 REPO = Path(__file__).resolve().parents[2]
-STUBS = ("csi_pb2.py", "csi_pb2.pyi", "csi_pb2_grpc.py")
+STUBS = [f"{pkg}/_proto/{name}{suffix}" for pkg, name in (("csi", "csi"), ("fusecache", "peer"))
+         for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py")]
 
 
 def test_checked_in_stubs_are_not_stale(tmp_path: Path) -> None:
-    subprocess.run(["bash", str(REPO / "scripts" / "gen-csi-proto.sh"), str(tmp_path)],
+    subprocess.run(["bash", str(REPO / "scripts" / "gen-proto.sh"), str(tmp_path)],
                    check=True, env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
-    for name in STUBS:
-        fresh = (tmp_path / "csi" / "_proto" / name).read_text()
-        checked_in = (REPO / "csi" / "_proto" / name).read_text()
-        assert fresh == checked_in, f"csi/_proto/{name} is stale: run scripts/gen-csi-proto.sh"
+    for path in STUBS:
+        fresh = (tmp_path / path).read_text()
+        checked_in = (REPO / path).read_text()
+        assert fresh == checked_in, f"{path} is stale: run scripts/gen-proto.sh"
 
 
 # (message, field, number) from the CSI v1 specification's csi.proto
