@@ -7,6 +7,7 @@ fails the run: CI must not go green without its real mounts.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from collections.abc import Iterator
@@ -38,22 +39,40 @@ def s3_env(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]
     return env
 
 
-@pytest.fixture()
-def bucket(local_s3: LocalS3) -> Iterator[str]:
-    """A fresh, empty bucket for one test, deleted after it (SeaweedFS gives every bucket
-    volumes of its own; deleting it gives them back)."""
-    name = "t-" + secrets.token_hex(6)
-    client = local_s3.client()
-    client.create_bucket(Bucket=name)
-    yield name
+def _delete_bucket(client, name: str) -> None:
+    """Delete *name* and its objects if it exists (SeaweedFS gives every bucket volumes of
+    its own; deleting it gives them back)."""
     try:
         for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             if keys:
                 client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
         client.delete_bucket(Bucket=name)
-    except Exception:  # noqa: BLE001 - a test may have stopped the server; only tidying
+    except Exception:  # noqa: BLE001 - absent, or a test stopped the server: only tidying
         pass
+
+
+@pytest.fixture()
+def bucket(local_s3: LocalS3) -> Iterator[str]:
+    """A fresh, empty bucket for one test, deleted after it."""
+    name = "t-" + secrets.token_hex(6)
+    client = local_s3.client()
+    client.create_bucket(Bucket=name)
+    yield name
+    _delete_bucket(client, name)
+
+
+@pytest.fixture()
+def fixed_bucket(local_s3: LocalS3, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A bucket whose name is the same every run of the test (block owners hash the bucket
+    name too: with seeded data, the cache group's shares are then fixed), emptied before
+    and after."""
+    name = "fixed-" + hashlib.sha256(request.node.name.encode()).hexdigest()[:12]
+    client = local_s3.client()
+    _delete_bucket(client, name)
+    client.create_bucket(Bucket=name)
+    yield name
+    _delete_bucket(client, name)
 
 
 @pytest.fixture()

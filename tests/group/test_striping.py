@@ -9,13 +9,11 @@ old members fetch nothing when they warm again; bad group options are one-line u
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,26 +30,8 @@ FILES = {f"big/part-{i:02d}.bin": random.Random(i).randbytes(BS * 3 + 1000 * i)
 
 
 @pytest.fixture()
-def bucket(local_s3, request) -> Iterator[str]:
-    """A bucket whose name is fixed per test (block owners hash the bucket name too: with
-    seeded data the shares are then the same every run), emptied before and after."""
-    name = "fixed-" + hashlib.sha256(request.node.name.encode()).hexdigest()[:12]
-    client = local_s3.client()
-
-    def empty() -> None:
-        try:
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
-                keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-                if keys:
-                    client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
-            client.delete_bucket(Bucket=name)
-        except client.exceptions.NoSuchBucket:
-            pass
-
-    empty()
-    client.create_bucket(Bucket=name)
-    yield name
-    empty()
+def bucket(fixed_bucket: str) -> str:
+    return fixed_bucket
 
 
 def make_cache(d: Path) -> None:

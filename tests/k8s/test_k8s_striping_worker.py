@@ -7,12 +7,10 @@ agent's membership writes it (fusecache.group.write_group); the Node publisher i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -31,26 +29,8 @@ FILES = {f"ds/f{i}.bin": random.Random(i).randbytes(4 * BS + 17 * i) for i in ra
 
 
 @pytest.fixture()
-def bucket(local_s3, request) -> Iterator[str]:
-    """A bucket whose name is fixed per test (block owners hash the bucket name too: with
-    seeded data the shares are then the same every run), emptied before and after."""
-    name = "fixed-" + hashlib.sha256(request.node.name.encode()).hexdigest()[:12]
-    client = local_s3.client()
-
-    def empty() -> None:
-        try:
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=name):
-                keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-                if keys:
-                    client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
-            client.delete_bucket(Bucket=name)
-        except client.exceptions.NoSuchBucket:
-            pass
-
-    empty()
-    client.create_bucket(Bucket=name)
-    yield name
-    empty()
+def bucket(fixed_bucket: str) -> str:
+    return fixed_bucket
 
 
 class Publisher:
