@@ -54,6 +54,7 @@ from _mounts import (
 from run_bench import (
     BIG_KEY,
     BUCKET,
+    cpu_seconds,
     fingerprint_big,
     make_dataset,
     seq_read,
@@ -122,12 +123,6 @@ def start_peer_serve(cache: Path, work: Path, tag: str, insecure: bool
     raise RuntimeError("peer-serve did not start within 60 s")
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (and its threads) so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def reads(mp: Path, ds: dict, expect: list, threads: int, pids: dict[str, int] | None = None
           ) -> dict:
     """Both workloads; with *pids*, each process's CPU seconds per GB read in each."""
@@ -137,10 +132,11 @@ def reads(mp: Path, ds: dict, expect: list, threads: int, pids: dict[str, int] |
     for what, run, nbytes in (("seq", lambda: seq_read(mp, ds, expect), ds["big_bytes"]),
                               ("small", lambda: small_read(mp, ds, threads),
                                ds["small_bytes"])):
-        before = {k: cpu_s(v) for k, v in pids.items()}
+        before = {k: cpu_seconds(v) or 0.0 for k, v in pids.items()}
         out[what] = run()
         for k, v in pids.items():
-            out[what][f"{k}_cpu_s_per_gb"] = round((cpu_s(v) - before[k]) / (nbytes / 1e9), 2)
+            used = (cpu_seconds(v) or 0.0) - before[k]
+            out[what][f"{k}_cpu_s_per_gb"] = round(used / (nbytes / 1e9), 2)
     log(f"    seq {out['seq']['MB_s']} MB/s, small {out['small']['files_s']} files/s "
         f"(verified {out['seq']['verified'] and out['small']['verified']}, load {load:.1f})")
     return out
@@ -246,7 +242,8 @@ def main() -> int:
         with LocalS3(data_dir=work / "s3") as s3:
             remote = Remote(s3.endpoint_url, s3)
             log(f"dataset: {a.size_mib} MiB object + {a.small_files} small files")
-            ds = make_dataset(work / "local", a.size_mib, a.small_files, a.seed)
+            ds = make_dataset(work / "local", a.size_mib, a.small_files, a.seed,
+                              [a.threads])
             expect = fingerprint_big(work / "local" / BIG_KEY)
             upload(s3, work / "local", ds)
 
