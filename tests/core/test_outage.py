@@ -50,6 +50,7 @@ def test_breaker_fails_fast_until_probe_answers() -> None:
     answering.set()
     _wait(lambda: not b.is_open)
     b.check()
+    _wait(lambda: "close" in events)  # the probe thread reports it just after closing
     assert events.count("open") == 1 and events.count("close") == 1
     assert "fast_fail" in events
     b.trip("second outage")  # a new probe thread starts
