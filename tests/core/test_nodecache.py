@@ -16,6 +16,8 @@ import pytest
 from fusecache import nodecache as nodecache_mod
 from fusecache.nodecache import NodeCache, ObjectId
 
+from pagecache import evict_node_cache
+
 BS = 64 * 1024
 
 
@@ -261,15 +263,6 @@ def test_counters_are_kept_per_scope_and_node_wide(tmp_path: Path) -> None:
     c.close()
 
 
-def _evict_page_cache(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def test_nowait_read_serves_only_bytes_already_in_memory(tmp_path: Path) -> None:
     """get_block(nowait=True) (the FUSE loop's read) never waits for the disk: a block
     whose bytes are not in the page cache raises NotInMemory, and the ordinary read
@@ -278,9 +271,7 @@ def test_nowait_read_serves_only_bytes_already_in_memory(tmp_path: Path) -> None
     o = oid("cold", size=BS)
     assert c.put_block(o, 0, data_for(o, 0))
     assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)  # just written: cached
-    c.env.sync(True)
-    c._release_mapped_pages()  # pages mapped by this process cannot be evicted
-    _evict_page_cache(tmp_path / "cache.lmdb" / "data.mdb")
+    evict_node_cache(c, tmp_path)
     if c._pread_nowait_supported():
         with pytest.raises(nodecache_mod.NotInMemory):
             c.get_block(o, 0, nowait=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,12 @@ import trio
 
 from fusecache import errors
 from fusecache.metrics import Metrics
-from fusecache.nodecache import NodeCache, ObjectId
+from fusecache.nodecache import NodeCache, ObjectId, block_key
 from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader, ReadState
 
 from fakes import FakeStore, ramp
+from pagecache import evict_node_cache
 
 BS = 64 * 1024
 
@@ -122,6 +124,45 @@ def test_disk_tier_serves_and_write_behind_fills(tmp_path: Path) -> None:
     trio.run(go, 3)
     assert disk.contains_object(o)
     trio.run(go, 3)  # a new process-like reader: no new GETs
+    disk.close()
+
+
+def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(tmp_path: Path) -> None:
+    """A small block the node cache holds but the page cache does not (a remount after
+    the page cache was dropped) is read in a worker thread: a blocking read on the trio
+    thread would hold every other FUSE request for a disk read. It is not copied into
+    the RAM tier (the page cache holds it now), and no byte comes from S3."""
+    store = FakeStore()
+    o = put(store, "s", BS - 100)
+    disk = NodeCache.open(tmp_path, limit_bytes=100 * BS, block_size=BS)
+    assert disk.put_block(o, 0, store.objects["s"])
+    if not disk._pread_nowait_supported():
+        pytest.skip("this kernel/file system does not answer RWF_NOWAIT reads")
+    evict_node_cache(disk, tmp_path)
+    calls: list[tuple[int, bool]] = []  # (thread, nowait) of each node-cache read
+    real_get = disk.get_block
+
+    def recording_get(oid: ObjectId, index: int, *, nowait: bool = False):
+        calls.append((threading.get_ident(), nowait))
+        return real_get(oid, index, nowait=nowait)
+
+    disk.get_block = recording_get  # type: ignore[method-assign]
+
+    async def go():
+        r = make_reader(store, disk)
+        loop_thread = threading.get_ident()
+
+        async def body():
+            assert await r.read(o, 0, BS) == store.objects["s"]
+            blocking = [t for t, nowait in calls if not nowait]
+            assert blocking and loop_thread not in blocking, calls
+            assert block_key(o, 0, BS) not in r.ram
+            calls.clear()
+            assert await r.read(o, 10, 1000) == store.objects["s"][10:1010]
+            assert calls == [(loop_thread, True)]  # now in the page cache: on the loop
+        await with_reader(r, body)
+    trio.run(go)
+    assert store.calls["get"] == 0
     disk.close()
 
 
