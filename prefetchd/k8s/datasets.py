@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from prefetchd.k8s import placement
+from prefetchd.k8s import placement, rest
 from prefetchd.pipeline import _pvc, _uri
 
 log = logging.getLogger(__name__)
@@ -108,18 +108,12 @@ class ApiClusterView:
         self._cache = TtlCache(ttl, size)
 
     def _get_json(self, path: str) -> Mapping[str, Any] | None:
-        import json
-
-        method, url, headers, body, post = self.api.param_serialize(
-            "GET", path, header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"])
-        resp = self.api.call_api(method, url, headers, body, post,
-                                 _request_timeout=(5.0, 10.0)).response
-        if resp.status == 404:
+        reply = rest.request(self.api, "GET", path, timeout=(5.0, 10.0))
+        if reply.status == 404:
             return None
-        if resp.status != 200:
-            raise RuntimeError(f"GET {path}: HTTP {resp.status}")
-        return json.loads(resp.data)
+        if reply.status != 200:
+            raise RuntimeError(f"GET {path}: HTTP {reply.status}")
+        return reply.json()
 
     def get_json(self, path: str) -> Mapping[str, Any] | None:
         """One object by API path (not cached), None if it does not exist."""

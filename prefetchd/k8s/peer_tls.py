@@ -17,13 +17,13 @@ file's ``tls`` names them. Key material is never logged.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from fusecache.group import TlsFiles
+from prefetchd.k8s import rest
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +50,6 @@ class PeerTls:
         return TlsFiles(str(self.dir / "ca.crt"), str(self.dir / "tls.crt"),
                         str(self.dir / "tls.key"))
 
-    def _request(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-        m, url, hdrs, b, post = self.api.param_serialize(
-            method, path, header_params=headers, body=body, auth_settings=["BearerToken"])
-        resp = self.api.call_api(m, url, hdrs, b, post, _request_timeout=(5.0, 15.0)).response
-        try:
-            data = json.loads(resp.data) if resp.data else None
-        except ValueError:
-            data = None
-        return resp.status, data
-
     def certificate(self) -> dict[str, Any]:
         """The cert-manager Certificate this agent asks for."""
         kind, _, name = (self.issuer or "").partition("/")
@@ -88,16 +75,15 @@ class PeerTls:
         if not self.issuer:
             return
         base = f"/apis/{CERT_MANAGER_API}/namespaces/{self.namespace}/certificates"
-        status, _ = self._request("GET", f"{base}/{self.name}")
+        status = rest.request(self.api, "GET", f"{base}/{self.name}").status
         if status == 200:
             return
         if status != 404:
             raise PeerTlsError(f"certificate {self.namespace}/{self.name}: HTTP {status}")
-        status, data = self._request("POST", base, self.certificate())
-        if status not in (200, 201, 409):
-            message = (data or {}).get("message", "") if isinstance(data, dict) else ""
+        reply = rest.request(self.api, "POST", base, body=self.certificate())
+        if reply.status not in (200, 201, 409):
             raise PeerTlsError(f"cannot create certificate {self.namespace}/{self.name}: "
-                               f"HTTP {status} {message}")
+                               f"HTTP {reply.status} {reply.message()}")
         log.info("asked cert-manager (%s) for certificate %s/%s", self.issuer,
                  self.namespace, self.name)
 
@@ -106,8 +92,9 @@ class PeerTls:
 
         PeerTlsError when the Secret does not exist (yet) or lacks a key.
         """
-        status, secret = self._request(
-            "GET", f"/api/v1/namespaces/{self.namespace}/secrets/{self.name}")
+        reply = rest.request(self.api, "GET",
+                             f"/api/v1/namespaces/{self.namespace}/secrets/{self.name}")
+        status, secret = reply.status, reply.json_or_none()
         if status == 404:
             raise PeerTlsError(f"secret {self.namespace}/{self.name} does not exist (yet)")
         if status != 200 or not isinstance(secret, dict):

@@ -37,7 +37,6 @@ no longer needed. Workflow-sourced pins are released by the DAG (or expire after
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import queue
@@ -50,7 +49,7 @@ from typing import Any
 import fusecache
 from prefetchd import _jsonfile
 from prefetchd import warm as warm_mod
-from prefetchd.k8s import credentials, group_watch, placement
+from prefetchd.k8s import credentials, group_watch, placement, rest
 
 log = logging.getLogger(__name__)
 
@@ -144,21 +143,12 @@ class NodePublisher:
         self._last_free: int | None = None
 
     def _call(self, method: str, body: Any = None) -> dict[str, Any]:
-        path = f"/api/v1/nodes/{self.node_name}"
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = "application/merge-patch+json"
-        m, url, hdrs, b, post = self.api.param_serialize(
-            method, path, header_params=headers, body=body, auth_settings=["BearerToken"])
-        resp = self.api.call_api(m, url, hdrs, b, post, _request_timeout=(5.0, 15.0)).response
-        data = resp.data
-        if resp.status != 200:
-            try:
-                message = json.loads(data).get("message", "")
-            except (ValueError, AttributeError):
-                message = ""
-            raise RuntimeError(f"{method} node {self.node_name}: HTTP {resp.status} {message}")
-        return json.loads(data)
+        reply = rest.request(self.api, method, f"/api/v1/nodes/{self.node_name}", body=body,
+                             content_type=rest.MERGE_PATCH)
+        if reply.status != 200:
+            raise RuntimeError(f"{method} node {self.node_name}: HTTP {reply.status} "
+                               f"{reply.message()}")
+        return reply.json()
 
     def publish(self, free_bytes: int, limit_bytes: int, held: list[str],
                 peer: str | None = None) -> bool:
