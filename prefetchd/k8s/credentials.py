@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import logging
 import re
 import time
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prefetchd.k8s import datasets as ds_mod
+from prefetchd.k8s import rest
 
 log = logging.getLogger(__name__)
 
@@ -150,25 +150,21 @@ class VolumeCredentials:
         A connection error, 429 or 5xx is tried ``API_ATTEMPTS`` times (0.5 s, 1 s apart):
         a warm whose credentials cannot be resolved fails, and is not retried later.
         """
-        method, url, headers, body, post = self.api.param_serialize(
-            "GET", path, query_params=query or [],
-            header_params={"Accept": "application/json"}, auth_settings=["BearerToken"])
         problem = ""
         for attempt in range(API_ATTEMPTS):
             if attempt:
                 time.sleep(0.5 * 2 ** (attempt - 1))
             try:
-                resp = self.api.call_api(method, url, headers, body, post,
-                                         _request_timeout=(5.0, 15.0)).response
-            except Exception as e:  # noqa: BLE001 - urllib3's connection errors, timeouts
-                problem = type(e).__name__
+                reply = rest.request(self.api, "GET", path, query=query)
+            except rest.ApiUnreachable as e:  # refused, timed out, reset, TLS
+                problem = e.reason
                 continue
-            if resp.status == 404:
+            if reply.status == 404:
                 return None
-            if resp.status == 200:
-                return json.loads(resp.data)
-            problem = f"HTTP {resp.status}"
-            if resp.status != 429 and resp.status < 500:
+            if reply.status == 200:
+                return reply.json()
+            problem = f"HTTP {reply.status}"
+            if reply.status != 429 and reply.status < 500:
                 break
         raise CredentialError(f"GET {path}: {problem}")
 

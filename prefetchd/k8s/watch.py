@@ -46,6 +46,8 @@ from typing import Any, Protocol
 
 import urllib3
 
+from prefetchd.k8s import rest
+
 log = logging.getLogger(__name__)
 
 RawEvent = dict[str, Any]
@@ -143,8 +145,9 @@ class Transport(Protocol):
 class ClientTransport:
     """Transport over a configured ``kubernetes.client.ApiClient`` (auth, TLS, proxies).
 
-    Goes through ``param_serialize``/``call_api`` with raw JSON, not the generated models:
-    one code path for core and custom resources, and no model objects for big workflows.
+    Goes through :func:`prefetchd.k8s.rest.request` (raw JSON, not the generated models: one
+    code path for core and custom resources, and no model objects for big workflows); a watch
+    streams the response, read line by line.
     """
 
     # Connect timeout, and how much longer than timeoutSeconds a read may stall before we
@@ -158,24 +161,13 @@ class ClientTransport:
         self._open: set[Any] = set()
         self._lock = threading.Lock()
 
-    def _request(self, path: str, query: list[tuple[str, str]], read_timeout: float) -> Any:
-        method, url, headers, body, post = self.api.param_serialize(
-            "GET", path, query_params=query, header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        resp = self.api.call_api(
-            method, url, headers, body, post,
-            _request_timeout=(self.CONNECT_TIMEOUT, read_timeout),
-        ).response
-        if not 200 <= resp.status <= 299:
-            data = resp.data  # reads the (small) Status body
-            resp.release_conn()
-            try:
-                message = json.loads(data).get("message", "")
-            except (ValueError, AttributeError):
-                message = (data or b"")[:200].decode(errors="replace")
-            raise ApiFailure(resp.status, message)
-        return resp
+    def _request(self, path: str, query: list[tuple[str, str]], read_timeout: float,
+                 stream: bool = False) -> rest.Reply:
+        reply = rest.request(self.api, "GET", path, query=query, stream=stream,
+                             timeout=(self.CONNECT_TIMEOUT, read_timeout))
+        if not reply.ok:
+            raise ApiFailure(reply.status, reply.message())
+        return reply
 
     def list_pages(
         self, resource: Resource, options: WatchOptions
@@ -185,8 +177,7 @@ class ClientTransport:
             query = _selectors(options) + [("limit", str(options.page_size))]
             if token:
                 query.append(("continue", token))
-            resp = self._request(resource.path(options.namespace), query, 60.0)
-            doc = json.loads(resp.data)
+            doc = self._request(resource.path(options.namespace), query, 60.0).json()
             meta = doc.get("metadata") or {}
             yield str(meta.get("resourceVersion", "")), doc.get("items") or []
             token = meta.get("continue") or ""
@@ -204,7 +195,7 @@ class ClientTransport:
         if options.bookmarks:
             query.append(("allowWatchBookmarks", "true"))
         resp = self._request(resource.path(options.namespace), query,
-                             options.timeout_seconds + self.READ_GRACE)
+                             options.timeout_seconds + self.READ_GRACE, stream=True).response
         with self._lock:
             self._open.add(resp)
         try:
