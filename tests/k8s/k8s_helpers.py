@@ -37,3 +37,18 @@ def corpus_workflow(relpath: str, name: str | None = None, namespace: str = "def
 def node(name: str, labels: dict[str, str] | None = None, **extra: Any) -> dict:
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels or {}}, **extra}
+
+
+def api_at_closed_port() -> Any:
+    """A kubernetes ApiClient for a local port nothing listens on (no retries)."""
+    import socket
+
+    from kubernetes import client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.retries = 0
+    return client.ApiClient(cfg)

@@ -7,6 +7,7 @@ else its StorageClass, else the agent's own; what a missing or unreadable Secret
 from __future__ import annotations
 
 import pytest
+from k8s_helpers import api_at_closed_port
 from volume_objects import bound_pair, secret, storage_class
 
 from prefetchd.k8s import credentials as cr
@@ -93,20 +94,6 @@ def test_api_errors_are_retried_then_one_line(cluster, api):
     with pytest.raises(cr.CredentialError, match="GET /api/v1/persistentvolumes/x: "):
         cr.VolumeCredentials(api_at_closed_port()).store_config(
             req("s3://datasets/a/", volume="x"))
-
-
-def api_at_closed_port():
-    import socket
-
-    from kubernetes import client
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{port}"
-    cfg.retries = 0
-    return client.ApiClient(cfg)
 
 
 def test_only_the_requesting_namespace_s_claims_count(cluster, api):
