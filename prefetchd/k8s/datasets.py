@@ -101,14 +101,12 @@ class ApiClusterView:
     """ClusterView over a ``kubernetes.client.ApiClient`` (raw JSON, cached for ``ttl`` s)."""
 
     def __init__(self, api_client: Any, ttl: float = 10.0, size: int = 4096) -> None:
-        from kubernetes import client  # imported here: only this class needs it
-
-        self.core = client.CoreV1Api(api_client)
         self.api = api_client
         self._cache = TtlCache(ttl, size)
 
-    def _get_json(self, path: str) -> Mapping[str, Any] | None:
-        reply = rest.request(self.api, "GET", path, timeout=(5.0, 10.0))
+    def _get_json(self, path: str, query: list[tuple[str, str]] | None = None
+                  ) -> Mapping[str, Any] | None:
+        reply = rest.request(self.api, "GET", path, query=query, timeout=(5.0, 10.0))
         if reply.status == 404:
             return None
         if reply.status != 200:
@@ -121,11 +119,9 @@ class ApiClusterView:
 
     def pods(self, namespace: str, selector: str) -> list[Mapping[str, Any]]:
         """The pods of ``namespace`` matching a label selector (not cached)."""
-        import json
-
-        resp = self.core.list_namespaced_pod(namespace, label_selector=selector,
-                                             _preload_content=False, _request_timeout=(5, 10))
-        return list(json.loads(resp.data).get("items") or [])
+        doc = self._get_json(f"/api/v1/namespaces/{namespace}/pods",
+                             [("labelSelector", selector)]) or {}
+        return list(doc.get("items") or [])
 
     def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._cache.get(("pvc", namespace, name), lambda: self._get_json(
