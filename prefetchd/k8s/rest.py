@@ -2,7 +2,7 @@
 
 Who calls this: every direct API call of prefetchd/k8s goes through :func:`request`:
 :mod:`~prefetchd.k8s.watch` (paginated lists, and the watch streams), :mod:`~prefetchd.k8s.worker`
-(its Node: GET and merge patch), :mod:`~prefetchd.k8s.datasets` (PVC, PV and Node reads),
+(its Node: GET and merge patch), :mod:`~prefetchd.k8s.datasets` (PVC, PV, Node reads; pod lists),
 :mod:`~prefetchd.k8s.credentials` (PVs, StorageClasses, claims, Secrets) and
 :mod:`~prefetchd.k8s.peer_tls` (the cert-manager Certificate and the peer Secret).
 
