@@ -1,4 +1,4 @@
-"""One raw-JSON request to the Kubernetes API over the agent's configured ``ApiClient``.
+"""One raw-JSON request to the Kubernetes API over a configured ``ApiClient`` (agent, webhook).
 
 Who calls this: every direct API call of prefetchd/k8s goes through :func:`request`:
 :mod:`~prefetchd.k8s.watch` (paginated lists, and the watch streams), :mod:`~prefetchd.k8s.worker`
