@@ -34,6 +34,7 @@ from pathlib import Path
 import trio
 
 from fusecache import errors
+from fusecache.blockmem import reuse_block_buffers
 from fusecache.config import MountConfig, S3Location
 from fusecache.listings import DirEntry, ListingCache
 from fusecache.metrics import Metrics
@@ -131,31 +132,6 @@ async def set_kernel_readahead(path: Path, kib: int, init_done: trio.Event) -> N
         except (OSError, ValueError) as e:
             log.debug("could not set read_ahead_kb for %s: %s", dev, e)
             return
-
-
-def limit_malloc_arenas() -> None:
-    """One glibc arena whose freed block buffers are reused, not mapped afresh.
-
-    Every block is an 8 MiB buffer (obstore's body, a node-cache read, LMDB's copy
-    of a block being stored). Mapped afresh per block (the former setting: 2 arenas,
-    M_MMAP_THRESHOLD 1 MiB), each costs 2,048 page faults and zeroed pages: measured
-    on 2 cores, NodeCache.get_block spent 0.71-0.85 CPU-s per 512 MiB that way
-    against 0.25 s with reused buffers. Buffers of up to 32 MiB (glibc's largest
-    threshold) now come from the heap and stay there for the next block (trim only
-    past 256 MiB free: a peak already reached). One arena, not per-thread ones, so a
-    buffer freed by any thread serves the next allocation of any other: with 2 arenas
-    the peak RSS of a cold 512 MiB read rose by 50-60 MiB, with one by 25-40 MiB
-    (run_bench, VmHWM); with glibc's defaults (16 arenas here) it reached
-    700 MiB against a 256 MiB RAM tier.
-    """
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-8, 1)          # M_ARENA_MAX
-        libc.mallopt(-3, 32 << 20)   # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
-    except (OSError, AttributeError):
-        pass
 
 
 def empty_source_warnings(store: S3Store, loc: S3Location) -> list[str]:
@@ -400,7 +376,7 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
                 if last:
                     os.close(ready_fd)
 
-    limit_malloc_arenas()
+    reuse_block_buffers()  # before the first block: see blockmem.py
     try:
         # /dev/fd/N: an already-mounted FUSE connection handed to us (fusecache.relay)
         relayed = re.fullmatch(r"/dev/fd/[0-9]+", str(cfg.mountpoint)) is not None
