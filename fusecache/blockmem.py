@@ -1,25 +1,23 @@
-"""glibc malloc settings for the processes that move 8 MiB blocks.
+"""glibc malloc settings for prefetchd's warm processes, which move 8 MiB blocks.
 
-Who calls it: ``mount.run_foreground`` (every ``fusecache mount``) and prefetchd's
-``warm`` and ``run`` commands, once at start, before any block is read. Nothing else:
-the settings are process-wide, so a library user of the API keeps its own.
+Who calls it: prefetchd's ``warm`` and ``run`` commands, once at start, before any
+block is read. Nothing else: the settings are process-wide, so a library user of the
+API keeps its own.
 
-Data flow: none. Every block is an 8 MiB buffer (obstore's response body, a block
-read back from the node cache, LMDB's copy of a block being stored). glibc maps a
-buffer that large afresh by default (or after a free trims the heap under it), and
-each fresh 8 MiB mapping costs 2,048 page faults and zeroed pages. With the
-threshold at glibc's largest (32 MiB) the buffers come from the heap, and a freed
-one is reused by the next block; the heap is trimmed only past 256 MiB free (a peak
-already reached). One arena, not one per thread, so a buffer freed by one thread
-(the FUSE loop dropping a block from the RAM tier) serves the next allocation of
-another (a GET's worker thread, the write-behind thread).
+Data flow: none. Every block is an 8 MiB buffer (obstore's response body, LMDB's
+copy of a block being stored). glibc maps a buffer that large afresh by default (or
+after a free trims the heap under it), and each fresh 8 MiB mapping costs 2,048 page
+faults and zeroed pages. With the threshold at glibc's largest (32 MiB) the buffers
+come from the heap, and a freed one is reused by the next block; the heap is trimmed
+only past 256 MiB free. One arena, so a buffer freed by one thread serves the next
+allocation of another. Measured on the 2-core bench VM (512 MiB object, page cache
+dropped): ``prefetchd warm`` 2.81-3.10 CPU-s -> 2.49-2.68 s.
 
-Measured on the 2-core bench VM (512 MiB object, page cache dropped): reading the
-node cache back, ``NodeCache.get_block`` spent 0.71-0.85 CPU-s with fresh mappings
-against 0.18-0.27 s with reused buffers; a cold read through a mount 2.2-2.5 CPU-s
-against 1.4-1.6 s. The peak RSS of that cold read rose by 25-40 MiB with one arena
-(50-60 MiB with two; with glibc's default of 8 per core it once reached 700 MiB
-against a 256 MiB RAM tier).
+Not for the mount: there, blocks live on in the RAM tier between small files' buffers,
+and a later 8 MiB buffer no longer fits the holes they leave. Measured with these
+settings in a mount (bench/run_bench.py, default sets): the heap grew by ~115 MiB in the
+second sequential pass, peak RSS 455-498 MiB against 418 MiB before (limit 456). The
+mount reuses its node-cache read buffers itself (``reader.BlockReader``) instead.
 """
 
 from __future__ import annotations
