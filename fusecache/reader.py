@@ -26,11 +26,15 @@ to ``readahead_max``. Every read-ahead block first reserves its size from one
 per-mount byte budget (``readahead_budget``) and gives it back when the block has
 landed in the RAM tier; when the budget is spent, read-ahead simply does not
 start more. That bounds memory regardless of the number of open files: RSS stays
-within RAM tier + budget + write-behind queue (64 MiB). Blocks of objects larger
-than an eighth of the RAM tier go to its stream segment (at most half of it), so a
-pass over a big shard cannot evict the small hot files. A large cold object read from the
-start therefore turns into up to budget/block_size parallel ranged GETs, which
-is what lets one reader use the whole link.
+within RAM tier + budget + write-behind queue (64 MiB) + two spare block buffers.
+Blocks of objects larger than an eighth of the RAM tier go to its stream segment (at
+most half of it), so a pass over a big shard cannot evict the small hot files. A large
+cold object read from the start therefore turns into up to budget/block_size parallel
+ranged GETs, which is what lets one reader use the whole link.
+
+Buffers: a full block read back from the node cache is read into the buffer of a block
+the RAM tier let go (``_recycle``: only one nothing else refers to), so a stream from
+the node cache does not map and zero a fresh 8 MiB buffer per block.
 
 Write-behind: fetched blocks go to the node cache from one thread of its own
 (``_WriteBehind``), handed over without a trio task switch; the queue is bounded in
