@@ -138,7 +138,9 @@ def limit_malloc_arenas() -> None:
 
     Measured in the bench: RSS 700 MiB of anonymous memory with a 256 MiB RAM tier
     under default malloc settings, 348 MiB with 2 arenas and blocks >= 1 MiB
-    mmapped (returned to the OS when freed).
+    mmapped (returned to the OS when freed). Reusing freed block buffers from the
+    heap instead (what prefetchd does, fusecache/blockmem.py) broke the RSS bound here
+    (fragmentation: see there); the reader reuses its node-cache read buffers itself.
     """
     try:
         import ctypes

@@ -6,16 +6,19 @@ most ``stream_share`` of it, so a sequential pass over a shard larger than RAM
 cannot evict the small hot files of the same job (measured in the bench: with
 one LRU, a 512 MiB stream through a 256 MiB tier pushed 600 small files out and
 their next pass fell from ~5,500 to ~3,500 files/s). Used from the trio thread
-only, so it needs no lock.
+only, so it needs no lock. ``on_evict`` (set by the reader) sees each block the
+bound pushes out, so that its buffer can serve the next block read from disk.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 
 
 class RamCache:
     def __init__(self, limit_bytes: int, stream_share: float = 0.5) -> None:
+        self.on_evict: Callable[[bytes | bytearray], None] | None = None
         self.limit_bytes = limit_bytes
         self.stream_limit = int(limit_bytes * stream_share)
         self.used_bytes = 0
@@ -61,6 +64,8 @@ class RamCache:
         self.used_bytes -= len(evicted)
         if stream:
             self._stream_bytes -= len(evicted)
+        if self.on_evict is not None:
+            self.on_evict(evicted)
 
     def discard(self, key: bytes) -> None:
         old = self._main.pop(key, None)

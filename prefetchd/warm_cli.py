@@ -217,9 +217,11 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def cmd_warm(args: argparse.Namespace) -> int:
+    from fusecache.blockmem import reuse_block_buffers
     from prefetchd import warm
 
     _quick_gil_handoff()
+    reuse_block_buffers()
     uris, unsupported = _targets(args)
     cache_dir = args.cache_dir or _default_cache_dir()
     group = load_striping_group(args, cache_dir)
@@ -392,9 +394,11 @@ def cmd_unpin(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Watch a folder; warm each new pipeline file in arrival (mtime) order until SIGTERM."""
+    from fusecache.blockmem import reuse_block_buffers
     from prefetchd import warm
 
     _quick_gil_handoff()
+    reuse_block_buffers()
     wd = args.watch_dir
     if not os.path.isdir(wd):
         raise UsageError(f"--watch-dir {wd}: not a directory")

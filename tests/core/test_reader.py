@@ -227,3 +227,78 @@ def test_ram_tier_streams_cannot_evict_hot_small_blocks() -> None:
     for i in range(30):  # plain blocks still use the whole tier, streams give way first
         ram.put(b"big%d" % i, b"b" * BS)
     assert ram.used_bytes <= ram.limit_bytes and ram.get(b"stream39") is None
+
+
+BIG_BS = 512 * 1024  # above the inline limit: node-cache reads of full blocks take the
+#                      threaded path, which reads into buffers the RAM tier let go
+
+
+def _filled_disk(tmp_path: Path, store: FakeStore, key: str, blocks: int
+                 ) -> tuple[NodeCache, ObjectId, bytes]:
+    """An object whose blocks all differ, stored in a node cache (none fetched yet)."""
+    data = random.Random(key).randbytes(blocks * BIG_BS)
+    store.put(key, data)
+    o = ObjectId(store.bucket, key, store.etags[key], len(data))
+    disk = NodeCache.open(tmp_path, limit_bytes=4 * len(data), block_size=BIG_BS)
+    for i in range(blocks):
+        assert disk.put_block(o, i, data[i * BIG_BS:(i + 1) * BIG_BS])
+    return disk, o, data
+
+
+def _big_reader(store: FakeStore, disk: NodeCache) -> BlockReader:
+    # RAM tier of 8 blocks: the object (12 blocks) is streamed through 4 of them
+    return BlockReader(store, RamCache(8 * BIG_BS), disk, Metrics(), block_size=BIG_BS,
+                       readahead_budget=4 * BIG_BS, readahead_max=2 * BIG_BS,
+                       max_connections=4, read_timeout=30.0)
+
+
+def test_node_cache_reads_reuse_evicted_buffers_and_stay_exact(tmp_path: Path) -> None:
+    store = FakeStore()
+    disk, o, data = _filled_disk(tmp_path, store, "stream", 12)
+
+    async def go():
+        r = _big_reader(store, disk)
+        state = ReadState()
+
+        async def body():
+            for _ in range(2):  # two passes: every block is evicted and read again
+                for off in range(0, len(data), 256 * 1024):
+                    got = await r.read(o, off, 256 * 1024, state)
+                    assert got == data[off:off + 256 * 1024]
+            rnd = random.Random(3)
+            for _ in range(200):
+                off = rnd.randrange(len(data))
+                assert await r.read(o, off, 100_000) == data[off:off + 100_000]
+        await with_reader(r, body)
+        return r
+
+    r = trio.run(go)
+    assert store.calls["get"] == 0  # every byte came from the node cache
+    # every read was a hit, so only evicted blocks can have left buffers for reuse
+    assert r._spare and all(type(b) is bytearray and len(b) == BIG_BS for b in r._spare)
+    disk.close()
+
+
+def test_a_buffer_still_referred_to_is_never_reused(tmp_path: Path) -> None:
+    """A view of a block held across evictions (a reply not yet sent, a waiter) keeps
+    its bytes: the block's buffer must not be read into again."""
+    store = FakeStore()
+    disk, o, data = _filled_disk(tmp_path, store, "held", 12)
+
+    async def go():
+        r = _big_reader(store, disk)
+
+        async def body():
+            held = memoryview(await r.get_block(o, 0))[:1000]
+            whole = await r.get_block(o, 1)  # the block object itself, as a waiter holds it
+            for idx in range(2, 12):  # evicts blocks 0 and 1 from the RAM tier
+                got = await r.get_block(o, idx)
+                assert got == data[idx * BIG_BS:(idx + 1) * BIG_BS]
+            assert disk.block_key(o, 0) not in r.ram and disk.block_key(o, 1) not in r.ram
+            assert all(b is not whole and b is not held.obj for b in r._spare)
+            assert held == data[:1000]
+            assert whole == data[BIG_BS:2 * BIG_BS]
+        await with_reader(r, body)
+
+    trio.run(go)
+    disk.close()
