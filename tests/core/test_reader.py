@@ -142,9 +142,9 @@ def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(tmp_path: Pa
     calls: list[tuple[int, bool]] = []  # (thread, nowait) of each node-cache read
     real_get = disk.get_block
 
-    def recording_get(oid: ObjectId, index: int, *, nowait: bool = False):
+    def recording_get(oid: ObjectId, index: int, *, nowait: bool = False, **kw):
         calls.append((threading.get_ident(), nowait))
-        return real_get(oid, index, nowait=nowait)
+        return real_get(oid, index, nowait=nowait, **kw)
 
     disk.get_block = recording_get  # type: ignore[method-assign]
 
