@@ -97,6 +97,15 @@ def _ancestors(prefix: str) -> list[str]:
     return out
 
 
+def _open_db(env: lmdb.Environment) -> object:
+    """The records' database, opened inside a write transaction of our own: open_db
+    without txn= begins one while holding the GIL, which deadlocked a prefetchd agent
+    (its node publisher waited here for LMDB's write lock, held by a warm thread that
+    waited for the GIL; see NodeCache.__init__)."""
+    with env.begin(write=True) as txn:
+        return env.open_db(b"offline_auth", txn=txn)
+
+
 class OfflineAuth:
     """The records in the node cache. Methods block briefly (LMDB); thread-safe."""
 
@@ -105,7 +114,7 @@ class OfflineAuth:
         self.env = env
         self._key = key
         self.clock = clock
-        self._db = env.open_db(b"offline_auth")
+        self._db = _open_db(env)
 
     def tag(self, access_key_id: str) -> bytes:
         return credential_tag(self._key, access_key_id)
@@ -260,7 +269,7 @@ def authorised_buckets(cache: NodeCache, limit: int = 64) -> list[str]:
     at most *limit*, sorted: what the node's cache-group peers may serve it
     (prefetchd.k8s.group_watch publishes them). Blocking."""
     found: set[str] = set()
-    db = cache.env.open_db(b"offline_auth")
+    db = _open_db(cache.env)
     with cache.env.begin(db=db) as txn:
         for raw in txn.cursor().iternext(keys=True, values=False):
             bucket = bytes(raw[_TAG_BYTES:]).split(b"\0", 1)[0].decode(errors="replace")
