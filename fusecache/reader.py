@@ -288,12 +288,9 @@ class BlockReader:
         if end - start > _INLINE_DISK_READ:
             return None
         try:
-            data = self.disk.get_block(oid, idx, nowait=True)
+            data = self._disk_get_inline(oid, idx)
         except NotInMemory:
             return _ON_DISK  # get_block reads it in a thread
-        except lmdb.Error as e:
-            log.warning("node cache read failed (%s); reading from S3", e)
-            return None
         if data is None:
             return None  # get_block will count the misses and fetch
         self._ram_misses.inc()
