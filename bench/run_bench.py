@@ -444,8 +444,9 @@ def main() -> int:
                     help="extra environment variable for the fusecache mount process, "
                          "e.g. MALLOC_ARENA_MAX=2 (repeatable)")
     ap.add_argument("--readers", default="local,boto3,s3fs,rclone,fusecache,warm",
-                    help="comma-separated subset to run; 'fusecache-boto3' (not in the "
-                         "default) adds a cold pass of fusecache with its GETs through boto3")
+                    help="comma-separated subset to run; not in the default, cold passes of "
+                         "fusecache with one change undone: 'fusecache-boto3' (GETs through "
+                         "boto3), 'fusecache-no-folder-readahead' (--folder-readahead 0)")
     ap.add_argument("--boto3-runs", type=int, default=2)
     ap.add_argument("--warm-runs", type=int, default=2)
     ap.add_argument("--profile", action="store_true",
@@ -560,16 +561,21 @@ def main() -> int:
             r["cmd"] = remote.mask(cmd)
             res["readers"][name] = r
 
-        if "fusecache-boto3" in readers:
-            cache = work / "cache-fusecache-boto3"
-            log("fusecache with FUSECACHE_S3_DATA_PLANE=boto3: fresh cache dir, cold pass")
-            p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, "boto3",
-                                         a.fusecache_opt,
-                                         {**fc_env, "FUSECACHE_S3_DATA_PLANE": "boto3"})
+        # Cold-only variants of the mount, each the same mount with one change undone.
+        variants = {
+            "fusecache-boto3": ([], {"FUSECACHE_S3_DATA_PLANE": "boto3"}),
+            "fusecache-no-folder-readahead": (["--folder-readahead", "0"], {}),
+        }
+        for name, (opts, env) in variants.items():
+            if name not in readers:
+                continue
+            cache = work / f"cache-{name}"
+            log(f"{name}: fresh cache dir, cold pass")
+            p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size, name,
+                                         [*a.fusecache_opt, *opts], {**fc_env, **env})
             rss = RssSampler(p.pid)
             profiles: dict = {}
-            spy = Spy(p.pid, results_dir, stamp, "fusecache-boto3", work, profiles,
-                      a.profile_gil) \
+            spy = Spy(p.pid, results_dir, stamp, name, work, profiles, a.profile_gil) \
                 if a.profile else None
             try:
                 r = two_passes(mp, ds, expect, small_readers, passes=("pass1",), spy=spy,
@@ -579,7 +585,8 @@ def main() -> int:
                 unmount_and_stop(mp, p)
                 shutil.rmtree(cache, ignore_errors=True)
             r["profiles"] = profiles
-            res["readers"]["fusecache-boto3"] = r
+            r["cmd"] = " ".join(cmd)
+            res["readers"][name] = r
 
         if "fusecache" in readers:
             cache = work / "cache-fusecache"
@@ -673,9 +680,10 @@ def ratios_and_targets(res: dict, ram_bytes: int, small_readers: list[int]) -> d
             cold, _get(res, "s3fs", "pass1", sk, "files_s"))
         out[f"cold_small_r{n}_fusecache_over_rclone"] = ratio(
             cold, _get(res, "rclone", "pass1", sk, "files_s"))
-        if "fusecache-boto3" in res["readers"]:
-            out[f"cold_small_r{n}_fusecache_over_fusecache_boto3"] = ratio(
-                cold, _get(res, "fusecache-boto3", "pass1", sk, "files_s"))
+        for variant in ("fusecache-boto3", "fusecache-no-folder-readahead"):
+            if variant in res["readers"]:
+                out[f"cold_small_r{n}_fusecache_over_{variant.replace('-', '_')}"] = \
+                    ratio(cold, _get(res, variant, "pass1", sk, "files_s"))
         out[f"cached_small_r{n}_fusecache_over_best_peer"] = ratio(
             _get(res, "fusecache", "pass2", sk, "files_s"),
             _best_peer(res, "pass2", sk, "files_s"))
@@ -684,9 +692,10 @@ def ratios_and_targets(res: dict, ram_bytes: int, small_readers: list[int]) -> d
             _get(res, "local", "pass1", sk, "files_s"))
         targets[f"cold small, {n} readers >= 1.5x best of s3fs/rclone"] = chk(
             out[f"cold_small_r{n}_fusecache_over_best_peer"], 1.5)
-    if "fusecache-boto3" in res["readers"]:
-        out["cold_seq_fusecache_over_fusecache_boto3"] = ratio(
-            fc1_seq, _get(res, "fusecache-boto3", "pass1", "seq", "MB_s"))
+    for variant in ("fusecache-boto3", "fusecache-no-folder-readahead"):
+        if variant in res["readers"]:
+            out[f"cold_seq_fusecache_over_{variant.replace('-', '_')}"] = ratio(
+                fc1_seq, _get(res, variant, "pass1", "seq", "MB_s"))
     w = res["readers"].get("warm")
     b3 = res["readers"].get("boto3", {})
     if w:

@@ -9,7 +9,8 @@ A volume is described by a flat string map, the same keys in three places:
 
 Keys (all values strings): ``bucket`` (required), ``prefix``, ``endpointUrl``,
 ``region``, ``metadataTtl`` (seconds or ``indefinite``), ``ramCacheSize``,
-``blockSize``. Keys containing a ``/`` belong to Kubernetes
+``blockSize``, ``folderReadahead`` (files fetched ahead per file opened, 0-256; 0
+turns folder read-ahead off). Keys containing a ``/`` belong to Kubernetes
 (``csi.storage.k8s.io/...``, ``storage.kubernetes.io/csiProvisionerIdentity``) and
 are ignored; any other unknown key is rejected so that a typo (``regoin``) fails
 loudly instead of being dropped.
@@ -52,6 +53,7 @@ _KEYS = {
     "metadataTtl": "metadata_ttl",
     "ramCacheSize": "ram_cache_size",
     "blockSize": "block_size",
+    "folderReadahead": "folder_readahead",
 }
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]")
 _SIZE_RE = re.compile(r"\s*[0-9]+(\.[0-9]+)?\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
@@ -84,6 +86,7 @@ class VolumeSource:
     metadata_ttl: str = ""
     ram_cache_size: str = ""
     block_size: str = ""
+    folder_readahead: str = ""
 
     @classmethod
     def from_map(cls, values: Mapping[str, str], *, extra_keys: tuple[str, ...] = ()
@@ -112,6 +115,9 @@ class VolumeSource:
         for attr, key in (("ram_cache_size", "ramCacheSize"), ("block_size", "blockSize")):
             if kw[attr] and not _SIZE_RE.fullmatch(kw[attr]):
                 raise _invalid(f"{key} {kw[attr]!r} must be a size such as 256MiB")
+        ahead = kw["folder_readahead"]
+        if ahead and not (ahead.isdigit() and int(ahead) <= 256):
+            raise _invalid(f"folderReadahead {ahead!r} must be a number of files, 0-256")
         return cls(**kw)
 
     def to_context(self) -> dict[str, str]:
@@ -128,7 +134,8 @@ class VolumeSource:
         for flag, value in (("--endpoint-url", self.endpoint_url), ("--region", self.region),
                             ("--metadata-ttl", self.metadata_ttl),
                             ("--ram-cache-size", self.ram_cache_size),
-                            ("--block-size", self.block_size)):
+                            ("--block-size", self.block_size),
+                            ("--folder-readahead", self.folder_readahead)):
             if value:
                 args += [flag, value]
         return args

@@ -107,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--readahead-budget", type=_size("--readahead-budget"), default=None,
                    metavar="SIZE", help=f"bytes of read-ahead in flight for the whole mount "
                                         f"(default {_human_default(md.readahead_budget)})")
+    m.add_argument("--folder-readahead", type=cliargs.int_range("--folder-readahead", 0, 256),
+                   default=None, metavar="FILES",
+                   help="once two files of a folder were opened, each open fetches up to "
+                        "FILES of its next small files ahead; 0: off "
+                        f"(default {md.folder_readahead})")
     m.add_argument("--read-timeout", type=cliargs.positive_float("--read-timeout"),
                    default=None, metavar="SECONDS",
                    help=f"a read S3 cannot serve in this time fails with EIO "
@@ -218,6 +223,8 @@ def mount_config(a: argparse.Namespace) -> MountConfig:
         cfg.metadata_ttl = a.metadata_ttl
     if a.readahead_budget is not None:
         cfg.readahead_budget = a.readahead_budget
+    if a.folder_readahead is not None:
+        cfg.folder_readahead = a.folder_readahead
     if a.read_timeout is not None:
         cfg.read_timeout = a.read_timeout
     if a.offline_auth_max_age is not None:

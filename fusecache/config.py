@@ -127,6 +127,13 @@ class MountConfig:
     readahead_max: int = 64 * MiB
     # Parallel GETs to S3 across the whole mount (boto3 connection pool size).
     max_connections: int = 24
+    # Folder read-ahead (dirahead.py): once two files of a folder were opened, each open
+    # fetches up to this many of its next small files (up to folder_readahead_max_file)
+    # ahead, at most half of max_connections at once; 0 turns it off. 4: a folder read
+    # whole in shuffled order is fetched ahead after a fifth of it was opened, and a job
+    # reading only some files of a big folder fetches at most 4 more per file it opens.
+    folder_readahead: int = 4
+    folder_readahead_max_file: int = 2 * MiB
     # Kernel read-ahead for the mount (sysfs read_ahead_kb); FUSE's default is 128 KiB.
     kernel_readahead: int = 4 * MiB
     # The bound of one whole FUSE operation that needs S3 (a listing: of each page):

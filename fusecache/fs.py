@@ -22,6 +22,7 @@ import pyfuse3
 import trio
 
 from fusecache import errors
+from fusecache.dirahead import FolderReadAhead
 from fusecache.listings import DirRecord
 from fusecache.namespace import Namespace, Node
 from fusecache.reader import BlockReader, ReadState
@@ -88,10 +89,12 @@ class FuseOperations(pyfuse3.Operations):
     enable_acl = False
 
     def __init__(self, namespace: Namespace, reader: BlockReader, *, uid: int | None = None,
-                 gid: int | None = None) -> None:
+                 gid: int | None = None, folder_readahead: FolderReadAhead | None = None
+                 ) -> None:
         super().__init__()
         self.ns = namespace
         self.reader = reader
+        self.folder_readahead = folder_readahead
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
         self.kernel_ttl = min(namespace.ttl, _MAX_KERNEL_TTL)
@@ -188,6 +191,8 @@ class FuseOperations(pyfuse3.Operations):
             node.opened_etag = node.etag
             fh = next(self._fh)
             self._files[fh] = _FileHandle(node, self.ns.object_id(node), ReadState())
+            if self.folder_readahead is not None:
+                self.folder_readahead.opened(node)
             return pyfuse3.FileInfo(fh=fh, keep_cache=keep)
         return await _guard(f"open {inode}", go)
 

@@ -60,6 +60,11 @@ class Metrics:
             registry=r)
         self.readahead_bytes = Gauge("fusecache_readahead_inflight_bytes",
                                      "Bytes reserved by read-ahead", registry=r)
+        self.folder_readahead = Counter(
+            "fusecache_folder_readahead_files",
+            "Small files fetched ahead because their folder was being read file by file "
+            "(dirahead.py), by result: fetched, used (opened after its fetch began), failed",
+            ["result"], registry=r)
         # The cache group (peer_client.py asks, peer_server.py serves). Peers are the
         # group's members: the label's values are bounded by the group's size.
         self.peer_requests = Counter(

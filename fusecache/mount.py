@@ -35,6 +35,7 @@ import trio
 
 from fusecache import errors
 from fusecache.config import MountConfig, S3Location
+from fusecache.dirahead import FolderReadAhead
 from fusecache.listings import DirEntry, ListingCache
 from fusecache.metrics import Metrics
 from fusecache.nodecache import CacheUnavailable, NodeCache
@@ -265,7 +266,12 @@ class MountedFilesystem:
                                    breaker=self.store.breaker, offline=self.gate,
                                    op_timeout=self.cfg.read_timeout,
                                    on_stale=self.metrics.stale_served)
-        self.ops = FuseOperations(self.namespace, self.reader)
+        self.folder_readahead = FolderReadAhead(
+            self.namespace, self.reader, self.metrics, per_open=self.cfg.folder_readahead,
+            max_file=min(block_size, self.cfg.folder_readahead_max_file),
+            in_flight=self.cfg.max_connections // 2)
+        self.ops = FuseOperations(self.namespace, self.reader,
+                                  folder_readahead=self.folder_readahead)
 
     def _peer_client(self) -> PeerClient:
         """The cache group's client; an explicit --group file must exist and parse."""
@@ -335,6 +341,7 @@ class MountedFilesystem:
 
         async with trio.open_nursery() as nursery:
             await nursery.start(self.reader.run)
+            await nursery.start(self.folder_readahead.run)
             nursery.start_soon(self._flusher, name="fusecache-flusher")
             nursery.start_soon(self._watch_signals, name="fusecache-signals")
             nursery.start_soon(self._keep_authorised, name="fusecache-offline-auth")

@@ -533,3 +533,11 @@ class Namespace:
 
     def node_for_entry(self, parent: Node, entry: DirEntry) -> Node:
         return self._node_for_entry(parent, entry)
+
+    def listed_after(self, prefix: str, after: str | None, limit: int) -> list[DirEntry] | None:
+        """Up to *limit* entries of directory *prefix* after the name *after*, from its
+        fresh listing in the node cache; None when there is none (nothing asks S3)."""
+        rec = self._listing_if_fresh(prefix)
+        if rec is None:
+            return None
+        return self.listings.entries(self.location.bucket, prefix, rec, after, limit)

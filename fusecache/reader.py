@@ -265,6 +265,18 @@ class BlockReader:
             f"read of s3://{oid.bucket}/{oid.key} at {offset} timed out after "
             f"{self.read_timeout:g}s")
 
+    def holds(self, oid: ObjectId, idx: int) -> bool:
+        """Whether the block is in RAM, being loaded, or in the node cache."""
+        key = block_key(oid, idx, self.block_size)
+        if key in self.ram or key in self._inflight:
+            return True
+        if self.disk is None:
+            return False
+        try:
+            return self.disk.contains_block(oid, idx)
+        except lmdb.Error:
+            return False
+
     def _block_nowait(self, oid: ObjectId, idx: int) -> bytes | _OnDisk | None:
         """A block from RAM, or a small one straight from the node cache; _ON_DISK
         when the node cache holds it but the page cache does not; else None.

@@ -112,7 +112,8 @@ def test_stale_if_error_reads_cached_dataset_with_s3_stopped(private_s3: LocalS3
     ttl = 2.0
     with mounted("s3://dset", tmp_path / "m", private_s3.env(), "--cache-dir",
                  str(tmp_path / "c"), "--metadata-ttl", str(ttl), "--read-timeout", "30",
-                 "--metrics-port", str(port), "--log-file", str(log_file)) as mp:
+                 "--metrics-port", str(port), "--log-file", str(log_file),
+                 "--folder-readahead", "0") as mp:  # zz-never-read.bin stays uncached
         listed = sorted(os.listdir(mp / "d"))
         got, cold = _read_all(mp, names)
         assert got == files
