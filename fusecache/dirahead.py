@@ -15,17 +15,20 @@ read-ahead never crosses a file. Fetching the folder's other small files meanwhi
 turns a cold epoch into many GETs in flight, as ``prefetchd warm`` does.
 
 Policy, chosen so the waste has a bound a user can state: a folder starts once two
-different files of it have been opened; from then on every open grants ``per_open``
-fetches of the folder's next small files, in name order from where the last fetch
-stopped, once round the folder. A job that reads a whole folder, in any order, gets
-it fetched ahead with no byte fetched twice; a job that opens only some files of a
-big folder fetches at most ``per_open`` more files per file it opens. Files held
-already (RAM, in flight, node cache), folders and files larger than ``max_file`` are
-skipped. Bounds: ``in_flight`` fetches at once (half the mount's connections by
-default, so a reader's own GET always finds one), ``_MAX_CREDITS`` per folder,
-``_MAX_FOLDERS`` folders tracked (least recently opened forgotten), ``_SCAN_LIMIT``
-listing entries examined per fetch started (a folder already cached costs the loop a
-bounded scan, then nothing).
+different files of it have been opened, or at its first open once two other folders of
+its parent have started (the class folders of a dataset read in shuffled order). From
+then on every open grants ``per_open`` fetches of the folder's next small files, in
+name order from where the last fetch stopped, once round the folder. A job that reads
+a whole folder, in any order, gets it fetched ahead with no byte fetched twice; a job
+that opens only some files of a big folder fetches at most ``per_open`` more files per
+file it opens. A folder with no fresh listing (a loader that opens the paths of its
+own index, never listing) is listed in the background (``Namespace.list_soon``).
+Files held already (RAM, in flight, node cache), folders and files larger than
+``max_file`` are skipped. Bounds: ``in_flight`` fetches at once (half the mount's
+connections by default, so a reader's own GET always finds one), ``_MAX_CREDITS`` per
+folder, ``_MAX_FOLDERS`` folders tracked (least recently opened forgotten),
+``_SCAN_LIMIT`` listing entries examined per fetch started (a folder already cached
+costs the loop a bounded scan, then nothing).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from fusecache.reader import BlockReader
 log = logging.getLogger(__name__)
 
 _MAX_FOLDERS = 1024
+_HOT_PARENT = 2
 _MAX_CREDITS = 256
 _SCAN_LIMIT = 256
 _BATCH = 64
@@ -55,6 +59,7 @@ _USED_MEMORY = 8192  # files fetched ahead remembered, to count those opened (us
 class _Folder:
     prefix: str
     first: str                  # the first file opened; a second, other one starts it
+    above: str | None           # the parent folder's prefix (None: this is the root)
     started: bool = False
     cursor: str | None = None   # last name read from the listing (None: its start)
     upcoming: deque[DirEntry] = field(default_factory=deque)  # read, not looked at yet
@@ -63,6 +68,7 @@ class _Folder:
     done: bool = False          # nothing left to fetch
     credits: int = 0
     queued: bool = False
+    listing: bool = False       # waiting for a background listing of it
 
 
 class FolderReadAhead:
@@ -79,6 +85,9 @@ class FolderReadAhead:
         self._metric_used = metrics.folder_readahead.labels("used")
         self._metric_failed = metrics.folder_readahead.labels("failed")
         self._folders: OrderedDict[str, _Folder] = OrderedDict()
+        # Folders started, per parent folder: once _HOT_PARENT folders of one parent
+        # (class folders of a dataset) are being read, a sibling starts at its first open.
+        self._started_under: OrderedDict[str, int] = OrderedDict()
         self._ready: deque[_Folder] = deque()
         self._running = 0
         self._fetched: OrderedDict[bytes, None] = OrderedDict()
@@ -104,18 +113,29 @@ class FolderReadAhead:
             return
         folder = self._folders.get(parent.key)
         if folder is None:
-            self._folders[parent.key] = _Folder(parent.key, node.name)
+            above = self.ns.find(parent.parent)
+            folder = _Folder(parent.key, node.name,
+                             above.key if above is not None and above is not parent else None)
+            self._folders[parent.key] = folder
             if len(self._folders) > _MAX_FOLDERS:
                 self._folders.popitem(last=False)
-            return
-        self._folders.move_to_end(parent.key)
+            if self._started_under.get(folder.above, 0) < _HOT_PARENT:
+                return  # one file opened: maybe just a look, not a read of the folder
+        else:
+            self._folders.move_to_end(parent.key)
         if folder.done:
             return
         if not folder.started:
-            if node.name == folder.first:
+            if node.name == folder.first and self._started_under.get(folder.above, 0) \
+                    < _HOT_PARENT:
                 return
             folder.started = True
             folder.cursor = folder.stop_at = node.name
+            if folder.above is not None:
+                n = self._started_under.pop(folder.above, 0) + 1
+                self._started_under[folder.above] = n
+                if len(self._started_under) > _MAX_FOLDERS:
+                    self._started_under.popitem(last=False)
         folder.credits = min(_MAX_CREDITS, folder.credits + self.per_open)
         if not folder.queued:
             folder.queued = True
@@ -148,7 +168,8 @@ class FolderReadAhead:
         for _ in range(_SCAN_LIMIT):
             if not folder.upcoming:
                 batch = self.ns.listed_after(folder.prefix, folder.cursor, _BATCH)
-                if batch is None:
+                if batch is None:  # a loader that opens paths it knew before: list it
+                    self._list_then_resume(folder)
                     return None
                 if not batch:
                     if folder.wrapped:
@@ -170,6 +191,26 @@ class FolderReadAhead:
             if not self.reader.holds(oid, 0):
                 return oid
         return None
+
+    def _list_then_resume(self, folder: _Folder) -> None:
+        """Have the folder listed; its credits are spent once the listing is in."""
+        if folder.listing or self._nursery is None:
+            return
+        listed = self.ns.list_soon(folder.prefix)
+        if listed is None:
+            return  # refused for now: the next open of the folder asks again
+        folder.listing = True
+        self._nursery.start_soon(self._resume_after, folder, listed)
+
+    async def _resume_after(self, folder: _Folder, listed: trio.Event) -> None:
+        try:
+            await listed.wait()
+        finally:
+            folder.listing = False
+        if folder.credits > 0 and not folder.queued and not folder.done:
+            folder.queued = True
+            self._ready.append(folder)
+            self._pump()
 
     async def _fetch(self, oid: ObjectId) -> None:
         try:

@@ -336,30 +336,45 @@ class Namespace:
         if self.ttl <= 0:
             return  # a listing would be stale at once
         n = self._remote_lookups.pop(parent.key, 0) + 1
-        if (n >= _LIST_AFTER_REMOTE_LOOKUPS and parent.key not in self._listing_flights
-                and self._background_listings < _BACKGROUND_LISTINGS_MAX
-                and not (self.breaker is not None and self.breaker.is_open)):
-            self._background_listings += 1
-            flight = self._listing_flights[parent.key] = trio.Event()
-            trio.lowlevel.spawn_system_task(self._list_in_background, parent, flight,
-                                            name=f"fusecache-list:{parent.key}")
+        if n >= _LIST_AFTER_REMOTE_LOOKUPS and parent.key not in self._listing_flights \
+                and self.list_soon(parent.key) is not None:
             n = 0
         self._remote_lookups[parent.key] = n
         if len(self._remote_lookups) > _LOOKUP_COUNTS_MAX:
             self._remote_lookups.popitem(last=False)
 
-    async def _list_in_background(self, node: Node, flight: trio.Event) -> None:
+    def list_soon(self, prefix: str) -> trio.Event | None:
+        """List directory *prefix* into the node cache in the background; the event is
+        set when that listing (or one already running) ends. None when it is too big to
+        hold, S3 is unreachable, or _BACKGROUND_LISTINGS_MAX listings are running (the
+        caller may ask again later). Also used by folder read-ahead."""
+        running = self._listing_flights.get(prefix)
+        if running is not None:
+            return running
+        if (self.ttl <= 0 or self._background_listings >= _BACKGROUND_LISTINGS_MAX
+                or self._remote_lookups.get(prefix, 0) < 0
+                or (self.breaker is not None and self.breaker.is_open)):
+            return None
+        self._background_listings += 1
+        flight = self._listing_flights[prefix] = trio.Event()
+        trio.lowlevel.spawn_system_task(self._list_in_background, prefix, flight,
+                                        name=f"fusecache-list:{prefix}")
+        return flight
+
+    async def _list_in_background(self, prefix: str, flight: trio.Event) -> None:
         try:
             stored = await trio.to_thread.run_sync(
-                self._list_into_cache, node.key, _BACKGROUND_LIST_MAX_PAGES,
+                self._list_into_cache, prefix, _BACKGROUND_LIST_MAX_PAGES,
                 abandon_on_cancel=True)
             if not stored:  # too big to hold: never try this directory again
-                self._remote_lookups[node.key] = -(1 << 62)
+                self._remote_lookups[prefix] = -(1 << 62)
+                if len(self._remote_lookups) > _LOOKUP_COUNTS_MAX:
+                    self._remote_lookups.popitem(last=False)
         except Exception as e:  # noqa: BLE001 - an optimisation must never end the mount
             log.debug("background listing of %r failed (lookups go on asking S3): %s",
-                      node.key, e)
+                      prefix, e)
         finally:
-            del self._listing_flights[node.key]
+            del self._listing_flights[prefix]
             flight.set()
             self._background_listings -= 1
 

@@ -117,3 +117,82 @@ def test_off_fetches_nothing_ahead(tmp_path: Path) -> None:
     m = trio.run(run, tmp_path, store, 0, body)
     assert store.calls["get"] == 10
     assert count(m, "fetched") == 0
+
+
+def test_class_folders_opened_by_path_are_listed_and_start_at_their_first_open(
+        tmp_path: Path) -> None:
+    """A loader with its own index: no readdir; 10 class folders of 12 files under d/."""
+    store = FakeStore()
+    files = {f"d/c{c}/{i:02d}.jpg": ramp(f"d/c{c}/{i:02d}.jpg", 500 + 11 * i + c)
+             for c in range(10) for i in range(12)}
+    for k, v in files.items():
+        store.put(k, v)
+    order = sorted(files)
+    random.Random(4).shuffle(order)
+    disk = NodeCache.open(tmp_path, limit_bytes=64 << 20, block_size=BS)
+    metrics = Metrics()
+    ns = Namespace(store, ListingCache(disk.env), S3Location("fake", ""), 60.0)
+    reader = BlockReader(store, RamCache(64 * BS), disk, metrics, block_size=BS,
+                         readahead_budget=8 * BS, readahead_max=8 * BS, max_connections=8,
+                         read_timeout=10.0)
+    ahead = FolderReadAhead(ns, reader, metrics, per_open=4, max_file=BS, in_flight=4)
+
+    async def go():
+        async with trio.open_nursery() as n:
+            await n.start(reader.run)
+            await n.start(ahead.run)
+            for key in order:
+                node = await ns.lookup(ROOT_INODE, "d")
+                for part in key.split("/")[1:]:
+                    node = await ns.lookup(node.ino, part)
+                ahead.opened(node)
+                got = await reader.read(ns.object_id(node), 0, node.size)
+                assert bytes(got) == files[key]
+                await trio.sleep(0.01)
+            n.cancel_scope.cancel()
+    try:
+        trio.run(go)
+    finally:
+        disk.close()
+    assert store.calls["get"] == len(files)  # each file once
+    # Most of the 120 came ahead of their reader; the folders were listed for it.
+    assert count(metrics, "fetched") >= 70
+    assert store.calls["list"] >= 10
+
+
+def test_a_sibling_of_two_folders_being_read_starts_at_its_first_open(tmp_path: Path) -> None:
+    store = FakeStore()
+    files = {f"d/c{c}/{i:02d}.jpg": ramp(f"d/c{c}/{i:02d}.jpg", 700 + i) for c in range(3)
+             for i in range(20)}
+    for k, v in files.items():
+        store.put(k, v)
+    disk = NodeCache.open(tmp_path, limit_bytes=64 << 20, block_size=BS)
+    metrics = Metrics()
+    ns = Namespace(store, ListingCache(disk.env), S3Location("fake", ""), 60.0)
+    reader = BlockReader(store, RamCache(64 * BS), disk, metrics, block_size=BS,
+                         readahead_budget=8 * BS, readahead_max=8 * BS, max_connections=8,
+                         read_timeout=10.0)
+    ahead = FolderReadAhead(ns, reader, metrics, per_open=4, max_file=BS, in_flight=4)
+    fetched = []
+
+    async def go():
+        async with trio.open_nursery() as n:
+            await n.start(reader.run)
+            await n.start(ahead.run)
+            d = await ns.lookup(ROOT_INODE, "d")
+            for c, names in ((0, ["00", "01"]), (1, ["00", "01"]), (2, ["05"])):
+                folder = await ns.lookup(d.ino, f"c{c}")
+                for name in names:
+                    node = await ns.lookup(folder.ino, f"{name}.jpg")
+                    ahead.opened(node)
+                    await reader.read(ns.object_id(node), 0, node.size)
+                    await trio.sleep(0.1)  # a listing, then the fetches it lets start
+                fetched.append(count(metrics, "fetched"))
+            n.cancel_scope.cancel()
+    try:
+        trio.run(go)
+    finally:
+        disk.close()
+    # c0 and c1 each start at their second open (4 fetched each); c2, a sibling of two
+    # folders being read, at its first: listed in the background, then 4 more fetched.
+    assert fetched == [4, 8, 12]
