@@ -342,6 +342,9 @@ class MountedFilesystem:
         async with trio.open_nursery() as nursery:
             await nursery.start(self.reader.run)
             await nursery.start(self.folder_readahead.run)
+            # The root is listed at once, in the background: the first lookups of a job
+            # (its class folders, its shards) are then answered without asking S3.
+            self.namespace.list_soon(self.namespace.root.key)
             nursery.start_soon(self._flusher, name="fusecache-flusher")
             nursery.start_soon(self._watch_signals, name="fusecache-signals")
             nursery.start_soon(self._keep_authorised, name="fusecache-offline-auth")
