@@ -3,8 +3,9 @@ fetched ahead of the reader, several at a time, into the RAM tier and the node c
 
 Who calls it: the FUSE adapter (``fs.py``) reports every file it opens (``opened``).
 Data flow: the folder's next names come from its fresh listing in the node cache
-(``Namespace.listed_after``); each one not already held (``BlockReader.holds``) is
-loaded with ``BlockReader.get_block``, so a reader that opens a file while it is being
+(``Namespace.listed_after``); each one neither in RAM nor in the node cache (checked
+in a worker thread, a batch at a time: ``BlockReader.not_in_node_cache``) is loaded
+with ``BlockReader.get_block``, so a reader that opens a file while it is being
 fetched waits for that fetch (single flight), never a second GET, and the block lands
 where a read looks first (RAM tier) and in the node cache (write-behind).
 
@@ -50,8 +51,9 @@ log = logging.getLogger(__name__)
 _MAX_FOLDERS = 1024
 _HOT_PARENT = 2
 _MAX_CREDITS = 256
-_SCAN_LIMIT = 256
-_BATCH = 64
+_SCAN_LIMIT = 256  # listing entries looked at per batch at most
+_BATCH = 32       # files checked against the node cache in one worker-thread call
+_SCANNERS = 4     # folders whose credits are being spent at once
 _USED_MEMORY = 8192  # files fetched ahead remembered, to count those opened (used)
 
 
@@ -65,6 +67,7 @@ class _Folder:
     upcoming: deque[DirEntry] = field(default_factory=deque)  # read, not looked at yet
     stop_at: str = ""           # where it started: once round, it stops there
     wrapped: bool = False
+    at_end: bool = False        # the listing is read once round; *upcoming* is the rest
     done: bool = False          # nothing left to fetch
     credits: int = 0
     queued: bool = False
@@ -89,7 +92,8 @@ class FolderReadAhead:
         # (class folders of a dataset) are being read, a sibling starts at its first open.
         self._started_under: OrderedDict[str, int] = OrderedDict()
         self._ready: deque[_Folder] = deque()
-        self._running = 0
+        self._scanners = 0
+        self._slots = trio.Semaphore(self.in_flight)
         self._fetched: OrderedDict[bytes, None] = OrderedDict()
         self._nursery: trio.Nursery | None = None
 
@@ -143,54 +147,93 @@ class FolderReadAhead:
         self._pump()
 
     def _pump(self) -> None:
-        """Start fetches while there are slots and folders with credits."""
-        while self._running < self.in_flight and self._ready:
-            folder = self._ready[0]
-            oid = None
+        """Start scanners while there are folders with credits (at most _SCANNERS)."""
+        assert self._nursery is not None
+        while self._scanners < _SCANNERS and self._ready:
+            folder = self._ready.popleft()
             if folder.credits > 0 and not folder.done \
                     and self._folders.get(folder.prefix) is folder:
-                oid = self._next_file(folder)
-            if oid is None:
-                self._ready.popleft()
+                self._scanners += 1
+                self._nursery.start_soon(self._scan, folder)
+            else:
                 folder.queued = False
-                continue
-            folder.credits -= 1
-            self._running += 1
-            self._fetched[block_key(oid, 0, self.reader.block_size)] = None
-            if len(self._fetched) > _USED_MEMORY:
-                self._fetched.popitem(last=False)
-            assert self._nursery is not None
-            self._nursery.start_soon(self._fetch, oid)
 
-    def _next_file(self, folder: _Folder) -> ObjectId | None:
-        """The folder's next small file not held yet, or None (none left: *done*; no
-        fresh listing, or _SCAN_LIMIT entries looked at: try again at the next open)."""
+    async def _scan(self, folder: _Folder) -> None:
+        """Spend the folder's credits: its next files not in RAM are checked against the
+        node cache in a worker thread, a batch at a time (the check may page B-tree pages
+        in from disk: never on the loop), and the missing ones fetched."""
+        try:
+            while folder.credits > 0 and not folder.done \
+                    and self._folders.get(folder.prefix) is folder:
+                batch = self._candidates(folder)
+                if not batch:
+                    if folder.done or folder.listing:
+                        break
+                    await trio.sleep(0)  # a long run of files in RAM: let others in
+                    continue
+                missing = await trio.to_thread.run_sync(self.reader.not_in_node_cache,
+                                                        [oid for _, oid in batch])
+                for i, (_entry, oid) in enumerate(batch):
+                    if oid not in missing:
+                        continue
+                    if folder.credits <= 0:  # keep the rest for the next credits
+                        folder.upcoming.extendleft(e for e, _ in reversed(batch[i:]))
+                        break
+                    await self._slots.acquire()
+                    if self.reader.in_memory(oid, 0):  # its reader got there first
+                        self._slots.release()
+                        continue
+                    folder.credits -= 1
+                    self._note_fetch(oid)
+                    assert self._nursery is not None
+                    self._nursery.start_soon(self._fetch, oid)
+        finally:
+            self._scanners -= 1
+            folder.queued = False
+            if folder.credits > 0 and not folder.done and not folder.listing:
+                folder.queued = True
+                self._ready.append(folder)
+            self._pump()
+
+    def _candidates(self, folder: _Folder) -> list[tuple[DirEntry, ObjectId]]:
+        """Up to _BATCH of the folder's next small files not in RAM or in flight; [] when
+        there are none left (*done*) or no fresh listing yet (a listing is asked for)."""
+        out: list[tuple[DirEntry, ObjectId]] = []
         for _ in range(_SCAN_LIMIT):
+            if len(out) >= _BATCH:
+                break
             if not folder.upcoming:
+                if folder.at_end:
+                    folder.done = not out  # else: done once these are spent
+                    break
                 batch = self.ns.listed_after(folder.prefix, folder.cursor, _BATCH)
                 if batch is None:  # a loader that opens paths it knew before: list it
                     self._list_then_resume(folder)
-                    return None
+                    break
                 if not batch:
                     if folder.wrapped:
-                        folder.done = True
-                        return None
+                        folder.at_end = True
                     folder.wrapped, folder.cursor = True, None
                     continue
                 folder.upcoming.extend(batch)
                 folder.cursor = batch[-1].name
             entry = folder.upcoming.popleft()
             if folder.wrapped and entry.name >= folder.stop_at:
-                folder.done = True
+                folder.at_end = True  # once round: what is still upcoming is all
                 folder.upcoming.clear()
-                return None
+                continue
             if entry.is_dir or not 0 < entry.size <= self.max_file:
                 continue
             oid = ObjectId(self.ns.location.bucket, folder.prefix + entry.name,
                            entry.etag, entry.size)
-            if not self.reader.holds(oid, 0):
-                return oid
-        return None
+            if not self.reader.in_memory(oid, 0):
+                out.append((entry, oid))
+        return out
+
+    def _note_fetch(self, oid: ObjectId) -> None:
+        self._fetched[block_key(oid, 0, self.reader.block_size)] = None
+        if len(self._fetched) > _USED_MEMORY:
+            self._fetched.popitem(last=False)
 
     def _list_then_resume(self, folder: _Folder) -> None:
         """Have the folder listed; its credits are spent once the listing is in."""
@@ -224,5 +267,4 @@ class FolderReadAhead:
             self._metric_failed.inc()
             log.debug("folder read-ahead of %s failed: %s", oid.key, e)
         finally:
-            self._running -= 1
-            self._pump()
+            self._slots.release()

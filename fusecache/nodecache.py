@@ -417,6 +417,11 @@ class NodeCache:
         with self.env.begin(db=self._bmeta) as txn:
             return txn.get(self.block_key(oid, index)) is not None
 
+    def lacking_first_blocks(self, oids: Iterable[ObjectId]) -> list[ObjectId]:
+        """The objects whose block 0 is not cached (one read transaction)."""
+        with self.env.begin(db=self._bmeta) as txn:
+            return [o for o in oids if txn.get(self.block_key(o, 0)) is None]
+
     def missing_blocks(self, oid: ObjectId) -> list[int]:
         """Indices of the object's blocks not in the cache (one read transaction)."""
         n = oid.block_count(self.block_size)

@@ -265,17 +265,20 @@ class BlockReader:
             f"read of s3://{oid.bucket}/{oid.key} at {offset} timed out after "
             f"{self.read_timeout:g}s")
 
-    def holds(self, oid: ObjectId, idx: int) -> bool:
-        """Whether the block is in RAM, being loaded, or in the node cache."""
+    def in_memory(self, oid: ObjectId, idx: int) -> bool:
+        """Whether the block is in the RAM tier or being loaded (no disk access)."""
         key = block_key(oid, idx, self.block_size)
-        if key in self.ram or key in self._inflight:
-            return True
+        return key in self.ram or key in self._inflight
+
+    def not_in_node_cache(self, oids: list[ObjectId]) -> set[ObjectId]:
+        """Of these objects, those whose first block the node cache lacks. Blocking: a
+        worker thread (the lookup may page the index in from disk)."""
         if self.disk is None:
-            return False
+            return set(oids)
         try:
-            return self.disk.contains_block(oid, idx)
+            return set(self.disk.lacking_first_blocks(oids))
         except lmdb.Error:
-            return False
+            return set()
 
     def _block_nowait(self, oid: ObjectId, idx: int) -> bytes | _OnDisk | None:
         """A block from RAM, or a small one straight from the node cache; _ON_DISK

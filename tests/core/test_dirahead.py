@@ -155,8 +155,8 @@ def test_class_folders_opened_by_path_are_listed_and_start_at_their_first_open(
     finally:
         disk.close()
     assert store.calls["get"] == len(files)  # each file once
-    # Most of the 120 came ahead of their reader; the folders were listed for it.
-    assert count(metrics, "fetched") >= 70
+    # Half of the 120 came ahead of their reader; the folders were listed for it.
+    assert count(metrics, "fetched") >= 60
     assert store.calls["list"] >= 10
 
 
