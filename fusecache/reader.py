@@ -2,7 +2,8 @@
 then ranged GETs to S3.
 
 Who calls it: the FUSE adapter (``fs.py``) for every read, with a per-open-file
-``ReadState``. Data flow for one block:
+``ReadState``; folder read-ahead (``dirahead.py``) loads a folder's next small files
+through ``get_block``. Data flow for one block:
 
     RamCache.get ──hit──> bytes
         │miss

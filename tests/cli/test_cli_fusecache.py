@@ -43,6 +43,8 @@ def _one_line_usage_error(r: subprocess.CompletedProcess, names: str) -> None:
     (["--metadata-ttl", "-1"], "--metadata-ttl"),
     (["--log-level", "loud"], "log level"),
     (["--block-size", "1KiB"], "--block-size"),
+    (["--folder-readahead", "-1"], "--folder-readahead"),
+    (["--folder-readahead", "many"], "--folder-readahead"),
 ])
 def test_bad_mount_arguments_are_one_line_and_exit_2(s3_env, bucket, tmp_path: Path,
                                                      extra: list[str], names: str) -> None:
