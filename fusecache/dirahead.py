@@ -28,8 +28,9 @@ Files held already (RAM, in flight, node cache), folders and files larger than
 ``max_file`` are skipped. Bounds: ``in_flight`` fetches at once (half the mount's
 connections by default, so a reader's own GET always finds one), ``_MAX_CREDITS`` per
 folder, ``_MAX_FOLDERS`` folders tracked (least recently opened forgotten),
-``_SCAN_LIMIT`` listing entries examined per fetch started (a folder already cached
-costs the loop a bounded scan, then nothing).
+``_SCANNERS`` folders scanned at once, ``_SCAN_LIMIT`` listing entries looked at per
+batch of ``_BATCH`` files checked against the node cache (a folder already cached costs
+one pass of such batches, then nothing).
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class FolderReadAhead:
         if parent is None or not parent.is_dir:
             return
         folder = self._folders.get(parent.key)
+        first_open = folder is None
         if folder is None:
             above = self.ns.find(parent.parent)
             folder = _Folder(parent.key, node.name,
@@ -123,16 +125,14 @@ class FolderReadAhead:
             self._folders[parent.key] = folder
             if len(self._folders) > _MAX_FOLDERS:
                 self._folders.popitem(last=False)
-            if self._started_under.get(folder.above, 0) < _HOT_PARENT:
-                return  # one file opened: maybe just a look, not a read of the folder
         else:
             self._folders.move_to_end(parent.key)
         if folder.done:
             return
         if not folder.started:
-            if node.name == folder.first and self._started_under.get(folder.above, 0) \
-                    < _HOT_PARENT:
-                return
+            hot = self._started_under.get(folder.above, 0) >= _HOT_PARENT
+            if not hot and (first_open or node.name == folder.first):
+                return  # one file opened: maybe just a look, not a read of the folder
             folder.started = True
             folder.cursor = folder.stop_at = node.name
             if folder.above is not None:
