@@ -4,6 +4,7 @@ listings: no file fetched twice, the per-open bound, once round the folder, skip
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -31,7 +32,18 @@ def fill(store: FakeStore, n: int) -> dict[str, bytes]:
     return files
 
 
-async def run(tmp_path: Path, store: FakeStore, per_open: int, body) -> Metrics:
+@dataclass
+class Parts:
+    """A real NodeCache, Namespace and BlockReader over *store*, with folder read-ahead."""
+
+    disk: NodeCache
+    metrics: Metrics
+    ns: Namespace
+    reader: BlockReader
+    ahead: FolderReadAhead
+
+
+def make_parts(tmp_path: Path, store: FakeStore, per_open: int = 4) -> Parts:
     disk = NodeCache.open(tmp_path, limit_bytes=64 << 20, block_size=BS)
     metrics = Metrics()
     ns = Namespace(store, ListingCache(disk.env), S3Location("fake", ""), 60.0)
@@ -39,23 +51,38 @@ async def run(tmp_path: Path, store: FakeStore, per_open: int, body) -> Metrics:
                          readahead_budget=8 * BS, readahead_max=8 * BS, max_connections=8,
                          read_timeout=10.0)
     ahead = FolderReadAhead(ns, reader, metrics, per_open=per_open, max_file=BS, in_flight=4)
-    try:
-        async with trio.open_nursery() as n:
-            await n.start(reader.run)
-            await n.start(ahead.run)
-            folder = await ns.lookup(ROOT_INODE, "d")
-            await ns.ensure_listing(folder)
+    return Parts(disk, metrics, ns, reader, ahead)
 
-            async def read(name: str) -> bytes:
-                node = await ns.lookup(folder.ino, name)
-                ahead.opened(node)
-                return bytes(await reader.read(ns.object_id(node), 0, node.size))
-            await body(read)
-            await trio.sleep(0.2)  # let fetches still in flight land
+
+def run_with(parts: Parts, body) -> None:
+    """Run *body* with the reader and the read-ahead running; close the cache after."""
+    async def go():
+        async with trio.open_nursery() as n:
+            await n.start(parts.reader.run)
+            await n.start(parts.ahead.run)
+            await body()
             n.cancel_scope.cancel()
+    try:
+        trio.run(go)
     finally:
-        disk.close()
-    return metrics
+        parts.disk.close()
+
+
+def run(tmp_path: Path, store: FakeStore, per_open: int, body) -> Metrics:
+    p = make_parts(tmp_path, store, per_open)
+
+    async def go():
+        folder = await p.ns.lookup(ROOT_INODE, "d")
+        await p.ns.ensure_listing(folder)
+
+        async def read(name: str) -> bytes:
+            node = await p.ns.lookup(folder.ino, name)
+            p.ahead.opened(node)
+            return bytes(await p.reader.read(p.ns.object_id(node), 0, node.size))
+        await body(read)
+        await trio.sleep(0.2)  # let fetches still in flight land
+    run_with(p, go)
+    return p.metrics
 
 
 def count(metrics: Metrics, result: str) -> float:
@@ -71,7 +98,7 @@ def test_a_folder_read_whole_in_any_order_is_fetched_once(tmp_path: Path) -> Non
     async def body(read):
         for name in names:
             assert await read(name) == files["d/" + name]
-    m = trio.run(run, tmp_path, store, 4, body)
+    m = run(tmp_path, store, 4, body)
     assert store.calls["get"] == 100  # each file once, ahead or by its reader
     assert count(m, "fetched") >= 50
     assert count(m, "used") == count(m, "fetched")  # all of them opened in the end
@@ -85,7 +112,7 @@ def test_each_open_fetches_at_most_per_open_more(tmp_path: Path) -> None:
         for i in range(0, 200, 20):  # 10 files of 200
             assert await read(f"{i:03d}.jpg") == files[f"d/{i:03d}.jpg"]
             await trio.sleep(0.05)  # the fetches granted so far all finish
-    m = trio.run(run, tmp_path, store, 3, body)
+    m = run(tmp_path, store, 3, body)
     assert store.calls["get"] == 10 + 3 * 9  # 3 per open from the second open on
     assert count(m, "fetched") == 27
     assert store.calls["get"] <= 10 + 3 * 9
@@ -100,7 +127,7 @@ def test_once_round_the_folder_skipping_folders_large_and_cached_files(tmp_path:
                      "001.jpg", "008.jpg", "014.jpg", "022.jpg"):
             assert await read(name) == files["d/" + name]
             await trio.sleep(0.05)
-    m = trio.run(run, tmp_path, store, 8, body)
+    m = run(tmp_path, store, 8, body)
     # Started after 025, round past the end (big.bin and sub/ skipped) to 024: the 28
     # small files not opened by then were all fetched ahead, once each.
     assert store.calls["get"] == 10 + 20  # the 10 opened (2 by their readers) + 20 more
@@ -114,7 +141,7 @@ def test_off_fetches_nothing_ahead(tmp_path: Path) -> None:
     async def body(read):
         for i in range(10):
             assert await read(f"{i:03d}.jpg") == files[f"d/{i:03d}.jpg"]
-    m = trio.run(run, tmp_path, store, 0, body)
+    m = run(tmp_path, store, 0, body)
     assert store.calls["get"] == 10
     assert count(m, "fetched") == 0
 
@@ -129,34 +156,21 @@ def test_class_folders_opened_by_path_are_listed_and_start_at_their_first_open(
         store.put(k, v)
     order = sorted(files)
     random.Random(4).shuffle(order)
-    disk = NodeCache.open(tmp_path, limit_bytes=64 << 20, block_size=BS)
-    metrics = Metrics()
-    ns = Namespace(store, ListingCache(disk.env), S3Location("fake", ""), 60.0)
-    reader = BlockReader(store, RamCache(64 * BS), disk, metrics, block_size=BS,
-                         readahead_budget=8 * BS, readahead_max=8 * BS, max_connections=8,
-                         read_timeout=10.0)
-    ahead = FolderReadAhead(ns, reader, metrics, per_open=4, max_file=BS, in_flight=4)
+    p = make_parts(tmp_path, store)
 
     async def go():
-        async with trio.open_nursery() as n:
-            await n.start(reader.run)
-            await n.start(ahead.run)
-            for key in order:
-                node = await ns.lookup(ROOT_INODE, "d")
-                for part in key.split("/")[1:]:
-                    node = await ns.lookup(node.ino, part)
-                ahead.opened(node)
-                got = await reader.read(ns.object_id(node), 0, node.size)
-                assert bytes(got) == files[key]
-                await trio.sleep(0.01)
-            n.cancel_scope.cancel()
-    try:
-        trio.run(go)
-    finally:
-        disk.close()
+        for key in order:
+            node = await p.ns.lookup(ROOT_INODE, "d")
+            for part in key.split("/")[1:]:
+                node = await p.ns.lookup(node.ino, part)
+            p.ahead.opened(node)
+            got = await p.reader.read(p.ns.object_id(node), 0, node.size)
+            assert bytes(got) == files[key]
+            await trio.sleep(0.01)
+    run_with(p, go)
     assert store.calls["get"] == len(files)  # each file once
     # Half of the 120 came ahead of their reader; the folders were listed for it.
-    assert count(metrics, "fetched") >= 60
+    assert count(p.metrics, "fetched") >= 60
     assert store.calls["list"] >= 10
 
 
@@ -166,33 +180,20 @@ def test_a_sibling_of_two_folders_being_read_starts_at_its_first_open(tmp_path: 
              for i in range(20)}
     for k, v in files.items():
         store.put(k, v)
-    disk = NodeCache.open(tmp_path, limit_bytes=64 << 20, block_size=BS)
-    metrics = Metrics()
-    ns = Namespace(store, ListingCache(disk.env), S3Location("fake", ""), 60.0)
-    reader = BlockReader(store, RamCache(64 * BS), disk, metrics, block_size=BS,
-                         readahead_budget=8 * BS, readahead_max=8 * BS, max_connections=8,
-                         read_timeout=10.0)
-    ahead = FolderReadAhead(ns, reader, metrics, per_open=4, max_file=BS, in_flight=4)
+    p = make_parts(tmp_path, store)
     fetched = []
 
     async def go():
-        async with trio.open_nursery() as n:
-            await n.start(reader.run)
-            await n.start(ahead.run)
-            d = await ns.lookup(ROOT_INODE, "d")
-            for c, names in ((0, ["00", "01"]), (1, ["00", "01"]), (2, ["05"])):
-                folder = await ns.lookup(d.ino, f"c{c}")
-                for name in names:
-                    node = await ns.lookup(folder.ino, f"{name}.jpg")
-                    ahead.opened(node)
-                    await reader.read(ns.object_id(node), 0, node.size)
-                    await trio.sleep(0.1)  # a listing, then the fetches it lets start
-                fetched.append(count(metrics, "fetched"))
-            n.cancel_scope.cancel()
-    try:
-        trio.run(go)
-    finally:
-        disk.close()
+        d = await p.ns.lookup(ROOT_INODE, "d")
+        for c, names in ((0, ["00", "01"]), (1, ["00", "01"]), (2, ["05"])):
+            folder = await p.ns.lookup(d.ino, f"c{c}")
+            for name in names:
+                node = await p.ns.lookup(folder.ino, f"{name}.jpg")
+                p.ahead.opened(node)
+                await p.reader.read(p.ns.object_id(node), 0, node.size)
+                await trio.sleep(0.1)  # a listing, then the fetches it lets start
+            fetched.append(count(p.metrics, "fetched"))
+    run_with(p, go)
     # c0 and c1 each start at their second open (4 fetched each); c2, a sibling of two
     # folders being read, at its first: listed in the background, then 4 more fetched.
     assert fetched == [4, 8, 12]
