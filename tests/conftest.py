@@ -10,11 +10,15 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from fusecache.locals3 import LocalS3
+
+from pagecache import disk_dir
 
 
 @pytest.fixture(scope="session")
@@ -85,6 +89,16 @@ def private_s3(tmp_path) -> Iterator[LocalS3]:
         yield s3
     finally:
         s3.cleanup()
+
+
+@pytest.fixture()
+def disk_tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """A temporary directory on a disk (tmp_path unless that is tmpfs), for tests of
+    reads that must wait for the disk after the page cache is dropped."""
+    path = disk_dir(tmp_path)
+    yield path
+    if path != tmp_path:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _in_ci() -> bool:

@@ -263,15 +263,15 @@ def test_counters_are_kept_per_scope_and_node_wide(tmp_path: Path) -> None:
     c.close()
 
 
-def test_nowait_read_serves_only_bytes_already_in_memory(tmp_path: Path) -> None:
+def test_nowait_read_serves_only_bytes_already_in_memory(disk_tmp_path: Path) -> None:
     """get_block(nowait=True) (the FUSE loop's read) never waits for the disk: a block
     whose bytes are not in the page cache raises NotInMemory, and the ordinary read
     (a worker thread's) then returns the same verified bytes as a bytes-like value."""
-    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    c = NodeCache.open(disk_tmp_path, limit_bytes=10 * BS, block_size=BS)
     o = oid("cold", size=BS)
     assert c.put_block(o, 0, data_for(o, 0))
     assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)  # just written: cached
-    evict_node_cache(c, tmp_path)
+    evict_node_cache(c, disk_tmp_path)
     if c._pread_nowait_supported():
         with pytest.raises(nodecache_mod.NotInMemory):
             c.get_block(o, 0, nowait=True)

@@ -127,18 +127,18 @@ def test_disk_tier_serves_and_write_behind_fills(tmp_path: Path) -> None:
     disk.close()
 
 
-def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(tmp_path: Path) -> None:
+def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(disk_tmp_path: Path) -> None:
     """A small block the node cache holds but the page cache does not (a remount after
     the page cache was dropped) is read in a worker thread: a blocking read on the trio
     thread would hold every other FUSE request for a disk read. It is not copied into
     the RAM tier (the page cache holds it now), and no byte comes from S3."""
     store = FakeStore()
     o = put(store, "s", BS - 100)
-    disk = NodeCache.open(tmp_path, limit_bytes=100 * BS, block_size=BS)
+    disk = NodeCache.open(disk_tmp_path, limit_bytes=100 * BS, block_size=BS)
     assert disk.put_block(o, 0, store.objects["s"])
     if not disk._pread_nowait_supported():
         pytest.skip("this kernel/file system does not answer RWF_NOWAIT reads")
-    evict_node_cache(disk, tmp_path)
+    evict_node_cache(disk, disk_tmp_path)
     calls: list[tuple[int, bool]] = []  # (thread, nowait) of each node-cache read
     real_get = disk.get_block
 
