@@ -8,8 +8,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+HERE = Path(__file__).resolve().parent
 
 # Child processes (each in its own session) that must be stopped on any exit.
 PROCS: list[subprocess.Popen] = []
@@ -70,3 +73,23 @@ def local_s3(data_dir: Path, bandwidth: int | None, stack: contextlib.ExitStack,
     ip, prefix = stack.enter_context(shaped_namespace(bandwidth))
     params["bandwidth_mbit"] = bandwidth
     return LocalS3(data_dir=data_dir, ip=ip, cmd_prefix=prefix)
+
+
+@contextlib.contextmanager
+def latency_proxy(upstream: str, delay_ms: float, work: Path) -> Iterator[str]:
+    """Run bench/training/latency_proxy.py (a delay line in front of S3: this machine's
+    tc has no netem) as a process of its own; yield its endpoint."""
+    host, port = upstream.removeprefix("http://").rsplit(":", 1)
+    cmd = [sys.executable, str(HERE / "training" / "latency_proxy.py"), "--listen",
+           "127.0.0.1:0", "--upstream", f"{host}:{port}", "--delay-ms", str(delay_ms)]
+    with open(work / "latency-proxy.log", "ab") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
+                             start_new_session=True)
+    PROCS.append(p)
+    try:
+        line = p.stdout.readline().strip()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"latency proxy did not start (see {work / 'latency-proxy.log'})")
+        yield "http://" + line.split()[1]
+    finally:
+        stop_proc(p)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from _common import PROCS as _PROCS
-from _common import drop_caches, local_s3, log, start_run
+from _common import drop_caches, latency_proxy, local_s3, log, start_run
 from _mounts import (
     Remote,
     cleanup_all,
@@ -270,13 +270,13 @@ def two_passes(root: Path, ds: dict, expect: list[bytes], small_readers: list[in
     return out
 
 
-def boto3_parallel(s3, ds: dict, runs: int) -> dict:
+def boto3_parallel(remote: Remote, ds: dict, runs: int) -> dict:
     """Direct parallel ranged download of the large object into /dev/null."""
     from boto3.s3.transfer import TransferConfig
 
     cfg = TransferConfig(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB,
                          max_concurrency=16, use_threads=True)
-    c = s3.client()
+    c = remote.server.client(remote.endpoint_url)
     res = []
     for _ in range(runs):
         drop_caches()
@@ -288,12 +288,12 @@ def boto3_parallel(s3, ds: dict, runs: int) -> dict:
     return {"runs_MB_s": res, "MB_s": max(res)}
 
 
-def boto3_small(s3, ds: dict, readers: int, runs: int) -> dict:
+def boto3_small(remote: Remote, ds: dict, readers: int, runs: int) -> dict:
     """The small-file reference for ``prefetchd warm``: list the set's prefix, then 16
     threads of get_object().read() (bytes counted, then discarded)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    c = s3.client()
+    c = remote.server.client(remote.endpoint_url)
     st = ds["small"][readers]
     res, ok = [], True
     for _ in range(runs):
@@ -462,8 +462,13 @@ def main() -> int:
     ap.add_argument("--bandwidth", type=int, default=None, metavar="MBIT",
                     help="run S3 in a network namespace of its own behind a tbf-shaped "
                          "veth link of MBIT Mbit/s (link-bound instead of CPU-bound)")
+    ap.add_argument("--latency-ms", type=float, default=0.0, metavar="MS",
+                    help="every reader reaches S3 through a delay line adding MS ms to "
+                         "each request (bench/training/latency_proxy.py; no netem here)")
     ap.add_argument("--out", type=Path, default=None, help="JSON output path")
     a = ap.parse_args()
+    if a.latency_ms < 0:
+        ap.error(f"--latency-ms must be >= 0, not {a.latency_ms}")
 
     if os.geteuid() != 0:
         print("run_bench: needs root (drop_caches, FUSE mounts)", file=sys.stderr)
@@ -522,15 +527,20 @@ def main() -> int:
             log("local disk")
             res["readers"]["local"] = two_passes(data, ds, expect, small_readers)
 
+        endpoint = s3.endpoint_url
+        if a.latency_ms:
+            endpoint = link.enter_context(latency_proxy(endpoint, a.latency_ms, work))
+            res["params"]["latency_ms"] = a.latency_ms
+            log(f"readers reach S3 through a {a.latency_ms} ms delay line at {endpoint}")
+        remote = Remote(endpoint, s3)
         if "boto3" in readers:
             log("boto3 parallel download (16 x 8 MiB ranged GETs, into /dev/null)")
-            res["readers"]["boto3"] = boto3_parallel(s3, ds, a.boto3_runs)
+            res["readers"]["boto3"] = boto3_parallel(remote, ds, a.boto3_runs)
             big = max(small_readers)
-            res["readers"]["boto3"]["small"] = boto3_small(s3, ds, big, a.boto3_runs)
+            res["readers"]["boto3"]["small"] = boto3_small(remote, ds, big, a.boto3_runs)
             res["readers"]["boto3"]["small"]["set"] = small_prefix(big)
             log(f"    {res['readers']['boto3']}")
 
-        remote = Remote(s3.endpoint_url, s3)
         if "warm" in readers:
             log("prefetchd warm (fresh cache dir each run; every cached byte checked)")
             big = max(small_readers)
@@ -751,7 +761,9 @@ def print_table(res: dict, small_readers: list[int]) -> None:
           f"{p['small_files']} files of 60-160 KiB (avg {p.get('small_bytes_avg_kib')} KiB) "
           "in a folder of its own, files/s; page cache dropped before every measurement"
           + (f"; S3 behind a {p['bandwidth_mbit']} Mbit/s link" if p.get("bandwidth_mbit")
-             else "; S3 on loopback") + ".")
+             else "; S3 on loopback")
+          + (f", {p['latency_ms']:g} ms added to each request" if p.get("latency_ms") else "")
+          + ".")
     print(f"load average at start {m.get('loadavg_start')}, at end {m.get('loadavg_end')}")
     print(f"metadata caching: {res['metadata_caching']}")
     cols = ["seq"] + [small_key(n) for n in small_readers]

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import PROCS, drop_caches, local_s3, log, start_run  # noqa: E402
+from _common import PROCS, drop_caches, latency_proxy, local_s3, log, start_run  # noqa: E402
 from _mounts import (  # noqa: E402
     Remote,
     cleanup_all,
@@ -212,22 +212,6 @@ def disk_readahead(path: Path, kb: int | None, settings: dict) -> Iterator[None]
         yield
     finally:
         f.write_text(f"{old}\n")
-
-
-@contextlib.contextmanager
-def latency_proxy(upstream: str, delay_ms: float, work: Path) -> Iterator[str]:
-    """Run bench/training/latency_proxy.py as a process of its own; yield its endpoint."""
-    host, port = upstream.removeprefix("http://").rsplit(":", 1)
-    cmd = [sys.executable, str(HERE / "training" / "latency_proxy.py"), "--listen",
-           "127.0.0.1:0", "--upstream", f"{host}:{port}", "--delay-ms", str(delay_ms)]
-    with open(work / "latency-proxy.log", "ab") as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True,
-                             start_new_session=True)
-    PROCS.append(p)
-    line = p.stdout.readline().strip()
-    if not line.startswith("listening "):
-        raise RuntimeError(f"latency proxy did not start (see {work / 'latency-proxy.log'})")
-    yield "http://" + line.split()[1]
 
 
 def fusecache_s3_bytes(cache: Path) -> int:

@@ -108,14 +108,15 @@ class LocalS3:
             "AWS_DEFAULT_REGION": "us-east-1",
         }
 
-    def client(self):
-        """A boto3 S3 client for this server (used to upload test data)."""
+    def client(self, endpoint_url: str | None = None):
+        """A boto3 S3 client for this server (used to upload test data), or for
+        *endpoint_url* in front of it."""
         import boto3
         from botocore.config import Config
 
         return boto3.client(
             "s3",
-            endpoint_url=self.endpoint_url,
+            endpoint_url=endpoint_url or self.endpoint_url,
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
             region_name="us-east-1",
