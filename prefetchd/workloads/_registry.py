@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefetchd.workloads import _batch, _jobset, _katib, _kubeflow, _kueue, _trainjob
+from prefetchd.workloads._common import EXPERIMENT_LABEL
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import UpcomingWork, WorkloadError, work_key
 
@@ -126,8 +127,9 @@ def pod_work(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(work key, group name) candidates for a pod, most specific first; [] if none.
 
     A TrainJob's pods are its JobSet's (same name), so both keys are given; a Trial's pods
-    are also its run object's. Group names of v1 jobs come lower-cased in the label: compare
-    them case-insensitively (``PodGroup.name``, e.g. "Worker").
+    are also its run object's, and its Experiment's (Katib's experiment label), last. Group
+    names of v1 jobs come lower-cased in the label: compare them case-insensitively
+    (``PodGroup.name``, e.g. "Worker").
     """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
@@ -149,4 +151,8 @@ def pod_work(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
             out.append((work_key("Job", ns, str(job)), "main"))
     if trial and out:
         out.insert(0, (work_key("Trial", ns, str(trial)), out[0][1]))
+        experiment = labels.get(EXPERIMENT_LABEL)
+        if experiment:  # Katib creates Trial, Job and pod in a second: a watcher may see the
+            # pod before its Trial, but the Experiment (which holds the data) is older.
+            out.append((work_key("Experiment", ns, str(experiment)), out[0][1]))
     return out

@@ -339,6 +339,7 @@ def test_experiment_data_outlives_trials_and_goes_with_the_experiment(fake, site
             to.cond("Succeeded", reason="ExperimentMaxTrialsReached")]}}, NS)
         wait_until("the experiment's pins released",
                    lambda: site.pinned_anywhere(keys) is False, 60)
+        assert all(not site.records(n) for n in site.nodes)  # nor any under a trial pod
     except BaseException:
         print(site.logs())
         raise

@@ -106,6 +106,24 @@ def test_an_experiment_s_trial_template_configmap_is_fetched(fake, watching):
                                                              "s3://data/hpo/")])
 
 
+def test_a_trial_pod_seen_before_its_trial_is_the_experiment_s(fake, watching):
+    """Katib makes Trial, Job and pod within a second and the agent watches each on its own
+    stream: a pod seen first must still be the Experiment's, or the agent's pending-pod path
+    would pin the data under the pod, and the Experiment's end would leave that pin."""
+    fake.create(to.crd("katib/crds/kubeflow.org_experiments.yaml"))
+    exp = fake.create(to.experiment("tune", NS, "s3://data/hpo/", parallel=2))
+    w, rec = watching()
+    wait_for("the experiment warmed", lambda: rec.warms == [("experiment ml/tune",
+                                                             "s3://data/hpo/")])
+    tr = to.trial(exp, "0.01")  # not created: the watch has not seen it
+    pod = to.trial_pod(tr)
+    assert w.owns_pod(pod)
+    unknown = to.experiment("other", NS, "s3://data/o/", parallel=1)
+    unknown["metadata"]["uid"] = "6c1f0c1e-0000-4000-8000-000000000001"
+    other = to.trial_pod(to.trial(unknown, "0.1"))
+    assert not w.owns_pod(other)  # an Experiment not known here: the pod path decides
+
+
 def test_unreadable_object_is_logged_once_and_skipped(fake, watching, log_police, caplog):
     log_police.allow(r"cannot read, skipped: PyTorchJob ml/bad")
     fake.create(to.crd(PYTORCH_CRD))

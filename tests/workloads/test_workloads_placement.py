@@ -109,4 +109,11 @@ def test_pods_map_to_their_work_and_group() -> None:
         "batch.kubernetes.io/job-name": "random-7x2kq", "job-name": "random-7x2kq",
         "katib.kubeflow.org/trial": "random-7x2kq"})) == [
         ("trial kubeflow/random-7x2kq", "main"), ("job kubeflow/random-7x2kq", "main")]
+    # With Katib's experiment label the Experiment comes last: known before its new Trial.
+    assert workloads.pod_work(pod(**{
+        "batch.kubernetes.io/job-name": "random-7x2kq", "job-name": "random-7x2kq",
+        "katib.kubeflow.org/trial": "random-7x2kq",
+        "katib.kubeflow.org/experiment": "random"})) == [
+        ("trial kubeflow/random-7x2kq", "main"), ("job kubeflow/random-7x2kq", "main"),
+        ("experiment kubeflow/random", "main")]
     assert workloads.pod_work(pod(app="web")) == []
