@@ -63,7 +63,8 @@ class Metrics:
         self.folder_readahead = Counter(
             "fusecache_folder_readahead_files",
             "Small files fetched ahead because their folder was being read file by file "
-            "(dirahead.py), by result: fetched, used (opened after its fetch began), failed",
+            "(dirahead.py), by result: fetched, used (opened after its fetch began), failed, "
+            "paged_in (held in the node cache: asked into the page cache instead)",
             ["result"], registry=r)
         # The cache group (peer_client.py asks, peer_server.py serves). Peers are the
         # group's members: the label's values are bounded by the group's size.

@@ -271,13 +271,14 @@ class BlockReader:
         key = block_key(oid, idx, self.block_size)
         return key in self.ram or key in self._inflight
 
-    def not_in_node_cache(self, oids: list[ObjectId]) -> set[ObjectId]:
-        """Of these objects, those whose first block the node cache lacks. Blocking: a
+    def not_in_node_cache(self, oids: list[ObjectId], advise: bool = False) -> set[ObjectId]:
+        """Of these objects, those whose first block the node cache lacks; *advise*: the
+        others' are asked into the page cache (NodeCache.lacking_first_blocks). Blocking: a
         worker thread (the lookup may page the index in from disk)."""
         if self.disk is None:
             return set(oids)
         try:
-            return set(self.disk.lacking_first_blocks(oids))
+            return set(self.disk.lacking_first_blocks(oids, advise=advise))
         except lmdb.Error:
             return set()
 

@@ -16,7 +16,7 @@ import pytest
 from fusecache import nodecache as nodecache_mod
 from fusecache.nodecache import NodeCache, ObjectId
 
-from pagecache import evict_node_cache
+from pagecache import evict_node_cache, resident_pages
 
 BS = 64 * 1024
 
@@ -278,6 +278,34 @@ def test_nowait_read_serves_only_bytes_already_in_memory(disk_tmp_path: Path) ->
     assert c.get_block(o, 0) == data_for(o, 0)  # a plain read pages it in
     assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)
     assert c.get_block(oid("absent"), 0, nowait=True) is None
+    c.close()
+
+
+def test_lacking_first_blocks_asks_the_held_ones_into_the_page_cache(
+        disk_tmp_path: Path) -> None:
+    """Folder read-ahead on a node cache whose pages were dropped: the check that tells
+    the lacking files also has the kernel read the held ones' blocks, so that the loop's
+    nowait read of them then succeeds without a thread waiting for the disk. (Watched
+    with mincore: a failed nowait read itself starts the kernel's read-ahead on ext4.)"""
+    c = NodeCache.open(disk_tmp_path, limit_bytes=40 * BS, block_size=BS)
+    held = [oid(f"h{i}", size=BS - 100 * i) for i in range(8)]
+    for o in held:
+        assert c.put_block(o, 0, data_for(o, 0))
+    absent = oid("absent")
+    data_file = disk_tmp_path / "cache.lmdb" / "data.mdb"
+    want = sum(o.size for o in held) // os.sysconf("SC_PAGE_SIZE")
+    evict_node_cache(c, disk_tmp_path)
+    assert c.lacking_first_blocks([*held, absent]) == [absent]
+    time.sleep(0.2)
+    assert resident_pages(data_file) < want // 2  # no advice: the blocks stay on disk
+    assert c.lacking_first_blocks([absent, *held], advise=True) == [absent]
+    deadline = time.monotonic() + 10
+    while resident_pages(data_file) < want:
+        assert time.monotonic() < deadline, f"{resident_pages(data_file)} of {want} pages"
+        time.sleep(0.01)
+    if c._pread_nowait_supported():
+        for o in held:
+            assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)
     c.close()
 
 
