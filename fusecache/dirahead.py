@@ -32,9 +32,8 @@ own index, never listing) is listed in the background (``Namespace.list_soon``).
 Files in RAM or in flight, folders and files larger than ``max_file`` are skipped;
 one in the node cache costs its credit like one fetched. Bounds: ``in_flight`` fetches at
 once (half the mount's connections by default, so a reader's own GET always finds one),
-``_MAX_CREDITS`` per
-folder, ``_MAX_FOLDERS`` folders tracked (least recently opened forgotten),
-``_SCANNERS`` folders scanned at once, ``_SCAN_LIMIT`` listing entries looked at per
+``_MAX_CREDITS`` per folder, ``_MAX_FOLDERS`` folders tracked (least recently opened
+forgotten), ``_SCANNERS`` folders scanned at once, ``_SCAN_LIMIT`` listing entries looked at per
 batch of at most ``_BATCH`` files (and no more than the folder's credits) checked
 against the node cache.
 """
