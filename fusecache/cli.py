@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="once two files of a folder were opened, each open fetches up to "
                         "FILES of its next small files ahead; 0: off "
                         f"(default {md.folder_readahead})")
+    m.add_argument("--open-prefill", type=_size("--open-prefill"), default=None,
+                   metavar="SIZE",
+                   help="a cached file of at most SIZE is handed to the kernel's page cache "
+                        "as it is opened, so its reads cost no FUSE request; 0: off "
+                        f"(default {_human_default(md.open_prefill)})")
     m.add_argument("--read-timeout", type=cliargs.positive_float("--read-timeout"),
                    default=None, metavar="SECONDS",
                    help=f"a read S3 cannot serve in this time fails with EIO "
@@ -225,6 +230,8 @@ def mount_config(a: argparse.Namespace) -> MountConfig:
         cfg.readahead_budget = a.readahead_budget
     if a.folder_readahead is not None:
         cfg.folder_readahead = a.folder_readahead
+    if a.open_prefill is not None:
+        cfg.open_prefill = a.open_prefill
     if a.read_timeout is not None:
         cfg.read_timeout = a.read_timeout
     if a.offline_auth_max_age is not None:

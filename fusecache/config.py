@@ -134,6 +134,11 @@ class MountConfig:
     # reading only some files of a big folder fetches at most 4 more per file it opens.
     folder_readahead: int = 4
     folder_readahead_max_file: int = 2 * MiB
+    # A file of at most this size whose bytes the RAM tier or the node cache holds is
+    # handed to the kernel's page cache while its first open is answered (FUSE notify
+    # store), so reading it costs no READ request on the mount's loop; 0 turns it off.
+    # Never fetches: an open that reads nothing costs no GET.
+    open_prefill: int = 1 * MiB
     # Kernel read-ahead for the mount (sysfs read_ahead_kb); FUSE's default is 128 KiB.
     kernel_readahead: int = 4 * MiB
     # The bound of one whole FUSE operation that needs S3 (a listing: of each page):

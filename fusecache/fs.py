@@ -25,6 +25,7 @@ from fusecache import errors
 from fusecache.dirahead import FolderReadAhead
 from fusecache.listings import DirRecord
 from fusecache.namespace import Namespace, Node
+from fusecache.nodecache import ObjectId
 from fusecache.reader import BlockReader, ReadState
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,8 @@ class FuseOperations(pyfuse3.Operations):
     enable_acl = False
 
     def __init__(self, namespace: Namespace, reader: BlockReader, *, uid: int | None = None,
-                 gid: int | None = None, folder_readahead: FolderReadAhead | None = None
+                 gid: int | None = None, folder_readahead: FolderReadAhead | None = None,
+                 open_prefill: int = 0, on_prefill: Callable[[], None] | None = None
                  ) -> None:
         super().__init__()
         self.ns = namespace
@@ -98,6 +100,8 @@ class FuseOperations(pyfuse3.Operations):
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
         self.kernel_ttl = min(namespace.ttl, _MAX_KERNEL_TTL)
+        self.open_prefill = open_prefill
+        self._on_prefill = on_prefill
         self.init_done = trio.Event()
         self._fh = itertools.count(1)
         self._files: dict[int, _FileHandle] = {}
@@ -188,13 +192,42 @@ class FuseOperations(pyfuse3.Operations):
             node = await self.ns.revalidate(node)
             # The kernel may keep its page cache only while the bytes are the same.
             keep = node.opened_etag == node.etag
+            oid = self.ns.object_id(node)
+            if node.opened_etag is None and self.open_prefill > 0:
+                # Its first open since the kernel took the inode: no page of it is cached
+                # yet, so pages handed over now may be kept.
+                keep = await self._prefill(inode, oid) or keep
             node.opened_etag = node.etag
             fh = next(self._fh)
-            self._files[fh] = _FileHandle(node, self.ns.object_id(node), ReadState())
+            self._files[fh] = _FileHandle(node, oid, ReadState())
             if self.folder_readahead is not None:
                 self.folder_readahead.opened(node)
             return pyfuse3.FileInfo(fh=fh, keep_cache=keep)
         return await _guard(f"open {inode}", go)
+
+    async def _prefill(self, inode: int, oid: ObjectId) -> bool:
+        """Hand a small cached file to the kernel's page cache before its OPEN is answered
+        (FUSE notify store), so that its reads cost no READ request; True if handed.
+
+        A loader reading a prefetched folder pays four requests per file (LOOKUP, OPEN,
+        READ, RELEASE), each a trip through the loop; the READ is the one whose bytes can
+        travel with the OPEN. The OPEN's reply then keeps the pages (keep_cache)."""
+        try:
+            data = await self.reader.cached_small_object(oid, self.open_prefill)
+        except errors.FusecacheError:
+            return False
+        if data is None or len(data) != oid.size:
+            return False
+        try:
+            pyfuse3.notify_store(inode, 0, data)
+        except OSError as e:
+            if e.errno == errno.ENOSYS:  # a kernel without it: stop asking
+                self.open_prefill = 0
+            log.debug("open prefill of %s: %s", oid.key, e)
+            return False
+        if self._on_prefill is not None:
+            self._on_prefill()
+        return True
 
     async def read(self, fh, off, size):
         handle = self._files.get(fh)

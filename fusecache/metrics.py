@@ -66,6 +66,10 @@ class Metrics:
             "(dirahead.py), by result: fetched, used (opened after its fetch began), failed, "
             "paged_in (held in the node cache: asked into the page cache instead)",
             ["result"], registry=r)
+        self.open_prefilled = Counter(
+            "fusecache_open_prefilled_files",
+            "Small cached files handed to the kernel's page cache as they were opened "
+            "(--open-prefill): their reads cost no FUSE READ request", registry=r)
         # The cache group (peer_client.py asks, peer_server.py serves). Peers are the
         # group's members: the label's values are bounded by the group's size.
         self.peer_requests = Counter(

@@ -271,7 +271,9 @@ class MountedFilesystem:
             max_file=min(block_size, self.cfg.folder_readahead_max_file),
             in_flight=self.cfg.max_connections // 2)
         self.ops = FuseOperations(self.namespace, self.reader,
-                                  folder_readahead=self.folder_readahead)
+                                  folder_readahead=self.folder_readahead,
+                                  open_prefill=min(block_size, self.cfg.open_prefill),
+                                  on_prefill=self.metrics.open_prefilled.inc)
 
     def _peer_client(self) -> PeerClient:
         """The cache group's client; an explicit --group file must exist and parse."""

@@ -71,6 +71,9 @@ _LIST_AFTER_REMOTE_LOOKUPS = 4
 _BACKGROUND_LISTINGS_MAX = 2
 _LOOKUP_COUNTS_MAX = 4096
 _BACKGROUND_LIST_MAX_PAGES = 20  # 20,000 names; a bigger directory keeps HEAD+LIST
+# opened_etag of a node a previous server opened: the kernel may cache pages of a
+# version not known here (never equal to an S3 ETag, so the first open drops them).
+_PAGES_UNKNOWN = "(restored)"
 # S3 did not answer: these fall back to the node cache's last known state.
 _OFFLINE = (errors.StoreUnavailable, errors.DeadlineExceeded)
 
@@ -87,7 +90,9 @@ class Node:
     mtime: float = 0.0
     checked_at: float = 0.0   # wall-clock time of the last confirmation from S3 or cache
     lookups: int = 0
-    opened_etag: str | None = None  # ETag when last opened: decides keep_cache
+    # ETag when last opened: decides keep_cache. None: never opened since the kernel
+    # took the inode, so it caches no page of it.
+    opened_etag: str | None = None
     restored: bool = False  # from a previous server (restore); metadata not known yet
 
 
@@ -159,7 +164,7 @@ class Namespace:
                 return None
             node = Node(ino, parent.ino, name, is_dir,
                         parent.key + name + ("/" if is_dir else ""), lookups=lookups,
-                        restored=not is_dir)
+                        restored=not is_dir, opened_etag=None if is_dir else _PAGES_UNKNOWN)
             if is_dir:
                 node.mtime = node.checked_at = self.clock()
             self._nodes[ino] = node

@@ -2,8 +2,10 @@
 then ranged GETs to S3.
 
 Who calls it: the FUSE adapter (``fs.py``) for every read, with a per-open-file
-``ReadState``; folder read-ahead (``dirahead.py``) loads a folder's next small files
-through ``get_block``. Data flow for one block:
+``ReadState``, and at a small file's first open for its whole block if it is cached
+(``cached_small_object``: fs.py hands it to the kernel's page cache); folder
+read-ahead (``dirahead.py``) loads a folder's next small files through ``get_block``.
+Data flow for one block:
 
     RamCache.get ──hit──> bytes
         │miss
@@ -265,6 +267,22 @@ class BlockReader:
         raise errors.DeadlineExceeded(
             f"read of s3://{oid.bucket}/{oid.key} at {offset} timed out after "
             f"{self.read_timeout:g}s")
+
+    async def cached_small_object(self, oid: ObjectId, limit: int) -> bytes | None:
+        """The whole of a one-block object of at most *limit* bytes if the RAM tier or the
+        node cache holds it (read from disk in a thread when the page cache does not) or a
+        fetch of it is under way (folder read-ahead); else None: this starts no fetch,
+        so an open that reads nothing costs no GET. Bounded by the read deadline."""
+        if not 0 < oid.size <= min(limit, self.block_size):
+            return None
+        block = self._block_nowait(oid, 0)
+        if block is None and block_key(oid, 0, self.block_size) not in self._inflight:
+            return None
+        if block is None or block is _ON_DISK:
+            with trio.move_on_after(self.read_timeout):
+                return await self.get_block(oid, 0, on_disk=block is _ON_DISK)
+            return None
+        return block
 
     def in_memory(self, oid: ObjectId, idx: int) -> bool:
         """Whether the block is in the RAM tier or being loaded (no disk access)."""

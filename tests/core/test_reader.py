@@ -302,3 +302,38 @@ def test_a_buffer_still_referred_to_is_never_reused(tmp_path: Path) -> None:
 
     trio.run(go)
     disk.close()
+
+
+def test_cached_small_object_never_fetches(tmp_path: Path) -> None:
+    """What an open hands the kernel: a small object's bytes from RAM, from the node cache,
+    or from a fetch already under way; nothing (and no GET) when it is not cached, or is
+    larger than the limit or one block."""
+    store = FakeStore()
+    cold, warm, big = put(store, "cold", 1000), put(store, "warm", 3000), put(store, "big", 2 * BS)
+    flying = put(store, "flying", 500)
+    disk = NodeCache.open(tmp_path, limit_bytes=100 * BS, block_size=BS)
+    assert disk.put_block(warm, 0, store.objects["warm"])
+
+    async def go():
+        r = make_reader(store, disk)
+
+        async def body():
+            assert await r.cached_small_object(cold, BS) is None
+            assert await r.cached_small_object(big, 4 * BS) is None
+            assert await r.cached_small_object(warm, 2999) is None  # over the limit
+            assert store.calls["get"] == 0
+            assert bytes(await r.cached_small_object(warm, BS)) == store.objects["warm"]
+            store.delay = 0.2
+            got: list[bytes | None] = []
+            async with trio.open_nursery() as n:
+                n.start_soon(r.get_block, flying, 0)  # a folder read-ahead's fetch
+                await trio.sleep(0.05)
+
+                async def ask() -> None:
+                    got.append(await r.cached_small_object(flying, BS))
+                n.start_soon(ask)
+            assert got == [store.objects["flying"]] and store.calls["get"] == 1
+            assert bytes(await r.cached_small_object(flying, BS)) == store.objects["flying"]
+        await with_reader(r, body)
+    trio.run(go)
+    disk.close()

@@ -217,3 +217,84 @@ def test_unchanged_file_is_re_read_from_the_page_cache(dataset, s3_env, tmp_path
         for _ in range(5):
             assert (mp / key).read_bytes() == dataset["small"][key]
         assert block_reads() == before, "re-reads of an unchanged file reached the mount"
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _metric(port: int, name: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + " ") or line.startswith(name + "{"))
+
+
+def test_open_prefill_hands_cached_small_files_to_the_page_cache(dataset, s3_env,
+                                                                 tmp_path: Path) -> None:
+    """A remount over a warm node cache: each small file's bytes go to the kernel with its
+    first OPEN (counted), only files up to --open-prefill, and every byte read back is S3's,
+    whole, at an offset and through mmap; with --open-prefill 0 none is handed over."""
+    import mmap
+    prefix = "train/shard2/"
+    files = {k[len(prefix):]: v for k, v in dataset["small"].items() if k.startswith(prefix)}
+    src, cache = f"s3://{dataset['bucket']}/{prefix}", str(tmp_path / "c")
+    with mounted(src, tmp_path / "m", s3_env, "--cache-dir", cache) as mp:
+        for name, data in files.items():  # warm the node cache
+            assert (mp / name).read_bytes() == data
+
+    def read_all(mp: Path, names: list[str]) -> None:
+        def check(name: str) -> None:
+            assert (mp / name).read_bytes() == files[name], name
+        with ThreadPoolExecutor(4) as ex:
+            list(ex.map(check, names))
+
+    names = sorted(files)
+    port = _free_port()
+    with mounted(src, tmp_path / "m", s3_env, "--cache-dir", cache, "--metrics-port",
+                 str(port), "--open-prefill", "8KiB") as mp:
+        read_all(mp, names)
+        small = [n for n in names if len(files[n]) <= 8192]
+        assert 0 < len(small) < len(names)
+        assert _metric(port, "fusecache_open_prefilled_files_total") == len(small)
+        for name in names[:20]:  # pages handed over are the file's: offsets and mmap
+            data = files[name]
+            with open(mp / name, "rb") as f:
+                assert os.pread(f.fileno(), 100, len(data) // 2) == data[len(data) // 2:][:100]
+                with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                    assert m[:] == data
+        assert s3_get_count(port) == 0
+    port = _free_port()
+    with mounted(src, tmp_path / "m", s3_env, "--cache-dir", cache, "--metrics-port",
+                 str(port), "--open-prefill", "0") as mp:
+        read_all(mp, names[:50])
+        assert _metric(port, "fusecache_open_prefilled_files_total") == 0
+
+
+def s3_get_count(port: int) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith('fusecache_s3_requests_total{op="get"}'))
+
+
+def test_prefilled_pages_are_dropped_when_the_object_changes(local_s3, s3_env, bucket,
+                                                            tmp_path: Path) -> None:
+    """Pages handed to the kernel at open belong to that ETag: after the object changes,
+    the next open (past the TTL) reads the new bytes, not the prefilled ones."""
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key="g.txt", Body=b"version one")
+    cache = str(tmp_path / "c")
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", cache) as mp:
+        assert (mp / "g.txt").read_bytes() == b"version one"  # now in the node cache
+    port = _free_port()
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", cache,
+                 "--metadata-ttl", "1", "--metrics-port", str(port)) as mp:
+        f = open(mp / "g.txt", "rb")  # held open: the kernel keeps the inode and its pages
+        assert f.read() == b"version one"
+        assert _metric(port, "fusecache_open_prefilled_files_total") == 1
+        c.put_object(Bucket=bucket, Key="g.txt", Body=b"version two, longer")
+        time.sleep(2.5)
+        assert (mp / "g.txt").read_bytes() == b"version two, longer"
+        f.close()
