@@ -107,6 +107,20 @@ class ListingCache:
         d = json.loads(raw)
         return DirRecord(d["gen"], d["at"], d["n"])
 
+    def find(self, bucket: str, prefix: str, name: str
+             ) -> tuple[DirRecord | None, DirEntry | None]:
+        """The directory's record and *name*'s entry in that listing, in one read
+        transaction: a lookup's hot path (get_dir then lookup cost two)."""
+        digest = dir_digest(bucket, prefix)
+        with self.env.begin() as txn:
+            raw = txn.get(digest, db=self._dirs)
+            if raw is None:
+                return None, None
+            d = json.loads(raw)
+            rec = DirRecord(d["gen"], d["at"], d["n"])
+            ent = txn.get(digest + _GEN.pack(rec.gen) + name.encode(), db=self._ents)
+        return rec, None if ent is None else _unpack(name, ent)
+
     def lookup(self, bucket: str, prefix: str, rec: DirRecord, name: str) -> DirEntry | None:
         key = dir_digest(bucket, prefix) + _GEN.pack(rec.gen) + name.encode()
         with self.env.begin(db=self._ents) as txn:

@@ -240,9 +240,11 @@ class Namespace:
             raise errors.ObjectNotFound(name)
         # LMDB reads of small values stay on the loop: cheaper than a thread hop.
         self._gate_if_offline()
-        rec = self.listings.get_dir(self.location.bucket, parent.key)
+        rec, entry = self.listings.find(self.location.bucket, parent.key, name)
         if rec is not None and self.fresh(rec.listed_at):
-            node = self._from_listing(parent, rec, name)
+            if entry is None:
+                raise errors.ObjectNotFound(parent.key + name)
+            node = self._node_for_entry(parent, entry)
         else:
             try:
                 node = await self._lookup_remote(parent, name)

@@ -29,6 +29,9 @@ def test_write_lookup_and_page(tmp_path: Path) -> None:
     assert lc.lookup("b", "p/", rec, "f00042") == DirEntry("f00042", False, 10, "e", 1.0)
     assert lc.lookup("b", "p/", rec, "sub").is_dir
     assert lc.lookup("b", "p/", rec, "nope") is None
+    assert lc.find("b", "p/", "f00042") == (rec, DirEntry("f00042", False, 10, "e", 1.0))
+    assert lc.find("b", "p/", "nope") == (rec, None)
+    assert lc.find("b", "q/", "f00042") == (None, None)
     got: list[str] = []
     after = None
     while batch := lc.entries("b", "p/", rec, after, 777):
