@@ -226,10 +226,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _metric(port: int, name: str) -> float:
+def _metric(port: int, series: str) -> float:
+    """The sum of the mount's samples whose line starts with *series* (name and labels)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name + " ") or line.startswith(name + "{"))
+               if line.startswith(series))
 
 
 def test_open_prefill_hands_cached_small_files_to_the_page_cache(dataset, s3_env,
@@ -258,25 +259,19 @@ def test_open_prefill_hands_cached_small_files_to_the_page_cache(dataset, s3_env
         read_all(mp, names)
         small = [n for n in names if len(files[n]) <= 8192]
         assert 0 < len(small) < len(names)
-        assert _metric(port, "fusecache_open_prefilled_files_total") == len(small)
+        assert _metric(port, "fusecache_open_prefilled_files_total ") == len(small)
         for name in names[:20]:  # pages handed over are the file's: offsets and mmap
             data = files[name]
             with open(mp / name, "rb") as f:
                 assert os.pread(f.fileno(), 100, len(data) // 2) == data[len(data) // 2:][:100]
                 with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
                     assert m[:] == data
-        assert s3_get_count(port) == 0
+        assert _metric(port, 'fusecache_s3_requests_total{op="get"}') == 0
     port = _free_port()
     with mounted(src, tmp_path / "m", s3_env, "--cache-dir", cache, "--metrics-port",
                  str(port), "--open-prefill", "0") as mp:
         read_all(mp, names[:50])
-        assert _metric(port, "fusecache_open_prefilled_files_total") == 0
-
-
-def s3_get_count(port: int) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith('fusecache_s3_requests_total{op="get"}'))
+        assert _metric(port, "fusecache_open_prefilled_files_total ") == 0
 
 
 def test_prefilled_pages_are_dropped_when_the_object_changes(local_s3, s3_env, bucket,
@@ -293,7 +288,7 @@ def test_prefilled_pages_are_dropped_when_the_object_changes(local_s3, s3_env, b
                  "--metadata-ttl", "1", "--metrics-port", str(port)) as mp:
         f = open(mp / "g.txt", "rb")  # held open: the kernel keeps the inode and its pages
         assert f.read() == b"version one"
-        assert _metric(port, "fusecache_open_prefilled_files_total") == 1
+        assert _metric(port, "fusecache_open_prefilled_files_total ") == 1
         c.put_object(Bucket=bucket, Key="g.txt", Body=b"version two, longer")
         time.sleep(2.5)
         assert (mp / "g.txt").read_bytes() == b"version two, longer"
