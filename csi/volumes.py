@@ -10,10 +10,11 @@ A volume is described by a flat string map, the same keys in three places:
 Keys (all values strings): ``bucket`` (required), ``prefix``, ``endpointUrl``,
 ``region``, ``metadataTtl`` (seconds or ``indefinite``), ``ramCacheSize``,
 ``blockSize``, ``folderReadahead`` (files fetched ahead per file opened, 0-256; 0
-turns folder read-ahead off). Keys containing a ``/`` belong to Kubernetes
-(``csi.storage.k8s.io/...``, ``storage.kubernetes.io/csiProvisionerIdentity``) and
-are ignored; any other unknown key is rejected so that a typo (``regoin``) fails
-loudly instead of being dropped.
+turns folder read-ahead off), ``openPrefill`` (a size: cached files up to it are handed
+to the kernel's page cache as they are opened; 0 turns it off). Keys containing a
+``/`` belong to Kubernetes (``csi.storage.k8s.io/...``,
+``storage.kubernetes.io/csiProvisionerIdentity``) and are ignored; any other unknown
+key is rejected so that a typo (``regoin``) fails loudly instead of being dropped.
 
 How a dynamic PVC chooses its prefix (StorageClass parameter ``prefixPolicy``,
 the StorageClass ``prefix`` is the base):
@@ -54,6 +55,7 @@ _KEYS = {
     "ramCacheSize": "ram_cache_size",
     "blockSize": "block_size",
     "folderReadahead": "folder_readahead",
+    "openPrefill": "open_prefill",
 }
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]")
 _SIZE_RE = re.compile(r"\s*[0-9]+(\.[0-9]+)?\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
@@ -87,6 +89,7 @@ class VolumeSource:
     ram_cache_size: str = ""
     block_size: str = ""
     folder_readahead: str = ""
+    open_prefill: str = ""
 
     @classmethod
     def from_map(cls, values: Mapping[str, str], *, extra_keys: tuple[str, ...] = ()
@@ -112,7 +115,8 @@ class VolumeSource:
         ttl = kw["metadata_ttl"]
         if ttl and ttl.lower() != "indefinite" and not re.fullmatch(r"[0-9]+(\.[0-9]+)?", ttl):
             raise _invalid(f"metadataTtl {ttl!r} must be seconds or 'indefinite'")
-        for attr, key in (("ram_cache_size", "ramCacheSize"), ("block_size", "blockSize")):
+        for attr, key in (("ram_cache_size", "ramCacheSize"), ("block_size", "blockSize"),
+                          ("open_prefill", "openPrefill")):
             if kw[attr] and not _SIZE_RE.fullmatch(kw[attr]):
                 raise _invalid(f"{key} {kw[attr]!r} must be a size such as 256MiB")
         ahead = kw["folder_readahead"]
@@ -135,7 +139,8 @@ class VolumeSource:
                             ("--metadata-ttl", self.metadata_ttl),
                             ("--ram-cache-size", self.ram_cache_size),
                             ("--block-size", self.block_size),
-                            ("--folder-readahead", self.folder_readahead)):
+                            ("--folder-readahead", self.folder_readahead),
+                            ("--open-prefill", self.open_prefill)):
             if value:
                 args += [flag, value]
         return args
