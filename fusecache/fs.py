@@ -196,7 +196,7 @@ class FuseOperations(pyfuse3.Operations):
             if node.opened_etag is None and self.open_prefill > 0:
                 # Its first open since the kernel took the inode: no page of it is cached
                 # yet, so pages handed over now may be kept.
-                keep = await self._prefill(inode, oid) or keep
+                keep = await self._prefill(inode, oid)
             node.opened_etag = node.etag
             fh = next(self._fh)
             self._files[fh] = _FileHandle(node, oid, ReadState())

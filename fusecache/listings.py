@@ -79,6 +79,16 @@ def _pack(e: DirEntry) -> bytes:
     return _ENTRY.pack(1 if e.is_dir else 0, e.size, e.mtime) + e.etag.encode()
 
 
+def _record(raw: bytes) -> DirRecord:
+    d = json.loads(raw)
+    return DirRecord(d["gen"], d["at"], d["n"])
+
+
+def _entries_base(digest: bytes, gen: int) -> bytes:
+    """The key prefix of a listing's entries: its directory's digest and generation."""
+    return digest + _GEN.pack(gen)
+
+
 def _unpack(name: str, raw: bytes) -> DirEntry:
     is_dir, size, mtime = _ENTRY.unpack_from(raw)
     return DirEntry(name, bool(is_dir), size, bytes(raw[_ENTRY.size:]).decode(), mtime)
@@ -102,10 +112,7 @@ class ListingCache:
     def get_dir(self, bucket: str, prefix: str) -> DirRecord | None:
         with self.env.begin(db=self._dirs) as txn:
             raw = txn.get(dir_digest(bucket, prefix))
-        if raw is None:
-            return None
-        d = json.loads(raw)
-        return DirRecord(d["gen"], d["at"], d["n"])
+        return None if raw is None else _record(raw)
 
     def find(self, bucket: str, prefix: str, name: str
              ) -> tuple[DirRecord | None, DirEntry | None]:
@@ -116,13 +123,12 @@ class ListingCache:
             raw = txn.get(digest, db=self._dirs)
             if raw is None:
                 return None, None
-            d = json.loads(raw)
-            rec = DirRecord(d["gen"], d["at"], d["n"])
-            ent = txn.get(digest + _GEN.pack(rec.gen) + name.encode(), db=self._ents)
+            rec = _record(raw)
+            ent = txn.get(_entries_base(digest, rec.gen) + name.encode(), db=self._ents)
         return rec, None if ent is None else _unpack(name, ent)
 
     def lookup(self, bucket: str, prefix: str, rec: DirRecord, name: str) -> DirEntry | None:
-        key = dir_digest(bucket, prefix) + _GEN.pack(rec.gen) + name.encode()
+        key = _entries_base(dir_digest(bucket, prefix), rec.gen) + name.encode()
         with self.env.begin(db=self._ents) as txn:
             raw = txn.get(key)
         return None if raw is None else _unpack(name, raw)
@@ -130,7 +136,7 @@ class ListingCache:
     def entries(self, bucket: str, prefix: str, rec: DirRecord, after: str | None = None,
                 limit: int = 1000) -> list[DirEntry]:
         """Up to *limit* entries in name (byte) order, strictly after *after*."""
-        base = dir_digest(bucket, prefix) + _GEN.pack(rec.gen)
+        base = _entries_base(dir_digest(bucket, prefix), rec.gen)
         start = base + (after.encode() + b"\0" if after is not None else b"")
         out: list[DirEntry] = []
         with self.env.begin(db=self._ents) as txn:
@@ -227,7 +233,7 @@ class ListingWriter:
         self.cache = cache
         self.digest = dir_digest(bucket, prefix)
         self.gen = time.time_ns()
-        self._base = self.digest + _GEN.pack(self.gen)
+        self._base = _entries_base(self.digest, self.gen)
         self._buf: list[DirEntry] = []
         self.count = 0
 
@@ -268,7 +274,7 @@ class ListingWriter:
 
         Newer generations are left alone: they belong to a writer still at work.
         """
-        stop = self.digest + _GEN.pack(keep)
+        stop = _entries_base(self.digest, keep)
         while True:
             n = 0
             with self.cache.env.begin(write=True, db=self.cache._ents) as txn:

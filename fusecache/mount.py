@@ -272,7 +272,7 @@ class MountedFilesystem:
             in_flight=self.cfg.max_connections // 2)
         self.ops = FuseOperations(self.namespace, self.reader,
                                   folder_readahead=self.folder_readahead,
-                                  open_prefill=min(block_size, self.cfg.open_prefill),
+                                  open_prefill=self.cfg.open_prefill,
                                   on_prefill=self.metrics.open_prefilled.inc)
 
     def _peer_client(self) -> PeerClient:

@@ -242,9 +242,7 @@ class Namespace:
         self._gate_if_offline()
         rec, entry = self.listings.find(self.location.bucket, parent.key, name)
         if rec is not None and self.fresh(rec.listed_at):
-            if entry is None:
-                raise errors.ObjectNotFound(parent.key + name)
-            node = self._node_for_entry(parent, entry)
+            node = self._listed(parent, name, entry)
         else:
             try:
                 node = await self._lookup_remote(parent, name)
@@ -252,12 +250,12 @@ class Namespace:
                 if rec is None:
                     raise
                 self._serve_stale("lookup", e)
-                node = self._from_listing(parent, rec, name)
+                node = self._listed(parent, name, entry)
         node.lookups += 1
         return node
 
-    def _from_listing(self, parent: Node, rec: DirRecord, name: str) -> Node:
-        entry = self.listings.lookup(self.location.bucket, parent.key, rec, name)
+    def _listed(self, parent: Node, name: str, entry: DirEntry | None) -> Node:
+        """The node of *name* as the parent's listing has it (None: not in it)."""
         if entry is None:
             raise errors.ObjectNotFound(parent.key + name)
         return self._node_for_entry(parent, entry)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,6 +23,13 @@ def run_cli(args: list[str], env: dict[str, str] | None = None,
         full_env.update(env)
     return subprocess.run(FUSECACHE + args, env=full_env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 free right now (for a mount's --metrics-port)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def mount_pids(mountpoint: Path) -> list[int]:

@@ -10,7 +10,6 @@ import os
 import random
 import re
 import secrets
-import socket
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 
 from fusecache.locals3 import LocalS3
 
-from mounting import mounted
+from mounting import free_port, mounted
 
 pytestmark = [pytest.mark.fuse, pytest.mark.s3]
 
@@ -42,12 +41,6 @@ def dataset(local_s3: LocalS3) -> dict:
         list(ex.map(lambda kv: c.put_object(Bucket=bucket, Key=kv[0], Body=kv[1]),
                     objs.items()))
     return {"bucket": bucket, "objs": objs}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def metrics(port: int) -> dict[str, float]:

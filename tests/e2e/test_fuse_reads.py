@@ -17,7 +17,7 @@ import pytest
 
 from fusecache.locals3 import LocalS3
 
-from mounting import mounted, run_cli
+from mounting import free_port, mounted, run_cli
 
 pytestmark = [pytest.mark.fuse, pytest.mark.s3]
 
@@ -176,10 +176,7 @@ def test_changed_object_seen_after_ttl(local_s3, s3_env, bucket, tmp_path: Path)
 
 
 def test_metrics_endpoint(dataset, s3_env, tmp_path: Path) -> None:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     with mounted(f"s3://{dataset['bucket']}/train/shard1", tmp_path / "m", s3_env,
                  "--cache-dir", str(tmp_path / "c"), "--metrics-port", str(port),
                  "--folder-readahead", "0") as mp:  # 20 files read, 20 GETs
@@ -195,16 +192,11 @@ def test_metrics_endpoint(dataset, s3_env, tmp_path: Path) -> None:
 
 def test_unchanged_file_is_re_read_from_the_page_cache(dataset, s3_env, tmp_path: Path) -> None:
     """keep_cache on a second open of an unchanged file: no FUSE reads reach the mount."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
 
     def block_reads() -> float:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith(("fusecache_cache_hits_total{tier=\"ram\"",
-                                       "fusecache_cache_misses_total{tier=\"ram\"")))
+        return _metric(port, ('fusecache_cache_hits_total{tier="ram"',
+                              'fusecache_cache_misses_total{tier="ram"'))
 
     key = sorted(dataset["small"])[0]
     with mounted(f"s3://{dataset['bucket']}", tmp_path / "m", s3_env, "--cache-dir",
@@ -219,15 +211,9 @@ def test_unchanged_file_is_re_read_from_the_page_cache(dataset, s3_env, tmp_path
         assert block_reads() == before, "re-reads of an unchanged file reached the mount"
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _metric(port: int, series: str) -> float:
-    """The sum of the mount's samples whose line starts with *series* (name and labels)."""
+def _metric(port: int, series: str | tuple[str, ...]) -> float:
+    """The sum of the mount's samples whose line starts with *series* (name and labels;
+    a tuple: any of them)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith(series))
@@ -253,7 +239,7 @@ def test_open_prefill_hands_cached_small_files_to_the_page_cache(dataset, s3_env
             list(ex.map(check, names))
 
     names = sorted(files)
-    port = _free_port()
+    port = free_port()
     with mounted(src, tmp_path / "m", s3_env, "--cache-dir", cache, "--metrics-port",
                  str(port), "--open-prefill", "8KiB") as mp:
         read_all(mp, names)
@@ -267,7 +253,7 @@ def test_open_prefill_hands_cached_small_files_to_the_page_cache(dataset, s3_env
                 with mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
                     assert m[:] == data
         assert _metric(port, 'fusecache_s3_requests_total{op="get"}') == 0
-    port = _free_port()
+    port = free_port()
     with mounted(src, tmp_path / "m", s3_env, "--cache-dir", cache, "--metrics-port",
                  str(port), "--open-prefill", "0") as mp:
         read_all(mp, names[:50])
@@ -283,7 +269,7 @@ def test_prefilled_pages_are_dropped_when_the_object_changes(local_s3, s3_env, b
     cache = str(tmp_path / "c")
     with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", cache) as mp:
         assert (mp / "g.txt").read_bytes() == b"version one"  # now in the node cache
-    port = _free_port()
+    port = free_port()
     with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", cache,
                  "--metadata-ttl", "1", "--metrics-port", str(port)) as mp:
         f = open(mp / "g.txt", "rb")  # held open: the kernel keeps the inode and its pages
