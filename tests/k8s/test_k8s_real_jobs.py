@@ -101,7 +101,7 @@ class Api:
 
 @pytest.fixture()
 def control_plane(tmp_path: Path) -> Iterator[dict[str, str]]:
-    crds = " ".join(str(to.CRDS / c) for c in CRDS)
+    crds = " ".join(str(to.shared_file(c)) for c in CRDS)
     with real_control_plane.control_plane(
             tmp_path, nodes=len(NODES), namespace=NS,
             setup=f"&& for f in {crds}; do kc create -f $f >&2; done "
