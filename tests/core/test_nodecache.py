@@ -266,11 +266,19 @@ def test_counters_are_kept_per_scope_and_node_wide(tmp_path: Path) -> None:
 def test_nowait_read_serves_only_bytes_already_in_memory(disk_tmp_path: Path) -> None:
     """get_block(nowait=True) (the FUSE loop's read) never waits for the disk: a block
     whose bytes are not in the page cache raises NotInMemory, and the ordinary read
-    (a worker thread's) then returns the same verified bytes as a bytes-like value."""
-    c = NodeCache.open(disk_tmp_path, limit_bytes=10 * BS, block_size=BS)
-    o = oid("cold", size=BS)
-    assert c.put_block(o, 0, data_for(o, 0))
-    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)  # just written: cached
+    (a worker thread's) then returns the same verified bytes as a bytes-like value.
+
+    The block sits between two 9 MiB fillers, so that no read-around the kernel does
+    for the pages the lookup touches (LMDB's meta and B-tree pages; the disk here reads
+    ahead up to 8 MiB) can bring the whole block back between the eviction and the
+    read (CI saw 'DID NOT RAISE' under load with a 64 KiB block in a small file)."""
+    bs = 1 << 20
+    c = NodeCache.open(disk_tmp_path, limit_bytes=32 * bs, block_size=bs)
+    before, o, after = oid("before", size=9 * bs), oid("cold", size=bs), oid("after", 9 * bs)
+    for filler in (before, o, after):
+        for i in range(filler.size // bs):
+            assert c.put_block(filler, i, data_for(filler, i, bs))
+    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0, bs)  # just written
     # Probed before the eviction: the probe's own failed nowait read starts the kernel's
     # read-ahead on ext4, which could page the block back in before the read below.
     supported = c._pread_nowait_supported()
@@ -278,8 +286,8 @@ def test_nowait_read_serves_only_bytes_already_in_memory(disk_tmp_path: Path) ->
     if supported:
         with pytest.raises(nodecache_mod.NotInMemory):
             c.get_block(o, 0, nowait=True)
-    assert c.get_block(o, 0) == data_for(o, 0)  # a plain read pages it in
-    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)
+    assert c.get_block(o, 0) == data_for(o, 0, bs)  # a plain read pages it in
+    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0, bs)
     assert c.get_block(oid("absent"), 0, nowait=True) is None
     c.close()
 
