@@ -33,7 +33,7 @@ from pathlib import Path
 
 import trio
 
-from fusecache import errors
+from fusecache import errors, fuseloop
 from fusecache.config import MountConfig, S3Location
 from fusecache.dirahead import FolderReadAhead
 from fusecache.listings import DirEntry, ListingCache
@@ -353,7 +353,13 @@ class MountedFilesystem:
             if self.cfg.kernel_readahead:
                 nursery.start_soon(set_kernel_readahead, self.mountpoint,
                                    self.cfg.kernel_readahead // 1024, self.ops.init_done)
-            await pyfuse3.main(min_tasks=4, max_tasks=64)
+            wait = fuseloop.install(pyfuse3)
+            if wait is not None:
+                self.metrics.registry.register(fuseloop.WaitCounts(wait))
+            try:
+                await pyfuse3.main(min_tasks=4, max_tasks=64)
+            finally:
+                fuseloop.uninstall(pyfuse3)
             nursery.cancel_scope.cancel()
 
     async def _keep_authorised(self) -> None:

@@ -211,12 +211,20 @@ def test_unchanged_file_is_re_read_from_the_page_cache(dataset, s3_env, tmp_path
         assert block_reads() == before, "re-reads of an unchanged file reached the mount"
 
 
-def _metric(port: int, series: str | tuple[str, ...]) -> float:
-    """The sum of the mount's samples whose line starts with *series* (name and labels;
-    a tuple: any of them)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+def _metrics_text(port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+
+
+def _sum_samples(text: str, series: str | tuple[str, ...]) -> float:
+    """The sum of the samples whose line starts with *series* (name and labels; a tuple:
+    any of them)."""
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith(series))
+
+
+def _metric(port: int, series: str | tuple[str, ...]) -> float:
+    """The sum of the mount's samples whose line starts with *series*."""
+    return _sum_samples(_metrics_text(port), series)
 
 
 def test_open_prefill_hands_cached_small_files_to_the_page_cache(dataset, s3_env,
@@ -279,3 +287,34 @@ def test_prefilled_pages_are_dropped_when_the_object_changes(local_s3, s3_env, b
         time.sleep(2.5)
         assert (mp / "g.txt").read_bytes() == b"version two, longer"
         f.close()
+
+
+def test_queued_requests_are_served_without_a_scheduler_pass(dataset, s3_env,
+                                                             tmp_path: Path) -> None:
+    """The mount's request loop (fusecache/fuseloop.py): 8 readers of 500 small files keep
+    requests queued; some are taken at once, some through trio, every byte is S3's, and
+    the mount unmounts cleanly after. With FUSECACHE_FUSE_LOOP=trio pyfuse3's own loop
+    serves the same bytes (and there are no such counts)."""
+    prefix = "train/shard1/"
+    files = {k[len(prefix):]: v for k, v in dataset["small"].items() if k.startswith(prefix)}
+    src = f"s3://{dataset['bucket']}/{prefix}"
+
+    def read_all(mp: Path) -> None:
+        def check(name: str) -> None:
+            assert (mp / name).read_bytes() == files[name], name
+        with ThreadPoolExecutor(8) as ex:
+            list(ex.map(check, sorted(files)))
+
+    for env, counted in ((s3_env, True), ({**s3_env, "FUSECACHE_FUSE_LOOP": "trio"}, False)):
+        port = free_port()
+        with mounted(src, tmp_path / "m", env, "--cache-dir", str(tmp_path / "c"),
+                     "--metrics-port", str(port)) as mp:
+            read_all(mp)  # from S3 (the first mount) or the node cache
+            read_all(mp)  # from the RAM tier and the kernel's page cache
+            text = _metrics_text(port)
+        waits = {how: _sum_samples(text, f'fusecache_fuse_request_waits_total{{how="{how}"}}')
+                 for how in ("at_once", "scheduled")}
+        if counted:
+            assert waits["at_once"] > 0 and waits["scheduled"] > 0, waits
+        else:
+            assert "fusecache_fuse_request_waits" not in text
