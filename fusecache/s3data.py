@@ -1,15 +1,19 @@
-"""The S3 data plane: ranged GETs through a native client that releases the GIL.
+"""The S3 data plane: ranged GETs and HEADs through a native client that releases the GIL.
 
-Who calls it: ``s3store.S3Store.get_range`` only (the FUSE reader's fetches and
-read-ahead, ``fusecache/warm.py``, prefetchd's warm). boto3 stays the control
-plane (HEAD, LIST, the bucket check, the circuit breaker's probe) and the
-fallback for what this module cannot do (see ``usable`` and ``native_key``).
+Who calls it: ``s3store.S3Store.get_range`` (the FUSE reader's fetches and
+read-ahead, ``fusecache/warm.py``, prefetchd's warm) and ``S3Store.head`` (a mount's
+lookups of names no listing has yet, and the revalidation of a file whose metadata
+is older than the TTL). boto3 stays the control plane for the rest (LIST, the bucket
+check, the circuit breaker's probe) and the fallback for what this module cannot do
+(see ``usable`` and ``native_key``).
 
 Why: measured on the 2-core bench machine against loopback SeaweedFS, 600 GETs of
 60-160 KiB, boto3 spent 3.7-4.3 ms of CPU per GET (parameter validation, event
 hooks, signing, urllib3, parsing, all holding the GIL the FUSE loop needs) and
 moved 110-200 GET/s with 4 or 16 threads; obstore (Rust ``object_store``:
 reqwest/hyper, SigV4 in Rust) spent 0.6-1.0 ms per GET and moved 340-470 GET/s.
+A HEAD, one after another on the same machine: boto3 1.9 ms of CPU and 3.0 ms
+of wall time, obstore 0.25 and 0.96 ms.
 
 Data flow of one GET: one blocking call (``obstore.get`` + ``bytes()``) signs the
 request, sends it with ``Range`` and ``If-Match``, and reads the whole body into
@@ -143,6 +147,18 @@ class RangeGetter:
             raise NotNative(str(e)) from None
         except Exception as e:  # noqa: BLE001 - translated below
             raise self._translate(e, key) from None
+
+    def head(self, key: str) -> tuple[int, str, float]:
+        """(size, ETag without quotes, mtime) of *key*: one HEAD, as ``get`` its GETs."""
+        try:
+            meta = obstore.head(self._store, key)
+        except ValueError as e:  # raised before any request: the path did not parse
+            raise NotNative(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - translated below
+            raise self._translate(e, key) from None
+        mtime = meta["last_modified"]
+        return (int(meta["size"]), (meta["e_tag"] or "").strip('"'),
+                mtime.timestamp() if isinstance(mtime, dt.datetime) else 0.0)
 
     def _translate(self, e: BaseException, key: str) -> BaseException:
         where = f"s3://{self.bucket}/{key}"

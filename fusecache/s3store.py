@@ -1,10 +1,10 @@
 """The ObjectStore over S3: with ``s3data`` the only code that talks to S3.
 
-boto3 is the control plane (HEAD, LIST, the bucket check, the breaker's probe);
-ranged GETs, the data plane, go through ``s3data.RangeGetter`` (obstore, native
-code that releases the GIL) when it is usable and the key is one it can name,
-else through boto3 as well. Both raise the same domain errors through ``_call``,
-and a GET returns ``bytes`` (boto3) or a ``memoryview`` of a native buffer.
+boto3 is the control plane (LIST, the bucket check, the breaker's probe); ranged
+GETs and HEADs go through ``s3data.RangeGetter`` (obstore, native code that releases
+the GIL) when it is usable and the key is one it can name, else through boto3 as
+well. Both raise the same domain errors through ``_call``, and a GET returns
+``bytes`` (boto3) or a ``memoryview`` of a native buffer.
 
 Credentials come from boto3's standard chain (environment, profile, instance or
 pod identity; the data plane asks the same boto3 session) and are never logged
@@ -218,13 +218,25 @@ class S3Store:
         self._call(f"checking bucket {self.bucket!r}", None, go, max_attempts=3)
 
     def head(self, key: str) -> ObjectInfo:
+        native = self._data is not None and s3data.native_key(key)
+
         def go():
             t = time.monotonic()
-            r = self._client.head_object(Bucket=self.bucket, Key=key)
+            if native:
+                assert self._data is not None
+                try:
+                    size, etag, mtime = self._data.head(key)
+                except s3data.NotNative:
+                    size, etag, mtime = self._boto3_head(key)
+            else:
+                size, etag, mtime = self._boto3_head(key)
             self._observe("head", time.monotonic() - t, 0)
-            return ObjectInfo(key, int(r["ContentLength"]), r.get("ETag", "").strip('"'),
-                              _ts(r.get("LastModified")))
+            return ObjectInfo(key, size, etag, mtime)
         return self._call(f"HEAD s3://{self.bucket}/{key}", key, go)
+
+    def _boto3_head(self, key: str) -> tuple[int, str, float]:
+        r = self._client.head_object(Bucket=self.bucket, Key=key)
+        return int(r["ContentLength"]), r.get("ETag", "").strip('"'), _ts(r.get("LastModified"))
 
     def get_range(self, key: str, start: int, end: int,
                   etag: str | None = None) -> bytes | memoryview:

@@ -76,6 +76,46 @@ def test_native_errors_are_the_domain_errors(local_s3: LocalS3, s3_env: dict,
         nob.close()
 
 
+def test_native_head_is_boto3s_answer_and_errors(local_s3: LocalS3, s3_env: dict,
+                                                bucket: str) -> None:
+    """HEAD goes through obstore (boto3's head_object is made to fail here) with the same
+    size, ETag and mtime boto3 reports, and the same domain errors."""
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key="dir/h.bin", Body=b"z" * 12345)
+    boto3_says = c.head_object(Bucket=bucket, Key="dir/h.bin")
+    st = _store(bucket)
+
+    def no_boto3(**kw):
+        raise AssertionError("HEAD went through boto3")
+    st._client.head_object = no_boto3
+    try:
+        info = st.head("dir/h.bin")
+        assert (info.key, info.size, info.etag) == ("dir/h.bin", 12345,
+                                                   boto3_says["ETag"].strip('"'))
+        assert abs(info.mtime - boto3_says["LastModified"].timestamp()) < 1
+        with pytest.raises(errors.ObjectNotFound):
+            st.head("dir/missing.bin")
+    finally:
+        st.close()
+    bad = _store(bucket, credentials={"aws_access_key_id": local_s3.access_key,
+                                      "aws_secret_access_key": "not-the-secret"})
+    bad._client.head_object = no_boto3
+    try:
+        with pytest.raises(errors.AccessDenied) as e:
+            bad.head("dir/h.bin")
+        assert "not-the-secret" not in str(e.value)
+    finally:
+        bad.close()
+    gone = _store(bucket, endpoint_url="http://127.0.0.1:9")
+    gone._client.head_object = no_boto3
+    try:
+        with pytest.raises(errors.StoreUnavailable):
+            gone.head("dir/h.bin")
+        assert gone.breaker.is_open
+    finally:
+        gone.close()
+
+
 def test_nothing_listening_trips_the_breaker(s3_env: dict, bucket: str) -> None:
     st = _store(bucket, endpoint_url="http://127.0.0.1:9")
     try:
@@ -100,6 +140,7 @@ def test_keys_obstore_cannot_name_go_through_boto3(local_s3: LocalS3, s3_env: di
     st = _store(bucket)
     try:
         assert bytes(st.get_range(key, 0, 5000, _etag(local_s3, bucket, key))) == data
+        assert (st.head(key).size, st.head(key).etag) == (5000, _etag(local_s3, bucket, key))
     finally:
         st.close()
 
