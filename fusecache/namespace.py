@@ -71,6 +71,13 @@ _LIST_AFTER_REMOTE_LOOKUPS = 4
 _BACKGROUND_LISTINGS_MAX = 2
 _LOOKUP_COUNTS_MAX = 4096
 _BACKGROUND_LIST_MAX_PAGES = 20  # 20,000 names; a bigger directory keeps HEAD+LIST
+# A directory listed before whose listing is past the TTL (the next epoch of a job, with a
+# TTL shorter than an epoch) is listed again at the first lookup in it, and the lookup
+# answered from that, if it had at most this many names (one LIST page): every later
+# lookup and open in it is then answered from the new listing, where asking S3 name by
+# name cost a HEAD and a LIST each (measured: 2,000 files in 200 folders, TTL 2 s, on a
+# warm node cache, 114-181 files/s at 5 ms of mount CPU a file).
+_RELIST_AT_LOOKUP_MAX = 1000
 # opened_etag of a node a previous server opened: the kernel may cache pages of a
 # version not known here (never equal to an S3 ETag, so the first open drops them).
 _PAGES_UNKNOWN = "(restored)"
@@ -243,6 +250,8 @@ class Namespace:
         rec, entry = self.listings.find(self.location.bucket, parent.key, name)
         if rec is not None and self.fresh(rec.listed_at):
             node = self._listed(parent, name, entry)
+        elif rec is not None and self.ttl > 0 and rec.count <= _RELIST_AT_LOOKUP_MAX:
+            node = await self._relisted(parent, name, entry)
         else:
             try:
                 node = await self._lookup_remote(parent, name)
@@ -253,6 +262,22 @@ class Namespace:
                 node = self._listed(parent, name, entry)
         node.lookups += 1
         return node
+
+    async def _relisted(self, parent: Node, name: str, stale: DirEntry | None) -> Node:
+        """*name* from a new listing of its directory, whose last one is past the TTL (one
+        LIST for all its names, shared with concurrent lookups); S3 unreachable: the last
+        known entry (stale-if-error)."""
+        bucket = self.location.bucket
+        try:
+            await self._bounded(f"LIST s3://{bucket}/{parent.key}", self.ensure_listing,
+                                parent)
+        except _OFFLINE as e:
+            self._serve_stale("lookup", e)
+            return self._listed(parent, name, stale)
+        rec, entry = self.listings.find(bucket, parent.key, name)
+        if rec is None:  # not kept (the node cache refused it): ask for the name itself
+            return await self._lookup_remote(parent, name)
+        return self._listed(parent, name, entry)
 
     def _listed(self, parent: Node, name: str, entry: DirEntry | None) -> Node:
         """The node of *name* as the parent's listing has it (None: not in it)."""

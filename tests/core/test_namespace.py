@@ -210,3 +210,41 @@ def test_background_listing_at_its_real_page_bound(tmp_path: Path) -> None:
         assert ns.listings.get_dir("fake", "over/") is None
     trio.run(go)
     cache.close()
+
+
+def test_a_stale_listing_is_listed_again_once_for_all_its_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next epoch with a TTL shorter than an epoch: the first lookup in a directory
+    whose listing expired lists it again (one LIST), and every name in it, changed,
+    removed or new, is answered from that listing without a HEAD. A directory of more
+    names than _RELIST_AT_LOOKUP_MAX is asked name by name, as before."""
+    from fusecache import namespace
+
+    store = FakeStore()
+    for i in range(10):
+        store.put(f"cls/f{i}", b"x" * i)
+    ns, clock, cache = make(tmp_path, store, ttl=30)
+
+    async def go():
+        d = await ns.lookup(ROOT_INODE, "cls")
+        await ns.ensure_listing(d)
+        assert (await ns.lookup(d.ino, "f3")).size == 3
+        store.put("cls/f3", b"changed!")
+        del store.objects["cls/f4"]
+        clock.now += 31
+        store.calls.clear()
+        assert (await ns.lookup(d.ino, "f3")).size == 8
+        for i in (0, 1, 2, 5, 6, 7, 8, 9):
+            node = await ns.revalidate(await ns.lookup(d.ino, f"f{i}"))
+            assert node.size == i
+        with pytest.raises(errors.ObjectNotFound):
+            await ns.lookup(d.ino, "f4")
+        assert store.calls["list"] == 1 and store.calls["head"] == 0, dict(store.calls)
+
+        monkeypatch.setattr(namespace, "_RELIST_AT_LOOKUP_MAX", 5)
+        clock.now += 31
+        store.calls.clear()
+        assert (await ns.lookup(d.ino, "f9")).size == 9
+        assert store.calls["head"] == 1  # a bigger directory: the name is asked for
+    trio.run(go)
+    cache.close()
