@@ -318,3 +318,32 @@ def test_queued_requests_are_served_without_a_scheduler_pass(dataset, s3_env,
             assert waits["at_once"] > 0 and waits["scheduled"] > 0, waits
         else:
             assert "fusecache_fuse_request_waits" not in text
+
+
+def test_the_next_epoch_after_the_ttl_lists_each_folder_once(dataset, s3_env,
+                                                              tmp_path: Path) -> None:
+    """An epoch that starts after --metadata-ttl (the default 60 s is shorter than most
+    epochs): opening the files of a folder again lists the folder once, instead of a HEAD
+    and a LIST per file, and every byte is still S3's."""
+    prefix = "train/shard3/"
+    files = {k[len(prefix):]: v for k, v in dataset["small"].items() if k.startswith(prefix)}
+    names = sorted(files)[:200]
+    src = f"s3://{dataset['bucket']}/train/"
+    port = free_port()
+    with mounted(src, tmp_path / "m", s3_env, "--cache-dir", str(tmp_path / "c"),
+                 "--metrics-port", str(port), "--metadata-ttl", "2") as mp:
+        folder = mp / "shard3"
+        assert sorted(os.listdir(folder))[:200] == names
+        for name in names:
+            assert (folder / name).read_bytes() == files[name]
+        before = {op: _metric(port, f'fusecache_s3_requests_total{{op="{op}"}}')
+                  for op in ("head", "list")}
+        time.sleep(2.5)  # the listing and every name are past the TTL now
+        rnd = random.Random(5)
+        for name in rnd.sample(names, len(names)):
+            assert (folder / name).read_bytes() == files[name], name
+        after = {op: _metric(port, f'fusecache_s3_requests_total{{op="{op}"}}')
+                 for op in ("head", "list")}
+    assert after["head"] - before["head"] == 0, (before, after)
+    # the folder and its parent, again each time the TTL passes during the epoch
+    assert 1 <= after["list"] - before["list"] <= 6, (before, after)
