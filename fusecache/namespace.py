@@ -265,12 +265,12 @@ class Namespace:
 
     async def _relisted(self, parent: Node, name: str, stale: DirEntry | None) -> Node:
         """*name* from a new listing of its directory, whose last one is past the TTL (one
-        LIST for all its names, shared with concurrent lookups); S3 unreachable: the last
-        known entry (stale-if-error)."""
+        LIST for all its names, shared with concurrent lookups; each page bounded as a
+        listing's are, not the whole: a directory that grew may take several); S3
+        unreachable: the last known entry (stale-if-error)."""
         bucket = self.location.bucket
         try:
-            await self._bounded(f"LIST s3://{bucket}/{parent.key}", self.ensure_listing,
-                                parent)
+            await self.ensure_listing(parent)
         except _OFFLINE as e:
             self._serve_stale("lookup", e)
             return self._listed(parent, name, stale)

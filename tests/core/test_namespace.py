@@ -241,6 +241,10 @@ def test_a_stale_listing_is_listed_again_once_for_all_its_names(
             await ns.lookup(d.ino, "f4")
         assert store.calls["list"] == 1 and store.calls["head"] == 0, dict(store.calls)
 
+        clock.now += 31  # S3 unreachable at the relisting: the last known entries
+        store.fail_next["list"] = [errors.StoreUnavailable("S3 is down")]
+        assert (await ns.lookup(d.ino, "f5")).size == 5
+
         monkeypatch.setattr(namespace, "_RELIST_AT_LOOKUP_MAX", 5)
         clock.now += 31
         store.calls.clear()
