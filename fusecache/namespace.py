@@ -270,7 +270,7 @@ class Namespace:
         unreachable: the last known entry (stale-if-error)."""
         bucket = self.location.bucket
         try:
-            await self.ensure_listing(parent)
+            await self.ensure_listing(parent, stale_kind="lookup")
         except _OFFLINE as e:
             self._serve_stale("lookup", e)
             return self._listed(parent, name, stale)
@@ -482,8 +482,10 @@ class Namespace:
 
     # -- directories ---------------------------------------------------------------------------
 
-    async def ensure_listing(self, node: Node) -> DirRecord:
-        """A fresh listing of a directory, from the node cache or listed from S3 now."""
+    async def ensure_listing(self, node: Node, stale_kind: str = "listing") -> DirRecord:
+        """A fresh listing of a directory, from the node cache or listed from S3 now; S3
+        unreachable: the last one, counted as stale under *stale_kind* (the operation
+        answered from it)."""
         self._gate_if_offline()
         while True:
             rec = self._listing_if_fresh(node.key)
@@ -512,7 +514,7 @@ class Namespace:
             stale = self.listings.get_dir(self.location.bucket, node.key)
             if stale is None:
                 raise
-            self._serve_stale("listing", e)
+            self._serve_stale(stale_kind, e)
             return stale
         finally:
             del self._listing_flights[node.key]

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Prefetched small files through fusecache mounts that differ in one setting, paired.
+
+What a training job's data loader does after ``prefetchd warm``: a fresh mount on a warm
+node cache, the page cache dropped, 4 processes each reading their share of the files
+whole, in a shuffled order. Each round mounts every variant in turn (same cache, same
+order), so a difference between two variants is measured side by side, not across runs
+of a noisy machine. With ``--ttl S`` the mount trusts metadata for S seconds and the
+timed pass starts after they passed (the next epoch of a job whose epochs outlast the
+TTL); with ``--cold`` every mount starts on an empty cache instead (opens by path, with
+no listing first: a loader with its own index).
+
+    source scripts/setup.sh
+    python bench/run_files_bench.py --variant trio:FUSECACHE_FUSE_LOOP=trio
+
+A variant is NAME:ENV=VALUE[,ENV=VALUE...], set in the mount's environment (the
+baseline, "default", has none). Prints files/s and the mount's CPU seconds per pass and
+writes them as JSON to bench/results/files-bench-STAMP.json. Root (drops the page cache,
+mounts FUSE). Exit 0, or 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing import Pool
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from _common import drop_caches, log, start_run  # noqa: E402
+from _mounts import Remote, cleanup_all, mount_fusecache, unmount_and_stop  # noqa: E402
+
+BUCKET = "fcfiles"
+READERS = 4
+
+
+def _variant(text: str) -> tuple[str, dict[str, str]]:
+    name, _, assignments = text.partition(":")
+    env: dict[str, str] = {}
+    for item in filter(None, assignments.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise argparse.ArgumentTypeError(f"{item!r} in variant {text!r} is not ENV=VALUE")
+        env[key] = value
+    if not name or not env:
+        raise argparse.ArgumentTypeError(f"variant {text!r} is not NAME:ENV=VALUE[,...]")
+    return name, env
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variant", type=_variant, action="append", default=[],
+                    help="NAME:ENV=VALUE[,...] for the mount's environment (repeatable)")
+    ap.add_argument("--files", type=int, default=4000, help="files (default 4000)")
+    ap.add_argument("--folders", type=int, default=200, help="folders (default 200)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    ap.add_argument("--ttl", type=float, default=0.0,
+                    help="--metadata-ttl of the mounts; the timed pass starts after it "
+                         "passed (default: indefinite)")
+    ap.add_argument("--cold", action="store_true",
+                    help="an empty node cache for every mount (no prefetch)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    a = ap.parse_args(argv)
+    for opt in ("files", "folders", "rounds"):
+        if getattr(a, opt) < 1:
+            ap.error(f"--{opt} must be >= 1, not {getattr(a, opt)}")
+    if a.ttl < 0:
+        ap.error(f"--ttl must be >= 0, not {a.ttl}")
+    if a.cold and a.ttl:
+        ap.error("--cold and --ttl measure different passes: give one")
+    return a
+
+
+def _mount_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _read_whole(paths: list[str]) -> int:
+    n = 0
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while chunk := f.read(1 << 20):
+                n += len(chunk)
+    return n
+
+
+def _timed_pass(paths: list[str]) -> tuple[float, int]:
+    shares = [paths[i::READERS] for i in range(READERS)]
+    t = time.perf_counter()
+    with Pool(READERS) as pool:
+        n = sum(pool.map(_read_whole, shares))
+    return time.perf_counter() - t, n
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    record = start_run(argv)
+    from fusecache.locals3 import LocalS3
+
+    work = Path(tempfile.mkdtemp(prefix="fcfiles-", dir="/var/tmp"))
+    variants = [("default", {}), *a.variant]
+    results: dict[str, dict[str, list[float]]] = {name: {"files_s": [], "mount_cpu_s": []}
+                                                  for name, _ in variants}
+    try:
+        with LocalS3(data_dir=work / "s3") as s3:
+            remote = Remote(s3.endpoint_url, s3)
+            os.environ.update(remote.env())
+            client = s3.client()
+            client.create_bucket(Bucket=BUCKET)
+            rnd = random.Random(a.seed)
+            keys = [f"ds/c{i % a.folders:04d}/f{i:06d}.jpg" for i in range(a.files)]
+            data = {k: rnd.randbytes(rnd.randrange(60 << 10, 160 << 10)) for k in keys}
+            with ThreadPoolExecutor(16) as ex:
+                list(ex.map(lambda k: client.put_object(Bucket=BUCKET, Key=k, Body=data[k]),
+                            keys))
+            total = sum(len(v) for v in data.values())
+            cache = work / "cache"
+            if not a.cold:
+                r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm",
+                                    f"s3://{BUCKET}/ds/", "--cache-dir", str(cache),
+                                    "--endpoint-url", s3.endpoint_url],
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    log(f"prefetchd warm failed: {r.stderr.strip()}")
+                    return 1
+            log(f"{a.files} files ({total / 1e6:.0f} MB) in {a.folders} folders; "
+                f"variants {[name for name, _ in variants]}")
+            extra = ["--metadata-ttl", f"{a.ttl:g}"] if a.ttl else []
+            for rnd_no in range(a.rounds):
+                order = list(keys)
+                random.Random(a.seed + rnd_no).shuffle(order)
+                for name, env in variants:
+                    if a.cold:
+                        shutil.rmtree(cache, ignore_errors=True)
+                    p, mp, _ = mount_fusecache(remote, BUCKET, work, cache, "256MiB", name,
+                                               extra, env)
+                    try:
+                        paths = [str(mp / k) for k in order]
+                        if a.ttl:
+                            _read_whole(paths)  # metadata known, then let it age
+                            time.sleep(a.ttl + 0.5)
+                        drop_caches()
+                        cpu0 = _mount_cpu(p.pid)
+                        seconds, n = _timed_pass(paths)
+                        cpu = _mount_cpu(p.pid) - cpu0
+                    finally:
+                        unmount_and_stop(mp, p)
+                    if n != total:
+                        log(f"{name}: read {n} bytes, expected {total}")
+                        return 1
+                    results[name]["files_s"].append(round(a.files / seconds, 1))
+                    results[name]["mount_cpu_s"].append(round(cpu, 2))
+                    log(f"round {rnd_no + 1} {name}: {a.files / seconds:.0f} files/s, "
+                        f"mount CPU {cpu:.2f} s (load {os.getloadavg()[0]:.1f})")
+    finally:
+        cleanup_all()
+        shutil.rmtree(work, ignore_errors=True)
+    record.update(params={k: v for k, v in vars(a).items() if k not in ("variant", "out")},
+                  variants={name: env for name, env in variants}, results=results)
+    a.out.mkdir(parents=True, exist_ok=True)
+    out = a.out / f"files-bench-{record['started']}.json"
+    out.write_text(json.dumps(record, indent=1))
+    for name, r in results.items():
+        print(f"{name:12s} files/s {r['files_s']}  mount CPU s {r['mount_cpu_s']}")
+    log(f"JSON: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())
+    sys.exit(130)
