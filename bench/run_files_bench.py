@@ -41,6 +41,7 @@ sys.path.insert(0, str(HERE))
 
 from _common import drop_caches, log, start_run  # noqa: E402
 from _mounts import Remote, cleanup_all, mount_fusecache, unmount_and_stop  # noqa: E402
+from run_bench import cpu_seconds  # noqa: E402
 
 BUCKET = "fcfiles"
 READERS = 4
@@ -82,12 +83,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if a.cold and a.ttl:
         ap.error("--cold and --ttl measure different passes: give one")
     return a
-
-
-def _mount_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _read_whole(paths: list[str]) -> int:
@@ -155,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                             _read_whole(paths)  # metadata known, then let it age
                             time.sleep(a.ttl + 0.5)
                         drop_caches()
-                        cpu0 = _mount_cpu(p.pid)
+                        cpu0 = cpu_seconds(p.pid) or 0.0
                         seconds, n = _timed_pass(paths)
-                        cpu = _mount_cpu(p.pid) - cpu0
+                        cpu = (cpu_seconds(p.pid) or 0.0) - cpu0
                     finally:
                         unmount_and_stop(mp, p)
                     if n != total:
