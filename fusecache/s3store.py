@@ -34,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import Any
 
 import boto3
 import botocore.exceptions as bce
@@ -217,19 +218,23 @@ class S3Store:
         # Three attempts: bad input (wrong endpoint) must fail fast at mount time.
         self._call(f"checking bucket {self.bucket!r}", None, go, max_attempts=3)
 
-    def head(self, key: str) -> ObjectInfo:
-        native = self._data is not None and s3data.native_key(key)
+    def _plane(self, key: str, native: Callable[[s3data.RangeGetter], Any],
+               fallback: Callable[[], Any]) -> Any:
+        """*native* through obstore when it is usable and can name *key*, else *fallback*
+        (boto3)."""
+        data = self._data
+        if data is not None and s3data.native_key(key):
+            try:
+                return native(data)
+            except s3data.NotNative:
+                pass
+        return fallback()
 
+    def head(self, key: str) -> ObjectInfo:
         def go():
             t = time.monotonic()
-            if native:
-                assert self._data is not None
-                try:
-                    size, etag, mtime = self._data.head(key)
-                except s3data.NotNative:
-                    size, etag, mtime = self._boto3_head(key)
-            else:
-                size, etag, mtime = self._boto3_head(key)
+            size, etag, mtime = self._plane(key, lambda d: d.head(key),
+                                            lambda: self._boto3_head(key))
             self._observe("head", time.monotonic() - t, 0)
             return ObjectInfo(key, size, etag, mtime)
         return self._call(f"HEAD s3://{self.bucket}/{key}", key, go)
@@ -243,18 +248,10 @@ class S3Store:
         want = end - start
         if want <= 0:
             return b""
-        native = self._data is not None and s3data.native_key(key)
-
         def go():
             t = time.monotonic()
-            if native:
-                assert self._data is not None
-                try:
-                    data = self._data.get(key, start, end, etag)
-                except s3data.NotNative:
-                    data = self._boto3_get(key, start, end, etag)
-            else:
-                data = self._boto3_get(key, start, end, etag)
+            data = self._plane(key, lambda d: d.get(key, start, end, etag),
+                               lambda: self._boto3_get(key, start, end, etag))
             got = len(data)
             if got != want:
                 # A short body is never served: retry the range.
