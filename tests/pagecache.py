@@ -5,6 +5,14 @@ Eviction is only possible where the file lives on a disk: on tmpfs (a CI runner'
 /tmp often is) the page cache *is* the file. ``disk_dir`` picks a directory whose
 pages can be dropped, and ``evict_node_cache`` checks with mincore(2) that they were,
 so a test of a cold read never passes or fails on a read that was not cold.
+
+A read with RWF_NOWAIT of pages not in memory starts the kernel's read-ahead for them
+before it answers EAGAIN; where the disk answers fast (a virtual disk over the host's
+cache) and the reading thread is preempted in between, the pages can be in by the time
+the kernel looks again, and the nowait read succeeds (seen in CI under load, and here
+once in 40 under CPU and write load). ``slow_disk_reads`` closes that race: while it is
+held, the calling thread's reads of the disk are throttled (a blkio cgroup), so the
+read-ahead a nowait read starts cannot complete before it answers.
 """
 
 from __future__ import annotations
@@ -12,8 +20,11 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -99,3 +110,68 @@ def evict_node_cache(cache: NodeCache, cache_dir: Path) -> None:
         time.sleep(0.05)
     pytest.skip(f"{left} pages of {data} stayed in memory after POSIX_FADV_DONTNEED "
                 f"(file system {file_system_type(data)}): a cold read cannot be made here")
+
+
+_BLKIO = Path("/sys/fs/cgroup/blkio")  # cgroup v1's block I/O controller
+
+
+def _whole_disk(path: Path) -> str | None:
+    """'major:minor' of the disk holding *path* (a partition's parent disk: throttling
+    applies per disk), or None when it is not a block device (overlay, tmpfs, ...)."""
+    dev = os.stat(path).st_dev
+    node = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    if not node.exists():
+        return None
+    if (node / "partition").exists():
+        node = node.resolve().parent
+    try:
+        return (node / "dev").read_text().strip()
+    except OSError:
+        return None
+
+
+def _blkio_group() -> Path | None:
+    """The blkio cgroup directory this thread is in (None without cgroup v1's blkio)."""
+    try:
+        lines = Path("/proc/thread-self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, where = line.split(":", 2)
+        if "blkio" in controllers.split(","):
+            home = _BLKIO / where.lstrip("/")
+            return home if (home / "tasks").exists() else None
+    return None
+
+
+@contextmanager
+def slow_disk_reads(path: Path, bytes_per_s: int = 1 << 20) -> Iterator[bool]:
+    """While inside, the calling thread's reads of the disk holding *path* go at most
+    *bytes_per_s* (its thread is moved into a throttled blkio cgroup), so that a read
+    the kernel starts for it (RWF_NOWAIT's read-ahead) is still on its way when the
+    nowait read answers. Yields False, changing nothing, where this cannot be done (no
+    cgroup v1 blkio hierarchy, no block device, not allowed); the throttle is lifted on
+    the way out, so pages still queued behind it come in at once."""
+    disk = _whole_disk(path)
+    home = _blkio_group()
+    group = _BLKIO / f"fusecache-test-{os.getpid()}"
+    tid = threading.get_native_id()
+    if disk is None or home is None:
+        yield False
+        return
+    try:
+        group.mkdir(exist_ok=True)
+        (group / "blkio.throttle.read_bps_device").write_text(f"{disk} {bytes_per_s}")
+        (group / "tasks").write_text(str(tid))
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        (home / "tasks").write_text(str(tid))
+        (group / "blkio.throttle.read_bps_device").write_text(f"{disk} 0")
+        try:
+            group.rmdir()
+        except OSError:
+            pass

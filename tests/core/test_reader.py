@@ -16,7 +16,7 @@ from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader, ReadState
 
 from fakes import FakeStore, ramp
-from pagecache import evict_node_cache
+from pagecache import evict_node_cache, slow_disk_reads
 
 BS = 64 * 1024
 
@@ -133,13 +133,12 @@ def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(disk_tmp_pat
     thread would hold every other FUSE request for a disk read. It is not copied into
     the RAM tier (the page cache holds it now), and no byte comes from S3.
 
-    Under load in CI the block was at times back in the page cache by the time of the read
-    although the eviction had seen every page of the file out (the loop's nowait read then
-    rightly served it). So the block lies between two 9 MiB fillers (out of reach of any
-    read-around of the pages LMDB's lookup touches), and the eviction and read are tried
-    up to three times, each with a fresh reader; if the kernel still had the block back
-    every time, the test is skipped naming that (a cold read could not be made). Code that
-    read a cold block on the loop shows a blocking read on the loop thread and fails."""
+    The loop's nowait read starts the kernel's read-ahead of the block, which a fast disk
+    can finish before that read answers when the thread is preempted (CI, under load). So
+    the block lies between two 9 MiB fillers and the read is made with the loop thread's
+    disk reads throttled (pagecache.slow_disk_reads); where that cannot be done, the
+    eviction and read are tried three times, then skipped naming why. Code that read a
+    cold block on the loop shows a blocking read on the loop thread and fails."""
     store = FakeStore()
     o = put(store, "s", BS - 100)
     disk = NodeCache.open(disk_tmp_path, limit_bytes=400 * BS, block_size=BS)
@@ -182,11 +181,14 @@ def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(disk_tmp_pat
     for _ in range(3):
         evict_node_cache(disk, disk_tmp_path)
         calls.clear()
-        if trio.run(go):
+        with slow_disk_reads(disk_tmp_path) as held:
+            cold = trio.run(go)
+        if cold:
             break
+        assert not held, f"served on the loop with the disk held back: {calls}"
     else:
-        pytest.skip("the kernel had the block back in the page cache at each of three reads "
-                    "right after its pages were evicted: a cold read cannot be made here")
+        pytest.skip("no blkio cgroup to hold the disk back, and the kernel had the block "
+                    "in the page cache at each of three reads right after the eviction")
     assert store.calls["get"] == 0
     disk.close()
 
