@@ -30,6 +30,9 @@ import grpc
 from csi._proto import csi_pb2, csi_pb2_grpc
 from fusecache.locals3 import LocalS3
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_bench import cpu_seconds  # noqa: E402
+
 BIN = Path(sys.executable).parent
 
 
@@ -48,11 +51,6 @@ def passes(path: Path, size: int, n: int) -> list[int]:
             raise SystemExit(f"short read: {got} of {size} bytes")
         out.append(round(size / (time.monotonic() - t) / 1e6))
     return out
-
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -103,10 +101,10 @@ def main() -> int:
                 timeout=120)
             record = next((root / "state" / "node" / "volumes").glob("*.json"))
             relay = json.loads(record.read_text())["relay_pid"]
-            before = cpu_s(relay)
+            before = cpu_seconds(relay) or 0.0
             result["relayed_mb_s"] = passes(staging / "big.bin", size, a.passes)
             result["relay_cpu_s_per_gb"] = round(
-                (cpu_s(relay) - before) / (a.passes * size / 1e9), 2)
+                ((cpu_seconds(relay) or 0.0) - before) / (a.passes * size / 1e9), 2)
             node.NodeUnstageVolume(csi_pb2.NodeUnstageVolumeRequest(**vol), timeout=60)
         finally:
             plugin.terminate()
