@@ -17,6 +17,7 @@ read-ahead a nowait read starts cannot complete before it answers.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -150,8 +151,9 @@ def slow_disk_reads(path: Path, bytes_per_s: int = 1 << 20) -> Iterator[bool]:
     *bytes_per_s* (its thread is moved into a throttled blkio cgroup), so that a read
     the kernel starts for it (RWF_NOWAIT's read-ahead) is still on its way when the
     nowait read answers. Yields False, changing nothing, where this cannot be done (no
-    cgroup v1 blkio hierarchy, no block device, not allowed); the throttle is lifted on
-    the way out, so pages still queued behind it come in at once."""
+    cgroup v1 blkio hierarchy, no block device, not allowed). On the way out the throttle
+    is lifted (pages still queued behind it come in at once) and every thread in the
+    group, this one and any it started inside, goes back where this one was."""
     disk = _whole_disk(path)
     home = _blkio_group()
     group = _BLKIO / f"fusecache-test-{os.getpid()}"
@@ -164,14 +166,21 @@ def slow_disk_reads(path: Path, bytes_per_s: int = 1 << 20) -> Iterator[bool]:
         (group / "blkio.throttle.read_bps_device").write_text(f"{disk} {bytes_per_s}")
         (group / "tasks").write_text(str(tid))
     except OSError:
+        with contextlib.suppress(OSError):
+            group.rmdir()
         yield False
         return
     try:
         yield True
     finally:
-        (home / "tasks").write_text(str(tid))
         (group / "blkio.throttle.read_bps_device").write_text(f"{disk} 0")
-        try:
-            group.rmdir()
-        except OSError:
-            pass
+        # with the threads it started meanwhile (trio's worker threads start in it)
+        for task in {str(tid), *(group / "tasks").read_text().split()}:
+            with contextlib.suppress(OSError):  # one that has ended since
+                (home / "tasks").write_text(task)
+        for _ in range(50):  # busy while the kernel still winds the group down
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.02)
