@@ -2,8 +2,8 @@
 """Prefetched small files through fusecache mounts that differ in one setting, paired.
 
 What a training job's data loader does after ``prefetchd warm``: a fresh mount on a warm
-node cache, the page cache dropped, 4 processes each reading their share of the files
-whole, in a shuffled order. Each round mounts every variant in turn (same cache, same
+node cache, the page cache dropped, 4 processes (``--readers``) each reading their share
+of the files whole, in a shuffled order. Each round mounts every variant in turn (same cache, same
 order), so a difference between two variants is measured side by side, not across runs
 of a noisy machine. With ``--ttl S`` the mount trusts metadata for S seconds and the
 timed pass starts after they passed (the next epoch of a job whose epochs outlast the
@@ -14,8 +14,11 @@ no listing first: a loader with its own index).
     python bench/run_files_bench.py --variant trio:FUSECACHE_FUSE_LOOP=trio
 
 A variant is NAME:ENV=VALUE[,ENV=VALUE...], set in the mount's environment (the
-baseline, "default", has none). Prints files/s and the mount's CPU seconds per pass and
-writes them as JSON to bench/results/files-bench-STAMP.json. Root (drops the page cache,
+baseline, "default", has none). Prints files/s, the mount's CPU seconds and those of its
+loop thread (the one serving every FUSE request) per pass, and how busy the machine's
+CPUs were meanwhile (a loop thread busy for most of the pass while the machine has CPU to
+spare: the loop is what limits); writes them as JSON to
+bench/results/files-bench-STAMP.json. Root (drops the page cache,
 mounts FUSE). Exit 0, or 2 for bad arguments.
 """
 
@@ -44,7 +47,6 @@ from _mounts import Remote, cleanup_all, mount_fusecache, unmount_and_stop  # no
 from run_bench import cpu_seconds  # noqa: E402
 
 BUCKET = "fcfiles"
-READERS = 4
 
 
 def _variant(text: str) -> tuple[str, dict[str, str]]:
@@ -72,10 +74,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          "passed (default: indefinite)")
     ap.add_argument("--cold", action="store_true",
                     help="an empty node cache for every mount (no prefetch)")
+    ap.add_argument("--readers", type=int, default=4,
+                    help="processes reading their share of the files (default 4)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=HERE / "results")
     a = ap.parse_args(argv)
-    for opt in ("files", "folders", "rounds"):
+    for opt in ("files", "folders", "rounds", "readers"):
         if getattr(a, opt) < 1:
             ap.error(f"--{opt} must be >= 1, not {getattr(a, opt)}")
     if a.ttl < 0:
@@ -94,12 +98,19 @@ def _read_whole(paths: list[str]) -> int:
     return n
 
 
-def _timed_pass(paths: list[str]) -> tuple[float, int]:
-    shares = [paths[i::READERS] for i in range(READERS)]
+def _timed_pass(paths: list[str], readers: int) -> tuple[float, int]:
+    shares = [paths[i::readers] for i in range(readers)]
     t = time.perf_counter()
-    with Pool(READERS) as pool:
+    with Pool(readers) as pool:
         n = sum(pool.map(_read_whole, shares))
     return time.perf_counter() - t, n
+
+
+def _machine_ticks() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the machine so far; waiting for I/O counts as idle."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="fcfiles-", dir="/var/tmp"))
     variants = [("default", {}), *a.variant]
-    results: dict[str, dict[str, list[float]]] = {name: {"files_s": [], "mount_cpu_s": []}
-                                                  for name, _ in variants}
+    results: dict[str, dict[str, list[float]]] = {
+        name: {"files_s": [], "mount_cpu_s": [], "loop_cpu_s": [], "machine_busy": []}
+        for name, _ in variants}
     try:
         with LocalS3(data_dir=work / "s3") as s3:
             remote = Remote(s3.endpoint_url, s3)
@@ -151,8 +163,12 @@ def main(argv: list[str] | None = None) -> int:
                             time.sleep(a.ttl + 0.5)
                         drop_caches()
                         cpu0 = cpu_seconds(p.pid) or 0.0
-                        seconds, n = _timed_pass(paths)
+                        loop0 = cpu_seconds(p.pid, p.pid) or 0.0
+                        busy0, all0 = _machine_ticks()
+                        seconds, n = _timed_pass(paths, a.readers)
+                        busy1, all1 = _machine_ticks()
                         cpu = (cpu_seconds(p.pid) or 0.0) - cpu0
+                        loop = (cpu_seconds(p.pid, p.pid) or 0.0) - loop0
                     finally:
                         unmount_and_stop(mp, p)
                     if n != total:
@@ -160,8 +176,13 @@ def main(argv: list[str] | None = None) -> int:
                         return 1
                     results[name]["files_s"].append(round(a.files / seconds, 1))
                     results[name]["mount_cpu_s"].append(round(cpu, 2))
+                    results[name]["loop_cpu_s"].append(round(loop, 2))
+                    busy = (busy1 - busy0) / max(1, all1 - all0)
+                    results[name]["machine_busy"].append(round(busy, 2))
                     log(f"round {rnd_no + 1} {name}: {a.files / seconds:.0f} files/s, "
-                        f"mount CPU {cpu:.2f} s (load {os.getloadavg()[0]:.1f})")
+                        f"mount CPU {cpu:.2f} s, of it the loop thread {loop:.2f} s "
+                        f"({loop / seconds:.0%} of the pass); machine {busy:.0%} busy "
+                        f"(load {os.getloadavg()[0]:.1f})")
     finally:
         cleanup_all()
         shutil.rmtree(work, ignore_errors=True)
@@ -171,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     out = a.out / f"files-bench-{record['started']}.json"
     out.write_text(json.dumps(record, indent=1))
     for name, r in results.items():
-        print(f"{name:12s} files/s {r['files_s']}  mount CPU s {r['mount_cpu_s']}")
+        print(f"{name:12s} files/s {r['files_s']}  mount CPU s {r['mount_cpu_s']}  "
+              f"loop thread CPU s {r['loop_cpu_s']}  machine busy {r['machine_busy']}")
     log(f"JSON: {out}")
     return 0
 

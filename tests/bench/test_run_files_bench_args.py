@@ -16,6 +16,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "run_files_bench.py"
     (["--variant", "x:FOO"], "'FOO' in variant 'x:FOO' is not ENV=VALUE"),
     (["--ttl", "-1"], "--ttl must be >= 0, not -1.0"),
     (["--files", "0"], "--files must be >= 1, not 0"),
+    (["--readers", "0"], "--readers must be >= 1, not 0"),
     (["--cold", "--ttl", "2"], "--cold and --ttl measure different passes"),
 ])
 def test_bad_arguments_are_usage_errors_naming_them(args: list[str], message: str) -> None:
