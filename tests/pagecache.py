@@ -25,7 +25,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -145,7 +144,7 @@ def _blkio_group() -> Path | None:
     return None
 
 
-@contextmanager
+@contextlib.contextmanager
 def slow_disk_reads(path: Path, bytes_per_s: int = 1 << 20) -> Iterator[bool]:
     """While inside, the calling thread's reads of the disk holding *path* go at most
     *bytes_per_s* (its thread is moved into a throttled blkio cgroup), so that a read
