@@ -10,11 +10,11 @@ from pathlib import Path
 import trio
 
 from fusecache.config import S3Location
-from fusecache.dirahead import FolderReadAhead
+from fusecache.dirahead import _HELD_SHARE, FolderReadAhead
 from fusecache.listings import ListingCache
 from fusecache.metrics import Metrics
 from fusecache.namespace import ROOT_INODE, Namespace
-from fusecache.nodecache import NodeCache
+from fusecache.nodecache import NodeCache, ObjectId
 from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader
 
@@ -68,8 +68,21 @@ def run_with(parts: Parts, body) -> None:
         parts.disk.close()
 
 
-def run(tmp_path: Path, store: FakeStore, per_open: int, body) -> Metrics:
+def run(tmp_path: Path, store: FakeStore, per_open: int, body, *,
+        held: dict[str, bytes] | None = None, batches: list[int] | None = None) -> Metrics:
+    """*body(read)* against the parts; *held*: files put in the node cache first (a warm);
+    *batches*: gets the size of each batch checked against the node cache."""
     p = make_parts(tmp_path, store, per_open)
+    for key, data in (held or {}).items():
+        assert p.disk.put_block(ObjectId(store.bucket, key, store.etags[key], len(data)), 0,
+                                data)
+    if batches is not None:
+        check = p.reader.not_in_node_cache
+
+        def counted(oids, advise=False):
+            batches.append(len(oids))
+            return check(oids, advise)
+        p.reader.not_in_node_cache = counted  # type: ignore[method-assign]
 
     async def go():
         folder = await p.ns.lookup(ROOT_INODE, "d")
@@ -116,6 +129,46 @@ def test_each_open_fetches_at_most_per_open_more(tmp_path: Path) -> None:
     assert store.calls["get"] == 10 + 3 * 9  # 3 per open from the second open on
     assert count(m, "fetched") == 27
     assert store.calls["get"] <= 10 + 3 * 9
+
+
+def test_held_files_are_paged_in_a_share_of_a_credit_each(tmp_path: Path) -> None:
+    """A warmed folder: a file the node cache holds costs a _HELD_SHARE-th of a credit
+    (it is asked into the page cache: a local disk read, no GET), so an open pages in at
+    most _HELD_SHARE * per_open of them, and after the first batch shows the folder held,
+    each worker-thread call checks that many more files."""
+    store = FakeStore()
+    files = fill(store, 200)
+    small = {k: v for k, v in files.items() if k.endswith(".jpg") and k.count("/") == 1}
+    batches: list[int] = []
+
+    async def body(read):
+        for i in range(0, 200, 20):  # 10 files of 200
+            assert await read(f"{i:03d}.jpg") == files[f"d/{i:03d}.jpg"]
+            await trio.sleep(0.05)  # the batches granted so far all done
+    m = run(tmp_path, store, 3, body, held=small, batches=batches)
+    assert store.calls["get"] == 0
+    paged = count(m, "paged_in")
+    assert sum(batches) == paged  # every file checked was held
+    assert 9 * 3 < paged <= 9 * 3 * _HELD_SHARE  # 3 credits per open from the second on
+    # the second open's 3 credits: one file checked for each (not yet known held), then
+    # the 2 left buy _HELD_SHARE each; every later open's 3 buy 3 * _HELD_SHARE
+    assert batches == [3, 2 * _HELD_SHARE] + [3 * _HELD_SHARE] * 8
+
+
+def test_a_cold_folder_is_not_checked_in_held_sized_batches(tmp_path: Path) -> None:
+    """Files the node cache lacks cost a whole credit: with the folder not held, each
+    worker-thread call checks no more files than the credits can fetch."""
+    store = FakeStore()
+    files = fill(store, 200)
+    batches: list[int] = []
+
+    async def body(read):
+        for i in range(0, 200, 20):
+            assert await read(f"{i:03d}.jpg") == files[f"d/{i:03d}.jpg"]
+            await trio.sleep(0.05)
+    m = run(tmp_path, store, 3, body, batches=batches)
+    assert count(m, "fetched") == 27 and count(m, "paged_in") == 0
+    assert batches == [3] * 9
 
 
 def test_once_round_the_folder_skipping_folders_large_and_cached_files(tmp_path: Path) -> None:
