@@ -3,8 +3,8 @@
 
 What a training job's data loader does after ``prefetchd warm``: a fresh mount on a warm
 node cache, the page cache dropped, 4 processes (``--readers``) each reading their share
-of the files whole, in a shuffled order. Each round mounts every variant in turn (same cache, same
-order), so a difference between two variants is measured side by side, not across runs
+of the files whole, in a shuffled order. Each round mounts every variant in turn (same
+cache, same order), so a difference between two variants is measured side by side, not across runs
 of a noisy machine. With ``--ttl S`` the mount trusts metadata for S seconds and the
 timed pass starts after they passed (the next epoch of a job whose epochs outlast the
 TTL); with ``--cold`` every mount starts on an empty cache instead (opens by path, with
@@ -18,8 +18,8 @@ baseline, "default", has none). Prints files/s, the mount's CPU seconds and thos
 loop thread (the one serving every FUSE request) per pass, and how busy the machine's
 CPUs were meanwhile (a loop thread busy for most of the pass while the machine has CPU to
 spare: the loop is what limits); writes them as JSON to
-bench/results/files-bench-STAMP.json. Root (drops the page cache,
-mounts FUSE). Exit 0, or 2 for bad arguments.
+bench/results/files-bench-STAMP.json. Root (drops the page cache, mounts FUSE). Exit 0,
+or 2 for bad arguments.
 """
 
 from __future__ import annotations
