@@ -141,24 +141,25 @@ class RangeGetter:
         opts: dict[str, Any] = {"range": (start, end)}
         if etag:
             opts["if_match"] = f'"{etag}"'
-        try:
-            return memoryview(obstore.get(self._store, key, options=opts).bytes())
-        except ValueError as e:  # raised before any request: the path did not parse
-            raise NotNative(str(e)) from None
-        except Exception as e:  # noqa: BLE001 - translated below
-            raise self._translate(e, key) from None
+        return memoryview(self._request(
+            key, lambda: obstore.get(self._store, key, options=opts).bytes()))
 
     def head(self, key: str) -> tuple[int, str, float]:
         """(size, ETag without quotes, mtime) of *key*: one HEAD, as ``get`` its GETs."""
-        try:
-            meta = obstore.head(self._store, key)
-        except ValueError as e:  # raised before any request: the path did not parse
-            raise NotNative(str(e)) from None
-        except Exception as e:  # noqa: BLE001 - translated below
-            raise self._translate(e, key) from None
+        meta = self._request(key, lambda: obstore.head(self._store, key))
         mtime = meta["last_modified"]
         return (int(meta["size"]), (meta["e_tag"] or "").strip('"'),
                 mtime.timestamp() if isinstance(mtime, dt.datetime) else 0.0)
+
+    def _request(self, key: str, send: Callable[[], Any]) -> Any:
+        """*send()*'s answer; NotNative when obstore refused *key* before any request (the
+        path did not parse), any other failure as the domain error (_translate)."""
+        try:
+            return send()
+        except ValueError as e:
+            raise NotNative(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - translated below
+            raise self._translate(e, key) from None
 
     def _translate(self, e: BaseException, key: str) -> BaseException:
         where = f"s3://{self.bucket}/{key}"
