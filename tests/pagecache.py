@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from fusecache.nodecache import NodeCache
+from fusecache.nodecache import _BMETA, _U64, NodeCache, ObjectId
 
 _MEMORY_FILE_SYSTEMS = {"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"}
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -67,19 +67,23 @@ def disk_dir(tmp_path: Path) -> Path:
     return beside
 
 
-def resident_pages(path: Path) -> int:
-    """How many of the file's pages are in the page cache (mincore of a fresh map,
-    which faults nothing in)."""
-    size = path.stat().st_size
-    if size == 0:
+def resident_pages(path: Path, start: int = 0, length: int | None = None) -> int:
+    """How many of the file's pages (of the pages holding bytes [start, start+length),
+    all of them by default) are in the page cache (mincore of a fresh map, which
+    faults nothing in)."""
+    page = mmap.PAGESIZE
+    end = path.stat().st_size if length is None else start + length
+    first = start // page * page
+    if end <= first:
         return 0
     fd = os.open(path, os.O_RDONLY)
     try:
-        addr = _LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        size = end - first
+        addr = _LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, first)
         if addr in (None, _MAP_FAILED):
             raise OSError(ctypes.get_errno(), f"mmap {path}")
         try:
-            vec = ctypes.create_string_buffer((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
+            vec = ctypes.create_string_buffer((size + page - 1) // page)
             if _LIBC.mincore(addr, size, vec) != 0:
                 raise OSError(ctypes.get_errno(), f"mincore {path}")
             return sum(b & 1 for b in vec.raw)
@@ -110,6 +114,33 @@ def evict_node_cache(cache: NodeCache, cache_dir: Path) -> None:
         time.sleep(0.05)
     pytest.skip(f"{left} pages of {data} stayed in memory after POSIX_FADV_DONTNEED "
                 f"(file system {file_system_type(data)}): a cold read cannot be made here")
+
+
+def evict_block(cache: NodeCache, cache_dir: Path, oid: ObjectId, index: int) -> None:
+    """Drop the node cache's pages, then page back in the B-tree pages the lookup of
+    one block touches, so that only that block's bytes have to come from disk; skip the
+    test, naming the file system, if the kernel keeps them or reads them back in.
+
+    Were the B-tree pages left out, the lookup that precedes the block read would fault
+    them in from disk, and a kernel may read around such a fault (read_ahead_kb, 8 MiB
+    on this machine's disk) and bring the block in with it: the block would no longer
+    be cold when its read comes. (Dropping only the block's pages does not work where
+    the page cache holds large folios: one that straddles the block's edge stays.)"""
+    data = cache_dir / "cache.lmdb" / "data.mdb"
+    key = cache.block_key(oid, index)
+    with cache.env.begin() as txn:
+        raw_off, raw_meta = txn.get(key, db=cache._boffs), txn.get(key, db=cache._bmeta)
+    assert raw_off is not None and raw_meta is not None, f"block {index} of {oid} not held"
+    off, length = _U64.unpack(raw_off)[0], _BMETA.unpack(raw_meta)[1]
+    evict_node_cache(cache, cache_dir)
+    with cache.env.begin() as txn:  # the lookup get_block makes, copied out of the map
+        txn.get(key, db=cache._bmeta), txn.get(key, db=cache._boffs)
+    cache._release_mapped_pages()
+    left = resident_pages(data, off, length)
+    if left:
+        pytest.skip(f"{left} pages of a block in {data} came back into memory with the "
+                    f"B-tree pages of its lookup (file system {file_system_type(data)}): "
+                    f"a cold read of it cannot be made here")
 
 
 _BLKIO = Path("/sys/fs/cgroup/blkio")  # cgroup v1's block I/O controller

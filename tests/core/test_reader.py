@@ -16,7 +16,7 @@ from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader, ReadState
 
 from fakes import FakeStore, ramp
-from pagecache import evict_node_cache, slow_disk_reads
+from pagecache import evict_block, slow_disk_reads
 
 BS = 64 * 1024
 
@@ -133,21 +133,19 @@ def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(disk_tmp_pat
     thread would hold every other FUSE request for a disk read. It is not copied into
     the RAM tier (the page cache holds it now), and no byte comes from S3.
 
-    The loop's nowait read starts the kernel's read-ahead of the block, which a fast disk
-    can finish before that read answers when the thread is preempted (CI, under load). So
-    the block lies between two 9 MiB fillers and the read is made with the loop thread's
-    disk reads throttled (pagecache.slow_disk_reads); where that cannot be done, the
-    eviction and read are tried three times, then skipped naming why. Code that read a
+    Only the block's pages are dropped (pagecache.evict_block: a lookup that faulted
+    B-tree pages in from disk could read the block in around them). The loop's nowait
+    read itself starts the kernel's read-ahead of the block, which a fast disk can
+    finish before that read answers when the thread is preempted: the read is made with
+    the loop thread's disk reads throttled (pagecache.slow_disk_reads), and even so CI
+    once saw the block in memory by then. So the eviction and read are tried up to
+    five times; the test fails if every read was served on the loop with the disk held
+    back, and skips naming why where no throttle could be set up. Code that read a
     cold block on the loop shows a blocking read on the loop thread and fails."""
     store = FakeStore()
     o = put(store, "s", BS - 100)
     disk = NodeCache.open(disk_tmp_path, limit_bytes=400 * BS, block_size=BS)
-    before = put(store, "before", 9 << 20)
-    after = put(store, "after", 9 << 20)
-    for obj in (before, o, after):  # written in this order: the block between the fillers
-        data = store.objects[obj.key]
-        for idx in range(-(-obj.size // BS)):
-            assert disk.put_block(obj, idx, data[idx * BS:(idx + 1) * BS])
+    assert disk.put_block(o, 0, store.objects["s"])
     if not disk._pread_nowait_supported():
         pytest.skip("this kernel/file system does not answer RWF_NOWAIT reads")
     calls: list[tuple[int, bool]] = []  # (thread, nowait) of each node-cache read
@@ -178,17 +176,20 @@ def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(disk_tmp_pat
             return True
         return await with_reader(r, body)
 
-    for _ in range(3):
-        evict_node_cache(disk, disk_tmp_path)
+    held_back = 0  # tries made with the disk held back
+    for _ in range(5):
+        evict_block(disk, disk_tmp_path, o, 0)
         calls.clear()
         with slow_disk_reads(disk_tmp_path) as held:
             cold = trio.run(go)
         if cold:
             break
-        assert not held, f"served on the loop with the disk held back: {calls}"
+        held_back += held
     else:
+        assert not held_back, (f"served on the loop in 5 of 5 tries, {held_back} with the "
+                               f"disk held back: {calls}")
         pytest.skip("no blkio cgroup to hold the disk back, and the kernel had the block "
-                    "in the page cache at each of three reads right after the eviction")
+                    "in the page cache at each of five reads right after the eviction")
     assert store.calls["get"] == 0
     disk.close()
 
