@@ -90,6 +90,7 @@ class _Folder:
     held: bool = False          # most of the last batch checked was in the node cache
     queued: bool = False
     listing: bool = False       # waiting for a background listing of it
+    unlisted: bool = False      # no fresh listing, and none could be started yet
 
 
 class FolderReadAhead:
@@ -159,6 +160,7 @@ class FolderReadAhead:
                 if len(self._started_under) > _MAX_FOLDERS:
                     self._started_under.popitem(last=False)
         folder.credits = min(_MAX_CREDITS, folder.credits + self.per_open)
+        folder.unlisted = False  # an open: ask for its listing again
         if not folder.queued:
             folder.queued = True
             self._ready.append(folder)
@@ -189,7 +191,7 @@ class FolderReadAhead:
                 buys = folder.credits * (_HELD_SHARE if folder.held else 1)
                 batch = self._candidates(folder, min(_BATCH, buys))
                 if not batch:
-                    if folder.done or folder.listing:
+                    if folder.done or folder.listing or folder.unlisted:
                         break
                     await trio.sleep(0)  # a long run of files in RAM: let others in
                     continue
@@ -217,7 +219,7 @@ class FolderReadAhead:
         finally:
             self._scanners -= 1
             folder.queued = False
-            if folder.credits > 0 and not folder.done and not folder.listing:
+            if folder.credits > 0 and not (folder.done or folder.listing or folder.unlisted):
                 folder.queued = True
                 self._ready.append(folder)
             self._pump()
@@ -267,8 +269,9 @@ class FolderReadAhead:
         if folder.listing or self._nursery is None:
             return
         listed = self.ns.list_soon(folder.prefix)
-        if listed is None:
-            return  # refused for now: the next open of the folder asks again
+        if listed is None:  # refused for now: the next open of the folder asks again
+            folder.unlisted = True  # (asking at once again would spin on the loop)
+            return
         folder.listing = True
         self._nursery.start_soon(self._resume_after, folder, listed)
 
