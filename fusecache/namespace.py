@@ -437,11 +437,9 @@ class Namespace:
         async def do_list() -> None:
             nonlocal is_dir
             try:
-                page = await self._in_thread(self.store.list_page, key + "/", None, "/", 1)
+                is_dir = await self._in_thread(self.store.has_under, key + "/")
             except Exception as e:  # noqa: BLE001 - re-raised below, not in a group
                 failed.append(e)
-                return
-            is_dir = bool(page.objects or page.prefixes)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(do_head)

@@ -1,11 +1,13 @@
-"""The S3 data plane: ranged GETs and HEADs through a native client that releases the GIL.
+"""The S3 data plane: ranged GETs, HEADs and folder probes through a native client that
+releases the GIL.
 
 Who calls it: ``s3store.S3Store.get_range`` (the FUSE reader's fetches and
-read-ahead, ``fusecache/warm.py``, prefetchd's warm) and ``S3Store.head`` (a mount's
-lookups of names no listing has yet, and the revalidation of a file whose metadata
-is older than the TTL). boto3 stays the control plane for the rest (LIST, the bucket
-check, the circuit breaker's probe) and the fallback for what this module cannot do
-(see ``usable`` and ``native_key``).
+read-ahead, ``fusecache/warm.py``, prefetchd's warm), ``S3Store.head`` and
+``S3Store.has_under`` (a mount's lookups of names no listing has yet: a HEAD and a
+one-key LIST under ``name/`` side by side; the HEAD also revalidates a file whose
+metadata is older than the TTL). boto3 stays the control plane for the rest (paged
+listings, the bucket check, the circuit breaker's probe) and the fallback for what this
+module cannot do (see ``usable`` and ``native_key``).
 
 Why: measured on the 2-core bench machine against loopback SeaweedFS, 600 GETs of
 60-160 KiB, boto3 spent 3.7-4.3 ms of CPU per GET (parameter validation, event
@@ -13,7 +15,10 @@ hooks, signing, urllib3, parsing, all holding the GIL the FUSE loop needs) and
 moved 110-200 GET/s with 4 or 16 threads; obstore (Rust ``object_store``:
 reqwest/hyper, SigV4 in Rust) spent 0.6-1.0 ms per GET and moved 340-470 GET/s.
 A HEAD, one after another on the same machine: boto3 1.9 ms of CPU and 3.0 ms
-of wall time, obstore 0.25 and 0.96 ms.
+of wall time, obstore 0.25 and 0.96 ms. The folder probe of a lookup (LIST under
+``name/``): boto3 1.9 ms of CPU and 4.5 ms of wall time, obstore 0.23 and 2.2 ms; in a
+cold pass of 2,000 small files in 200 folders by 16 readers the mount made about 620
+of them, 1.6 s of its 7-8 s of CPU while they went through boto3.
 
 Data flow of one GET: one blocking call (``obstore.get`` + ``bytes()``) signs the
 request, sends it with ``Range`` and ``If-Match``, and reads the whole body into
@@ -150,6 +155,14 @@ class RangeGetter:
         mtime = meta["last_modified"]
         return (int(meta["size"]), (meta["e_tag"] or "").strip('"'),
                 mtime.timestamp() if isinstance(mtime, dt.datetime) else 0.0)
+
+    def has_under(self, key: str) -> bool:
+        """Whether any object's key starts with ``key + "/"`` (one LIST of at most one
+        page; object_store's prefixes match whole path segments, so ``d`` does not
+        match ``dx``)."""
+        def first_chunk() -> list:
+            return next(iter(obstore.list(self._store, prefix=key, chunk_size=1)), [])
+        return bool(self._request(key, first_chunk))
 
     def _request(self, key: str, send: Callable[[], Any]) -> Any:
         """*send()*'s answer; NotNative when obstore refused *key* before any request (the

@@ -239,6 +239,22 @@ class S3Store:
             return ObjectInfo(key, size, etag, mtime)
         return self._call(f"HEAD s3://{self.bucket}/{key}", key, go)
 
+    def has_under(self, prefix: str) -> bool:
+        """Whether any key starts with *prefix* (which ends in '/'): is it a folder."""
+        def go():
+            t = time.monotonic()
+            key = prefix[:-1]
+            found = self._plane(key, lambda d: d.has_under(key),
+                                lambda: self._boto3_has_under(prefix))
+            self._observe("list", time.monotonic() - t, 0)
+            return found
+        return self._call(f"LIST s3://{self.bucket}/{prefix}", None, go)
+
+    def _boto3_has_under(self, prefix: str) -> bool:
+        r = self._client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, Delimiter="/",
+                                         MaxKeys=1)
+        return bool(r.get("Contents") or r.get("CommonPrefixes"))
+
     def _boto3_head(self, key: str) -> tuple[int, str, float]:
         r = self._client.head_object(Bucket=self.bucket, Key=key)
         return int(r["ContentLength"]), r.get("ETag", "").strip('"'), _ts(r.get("LastModified"))

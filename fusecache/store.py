@@ -49,3 +49,6 @@ class ObjectStore(Protocol):
     def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
                   max_keys: int = 1000) -> ListPage:
         """One page of the listing under *prefix*."""
+
+    def has_under(self, prefix: str) -> bool:
+        """Whether any key starts with *prefix* (ending in '/'): a folder (one LIST)."""

@@ -88,5 +88,9 @@ class FakeStore:
             page.next_token = str(start + max_keys)
         return page
 
+    def has_under(self, prefix: str) -> bool:
+        self._maybe_fail("list")
+        return any(k.startswith(prefix) for k in self.objects)
+
     def head_nocount(self, key: str) -> ObjectInfo:
         return ObjectInfo(key, len(self.objects[key]), self.etags[key], 1.0)

@@ -116,6 +116,51 @@ def test_native_head_is_boto3s_answer_and_errors(local_s3: LocalS3, s3_env: dict
         gone.close()
 
 
+def test_folder_probe_is_native_and_matches_whole_segments(local_s3: LocalS3, s3_env: dict,
+                                                           bucket: str) -> None:
+    """has_under (a lookup's "is name/ a folder?") goes through obstore with boto3's
+    list_objects_v2 made to fail, and answers as a LIST under 'name/' would: 'd' is a
+    folder because of 'd/x', not because of 'dx'; a key obstore cannot name goes through
+    boto3; bad credentials are AccessDenied, no listener StoreUnavailable."""
+    c = local_s3.client()
+    for key in ("d/x", "dx", "d", "e/f/g", "sp ace/x", "p%25/y", "u/\u00e9", "a//b/c"):
+        c.put_object(Bucket=bucket, Key=key, Body=b"1")
+    st = _store(bucket)
+    real_list = st._client.list_objects_v2
+    boto3_lists: list[str] = []
+
+    def counting_list(**kw):
+        boto3_lists.append(kw["Prefix"])
+        return real_list(**kw)
+    st._client.list_objects_v2 = counting_list
+    try:
+        answers = {p: st.has_under(p) for p in (
+            "d/", "dx/", "e/", "e/f/", "sp ace/", "p%25/", "u/", "zz/", "d/x/", "e/f/g/")}
+        assert answers == {"d/": True, "dx/": False, "e/": True, "e/f/": True,
+                           "sp ace/": True, "p%25/": True, "u/": True, "zz/": False,
+                           "d/x/": False, "e/f/g/": False}
+        assert boto3_lists == []  # every one of them native
+        assert st.has_under("a//") is True and boto3_lists == ["a//"]  # not nameable
+        assert st.has_under("a//b/") is True and st.has_under("a//c/") is False
+    finally:
+        st.close()
+    bad = _store(bucket, credentials={"aws_access_key_id": local_s3.access_key,
+                                      "aws_secret_access_key": "not-the-secret"})
+    try:
+        with pytest.raises(errors.AccessDenied) as e:
+            bad.has_under("d/")
+        assert "not-the-secret" not in str(e.value)
+    finally:
+        bad.close()
+    gone = _store(bucket, endpoint_url="http://127.0.0.1:9")
+    try:
+        with pytest.raises(errors.StoreUnavailable):
+            gone.has_under("d/")
+        assert gone.breaker.is_open
+    finally:
+        gone.close()
+
+
 def test_nothing_listening_trips_the_breaker(s3_env: dict, bucket: str) -> None:
     st = _store(bucket, endpoint_url="http://127.0.0.1:9")
     try:
