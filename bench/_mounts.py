@@ -159,7 +159,11 @@ def mount_rclone(remote: Remote, bucket: str, work: Path
 def mount_fusecache(remote: Remote, bucket: str, work: Path, cache: Path, ram: str,
                     tag: str, extra: list[str], extra_env: dict | None = None
                     ) -> tuple[subprocess.Popen, Path, list[str]]:
-    """``fusecache mount --foreground`` in a session of its own, so its PID is known."""
+    """``fusecache mount --foreground`` in a session of its own, so its PID is known.
+
+    It runs in *work*, not in the caller's directory: ``python -m`` puts its working
+    directory first on sys.path, so from the checkout the checkout's code would shadow a
+    PYTHONPATH given in *extra_env* (a variant meant to run other code)."""
     mp = work / "mnt-fusecache"
     mp.mkdir(exist_ok=True)
     env = dict(os.environ)
@@ -170,10 +174,20 @@ def mount_fusecache(remote: Remote, bucket: str, work: Path, cache: Path, ram: s
            "--metadata-ttl", "indefinite", "--ram-cache-size", ram,
            "--log-level", "warning", "--log-file", str(work / f"fusecache-{tag}.log"),
            *extra, "--foreground"]
-    p = spawn(cmd, work / f"fusecache-{tag}.out", env=env)
+    p = spawn(cmd, work / f"fusecache-{tag}.out", env=env, cwd=work)
     _MOUNTS.append(mp)
     wait_mounted(mp, p)
     return p, mp, cmd
+
+
+def fusecache_code(work: Path, extra_env: dict | None = None) -> str:
+    """The folder of the fusecache package a mount_fusecache mount with *extra_env* runs
+    (recorded with each variant, so a pairing of two versions of the code shows that it
+    ran two)."""
+    env = {**os.environ, **(extra_env or {})}
+    r = subprocess.run([sys.executable, "-c", "import fusecache; print(fusecache.__file__)"],
+                       env=env, cwd=work, capture_output=True, text=True, check=True)
+    return str(Path(r.stdout.strip()).parent)
 
 
 # -- profiling a mount (py-spy, when installed) -------------------------------------------

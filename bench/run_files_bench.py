@@ -43,7 +43,13 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from _common import drop_caches, log, start_run  # noqa: E402
-from _mounts import Remote, cleanup_all, mount_fusecache, unmount_and_stop  # noqa: E402
+from _mounts import (  # noqa: E402
+    Remote,
+    cleanup_all,
+    fusecache_code,
+    mount_fusecache,
+    unmount_and_stop,
+)
 from run_bench import cpu_seconds  # noqa: E402
 
 BUCKET = "fcfiles"
@@ -145,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
                 if r.returncode != 0:
                     log(f"prefetchd warm failed: {r.stderr.strip()}")
                     return 1
+            code = {name: fusecache_code(work, env) for name, env in variants}
             log(f"{a.files} files ({total / 1e6:.0f} MB) in {a.folders} folders; "
-                f"variants {[name for name, _ in variants]}")
+                f"variants {[name for name, _ in variants]}, running the code in {code}")
             extra = ["--metadata-ttl", f"{a.ttl:g}"] if a.ttl else []
             for rnd_no in range(a.rounds):
                 order = list(keys)
@@ -187,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         cleanup_all()
         shutil.rmtree(work, ignore_errors=True)
     record.update(params={k: v for k, v in vars(a).items() if k not in ("variant", "out")},
-                  variants={name: env for name, env in variants}, results=results)
+                  variants={name: env for name, env in variants}, code=code, results=results)
     a.out.mkdir(parents=True, exist_ok=True)
     out = a.out / f"files-bench-{record['started']}.json"
     out.write_text(json.dumps(record, indent=1))

@@ -42,10 +42,9 @@ Each batch is one worker-thread call, and on this project's 2-core VM a thread h
 the loop and the machine far more than the check it carries. So a folder whose last batch
 was mostly held in the node cache (a prefetched dataset after a remount) is checked
 ``_HELD_SHARE`` times as many files at a time. Prefetched small files, page cache dropped
-(bench/run_files_bench.py, paired with the code before, three rounds): 4 readers 2,217-2,382
-against 2,054-2,279 files/s at 1.78-1.90 against 1.83-2.06 s of mount CPU; 16 readers
-1,633-1,827 against 1,549-1,664 at 2.11-2.29 against 2.24-2.49 s; cold (``--cold``), where
-nothing is held, the same (293-322 against 290-345 files/s).
+(bench/run_files_bench.py, paired with the code before, three rounds, 4 readers): the same
+files/s (1,125-1,701 against 1,160-1,747 on a busy machine) at 1.94-2.20 against 2.18-2.53 s
+of mount CPU.
 """
 
 from __future__ import annotations
