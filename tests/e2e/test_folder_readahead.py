@@ -10,6 +10,7 @@ import os
 import random
 import re
 import secrets
+import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from fusecache.locals3 import LocalS3
 
-from mounting import free_port, mounted
+from mounting import free_port, mount_pids, mounted
 
 pytestmark = [pytest.mark.fuse, pytest.mark.s3]
 
@@ -127,3 +128,26 @@ def test_files_already_cached_are_not_fetched_again(dataset, s3_env, tmp_path: P
     assert m.get("gets", 0) == 0, m
     assert m.get("fetched", 0) == 0, m
     assert 0 < m.get("paged_in", 0) <= 4 * 80, m
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_with_no_listing_allowed_an_idle_mount_stays_idle(dataset, s3_env,
+                                                         tmp_path: Path) -> None:
+    """--metadata-ttl 0: no listing is kept, so folder read-ahead cannot list a folder
+    opened by path. After three files of one folder are read, the mount must go quiet;
+    the code before asked for the listing again and again on its loop (a whole core: 7.8 s
+    of CPU in 10 idle seconds)."""
+    names = small_names(dataset)[:3]
+    with mounted(f"s3://{dataset['bucket']}", tmp_path / "m", s3_env,
+                 "--cache-dir", str(tmp_path / "c"), "--metadata-ttl", "0") as mp:
+        for key in names:  # by path, no listing: a loader with its own index
+            assert (mp / key).read_bytes() == dataset["objs"][key]
+        [pid] = mount_pids(mp)
+        before = _cpu_seconds(pid)
+        time.sleep(4)
+        idle_cpu = _cpu_seconds(pid) - before
+    assert idle_cpu < 1.0, f"the idle mount used {idle_cpu:.2f} s of CPU in 4 s"
