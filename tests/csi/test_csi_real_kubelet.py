@@ -141,7 +141,10 @@ def node(request: pytest.FixtureRequest) -> Iterator[Node]:
     env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
            "LANG": "C.UTF-8", "TOOLS": str(assets.parent), "KL_DIR": str(kl_dir)}
     t0 = time.monotonic()
-    up = f"set -uo pipefail; source {HARNESS}; kubelet_up >&2 && env -0"
+    # no pipefail here: kubelet_up checks its images with `ctr images ls -q | grep -qx`,
+    # and grep -q leaving at the first match can end ctr with SIGPIPE, which pipefail
+    # turns into "image ... missing after import"
+    up = f"set -u; source {HARNESS}; kubelet_up >&2 && env -0"
     r = subprocess.run(["bash", "-c", up], env=env, capture_output=True, timeout=600, check=False)
     started = Node(base, kl_dir, env)
     if r.returncode != 0:
