@@ -10,6 +10,7 @@ by tests/faults/test_fault_matrix.py, which now goes through the same code.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -97,20 +98,28 @@ def test_native_head_is_boto3s_answer_and_errors(local_s3: LocalS3, s3_env: dict
             st.head("dir/missing.bin")
     finally:
         st.close()
+    def head_without_boto3(store: S3Store) -> None:
+        store._client.head_object = no_boto3
+        store.head("dir/h.bin")
+    assert_denied_then_unreachable(local_s3, bucket, head_without_boto3)
+
+
+def assert_denied_then_unreachable(local_s3: LocalS3, bucket: str,
+                                   call: Callable[[S3Store], object]) -> None:
+    """*call(store)* is AccessDenied (naming no secret) with a wrong secret, and
+    StoreUnavailable, tripping the breaker, with nothing listening."""
     bad = _store(bucket, credentials={"aws_access_key_id": local_s3.access_key,
                                       "aws_secret_access_key": "not-the-secret"})
-    bad._client.head_object = no_boto3
     try:
         with pytest.raises(errors.AccessDenied) as e:
-            bad.head("dir/h.bin")
+            call(bad)
         assert "not-the-secret" not in str(e.value)
     finally:
         bad.close()
     gone = _store(bucket, endpoint_url="http://127.0.0.1:9")
-    gone._client.head_object = no_boto3
     try:
         with pytest.raises(errors.StoreUnavailable):
-            gone.head("dir/h.bin")
+            call(gone)
         assert gone.breaker.is_open
     finally:
         gone.close()
@@ -144,21 +153,7 @@ def test_folder_probe_is_native_and_matches_whole_segments(local_s3: LocalS3, s3
         assert st.has_under("a//b/") is True and st.has_under("a//c/") is False
     finally:
         st.close()
-    bad = _store(bucket, credentials={"aws_access_key_id": local_s3.access_key,
-                                      "aws_secret_access_key": "not-the-secret"})
-    try:
-        with pytest.raises(errors.AccessDenied) as e:
-            bad.has_under("d/")
-        assert "not-the-secret" not in str(e.value)
-    finally:
-        bad.close()
-    gone = _store(bucket, endpoint_url="http://127.0.0.1:9")
-    try:
-        with pytest.raises(errors.StoreUnavailable):
-            gone.has_under("d/")
-        assert gone.breaker.is_open
-    finally:
-        gone.close()
+    assert_denied_then_unreachable(local_s3, bucket, lambda store: store.has_under("d/"))
 
 
 def test_nothing_listening_trips_the_breaker(s3_env: dict, bucket: str) -> None:
