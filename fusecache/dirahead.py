@@ -28,7 +28,9 @@ name order from where the last fetch stopped, once round the folder. A job that 
 a whole folder, in any order, gets it fetched ahead with no byte fetched twice; a job
 that opens only some files of a big folder fetches at most ``per_open`` more files per
 file it opens. A folder with no fresh listing (a loader that opens the paths of its
-own index, never listing) is listed in the background (``Namespace.list_soon``).
+own index, never listing) is listed in the background (``Namespace.list_soon``); when
+none may start (two are running, S3 is unreachable, no metadata TTL), it asks again as a
+running listing ends or at its next open.
 Files in RAM or in flight, folders and files larger than ``max_file`` are skipped;
 one in the node cache costs a ``_HELD_SHARE``-th of a credit (asking the page cache for it
 is a local disk read, not a GET): an open pages in at most ``_HELD_SHARE * per_open`` of
@@ -114,6 +116,9 @@ class FolderReadAhead:
         self._scanners = 0
         self._slots = trio.Semaphore(self.in_flight)
         self._fetched: OrderedDict[bytes, None] = OrderedDict()
+        # Folders whose listing was refused, asked for again when a running one ends.
+        self._refused: OrderedDict[str, _Folder] = OrderedDict()
+        self._retrying = False
         self._nursery: trio.Nursery | None = None
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
@@ -268,11 +273,35 @@ class FolderReadAhead:
         if folder.listing or self._nursery is None:
             return
         listed = self.ns.list_soon(folder.prefix)
-        if listed is None:  # refused for now: the next open of the folder asks again
-            folder.unlisted = True  # (asking at once again would spin on the loop)
+        if listed is None:  # refused for now: asked again when a running listing ends,
+            folder.unlisted = True  # or at the folder's next open (not at once: a spin)
+            self._refused[folder.prefix] = folder
+            if len(self._refused) > _MAX_FOLDERS:
+                self._refused.popitem(last=False)
+            if not self._retrying:
+                self._retrying = True
+                self._nursery.start_soon(self._retry_refused)
             return
         folder.listing = True
         self._nursery.start_soon(self._resume_after, folder, listed)
+
+    async def _retry_refused(self) -> None:
+        """Each time a background listing ends, queue the folders refused one meanwhile
+        (one task for all of them; it waits for nothing else, so a mount on which no
+        listing ever runs, as with --metadata-ttl 0, stays idle)."""
+        try:
+            while self._refused:
+                await self.ns.listing_ended().wait()
+                refused, self._refused = list(self._refused.values()), OrderedDict()
+                for folder in refused:
+                    folder.unlisted = False
+                    if folder.credits > 0 and not (folder.queued or folder.done) \
+                            and self._folders.get(folder.prefix) is folder:
+                        folder.queued = True
+                        self._ready.append(folder)
+                self._pump()
+        finally:
+            self._retrying = False
 
     async def _resume_after(self, folder: _Folder, listed: trio.Event) -> None:
         try:

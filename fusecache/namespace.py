@@ -137,6 +137,7 @@ class Namespace:
         self._listing_flights: dict[str, trio.Event] = {}
         self._remote_lookups: OrderedDict[str, int] = OrderedDict()
         self._background_listings = 0
+        self._listing_ended: trio.Event | None = None  # set as the next one ends
         self._warned: set[str] = set()
         self._offline_warned: float | None = None
 
@@ -407,6 +408,16 @@ class Namespace:
             del self._listing_flights[prefix]
             flight.set()
             self._background_listings -= 1
+            if self._listing_ended is not None:
+                self._listing_ended.set()
+                self._listing_ended = None
+
+    def listing_ended(self) -> trio.Event:
+        """Set when the next background listing ends: a listing refused because
+        _BACKGROUND_LISTINGS_MAX were running may be asked for again then."""
+        if self._listing_ended is None:
+            self._listing_ended = trio.Event()
+        return self._listing_ended
 
     def _listings_failed(self, e: Exception) -> bool:
         """Switch to the private listing cache after a node-cache write failure."""

@@ -252,13 +252,15 @@ def test_a_sibling_of_two_folders_being_read_starts_at_its_first_open(tmp_path: 
     assert fetched == [4, 8, 12]
 
 
-def test_a_folder_whose_listing_is_refused_waits_for_its_next_open(tmp_path: Path) -> None:
-    """When no background listing may start (too many running, S3 unreachable), a folder
-    without a listing waits for its next open to ask again; it does not ask again and
-    again on the loop meanwhile (seen in a cold pass of 16 readers: 21,490 listing-record
-    reads on the loop for 2,000 files). Once a listing may start, it goes on."""
+def test_a_folder_whose_listing_is_refused_waits_for_a_listing_to_end(
+        tmp_path: Path) -> None:
+    """When no background listing may start (two are running, S3 unreachable, no TTL), a
+    folder without a listing asks again when a running listing ends, or at its next
+    open; never again and again on the loop meanwhile (seen in a cold pass of 16
+    readers: 21,490 listing-record reads on the loop for 2,000 files)."""
     store = FakeStore()
     files = {f"d/c/{i:02d}.jpg": ramp(f"d/c/{i:02d}.jpg", 600 + i) for i in range(20)}
+    files.update({f"d/other/{i}.jpg": ramp(f"d/other/{i}.jpg", 300) for i in range(3)})
     for k, v in files.items():
         store.put(k, v)
     p = make_parts(tmp_path, store)
@@ -285,8 +287,10 @@ def test_a_folder_whose_listing_is_refused_waits_for_its_next_open(tmp_path: Pat
         assert (asked[0], looked[0]) == (2, 2)  # the 2nd and 3rd opens, once each
         assert count(p.metrics, "fetched") == 0
         refuse[0] = False
-        node = await p.ns.lookup(folder.ino, "03.jpg")
-        p.ahead.opened(node)
+        listed = real_list_soon("d/other/")  # another folder's listing; as it ends ...
+        assert listed is not None
+        await listed.wait()
         await trio.sleep(0.3)
+        assert asked[0] == 3  # ... c asks again, with no open of it
         assert count(p.metrics, "fetched") > 0
     run_with(p, go)
