@@ -121,11 +121,12 @@ def evict_block(cache: NodeCache, cache_dir: Path, oid: ObjectId, index: int) ->
     one block touches, so that only that block's bytes have to come from disk; skip the
     test, naming the file system, if the kernel keeps them or reads them back in.
 
-    Were the B-tree pages left out, the lookup that precedes the block read would fault
-    them in from disk, and a kernel may read around such a fault (read_ahead_kb, 8 MiB
-    on this machine's disk) and bring the block in with it: the block would no longer
-    be cold when its read comes. (Dropping only the block's pages does not work where
-    the page cache holds large folios: one that straddles the block's edge stays.)"""
+    Were the B-tree pages left out, the lookup that precedes the block read would read
+    them from disk right before it, and any read near the block could bring the block in
+    with it (a CI run once found the block in memory at its read with the disk throttled;
+    the cause was not pinned down). Only the block is left cold, and that is checked.
+    (Dropping only the block's pages does not work here: a page of its range stayed,
+    likely a large folio straddling the range's edge.)"""
     data = cache_dir / "cache.lmdb" / "data.mdb"
     key = cache.block_key(oid, index)
     with cache.env.begin() as txn:
