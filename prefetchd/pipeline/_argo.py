@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -60,6 +61,27 @@ class Scope:
     exit_handler: bool = False
     path: tuple[str, ...] = ()
     entry: bool = False
+
+
+_EXPRESSION_TAG = re.compile(r"\{\{=(.*?)\}\}", re.S)
+_PLAIN_REFERENCE = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\s*(['\"])[^'\"]+\1\s*\])*")
+
+
+def _expression_tags(text: str) -> str:
+    """Argo's expression tags (``{{=EXPR}}``, evaluated by the controller with expr-lang):
+    one that only names a variable (``{{=inputs.parameters['data-path']}}``) becomes the
+    plain tag ``{{inputs.parameters.data-path}}``; any other stays an expression, with the
+    braces inside it (expr's closures) taken out so that the tag reads as one placeholder.
+    A tag ends at the first ``}}``, as in the controller's template engine."""
+
+    def one(m: re.Match[str]) -> str:
+        expr = m.group(1).strip()
+        if _PLAIN_REFERENCE.fullmatch(expr):
+            name = re.sub(r"\[\s*(['\"])([^'\"]+)\1\s*\]", r".\2", expr)
+            return "{{" + name + "}}"
+        return "{{=" + expr.replace("{", "(").replace("}", ")") + "}}"
+
+    return _EXPRESSION_TAG.sub(one, text)
 
 
 def _as_list(x: Any, where: str) -> list[Any]:
@@ -121,6 +143,8 @@ class ArgoAnalyzer:
         self.steps: dict[str, Step] = {}
         self.order: list[str] = []
         self.creates: dict[str, str] = {}  # step id -> claim pattern it creates
+        self._expanding: list[int] = []  # the dag/steps templates being walked (ids)
+        self._recursion_noted: set[str] = set()
 
     def _index_templates(self, spec: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
         out = {}
@@ -148,6 +172,8 @@ class ArgoAnalyzer:
 
     def lookup(self, expr: str, scope: Scope) -> Val | None:
         expr = expr.strip()
+        if expr.startswith("="):  # an expression tag only the controller can evaluate
+            return runtime("parameter-expression", expression="{{" + expr + "}}")
         if expr.startswith("workflow.parameters."):
             return self.wf_param(expr[len("workflow.parameters.") :])
         if expr.startswith("inputs.parameters."):
@@ -189,6 +215,8 @@ class ArgoAnalyzer:
     def resolve(self, text: Any, scope: Scope) -> Val | None:
         if not isinstance(text, str):
             return const(text) if text is not None else None
+        if "{{=" in text:
+            text = _expression_tags(text)
         return substitute(text, lambda e: self.lookup(e, scope), ARGO_RE)
 
     def value(self, text: Any, scope: Scope) -> Val:
@@ -296,10 +324,14 @@ class ArgoAnalyzer:
                 f"{self.src}: templates nested deeper than {MAX_DEPTH} (recursive template "
                 f"{tmpl.get('name')!r}?)"
             )
-        if "dag" in tmpl:
-            return self.run_dag(tmpl, scope, depth)
-        if "steps" in tmpl:
-            return self.run_steps(tmpl, scope, depth)
+        if "dag" in tmpl or "steps" in tmpl:
+            self._expanding.append(id(tmpl))
+            try:
+                if "dag" in tmpl:
+                    return self.run_dag(tmpl, scope, depth)
+                return self.run_steps(tmpl, scope, depth)
+            finally:
+                self._expanding.pop()
         if any(k in tmpl for k in ("container", "script", "resource", "containerSet")):
             return [self.make_step(tmpl, scope, call_name)]
         return []  # suspend, http, data, plugin: nothing runs a container
@@ -308,6 +340,9 @@ class ArgoAnalyzer:
         """Run one DAG task / step: loop, condition, arguments, then the template."""
         tmpl = self.get_template(task, where)
         if tmpl is None:
+            return []
+        if id(tmpl) in self._expanding:
+            self._note_recursion(tmpl, where)
             return []
         name = task.get("name")
         child = replace(scope, siblings=scope.siblings)
@@ -352,6 +387,16 @@ class ArgoAnalyzer:
             )
             ids = ids + self.run(self.templates[exit_t], ex, exit_t, depth + 1)
         return ids
+
+    def _note_recursion(self, tmpl: dict[str, Any], where: str) -> None:
+        """A template that calls itself (coin-flip retries, recursive loops) repeats at run
+        time as often as its condition holds: its steps are planned once, from its first
+        call, which already reads what any repetition would (same template, same reads)."""
+        name = str(tmpl.get("name"))
+        if name not in self._recursion_noted:
+            self._recursion_noted.add(name)
+            log.warning("%s: %s calls template %r from inside itself (recursion): its steps "
+                        "are planned once, not per repetition", self.src, where, name)
 
     def _bind_artifacts(
         self, arts: dict[str, dict[str, Any]], scope: Scope
