@@ -40,9 +40,8 @@ def job_node(pod: Mapping[str, Any], dataset: str, nodes: list[placement.NodeInf
     namespace = str(meta.get("namespace") or "default")
     width = None
     for key, _group in candidates:
-        path = wl.object_path(key)
         try:
-            obj = get_json(path) if path else None
+            obj = next((o for o in map(get_json, wl.object_paths(key)) if o is not None), None)
             if obj is None:
                 continue
             work = wl.read(obj, wl.Library(fetch=wl.fetcher(get_json)))  # runtimes by GET

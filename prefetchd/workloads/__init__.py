@@ -13,7 +13,7 @@ call :func:`read` on watched / fetched objects, see docs/prefetchd.md):
         key, nodes, targets(resolve) -> [WarmTarget], to_json(resolve).
     order_key(work)  the warm order (admitted first, then queued by priority and age).
     KINDS  what is read: group, kind, versions, plural, scope (for watches and RBAC).
-    object_path(key), sibling_selector(pod)  the API path of a work key's object; the
+    object_paths(key), sibling_selector(pod)  the API paths of a work key's object; the
         label selector of a pod's siblings (same work), for the webhook.
     LIBRARY_WATCHES  the lookup kinds the agent watches to fill a Library; fetcher(get_json)
         a Library.fetch that GETs a missing one (api_path gives its path).
@@ -53,7 +53,7 @@ from prefetchd.workloads._registry import (
     Kind,
     describe,
     lookup,
-    object_path,
+    object_paths,
     pod_work,
     read,
     sibling_selector,
@@ -76,7 +76,7 @@ __all__ = [
     "fetcher",
     "is_library_object",
     "lookup",
-    "object_path",
+    "object_paths",
     "order_key",
     "pod_work",
     "read",

@@ -1,11 +1,16 @@
 """Adapter: the kubeflow.org/v1 training-operator jobs -> UpcomingWork, one group per replica type.
 
 Who calls this: :mod:`prefetchd.workloads._registry`, for PyTorchJob, TFJob, MPIJob, JAXJob,
-XGBoostJob and PaddleJob. Every replica spec (``spec.<x>ReplicaSpecs.<Type>``: Master, Worker,
-Chief, PS, Evaluator, Launcher) is a group of ``replicas`` pods (default 1), all started
-together. State, from ``status.conditions`` (type with status "True"): ``Succeeded`` ->
-succeeded, ``Failed`` -> failed, ``spec.runPolicy.suspend`` (or ``Suspended``) -> queued,
-``Running`` -> running, else admitted (``Created``: pods being made).
+XGBoostJob and PaddleJob; and for the standalone mpi-operator's MPIJob (kubeflow.org/v2beta1,
+the version Kueue's MPIJob integration uses), whose spec and status have the same shape
+(``mpiReplicaSpecs`` Launcher/Worker, ``runPolicy.suspend``, the same conditions). A cluster
+serves one MPIJob version or the other (one CRD name).
+
+Every replica spec (``spec.<x>ReplicaSpecs.<Type>``: Master, Worker, Chief, PS, Evaluator,
+Launcher) is a group of ``replicas`` pods (default 1), all started together. State, from
+``status.conditions`` (type with status "True"): ``Succeeded`` -> succeeded, ``Failed`` ->
+failed, ``spec.runPolicy.suspend`` (or ``Suspended``) -> queued, ``Running`` -> running, else
+admitted (``Created``: pods being made).
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ REPLICA_SPECS = {
     "XGBoostJob": "xgbReplicaSpecs",
     "PaddleJob": "paddleReplicaSpecs",
 }
+
+# Versions read besides v1 (the first version a cluster serves is the one watched).
+VERSIONS = {"MPIJob": ("v1", "v2beta1")}
 
 
 def v1_state(obj: Mapping[str, Any], suspended: bool) -> State:

@@ -35,7 +35,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("batch", "Job", ("v1",), "jobs", _batch.read),
     Kind("jobset.x-k8s.io", "JobSet", ("v1alpha2",), "jobsets", _jobset.read),
     Kind("trainer.kubeflow.org", "TrainJob", ("v1alpha1",), "trainjobs", _trainjob.read),
-    *(Kind("kubeflow.org", k, ("v1",), k.lower() + "s", _kubeflow.read)
+    *(Kind("kubeflow.org", k, _kubeflow.VERSIONS.get(k, ("v1",)), k.lower() + "s", _kubeflow.read)
       for k in _kubeflow.REPLICA_SPECS),
     Kind("kubeflow.org", "Experiment", ("v1beta1",), "experiments", _katib.read_experiment),
     Kind("kubeflow.org", "Trial", ("v1beta1",), "trials", _katib.read_trial),
@@ -92,22 +92,27 @@ def read(obj: Mapping[str, Any], library: Library | None = None,
 V1_JOB_LABEL = "training.kubeflow.org/job-name"
 V1_REPLICA_LABEL = "training.kubeflow.org/replica-type"  # the replica type, lower-cased
 V1_OPERATOR_LABEL = "training.kubeflow.org/operator-name"  # "<kind lower-cased>-controller"
+# The standalone mpi-operator (MPIJob kubeflow.org/v2beta1) names itself "mpi-operator" and
+# tells launcher from worker by the job-role label, with no replica-type label.
+MPI_OPERATOR = "mpi-operator"
+V1_ROLE_LABEL = "training.kubeflow.org/job-role"
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 TRIAL_LABEL = "katib.kubeflow.org/trial"
 
 
-def object_path(key: str, version: str | None = None) -> str | None:
-    """The API path of the object a work key names (``"pytorchjob ml/train"``), or None."""
+def object_paths(key: str) -> list[str]:
+    """The API paths of the object a work key names (``"pytorchjob ml/train"``), one per
+    version read, the preferred first (a cluster serves MPIJob v1 or v2beta1); [] if none."""
     kind_name, _, rest = key.partition(" ")
     namespace, _, name = rest.partition("/")
     kind = next((k for k in KINDS if k.kind.lower() == kind_name), None)
     if kind is None or not name:
-        return None
-    base = f"/apis/{kind.group}/{version or kind.versions[0]}"
-    return (f"{base}/namespaces/{namespace}/{kind.plural}/{name}" if kind.namespaced
-            else f"{base}/{kind.plural}/{name}")
+        return []
+    tail = (f"namespaces/{namespace}/{kind.plural}/{name}" if kind.namespaced
+            else f"{kind.plural}/{name}")
+    return [f"/apis/{kind.group}/{version}/{tail}" for version in kind.versions]
 
 
 def sibling_selector(pod: Mapping[str, Any]) -> str | None:
@@ -140,11 +145,12 @@ def pod_work(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
         name, group = str(labels[JOBSET_LABEL]), str(labels.get(REPLICATED_JOB_LABEL, ""))
         out += [(work_key("TrainJob", ns, name), group), (work_key("JobSet", ns, name), group)]
     elif labels.get(V1_JOB_LABEL):
-        kind = str(labels.get(V1_OPERATOR_LABEL, "")).removesuffix("-controller")
+        operator = str(labels.get(V1_OPERATOR_LABEL, ""))
+        kind = "mpijob" if operator == MPI_OPERATOR else operator.removesuffix("-controller")
         v1_kinds = {k.kind.lower(): k.kind for k in KINDS if k.group == "kubeflow.org"}
         if kind in v1_kinds:
-            out.append((work_key(v1_kinds[kind], ns, str(labels[V1_JOB_LABEL])),
-                        str(labels.get(V1_REPLICA_LABEL, ""))))
+            group = labels.get(V1_REPLICA_LABEL) or labels.get(V1_ROLE_LABEL) or ""
+            out.append((work_key(v1_kinds[kind], ns, str(labels[V1_JOB_LABEL])), str(group)))
     else:
         job = next((labels[k] for k in JOB_LABELS if labels.get(k)), None)
         if job:

@@ -79,8 +79,8 @@ def test_templated_constraint_is_left_out_with_a_note() -> None:
 @pytest.mark.parametrize("obj,expect", [
     ({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
      "Pod p: Pod (v1) is not a kind prefetchd reads"),
-    ({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "m"}},
-     "MPIJob m: MPIJob version v2beta1 is not read (only kubeflow.org/v1)"),
+    ({"apiVersion": "kubeflow.org/v1beta2", "kind": "MPIJob", "metadata": {"name": "m"}},
+     "MPIJob m: MPIJob version v1beta2 is not read (only kubeflow.org/v1, kubeflow.org/v2beta1)"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": []},
      "Job j: spec: expected a mapping, got list"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
