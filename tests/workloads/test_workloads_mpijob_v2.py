@@ -129,3 +129,18 @@ def test_each_pod_of_a_v2beta1_mpijob_is_steered_to_a_distinct_warm_node() -> No
     assert chosen is not None and len(chosen) == 1
     assert chosen[0] in warmed and chosen[0] != warmed[0]
     assert view.gets[-1].startswith("/apis/kubeflow.org/v2beta1/")
+
+
+def test_the_agent_watches_the_mpijob_version_the_crd_serves() -> None:
+    """The mpi-operator's CRD (mpijobs.kubeflow.org, the name the training-operator's v1 CRD
+    has too) serves v2beta1 only: the agent's watch takes that version."""
+    from prefetchd.k8s import workload_watch
+
+    [mpi] = [w for w in workload_watch.watchables() if w.kind == "MPIJob"]
+    crd = {"metadata": {"name": "mpijobs.kubeflow.org"},
+           "spec": {"group": "kubeflow.org", "names": {"kind": "MPIJob", "plural": "mpijobs"},
+                    "versions": [{"name": "v2beta1", "served": True, "storage": True}]},
+           "status": {"conditions": [{"type": "Established", "status": "True"}]}}
+    assert workload_watch.established_version(crd, mpi.versions) == "v2beta1"
+    crd["spec"]["versions"] = [{"name": "v1", "served": True, "storage": True}]
+    assert workload_watch.established_version(crd, mpi.versions) == "v1"
