@@ -10,8 +10,8 @@ Data flow:
   :data:`prefetchd.workloads.KINDS` and :data:`~prefetchd.workloads.LIBRARY_WATCHES` whose CRD
   is Established (at a version prefetchd reads), one :class:`~prefetchd.k8s.watch.Watcher` is
   started; it is stopped when the CRD goes. A kind whose CRD is missing is logged once and
-  never stops the agent; a CRD installed later is noticed. batch/v1 Jobs (built in) are always
-  watched.
+  never stops the agent; a CRD installed later is noticed. batch/v1 Jobs and CronJobs (built
+  in) are always watched.
 * Lookup objects (runtimes, WorkloadPriorityClasses, ResourceFlavors) fill a
   :class:`~prefetchd.workloads.Library`; every remembered object is then read again (a job
   whose runtime was unknown becomes readable). One not held yet is fetched by one GET (a
@@ -62,7 +62,7 @@ from prefetchd.k8s.agent import WarmRequest
 log = logging.getLogger(__name__)
 
 CRDS = kw.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
-JOBS = ("batch", "jobs")  # built in: watched without a CRD
+BUILT_IN = "batch"  # the group of built-in kinds (Job, CronJob): watched without a CRD
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,9 @@ class WorkloadWatch:
         # Release keys released here (bounded): a late pending pod of finished work is still
         # that work's (and needs no warm), not a stranger for the agent's pod path.
         self._released: OrderedDict[str, None] = OrderedDict()
+        # Work skipped for its owner (a CronJob's Job, a Trial's run object) -> the owner's
+        # key (bounded): its pods, labelled only with the skipped work, are the owner's.
+        self._described: OrderedDict[str, str] = OrderedDict()
         kinds = {w.kind.lower() for w in watchables() if not w.lookup}
         self._held: dict[str, set[str]] = {}
         for source, dataset in held:
@@ -178,11 +181,13 @@ class WorkloadWatch:
 
     def start(self, make_transport: Callable[[], kw.Transport],
               options: kw.WatchOptions | None = None) -> None:
-        """Watch CRDs (and batch Jobs); the other watches follow the CRDs."""
+        """Watch CRDs (and the built-in Jobs and CronJobs); the other watches follow the CRDs."""
         self._make_transport = make_transport
         if options is not None:
             self._options = options
-        self._start_watch(Watchable("batch", "Job", ("v1",), "jobs", True, False), "v1")
+        for what in watchables():
+            if what.group == BUILT_IN:
+                self._start_watch(what, what.versions[0])
         cluster = kw.WatchOptions(namespace=None, timeout_seconds=self._options.timeout_seconds,
                                   backoff_initial=self._options.backoff_initial,
                                   backoff_max=self._options.backoff_max)
@@ -348,6 +353,11 @@ class WorkloadWatch:
             return None
         if work.owner and not work.queue_record:
             log.debug("%s: described by its owner %s; skipped", work.key, work.owner)
+            with self._lock:
+                self._described[work.key] = work.owner
+                self._described.move_to_end(work.key)
+                while len(self._described) > self.config.max_works:
+                    self._described.popitem(last=False)
             return None
         with self._lock:
             job = self._job(work.release_key)
@@ -590,6 +600,7 @@ class WorkloadWatch:
         if not keys:
             return False
         with self._lock:
+            keys |= {self._described[k] for k in keys if k in self._described}
             if keys & self._released.keys():
                 return True
             return any(rk in keys or keys & job.works.keys() for rk, job in self._jobs.items())

@@ -17,14 +17,14 @@ EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 GENERATED = "<generated>"  # a generateName object read from a file has no name yet
 
 # Controller owners that describe the same pods as the object they made: a TrainJob's JobSet,
-# a JobSet's Jobs, a Trial's run object, a job's Kueue Workload. (Experiment -> Trial is not
-# one: the Trial is the rendered instance, read on its own.)
+# a JobSet's Jobs, a Trial's run object, a job's Kueue Workload, a CronJob's Jobs.
+# (Experiment -> Trial is not one: the Trial is the rendered instance, read on its own.)
 SAME_PODS_OWNERS = {
     "trainer.kubeflow.org": {"TrainJob"},
     "jobset.x-k8s.io": {"JobSet"},
     "kubeflow.org": {"Trial", "PyTorchJob", "TFJob", "MPIJob", "JAXJob", "XGBoostJob",
                      "PaddleJob"},
-    "batch": {"Job"},
+    "batch": {"Job", "CronJob"},
 }
 
 

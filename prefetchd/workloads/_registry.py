@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prefetchd.workloads import _batch, _jobset, _katib, _kubeflow, _kueue, _trainjob
+from prefetchd.workloads import _batch, _cronjob, _jobset, _katib, _kubeflow, _kueue, _trainjob
 from prefetchd.workloads._common import EXPERIMENT_LABEL
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import UpcomingWork, WorkloadError, work_key
@@ -33,6 +33,7 @@ class Kind:
 
 KINDS: tuple[Kind, ...] = (
     Kind("batch", "Job", ("v1",), "jobs", _batch.read),
+    Kind("batch", "CronJob", ("v1",), "cronjobs", _cronjob.read),
     Kind("jobset.x-k8s.io", "JobSet", ("v1alpha2",), "jobsets", _jobset.read),
     Kind("trainer.kubeflow.org", "TrainJob", ("v1alpha1",), "trainjobs", _trainjob.read),
     *(Kind("kubeflow.org", k, _kubeflow.VERSIONS.get(k, ("v1",)), k.lower() + "s", _kubeflow.read)

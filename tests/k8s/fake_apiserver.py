@@ -99,6 +99,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     # Training work (prefetchd.workloads.KINDS): served whether or not a CRD object says the
     # kind is installed; the agent watches a kind only once its CRD is Established.
     ResourceType("batch", "v1", "jobs", "Job", True),
+    ResourceType("batch", "v1", "cronjobs", "CronJob", True),
     ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True),
     ResourceType("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True),
     ResourceType("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime",

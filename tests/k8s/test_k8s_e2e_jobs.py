@@ -9,6 +9,8 @@ the scheduler) with the objects they make (tests/k8s/training_objects.py):
 * two Jobs queued at once are warmed in Kueue priority order, not creation order;
 * a Katib Experiment's dataset stays pinned while Trials come and go, their pods prefer the
   warm nodes, and it is released when the Experiment completes.
+* a CronJob's dataset is warm before its first run, stays pinned between runs (its Jobs are
+  its own), each run's pods prefer the warm nodes, and it is released when it is suspended.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -340,6 +343,48 @@ def test_experiment_data_outlives_trials_and_goes_with_the_experiment(fake, site
         wait_until("the experiment's pins released",
                    lambda: site.pinned_anywhere(keys) is False, 60)
         assert all(not site.records(n) for n in site.nodes)  # nor any under a trial pod
+    except BaseException:
+        print(site.logs())
+        raise
+
+
+def test_cronjob_data_stays_warm_between_runs_and_goes_when_suspended(fake, site_factory):
+    site = site_factory(["n1", "n2", "n3"])
+    uri, keys = dataset(site, "nightly")
+    site.start()
+    try:
+        cj = fake.create(to.cronjob("nightly", NS, uri, parallelism=2))
+        warm = wait_until("the cronjob's data warm on 2 nodes before any run",
+                          lambda: (h := site.holders(keys)) is not None and len(h) == 2 and h,
+                          120)
+        for minutes in (29412120, 29413560):  # two nights
+            job = fake.create(to.cronjob_run(cj, minutes))
+            ref = {"apiVersion": "batch/v1", "kind": "Job", "namespace": NS,
+                   "name": job["metadata"]["name"], "uid": job["metadata"]["uid"]}
+            fake.patch("batch/v1", "CronJob", "nightly", {"status": {
+                "active": [ref], "lastScheduleTime": "2026-12-02T02:00:00Z"}}, NS)
+            hosts, pods = set(), []
+            for _ in range(2):
+                pod = site.create_pod(to.job_pod(job))
+                pods.append(pod["metadata"]["name"])
+                hosts.add(site.schedule(pod))
+            assert hosts <= warm, (hosts, warm)  # every pod of the run reads from a warm node
+            fake.patch("batch/v1", "Job", job["metadata"]["name"], {"status": {
+                "succeeded": 2, "conditions": [to.cond("SuccessCriteriaMet"),
+                                               to.cond("Complete")]}}, NS)
+            fake.patch("batch/v1", "CronJob", "nightly", {"status": {
+                "active": None, "lastSuccessfulTime": "2026-12-02T02:10:00Z"}}, NS)
+            for name in pods:
+                fake.delete("v1", "Pod", name, NS)
+            time.sleep(2)  # the agents saw the run end: nothing of the CronJob's goes
+            assert site.holders(keys) == warm
+        sources = {r["source"] for n in warm for r in site.records(n).values()}
+        assert "cronjob ml/nightly" in sources  # the runs' Jobs are the CronJob's, not work
+        assert not any(s.startswith("job ") for s in sources), sources  # of their own
+        fake.patch("batch/v1", "CronJob", "nightly", {"spec": {"suspend": True}}, NS)
+        wait_until("the suspended cronjob's pins released",
+                   lambda: site.pinned_anywhere(keys) is False, 60)
+        assert all(not site.records(n) for n in site.nodes)  # nor any under a run's pod
     except BaseException:
         print(site.logs())
         raise

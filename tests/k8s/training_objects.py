@@ -15,6 +15,13 @@ writes (names, labels, ownerReferences, status conditions), following ../shared/
   ``training.kubeflow.org/{job-name,operator-name,replica-type,replica-index}`` and are
   controller-owned by the job; conditions ``Created``, ``Suspended``, ``Running``,
   ``Succeeded``.
+* CronJob controller: each run's Job is named ``<cronjob>-<scheduled minute since the epoch>``,
+  carries the job template's labels and annotations plus
+  ``batch.kubernetes.io/cronjob-scheduled-timestamp``, and is controller-owned by the CronJob,
+  whose ``status.active`` lists it while it runs (``lastScheduleTime``, then
+  ``lastSuccessfulTime``). Pods of a Job carry the Job controller's labels
+  (``batch.kubernetes.io/job-name``, ``job-name``, ``batch.kubernetes.io/controller-uid``,
+  ``controller-uid``) and are controller-owned by it.
 * Katib: Trials ``<experiment>-<random>`` labelled ``katib.kubeflow.org/experiment``, owned by
   the Experiment, with the rendered ``runSpec``; the Trial's Job is named as the Trial and
   owned by it; its pods carry the Job controller's labels and ``katib.kubeflow.org/trial``.
@@ -23,6 +30,7 @@ writes (names, labels, ownerReferences, status conditions), following ../shared/
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import uuid
 from pathlib import Path
@@ -319,3 +327,49 @@ def trainjob_pod(job: dict[str, Any], rt: dict[str, Any], index: int) -> dict[st
             "spec": {**copy.deepcopy(tpl["spec"]), "subdomain": name,
                      "hostname": f"{job_name}-{index}"},
             "status": {"phase": "Pending"}}
+
+
+def cronjob(name: str, namespace: str, dataset: str, parallelism: int) -> dict[str, Any]:
+    """A nightly fine-tune: a CronJob whose Job runs ``parallelism`` pods reading ``dataset``."""
+    return {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"schedule": "0 2 * * *", "concurrencyPolicy": "Forbid",
+                     "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 1,
+                     "suspend": False,
+                     "jobTemplate": {
+                         "metadata": {"labels": {"app": name}},
+                         "spec": {"parallelism": parallelism, "completions": parallelism,
+                                  "template": {"metadata": {"labels": {"app": name}},
+                                               "spec": {"restartPolicy": "Never",
+                                                        "containers": [trainer_container(
+                                                            dataset)]}}}}}}
+
+
+def cronjob_run(cj: dict[str, Any], minutes: int) -> dict[str, Any]:
+    """The Job the CronJob controller makes for the run scheduled at ``minutes``."""
+    tmpl = copy.deepcopy(cj["spec"]["jobTemplate"])
+    meta = tmpl.get("metadata") or {}
+    stamp = dt.datetime.fromtimestamp(minutes * 60, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{cj['metadata']['name']}-{minutes}",
+                         "namespace": cj["metadata"]["namespace"],
+                         "labels": dict(meta.get("labels") or {}),
+                         "annotations": {**(meta.get("annotations") or {}),
+                                         "batch.kubernetes.io/cronjob-scheduled-timestamp":
+                                             stamp},
+                         "ownerReferences": [owner_ref(cj)]},
+            "spec": tmpl["spec"]}
+
+
+def job_pod(job: dict[str, Any]) -> dict[str, Any]:
+    """One pod of a batch Job, as the Job controller makes it."""
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    tmpl = copy.deepcopy(job["spec"]["template"])
+    labels = {**((tmpl.get("metadata") or {}).get("labels") or {}),
+              "batch.kubernetes.io/job-name": name, "job-name": name,
+              "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{uuid.uuid4().hex[:5]}",
+                         "namespace": job["metadata"]["namespace"], "labels": labels,
+                         "ownerReferences": [owner_ref(job)]},
+            "spec": tmpl["spec"], "status": {"phase": "Pending"}}

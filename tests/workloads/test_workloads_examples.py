@@ -408,6 +408,8 @@ def test_owned_objects_name_their_owner() -> None:
     assert work.owner == work.release_key == "trainjob default/multi-node-example"
     job = doc("kueue/sample-job.yaml")
     job["metadata"].update(name="x-workers-0", ownerReferences=[{
-        "apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": "c",
+        "apiVersion": "ray.io/v1", "kind": "RayJob", "name": "nightly", "uid": "c",
         "controller": True}])
-    assert workloads.read(job).owner is None  # CronJob is not read: the Job is its own work
+    assert workloads.read(job).owner is None  # RayJob is not read: the Job is its own work
+    job["metadata"]["ownerReferences"][0].update(apiVersion="batch/v1", kind="CronJob")
+    assert workloads.read(job).owner == "cronjob default/nightly"  # a run of the CronJob

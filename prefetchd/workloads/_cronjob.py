@@ -1,0 +1,54 @@
+"""Adapter: batch/v1 CronJob -> UpcomingWork (the Job it makes on schedule: one group, ``main``).
+
+Who calls this: :mod:`prefetchd.workloads._registry`. A CronJob is training that comes back
+(a nightly fine-tune, a weekly retrain): its ``spec.jobTemplate.spec`` is the Job each run
+makes, read as :mod:`._batch` reads a Job. The Jobs the CronJob controller makes are
+controller-owned by it (``_common.SAME_PODS_OWNERS``), so they are one piece of work with it:
+the dataset is warmed once the CronJob is seen and stays pinned between runs, until the
+CronJob is suspended or deleted.
+
+State: ``spec.suspend`` -> inactive (no run will start: pins go); a Job of it running
+(``status.active``) -> running; else queued (the next run is lead time). The schedule is kept
+as a note (``plan`` shows it); prefetchd does not time the warm by it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from prefetchd.workloads import _common, _podspec
+from prefetchd.workloads._batch import job_pods
+from prefetchd.workloads._library import Library
+from prefetchd.workloads._model import State, UpcomingWork, WorkloadError, mapping
+
+
+def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
+    work = _common.start(obj, library)
+    spec = mapping(obj.get("spec"), "spec")
+    template = mapping(spec.get("jobTemplate"), "spec.jobTemplate")
+    job_spec = mapping(template.get("spec"), "spec.jobTemplate.spec")
+    if not job_spec:
+        raise WorkloadError("spec.jobTemplate.spec: no Job spec")
+    # Kueue's labels go on the Jobs the CronJob makes: they are the template's.
+    labels = mapping(mapping(template.get("metadata"), "spec.jobTemplate.metadata")
+                     .get("labels"), "spec.jobTemplate.metadata.labels")
+    if labels.get(_common.QUEUE_LABEL) and not work.queue:
+        work.queue = str(labels[_common.QUEUE_LABEL])
+    if labels.get(_common.PRIORITY_LABEL) and not work.priority_class:
+        work.priority_class = str(labels[_common.PRIORITY_LABEL])
+        work.priority = library.priority(work.priority_class)
+    work.groups.append(_podspec.group(
+        "main", job_pods(job_spec, "spec.jobTemplate.spec"), job_spec.get("template"),
+        "spec.jobTemplate.spec.template"))
+    status = mapping(obj.get("status"), "status")
+    if spec.get("suspend"):
+        work.state = State.INACTIVE
+    elif status.get("active"):
+        work.state = State.RUNNING
+    else:
+        work.state = State.QUEUED
+    if spec.get("schedule"):
+        zone = f" ({spec['timeZone']})" if spec.get("timeZone") else ""
+        work.notes.append(f"runs on schedule {spec['schedule']!r}{zone}")
+    return work
