@@ -7,8 +7,9 @@ controller-owned by it (``_common.SAME_PODS_OWNERS``), so they are one piece of 
 the dataset is warmed once the CronJob is seen and stays pinned between runs, until the
 CronJob is suspended or deleted.
 
-State: ``spec.suspend`` -> inactive (no run will start: pins go); a Job of it running
-(``status.active``) -> running; else queued (the next run is lead time). The schedule is kept
+State: a Job of it running (``status.active``) -> running (suspending a CronJob stops its
+next runs, not this one); else ``spec.suspend`` -> inactive (no run will start: pins go);
+else queued (the next run is lead time). The schedule is kept
 as a note (``plan`` shows it); prefetchd does not time the warm by it.
 """
 
@@ -42,10 +43,10 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         "main", job_pods(job_spec, "spec.jobTemplate.spec"), job_spec.get("template"),
         "spec.jobTemplate.spec.template"))
     status = mapping(obj.get("status"), "status")
-    if spec.get("suspend"):
-        work.state = State.INACTIVE
-    elif status.get("active"):
+    if status.get("active"):  # a run goes on (suspend stops only the next ones)
         work.state = State.RUNNING
+    elif spec.get("suspend"):
+        work.state = State.INACTIVE
     else:
         work.state = State.QUEUED
     if spec.get("schedule"):

@@ -1,4 +1,4 @@
-"""A Kueue-queued PyTorchJob (1 master + 3 workers) on a real control plane.
+"""A Kueue-queued PyTorchJob (1 master + 3 workers), and a CronJob, on a real control plane.
 
 kube-apiserver, kube-scheduler and kube-controller-manager v1.36 with four fake Ready nodes
 (../shared/k8s/harness/k8s_harness.sh; no kubelet, no Kueue or training-operator: this test
@@ -7,6 +7,7 @@ the upstream CRDs of ../shared/k8s/crds). Compared with the fake API server: the
 real and Established by the API server, four ``prefetchd run --kubernetes`` agents and the
 webhook run under the RBAC of manifests/prefetchd/base/rbac.yaml with service-account tokens,
 the API server calls the webhook (registered by URL), and the real scheduler binds the pods.
+The CronJob's runs are made by the real CronJob and Job controllers.
 
 Runs when ``FUSECACHE_K8S_ASSETS`` names the folder of the control-plane binaries (see
 tests/k8s/test_k8s_real_cluster.py); skips otherwise.
@@ -141,50 +142,89 @@ def _holders(caches: dict[str, Path], keys: list[str]) -> set[str] | None:
             if all(got[str(c)].get(k) == [True, True] for k in keys)}
 
 
-def test_queued_pytorchjob_on_a_real_control_plane(control_plane, private_s3, tmp_path):
-    from test_k8s_e2e_agent import free_port
-    from test_k8s_webhook import make_cert
+class Site:
+    """Four agents and the webhook under their service accounts, against the real API server."""
 
-    env_k8s = control_plane
-    api = Api(env_k8s["KUBECONFIG"])
-    s3 = private_s3.client()
-    s3.create_bucket(Bucket=BUCKET)
-    files = {f"imagenet/part-{i}.bin": os.urandom(60_000 + i) for i in range(3)}
-    for k, v in files.items():
-        s3.put_object(Bucket=BUCKET, Key=k, Body=v)
-    keys, uri = sorted(files), f"s3://{BUCKET}/imagenet/"
-    env = {**os.environ, **private_s3.env()}
-    for var in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "AWS_CA_BUNDLE", "KUBECONFIG"):
-        env.pop(var, None)
-    agent_kc = real_control_plane.sa_kubeconfig(env_k8s, "prefetchd", tmp_path / "kc-agent")
-    webhook_kc = real_control_plane.sa_kubeconfig(env_k8s, "prefetchd-webhook",
-                                                  tmp_path / "kc-webhook")
-    caches = {n: tmp_path / f"cache-{n}" for n in NODES}
-    ports = {n: free_port() for n in NODES}
-    procs: dict[str, subprocess.Popen] = {}
-    try:
+    def __init__(self, env_k8s: dict[str, str], private_s3: Any, tmp_path: Path) -> None:
+        from test_k8s_e2e_agent import free_port
+
+        self.api = Api(env_k8s["KUBECONFIG"])
+        self.s3, self.tmp = private_s3, tmp_path
+        self.env = {**os.environ, **private_s3.env()}
+        for var in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "AWS_CA_BUNDLE", "KUBECONFIG"):
+            self.env.pop(var, None)
+        self.agent_kc = real_control_plane.sa_kubeconfig(env_k8s, "prefetchd",
+                                                         tmp_path / "kc-agent")
+        self.webhook_kc = real_control_plane.sa_kubeconfig(env_k8s, "prefetchd-webhook",
+                                                           tmp_path / "kc-webhook")
+        self.caches = {n: tmp_path / f"cache-{n}" for n in NODES}
+        self.ports = {n: free_port() for n in NODES}
+        self.procs: dict[str, subprocess.Popen] = {}
+
+    def dataset(self, prefix: str) -> tuple[str, list[str]]:
+        s3 = self.s3.client()
+        try:
+            s3.create_bucket(Bucket=BUCKET)
+        except s3.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        files = {f"{prefix}/part-{i}.bin": os.urandom(60_000 + i) for i in range(3)}
+        for k, v in files.items():
+            s3.put_object(Bucket=BUCKET, Key=k, Body=v)
+        return f"s3://{BUCKET}/{prefix}/", sorted(files)
+
+    def start(self) -> None:
+        from test_k8s_e2e_agent import free_port
+        from test_k8s_webhook import make_cert
+
         for n in NODES:
-            procs[n] = start([sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO",
-                              "run", "--kubernetes", "--kubeconfig", agent_kc,
-                              "--node-name", n, "--cache-dir", str(caches[n]),
-                              "--endpoint-url", private_s3.endpoint_url,
-                              "--publish-interval", "1", "--metrics-port", str(ports[n])],
-                             env, tmp_path / f"agent-{n}.log")
-        cert, key = make_cert(tmp_path)
+            self.procs[n] = start([
+                sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "run",
+                "--kubernetes", "--kubeconfig", self.agent_kc, "--node-name", n,
+                "--cache-dir", str(self.caches[n]), "--endpoint-url", self.s3.endpoint_url,
+                "--publish-interval", "1", "--metrics-port", str(self.ports[n])],
+                self.env, self.tmp / f"agent-{n}.log")
+        cert, key = make_cert(self.tmp)
         port = free_port()
-        procs["webhook"] = start([sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO",
-                                  "webhook", "--kubeconfig", webhook_kc, "--port", str(port),
-                                  "--tls-cert-file", cert, "--tls-key-file", key],
-                                 env, tmp_path / "webhook.log")
+        self.procs["webhook"] = start([
+            sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "webhook",
+            "--kubeconfig", self.webhook_kc, "--port", str(port), "--tls-cert-file", cert,
+            "--tls-key-file", key], self.env, self.tmp / "webhook.log")
 
         def annotated() -> bool:
-            assert all(p.poll() is None for p in procs.values()), "a process exited"
-            return all(pl.CACHE_FREE_ANNOTATION in (api.get("v1", "Node", n)["metadata"]
+            assert all(p.poll() is None for p in self.procs.values()), "a process exited"
+            return all(pl.CACHE_FREE_ANNOTATION in (self.api.get("v1", "Node", n)["metadata"]
                                                     .get("annotations") or {}) for n in NODES)
 
         wait_until("every agent published its node", annotated, 90)
-        _register_webhook(api, port, cert)
+        _register_webhook(self.api, port, cert)
 
+    def holders(self, keys: list[str]) -> set[str] | None:
+        return _holders(self.caches, keys)
+
+    def sources(self) -> set[str]:
+        out = set()
+        for c in self.caches.values():
+            path = c / "prefetchd" / "k8s-pins.json"
+            if path.exists():
+                out |= {r["source"] for r in json.loads(path.read_text()).values()}
+        return out
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            stop(p)
+        self.api.api.close()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-4000:]}"
+                         for p in sorted(self.tmp.glob("*.log")))
+
+
+def test_queued_pytorchjob_on_a_real_control_plane(control_plane, private_s3, tmp_path):
+    site = Site(control_plane, private_s3, tmp_path)
+    api = site.api
+    uri, keys = site.dataset("imagenet")
+    try:
+        site.start()
         api.create(to.priority_class("high", 1000))
         job = api.create(to.pytorchjob("train", NS, uri, workers=3, queue="user-queue",
                                        priority="high"))
@@ -197,7 +237,7 @@ def test_queued_pytorchjob_on_a_real_control_plane(control_plane, private_s3, tm
                                         "user-queue", ("high", 1000)))
         t0 = time.monotonic()
         wait_until("the queued job's data warm on all 4 nodes",
-                   lambda: _holders(caches, keys) == set(NODES), 180)
+                   lambda: site.holders(keys) == set(NODES), 180)
         print(f"queued PyTorchJob warm on 4 nodes {time.monotonic() - t0:.1f}s after its "
               "Workload was created")
         status = to.admitted(wl)
@@ -224,21 +264,72 @@ def test_queued_pytorchjob_on_a_real_control_plane(control_plane, private_s3, tm
         from test_k8s_e2e_agent import scrape
 
         for n in NODES:
-            lead = wait_until("the lead time", lambda n=n: scrape(ports[n]).get(
+            lead = wait_until("the lead time", lambda n=n: scrape(site.ports[n]).get(
                 'prefetchd_job_warm_lead_seconds{job="pytorchjob ml/train"}') is not None, 30)
             assert lead
-            m = scrape(ports[n])
+            m = scrape(site.ports[n])
             print(n, "lead", m['prefetchd_job_warm_lead_seconds{job="pytorchjob ml/train"}'],
                   "ratio", m['prefetchd_job_warm_at_admission_ratio{job="pytorchjob ml/train"}'])
             assert m['prefetchd_job_warm_at_admission_ratio{job="pytorchjob ml/train"}'] == 1
         api.status("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"],
                    to.finished(status), NS)
-        wait_until("the pins released", lambda: _holders(caches, keys[:1]) == set(), 60)
+        wait_until("the pins released", lambda: site.holders(keys[:1]) == set(), 60)
     except BaseException:
-        for p in sorted(tmp_path.glob("*.log")):
-            print(f"--- {p.name}\n{p.read_text()[-4000:]}")
+        print(site.logs())
         raise
     finally:
-        for p in procs.values():
-            stop(p)
-        api.api.close()
+        site.stop()
+
+
+def test_cronjob_runs_made_by_the_real_controllers(control_plane, private_s3, tmp_path):
+    """A CronJob every minute: warm on its 2 nodes before the CronJob controller makes the
+    first run's Job; the Job controller's pods go through the webhook to those nodes and the
+    scheduler binds them there; no pin is taken under the Job or its pods (they are the
+    CronJob's); suspended, with its run deleted, the CronJob's pins go."""
+    site = Site(control_plane, private_s3, tmp_path)
+    api = site.api
+    uri, keys = site.dataset("nightly")
+    try:
+        site.start()
+        cj = to.cronjob("nightly", NS, uri, parallelism=2)
+        cj["spec"]["schedule"] = "* * * * *"
+        api.create(cj)
+        warm = wait_until("the cronjob's data warm on 2 nodes",
+                          lambda: (h := site.holders(keys)) is not None and len(h) == 2 and h,
+                          120)
+        assert not api.request("GET", f"/apis/batch/v1/namespaces/{NS}/jobs")["items"], \
+            "the first run started before the data was warm: the test proves nothing"
+        jobs = wait_until("the CronJob controller making the first run's Job", lambda: api.request(
+            "GET", f"/apis/batch/v1/namespaces/{NS}/jobs")["items"], 90)
+        job = jobs[0]
+        [ref] = job["metadata"]["ownerReferences"]
+        assert (ref["kind"], ref["name"], ref.get("controller")) == ("CronJob", "nightly", True)
+        print("the controller's Job:", job["metadata"]["name"], job["metadata"].get("annotations"))
+        selector = f"batch.kubernetes.io/job-name={job['metadata']['name']}"
+
+        def bound() -> dict[str, dict[str, Any]] | None:
+            pods = api.request("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector={selector}")
+            got = {p["metadata"]["name"]: p for p in pods["items"]}
+            return got if len(got) == 2 and all(p["spec"].get("nodeName")
+                                                for p in got.values()) else None
+
+        pods = wait_until("the Job controller's 2 pods bound", bound, 60)
+        placed = {n: p["spec"]["nodeName"] for n, p in pods.items()}
+        steered = {n: p["metadata"]["annotations"]["fusecache.io/preferred-nodes"]
+                   for n, p in pods.items()}
+        print("pods bound:", placed, "steered:", steered)
+        assert set(placed.values()) <= warm and steered == placed
+        time.sleep(3)  # the agents have seen the Job and its pods
+        assert site.sources() == {"cronjob ml/nightly"}, site.sources()
+        api.patch("batch/v1", "CronJob", "nightly", {"spec": {"suspend": True}}, NS)
+        time.sleep(3)
+        assert site.holders(keys) == warm  # suspended, but its run goes on: still pinned
+        api.request("DELETE", f"/apis/batch/v1/namespaces/{NS}/jobs/{job['metadata']['name']}"
+                    "?propagationPolicy=Background")
+        wait_until("the suspended cronjob's pins released once its run is gone",
+                   lambda: site.holders(keys[:1]) == set(), 90)
+    except BaseException:
+        print(site.logs())
+        raise
+    finally:
+        site.stop()

@@ -72,6 +72,8 @@ def test_state_follows_suspend_and_running_jobs() -> None:
     assert workloads.read(cronjob(active=True)).state is workloads.State.RUNNING
     suspended = workloads.read(cronjob(suspend=True))
     assert suspended.state is workloads.State.INACTIVE and suspended.state.done
+    # Suspending stops the next runs; the one under way still reads its data.
+    assert workloads.read(cronjob(suspend=True, active=True)).state is workloads.State.RUNNING
 
 
 def test_the_jobs_it_makes_belong_to_it() -> None:
