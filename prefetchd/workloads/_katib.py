@@ -1,7 +1,8 @@
 """Adapter: Katib Experiment and Trial (kubeflow.org/v1beta1) -> UpcomingWork.
 
 Who calls this: :mod:`prefetchd.workloads._registry`. Both read the trial's run object
-(a batch Job, a v1 job, a TrainJob, ...) through the registry again, and keep its pod groups.
+(a batch Job, a v1 job, a TrainJob, an Argo Workflow, ...) through the registry again, and
+keep its pod groups.
 
 * Experiment: the trial template is ``spec.trialTemplate.trialSpec``, or the
   ``trialTemplate.configMap`` key (the ConfigMap comes from the Library; a missing one is a
@@ -139,7 +140,7 @@ def _inner(run: Mapping[str, Any], library: Library, where: str) -> UpcomingWork
     if run.get("kind") in ("Experiment", "Trial"):
         raise WorkloadError(f"{where}: a trial cannot run a {run.get('kind')}")
     try:
-        return _registry.read(run, library, label=where)
+        return _registry.read(run, library, label=where, run_object=True)
     except WorkloadError as exc:
         raise WorkloadError(str(exc)) from None
 

@@ -13,7 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prefetchd.workloads import _batch, _cronjob, _jobset, _katib, _kubeflow, _kueue, _trainjob
+from prefetchd.workloads import (
+    _argo_run,
+    _batch,
+    _cronjob,
+    _jobset,
+    _katib,
+    _kubeflow,
+    _kueue,
+    _trainjob,
+)
 from prefetchd.workloads._common import EXPERIMENT_LABEL
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import UpcomingWork, WorkloadError, work_key
@@ -42,7 +51,13 @@ KINDS: tuple[Kind, ...] = (
     Kind("kubeflow.org", "Trial", ("v1beta1",), "trials", _katib.read_trial),
     Kind("kueue.x-k8s.io", "Workload", ("v1beta2", "v1beta1"), "workloads", _kueue.read),
 )
+# Read only as a Katib trial's run object, never watched as work of its own (the agent's
+# pipeline path watches Workflows): not in KINDS, so neither in the watches nor in the RBAC.
+RUN_ONLY_KINDS: tuple[Kind, ...] = (
+    Kind("argoproj.io", "Workflow", ("v1alpha1",), "workflows", _argo_run.read),
+)
 _BY_KIND = {(k.group, k.kind): k for k in KINDS}
+_RUN_ONLY = {(k.group, k.kind): k for k in RUN_ONLY_KINDS}
 
 
 def split_api_version(api_version: Any) -> tuple[str, str]:
@@ -50,9 +65,12 @@ def split_api_version(api_version: Any) -> tuple[str, str]:
     return tuple(text.split("/", 1)) if "/" in text else ("", text)  # type: ignore[return-value]
 
 
-def lookup(obj: Mapping[str, Any]) -> Kind | None:
+def lookup(obj: Mapping[str, Any], run_object: bool = False) -> Kind | None:
+    """The Kind of an object prefetchd reads; *run_object*: also those read only as a trial's
+    run object (RUN_ONLY_KINDS)."""
     group, _ = split_api_version(obj.get("apiVersion"))
-    return _BY_KIND.get((group, str(obj.get("kind"))))
+    key = (group, str(obj.get("kind")))
+    return _BY_KIND.get(key) or (_RUN_ONLY.get(key) if run_object else None)
 
 
 def describe(obj: Mapping[str, Any]) -> str:
@@ -66,12 +84,13 @@ def describe(obj: Mapping[str, Any]) -> str:
 
 
 def read(obj: Mapping[str, Any], library: Library | None = None,
-         label: str | None = None) -> UpcomingWork:
-    """The UpcomingWork of one object; WorkloadError (one line naming it) if it cannot be read."""
+         label: str | None = None, run_object: bool = False) -> UpcomingWork:
+    """The UpcomingWork of one object; WorkloadError (one line naming it) if it cannot be read.
+    *run_object*: the object is a Katib trial's, which may also be a RUN_ONLY_KINDS kind."""
     where = label or describe(obj)
     if not isinstance(obj, Mapping):
         raise WorkloadError(f"{where}: not an object")
-    kind = lookup(obj)
+    kind = lookup(obj, run_object)
     group, version = split_api_version(obj.get("apiVersion"))
     if kind is None:
         raise WorkloadError(f"{where}: {obj.get('kind')} ({obj.get('apiVersion')}) is not a kind "

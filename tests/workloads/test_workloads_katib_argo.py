@@ -1,0 +1,128 @@
+"""Katib Experiments whose trials are Argo Workflows (``trialSpec`` of kind Workflow).
+
+Shaped like Katib's own katib-argo-workflow example (a preprocessing step whose output feeds
+the training step, ``primaryPodLabels`` on the training template), with a dataset read by
+the training step, an input artifact, a static fan-out and scheduling constraints, so the
+Workflow analysis (the one ``prefetchd plan`` runs on pipelines) has something to find.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from prefetchd import workloads
+
+TRAIN = "s3://datasets/mnist/train/"
+VOCAB = "s3://datasets/mnist/labels.json"
+
+
+def workflow_trial_spec() -> dict:
+    return {
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+        "spec": {
+            "serviceAccountName": "argo", "entrypoint": "hp-workflow",
+            "templates": [
+                {"name": "hp-workflow", "steps": [
+                    [{"name": "data-preprocessing", "template": "gen-epochs"}],
+                    [{"name": "model-training", "template": "model-training",
+                      "arguments": {"parameters": [
+                          {"name": "epochs",
+                           "value": "{{steps.data-preprocessing.outputs.result}}"}]}}],
+                    [{"name": "evaluate", "template": "evaluate",
+                      "withItems": ["0", "1"],
+                      "arguments": {"parameters": [{"name": "shard", "value": "{{item}}"}]}}],
+                ]},
+                {"name": "gen-epochs", "script": {
+                    "image": "python:alpine3.6", "command": ["python"],
+                    "source": "import random\nprint(60000 // random.randint(3000, 30000))\n"}},
+                {"name": "model-training",
+                 "metadata": {"labels": {"katib.kubeflow.org/model-training": "true"}},
+                 "nodeSelector": {"accelerator": "a100"},
+                 "inputs": {"parameters": [{"name": "epochs"}],
+                            "artifacts": [{"name": "labels", "path": "/in/labels.json",
+                                           "s3": {"bucket": "datasets",
+                                                  "key": "mnist/labels.json"}}]},
+                 "container": {
+                     "name": "model-training",
+                     "image": "ghcr.io/kubeflow/katib/pytorch-mnist-cpu:latest",
+                     "command": ["python3", "/opt/pytorch-mnist/mnist.py",
+                                 "--lr=${trialParameters.learningRate}",
+                                 "--epochs={{inputs.parameters.epochs}}",
+                                 f"--data={TRAIN}"],
+                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}},
+                {"name": "evaluate", "inputs": {"parameters": [{"name": "shard"}]},
+                 "container": {"image": "python:3.11",
+                               "command": ["python", "eval.py",
+                                           "s3://datasets/mnist/test-{{inputs.parameters.shard}}/"]}},
+            ]}}
+
+
+def experiment(trial_spec: dict) -> dict:
+    return {
+        "apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+        "metadata": {"namespace": "argo", "name": "katib-argo-workflow"},
+        "spec": {
+            "objective": {"type": "minimize", "goal": 0.001, "objectiveMetricName": "loss"},
+            "algorithm": {"algorithmName": "random"},
+            "parallelTrialCount": 2, "maxTrialCount": 5, "maxFailedTrialCount": 1,
+            "parameters": [{"name": "lr", "parameterType": "double",
+                            "feasibleSpace": {"min": "0.01", "max": "0.03"}}],
+            "trialTemplate": {
+                "retain": True,
+                "primaryPodLabels": {"katib.kubeflow.org/model-training": "true"},
+                "primaryContainerName": "main",
+                "successCondition": 'status.[@this].#(phase=="Succeeded")#',
+                "failureCondition": 'status.[@this].#(phase=="Failed")#',
+                "trialParameters": [{"name": "learningRate", "reference": "lr"}],
+                "trialSpec": trial_spec}}}
+
+
+def test_an_experiment_of_argo_trials_warms_what_each_trial_workflow_reads() -> None:
+    work = workloads.read(experiment(workflow_trial_spec()))
+    assert work.key == "experiment argo/katib-argo-workflow" and work.copies == 2
+    groups = {g.name: g for g in work.groups}
+    assert set(groups) == {"data-preprocessing", "model-training", "evaluate"}
+    train = groups["model-training"]
+    assert train.after == ("data-preprocessing",) and train.pods == 1
+    assert sorted(d.uri for d in train.datasets if d.uri) == [VOCAB, TRAIN]
+    assert train.spec["nodeSelector"] == {"accelerator": "a100"}
+    assert train.requirements.node_selector == {"accelerator": "a100"}
+    assert groups["evaluate"].pods == 2 and groups["evaluate"].after == ("model-training",)
+    assert work.stages == {"data-preprocessing": 0, "model-training": 1, "evaluate": 2}
+    targets = {t.dataset: t.nodes for t in work.targets()}
+    # 2 trials at once: one training pod each; two evaluation pods each (a loop's pods are
+    # one group, so each shard is warmed for both pods: more nodes than it needs, not fewer)
+    assert targets == {TRAIN: 2, VOCAB: 2, "s3://datasets/mnist/test-0/": 4,
+                       "s3://datasets/mnist/test-1/": 4}, targets
+    assert any("learningRate" in n for n in work.notes)
+
+
+def test_a_trial_running_a_workflow_belongs_to_its_experiment() -> None:
+    trial = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Trial",
+             "metadata": {"name": "katib-argo-workflow-x7k2p", "namespace": "argo",
+                          "labels": {"katib.kubeflow.org/experiment": "katib-argo-workflow"}},
+             "spec": {"runSpec": {**copy.deepcopy(workflow_trial_spec()),
+                                  "metadata": {"name": "katib-argo-workflow-x7k2p",
+                                               "namespace": "argo"}}}}
+    work = workloads.read(trial)
+    assert work.release_key == "experiment argo/katib-argo-workflow"
+    assert TRAIN in {t.dataset for t in work.targets()}
+
+
+def test_a_workflow_is_read_only_as_a_trial_run_not_as_work_of_its_own() -> None:
+    """The agent's pipeline path owns Workflows: they are not among the watched kinds."""
+    wf = {**workflow_trial_spec(), "metadata": {"name": "w", "namespace": "argo"}}
+    with pytest.raises(workloads.WorkloadError, match="not a kind prefetchd reads"):
+        workloads.read(wf)
+    assert all(k.kind != "Workflow" for k in workloads.KINDS)
+
+
+def test_an_unanalysable_trial_workflow_is_named_in_the_error() -> None:
+    spec = workflow_trial_spec()
+    spec["spec"]["templates"][0]["steps"][0][0]["template"] = "no-such-template"
+    with pytest.raises(workloads.WorkloadError) as err:
+        workloads.read(experiment(spec))
+    assert "Experiment argo/katib-argo-workflow" in str(err.value)
+    assert "no-such-template" in str(err.value)
