@@ -223,9 +223,7 @@ class FolderReadAhead:
         finally:
             self._scanners -= 1
             folder.queued = False
-            if folder.credits > 0 and not (folder.done or folder.listing or folder.unlisted):
-                folder.queued = True
-                self._ready.append(folder)
+            self._queue(folder)
             self._pump()
 
     def _candidates(self, folder: _Folder, limit: int) -> list[tuple[DirEntry, ObjectId]]:
@@ -285,6 +283,16 @@ class FolderReadAhead:
         folder.listing = True
         self._nursery.start_soon(self._resume_after, folder, listed)
 
+    def _queue(self, folder: _Folder) -> bool:
+        """Queue *folder* for a scan when it has credits left and nothing holds it back
+        (queued already, done, waiting for a listing or refused one); True if queued."""
+        if folder.credits > 0 and not (folder.queued or folder.done or folder.listing
+                                       or folder.unlisted):
+            folder.queued = True
+            self._ready.append(folder)
+            return True
+        return False
+
     async def _retry_refused(self) -> None:
         """Each time a background listing ends, queue the folders refused one meanwhile
         (one task for all of them; it waits for nothing else, so a mount on which no
@@ -295,10 +303,8 @@ class FolderReadAhead:
                 refused, self._refused = list(self._refused.values()), OrderedDict()
                 for folder in refused:
                     folder.unlisted = False
-                    if folder.credits > 0 and not (folder.queued or folder.done) \
-                            and self._folders.get(folder.prefix) is folder:
-                        folder.queued = True
-                        self._ready.append(folder)
+                    if self._folders.get(folder.prefix) is folder:
+                        self._queue(folder)
                 self._pump()
         finally:
             self._retrying = False
@@ -308,9 +314,7 @@ class FolderReadAhead:
             await listed.wait()
         finally:
             folder.listing = False
-        if folder.credits > 0 and not folder.queued and not folder.done:
-            folder.queued = True
-            self._ready.append(folder)
+        if self._queue(folder):
             self._pump()
 
     async def _fetch(self, oid: ObjectId) -> None:
