@@ -42,17 +42,23 @@ def start(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         namespace=namespace, name=name, uid=str(meta.get("uid") or ""),
         created=str(meta.get("creationTimestamp") or ""),
     )
-    queue = labels.get(QUEUE_LABEL)
-    work.queue = str(queue) if queue else None
-    pclass = labels.get(PRIORITY_LABEL)
-    if pclass:
-        work.priority_class = str(pclass)
-        work.priority = library.priority(str(pclass))
+    kueue_labels(work, labels, library)
     work.owner = same_pods_owner(meta, namespace)
     exp = labels.get(EXPERIMENT_LABEL)
     work.release_key = (work_key("Experiment", namespace, str(exp)) if exp
                         else work.owner or work.key)
     return work
+
+
+def kueue_labels(work: UpcomingWork, labels: Mapping[str, Any], library: Library) -> None:
+    """The Kueue queue and priority class that *labels* name, where *work* has none yet (the
+    object's own labels first; a CronJob's job-template labels after them)."""
+    queue, pclass = labels.get(QUEUE_LABEL), labels.get(PRIORITY_LABEL)
+    if queue and not work.queue:
+        work.queue = str(queue)
+    if pclass and not work.priority_class:
+        work.priority_class = str(pclass)
+        work.priority = library.priority(str(pclass))
 
 
 def same_pods_owner(meta: Mapping[str, Any], namespace: str) -> str | None:

@@ -32,13 +32,9 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     if not job_spec:
         raise WorkloadError("spec.jobTemplate.spec: no Job spec")
     # Kueue's labels go on the Jobs the CronJob makes: they are the template's.
-    labels = mapping(mapping(template.get("metadata"), "spec.jobTemplate.metadata")
-                     .get("labels"), "spec.jobTemplate.metadata.labels")
-    if labels.get(_common.QUEUE_LABEL) and not work.queue:
-        work.queue = str(labels[_common.QUEUE_LABEL])
-    if labels.get(_common.PRIORITY_LABEL) and not work.priority_class:
-        work.priority_class = str(labels[_common.PRIORITY_LABEL])
-        work.priority = library.priority(work.priority_class)
+    _common.kueue_labels(work, mapping(mapping(template.get("metadata"),
+                                               "spec.jobTemplate.metadata").get("labels"),
+                                       "spec.jobTemplate.metadata.labels"), library)
     work.groups.append(_podspec.group(
         "main", job_pods(job_spec, "spec.jobTemplate.spec"), job_spec.get("template"),
         "spec.jobTemplate.spec.template"))
