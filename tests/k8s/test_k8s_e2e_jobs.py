@@ -353,6 +353,11 @@ def test_cronjob_data_stays_warm_between_runs_and_goes_when_suspended(fake, site
     uri, keys = dataset(site, "nightly")
     site.start()
     try:
+        # site.start() saw every node annotated on the API server; an agent's own Node watch
+        # may not have yet, and an agent that places the CronJob with a node missing from
+        # its view warms it too (3 holders for 2 places: CI under load). Published every
+        # second; a few seconds leave the watch events time to reach every agent.
+        time.sleep(3)
         cj = fake.create(to.cronjob("nightly", NS, uri, parallelism=2))
         warm = wait_until("the cronjob's data warm on 2 nodes before any run",
                           lambda: (h := site.holders(keys)) is not None and len(h) == 2 and h,
