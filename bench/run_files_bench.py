@@ -112,6 +112,36 @@ def _timed_pass(paths: list[str], readers: int) -> tuple[float, int]:
     return time.perf_counter() - t, n
 
 
+def _thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """{thread id: (its group, CPU seconds so far)} of process *pid*. Groups: "loop" (the
+    main thread, which serves every FUSE request), "native" (the Rust runtime's threads
+    under obstore and the peer client's gRPC threads), "write-behind", "workers" (trio's
+    worker threads, which trio renames per job)."""
+    out = {}
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    comm = f.read().strip()
+                cpu = cpu_seconds(pid, int(tid)) or 0.0
+            except OSError:
+                continue
+            group = ("loop" if int(tid) == pid else "native" if comm.startswith(
+                ("tokio", "grpc", "default-executo", "resolver")) else
+                "write-behind" if comm.startswith("fusecache-writ") else "workers")
+            out[int(tid)] = (group, cpu)
+    return out
+
+
+def _cpu_by_group(before: dict[int, tuple[str, float]],
+                  after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    groups: dict[str, float] = {}
+    for tid, (group, cpu) in after.items():
+        groups[group] = round(groups.get(group, 0.0) + cpu - before.get(tid, (group, 0.0))[1],
+                              2)
+    return groups
+
+
 def _machine_ticks() -> tuple[int, int]:
     """(busy, all) CPU ticks of the machine so far; waiting for I/O counts as idle."""
     with open("/proc/stat") as f:
@@ -127,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="fcfiles-", dir="/var/tmp"))
     variants = [("default", {}), *a.variant]
     results: dict[str, dict[str, list[float]]] = {
-        name: {"files_s": [], "mount_cpu_s": [], "loop_cpu_s": [], "machine_busy": []}
+        name: {"files_s": [], "mount_cpu_s": [], "loop_cpu_s": [], "machine_busy": [],
+               "cpu_by_thread": []}
         for name, _ in variants}
     try:
         with LocalS3(data_dir=work / "s3") as s3:
@@ -171,11 +202,13 @@ def main(argv: list[str] | None = None) -> int:
                         drop_caches()
                         cpu0 = cpu_seconds(p.pid) or 0.0
                         loop0 = cpu_seconds(p.pid, p.pid) or 0.0
+                        threads0 = _thread_cpu(p.pid)
                         busy0, all0 = _machine_ticks()
                         seconds, n = _timed_pass(paths, a.readers)
                         busy1, all1 = _machine_ticks()
                         cpu = (cpu_seconds(p.pid) or 0.0) - cpu0
                         loop = (cpu_seconds(p.pid, p.pid) or 0.0) - loop0
+                        by_group = _cpu_by_group(threads0, _thread_cpu(p.pid))
                     finally:
                         unmount_and_stop(mp, p)
                     if n != total:
@@ -186,9 +219,10 @@ def main(argv: list[str] | None = None) -> int:
                     results[name]["loop_cpu_s"].append(round(loop, 2))
                     busy = (busy1 - busy0) / max(1, all1 - all0)
                     results[name]["machine_busy"].append(round(busy, 2))
+                    results[name]["cpu_by_thread"].append(by_group)
                     log(f"round {rnd_no + 1} {name}: {a.files / seconds:.0f} files/s, "
                         f"mount CPU {cpu:.2f} s, of it the loop thread {loop:.2f} s "
-                        f"({loop / seconds:.0%} of the pass); machine {busy:.0%} busy "
+                        f"({loop / seconds:.0%} of the pass; by thread {by_group}); machine {busy:.0%} busy "
                         f"(load {os.getloadavg()[0]:.1f})")
     finally:
         cleanup_all()

@@ -567,6 +567,10 @@ class Namespace:
         return True
 
     def _pages(self, prefix: str) -> Iterator[ListPage]:
+        whole = self.store.list_dir(prefix) if prefix else None
+        if whole is not None:
+            yield whole
+            return
         token: str | None = None
         while True:
             page = self.store.list_page(prefix, token)

@@ -1,13 +1,14 @@
-"""The S3 data plane: ranged GETs, HEADs and folder probes through a native client that
-releases the GIL.
+"""The S3 data plane: ranged GETs, HEADs, folder probes and folder listings through a
+native client that releases the GIL.
 
 Who calls it: ``s3store.S3Store.get_range`` (the FUSE reader's fetches and
 read-ahead, ``fusecache/warm.py``, prefetchd's warm), ``S3Store.head`` and
 ``S3Store.has_under`` (a mount's lookups of names no listing has yet: a HEAD and a
 one-key LIST under ``name/`` side by side; the HEAD also revalidates a file whose
-metadata is older than the TTL). boto3 stays the control plane for the rest (paged
-listings, the bucket check, the circuit breaker's probe) and the fallback for what this
-module cannot do (see ``usable`` and ``native_key``).
+metadata is older than the TTL), ``S3Store.list_dir`` (a folder's listing, when the
+objects under it fit a few pages). boto3 stays the control plane for the rest (paged
+listings of big folders, the bucket check, the circuit breaker's probe) and the fallback
+for what this module cannot do (see ``usable`` and ``native_key``).
 
 Why: measured on the 2-core bench machine against loopback SeaweedFS, 600 GETs of
 60-160 KiB, boto3 spent 3.7-4.3 ms of CPU per GET (parameter validation, event
@@ -18,7 +19,10 @@ A HEAD, one after another on the same machine: boto3 1.9 ms of CPU and 3.0 ms
 of wall time, obstore 0.25 and 0.96 ms. The folder probe of a lookup (LIST under
 ``name/``): boto3 1.9 ms of CPU and 4.5 ms of wall time, obstore 0.23 and 2.2 ms; in a
 cold pass of 2,000 small files in 200 folders by 16 readers the mount made about 620
-of them, 1.6 s of its 7-8 s of CPU while they went through boto3.
+of them, 1.6 s of its 7-8 s of CPU while they went through boto3. A folder's listing
+(same machine, one after another): 20 objects, boto3 3.8 ms of CPU and 5.4 ms of wall
+time, obstore 0.32 and 2.0 ms; 600 objects, boto3 64 ms and 76 ms (botocore parses every
+timestamp with dateutil), obstore 3.6 and 14 ms.
 
 Data flow of one GET: one blocking call (``obstore.get`` + ``bytes()``) signs the
 request, sends it with ``Range`` and ``If-Match``, and reads the whole body into
@@ -50,7 +54,7 @@ import datetime as dt
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fusecache import errors, retry
@@ -71,6 +75,7 @@ _CODE = re.compile(r"<Code>([^<]{1,64})</Code>")
 _STATUS = re.compile(r"status code: (\d{3})")
 _KIND = re.compile(r"kind: (Connect|Timeout|Request|Interrupted|Decode|Unknown)\b")
 _REFRESH = dt.timedelta(minutes=5)
+LIST_CHUNK = 1000  # objects per chunk of a native listing: one ListObjectsV2 page
 
 
 class Unreachable(Exception):
@@ -152,9 +157,8 @@ class RangeGetter:
     def head(self, key: str) -> tuple[int, str, float]:
         """(size, ETag without quotes, mtime) of *key*: one HEAD, as ``get`` its GETs."""
         meta = self._request(key, lambda: obstore.head(self._store, key))
-        mtime = meta["last_modified"]
         return (int(meta["size"]), (meta["e_tag"] or "").strip('"'),
-                mtime.timestamp() if isinstance(mtime, dt.datetime) else 0.0)
+                _timestamp(meta["last_modified"]))
 
     def has_under(self, key: str) -> bool:
         """Whether any object's key starts with ``key + "/"`` (one LIST of at most one
@@ -164,12 +168,30 @@ class RangeGetter:
             return next(iter(obstore.list(self._store, prefix=key, chunk_size=1)), [])
         return bool(self._request(key, first_chunk))
 
+    def list_chunks(self, key: str) -> Iterator[list[tuple[str, int, str, float]]]:
+        """Every object under ``key + "/"``, recursively, as chunks of at most LIST_CHUNK
+        (key, size, ETag, mtime), one LIST page each, fetched as the caller asks for them.
+
+        object_store names a key as a path: a trailing '/' is dropped (the folder marker
+        ``a/b/`` is listed as ``a/b``), and a key with an empty or '.' segment or a
+        control character ends the listing with NotNative. The caller decides what such
+        names can stand for (``S3Store.list_dir``)."""
+        stream = iter(self._request(
+            key, lambda: obstore.list(self._store, prefix=key, chunk_size=LIST_CHUNK)))
+        while True:
+            chunk = self._request(key, lambda: next(stream, None))
+            if not chunk:
+                return
+            yield [(m["path"], int(m["size"]), (m["e_tag"] or "").strip('"'),
+                    _timestamp(m["last_modified"])) for m in chunk]
+
     def _request(self, key: str, send: Callable[[], Any]) -> Any:
-        """*send()*'s answer; NotNative when obstore refused *key* before any request (the
-        path did not parse), any other failure as the domain error (_translate)."""
+        """*send()*'s answer; NotNative when obstore refused a path (*key* before any
+        request, or a listed key it cannot name), any other failure as the domain error
+        (_translate)."""
         try:
             return send()
-        except ValueError as e:
+        except (ValueError, oe.InvalidPathError) as e:
             raise NotNative(str(e)) from None
         except Exception as e:  # noqa: BLE001 - translated below
             raise self._translate(e, key) from None
@@ -208,6 +230,10 @@ class RangeGetter:
             return retry.TemporaryFailure(OSError(f"GET {where}: response broken ({kind or 'HTTP'} "
                                                   f"error: {_first_cause(text)})"))
         return errors.StoreError(f"{where}: {type(e).__name__}")
+
+
+def _timestamp(value: object) -> float:
+    return value.timestamp() if isinstance(value, dt.datetime) else 0.0
 
 
 def _first_cause(text: str) -> str:

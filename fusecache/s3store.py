@@ -1,9 +1,9 @@
 """The ObjectStore over S3: with ``s3data`` the only code that talks to S3.
 
-boto3 is the control plane (LIST, the bucket check, the breaker's probe); ranged
-GETs and HEADs go through ``s3data.RangeGetter`` (obstore, native code that releases
-the GIL) when it is usable and the key is one it can name, else through boto3 as
-well. Both raise the same domain errors through ``_call``, and a GET returns
+boto3 is the control plane (paged LISTs, the bucket check, the breaker's probe); ranged
+GETs, HEADs and the listings of folders that fit a few pages (``list_dir``) go through
+``s3data.RangeGetter`` (obstore, native code that releases the GIL) when it is usable
+and the keys are ones it can name, else through boto3 as well. Both raise the same domain errors through ``_call``, and a GET returns
 ``bytes`` (boto3) or a ``memoryview`` of a native buffer.
 
 Credentials come from boto3's standard chain (environment, profile, instance or
@@ -57,6 +57,9 @@ Observer = Callable[[str, float, int], None]
 _UNREACHABLE = (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ReadTimeoutError,
                 s3data.Unreachable)
 _PROBE_TIMEOUT = 2.0
+# list_dir: a folder with more objects under it than this is paged through boto3 (the
+# native listing holds them all until the end; 10,000 is about 2 MB).
+_NATIVE_LIST_MAX = 10 * s3data.LIST_CHUNK
 
 
 def _noop_observe(op: str, seconds: float, nbytes: int) -> None:
@@ -291,6 +294,41 @@ class S3Store:
         finally:
             body.close()
 
+    def list_dir(self, prefix: str) -> ListPage | None:
+        """Folder *prefix* (ending in '/') whole, as one page of what ``list_page`` with
+        the delimiter would have said over all its pages, listed through the native
+        client: one LIST for a folder of up to 1,000 objects, at a tenth of boto3's CPU.
+
+        None when that listing cannot stand for boto3's, and the caller pages through
+        ``list_page``: the native plane is off or cannot name the prefix or a key under
+        it; more than _NATIVE_LIST_MAX objects, or a full page already reaching into
+        subfolders (a wide tree, listed recursively here); an empty object with nothing
+        under its name (an empty file, or a folder marker ``name/``: the native client
+        drops the trailing '/', so the two look alike); two keys it names alike.
+        One kind of key is still read differently from boto3's listing: a non-empty
+        object whose key ends in '/' with nothing under it is a file here, an empty
+        folder there."""
+        data = self._data
+        if data is None or not prefix.endswith("/") or not s3data.native_key(prefix[:-1]):
+            return None
+
+        def go():
+            t = time.monotonic()
+            objects: list[tuple[str, int, str, float]] = []
+            try:
+                for chunk in data.list_chunks(prefix[:-1]):
+                    objects.extend(chunk)
+                    if len(objects) > _NATIVE_LIST_MAX or (
+                            len(chunk) == s3data.LIST_CHUNK
+                            and any("/" in k[len(prefix):] for k, *_ in chunk)):
+                        return None
+            except s3data.NotNative:
+                return None
+            finally:
+                self._observe("list", time.monotonic() - t, 0)
+            return _folder_page(prefix, objects)
+        return self._call(f"LIST s3://{self.bucket}/{prefix}", None, go)
+
     def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
                   max_keys: int = 1000) -> ListPage:
         def go():
@@ -311,6 +349,34 @@ class S3Store:
             page.next_token = r.get("NextContinuationToken") if r.get("IsTruncated") else None
             return page
         return self._call(f"LIST s3://{self.bucket}/{prefix}", None, go)
+
+
+def _folder_page(prefix: str, objects: list[tuple[str, int, str, float]]) -> ListPage | None:
+    """The delimiter listing of *prefix* made from every object under it (as the native
+    client names them), or None where the names are ambiguous (see S3Store.list_dir)."""
+    files: dict[str, ObjectInfo] = {}
+    folders: set[str] = set()
+    seen: set[str] = set()
+    for key, size, etag, mtime in objects:
+        if key in seen:
+            return None  # e.g. "a" and "a/": both named "a"
+        seen.add(key)
+        if key == prefix[:-1]:
+            continue  # the folder's own marker object
+        if not key.startswith(prefix):
+            return None
+        name, slash, _ = key[len(prefix):].partition("/")
+        if slash:
+            folders.add(name)
+        else:
+            files[name] = ObjectInfo(key, size, etag, mtime)
+    if any(info.size == 0 and name not in folders for name, info in files.items()):
+        return None
+    # An empty "name" beside a folder "name/" is that folder's marker (or an empty file the
+    # folder shadows in the namespace either way): boto3 lists the folder alone.
+    files = {n: info for n, info in files.items() if info.size or n not in folders}
+    return ListPage(objects=[files[n] for n in sorted(files)],
+                    prefixes=[f"{prefix}{n}/" for n in sorted(folders)])
 
 
 def _ts(value: object) -> float:

@@ -50,5 +50,9 @@ class ObjectStore(Protocol):
                   max_keys: int = 1000) -> ListPage:
         """One page of the listing under *prefix*."""
 
+    def list_dir(self, prefix: str) -> ListPage | None:
+        """Folder *prefix* whole as one page when a cheaper listing can say exactly what
+        ``list_page``'s pages would; None: page through ``list_page``."""
+
     def has_under(self, prefix: str) -> bool:
         """Whether any key starts with *prefix* (ending in '/'): a folder (one LIST)."""

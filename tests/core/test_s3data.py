@@ -202,3 +202,85 @@ def test_switch_and_https_ca_bundle_fall_back_to_boto3(local_s3: LocalS3, s3_env
     monkeypatch.setenv("AWS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
     assert s3data.usable("https://s3.example.com") is not None
     assert s3data.usable(local_s3.endpoint_url) is None
+
+
+def _paged(st: S3Store, prefix: str) -> tuple[list[tuple[str, int, str]], list[str]]:
+    """What boto3's delimiter listing says of *prefix*, over all its pages (but the
+    folder's own marker, which a listing of the namespace skips)."""
+    objects, prefixes, token = [], [], None
+    while True:
+        page = st.list_page(prefix, token, max_keys=7)
+        objects += [(o.key, o.size, o.etag) for o in page.objects if o.key != prefix]
+        prefixes += page.prefixes
+        token = page.next_token
+        if token is None:
+            return sorted(objects), sorted(prefixes)
+
+
+def test_folder_listing_is_native_and_says_what_boto3s_pages_say(
+        local_s3: LocalS3, s3_env: dict, bucket: str) -> None:
+    """list_dir (one native LIST for a folder) gives the objects and subfolders that
+    boto3's paged delimiter listing gives, sizes, ETags and mtimes included, and steps
+    aside (None: the caller pages through boto3) wherever the native names could mean
+    something else: an empty object with nothing under it (empty file or folder marker
+    'name/'), a key it cannot name, a wide tree whose first page is all subfolders."""
+    c = local_s3.client()
+    layout = {
+        "flat/": [f"flat/f{i:04d}.jpg" for i in range(30)],
+        # a marker of the folder itself, a marker of a subfolder with objects under it,
+        # names S3 allows and a path type might mangle
+        "mixed/": ["mixed/", "mixed/sub/", "mixed/sub/x", "mixed/sub/deeper/y", "mixed/a b",
+                   "mixed/p%25", "mixed/\u00e9t\u00e9", "mixed/q?x", "mixed/h#x", "mixed/z"],
+        "emptyfile/": ["emptyfile/a", "emptyfile/zero"],
+        "marker/": ["marker/a", "marker/empty/"],
+        "odd/": ["odd/a", "odd/t\tab"],
+    }
+    for keys in layout.values():
+        for k in keys:
+            body = b"" if k.endswith("/") or k.endswith("zero") else k.encode() * 3
+            c.put_object(Bucket=bucket, Key=k, Body=body)
+    for i in range(1001):  # a wide tree: the first native page is all subfolders
+        c.put_object(Bucket=bucket, Key=f"wide/d{i:04d}/x", Body=b"1")
+    st = _store(bucket)
+    try:
+        native = {}
+        for prefix in ("flat/", "mixed/", "mixed/sub/", "nothing/", "emptyfile/", "marker/",
+                       "odd/", "wide/"):
+            native[prefix] = st.list_dir(prefix)
+        for prefix in ("flat/", "mixed/", "mixed/sub/", "nothing/"):
+            page = native[prefix]
+            assert page is not None and page.next_token is None, prefix
+            assert (sorted((o.key, o.size, o.etag) for o in page.objects),
+                    sorted(page.prefixes)) == _paged(st, prefix), prefix
+        assert [p for p in native["mixed/"].prefixes] == ["mixed/sub/"]
+        listed = {o.key: o.mtime for o in native["flat/"].objects}
+        boto3_says = c.list_objects_v2(Bucket=bucket, Prefix="flat/")["Contents"]
+        assert all(abs(listed[o["Key"]] - o["LastModified"].timestamp()) < 1
+                   for o in boto3_says)
+        for prefix in ("emptyfile/", "marker/", "odd/", "wide/"):
+            assert native[prefix] is None, prefix
+        assert st.list_dir("") is None and st.list_dir("a//") is None
+    finally:
+        st.close()
+    assert_denied_then_unreachable(local_s3, bucket, lambda store: store.list_dir("flat/"))
+
+
+def test_a_mount_lists_folders_natively_and_pages_the_ambiguous_ones(
+        local_s3: LocalS3, s3_env: dict, bucket: str, tmp_path) -> None:
+    """Through a mount: a folder listed natively and one that needs boto3's pages (an
+    empty folder marker beside files) both read back as S3 holds them."""
+    from tests.mounting import mounted
+
+    c = local_s3.client()
+    for i in range(5):
+        c.put_object(Bucket=bucket, Key=f"n/f{i}", Body=bytes([i]) * (i + 1))
+    c.put_object(Bucket=bucket, Key="m/f", Body=b"data")
+    c.put_object(Bucket=bucket, Key="m/emptydir/", Body=b"")
+    c.put_object(Bucket=bucket, Key="m/empty", Body=b"")
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env,
+                 "--cache-dir", str(tmp_path / "cache")) as mp:
+        assert sorted(os.listdir(mp / "n")) == [f"f{i}" for i in range(5)]
+        assert [(mp / "n" / f"f{i}").read_bytes() for i in range(5)] == \
+            [bytes([i]) * (i + 1) for i in range(5)]
+        assert sorted(os.listdir(mp / "m")) == ["empty", "emptydir", "f"]
+        assert (mp / "m" / "emptydir").is_dir() and (mp / "m" / "empty").read_bytes() == b""
