@@ -222,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                     results[name]["cpu_by_thread"].append(by_group)
                     log(f"round {rnd_no + 1} {name}: {a.files / seconds:.0f} files/s, "
                         f"mount CPU {cpu:.2f} s, of it the loop thread {loop:.2f} s "
-                        f"({loop / seconds:.0%} of the pass; by thread {by_group}); machine {busy:.0%} busy "
+                        f"({loop / seconds:.0%} of the pass; by thread {by_group}); "
+                        f"machine {busy:.0%} busy "
                         f"(load {os.getloadavg()[0]:.1f})")
     finally:
         cleanup_all()

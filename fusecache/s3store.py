@@ -3,8 +3,9 @@
 boto3 is the control plane (paged LISTs, the bucket check, the breaker's probe); ranged
 GETs, HEADs and the listings of folders that fit a few pages (``list_dir``) go through
 ``s3data.RangeGetter`` (obstore, native code that releases the GIL) when it is usable
-and the keys are ones it can name, else through boto3 as well. Both raise the same domain errors through ``_call``, and a GET returns
-``bytes`` (boto3) or a ``memoryview`` of a native buffer.
+and the keys are ones it can name, else through boto3 as well. Both raise the same
+domain errors through ``_call``, and a GET returns ``bytes`` (boto3) or a ``memoryview``
+of a native buffer.
 
 Credentials come from boto3's standard chain (environment, profile, instance or
 pod identity; the data plane asks the same boto3 session) and are never logged
