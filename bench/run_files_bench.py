@@ -48,6 +48,8 @@ from _mounts import (  # noqa: E402
     cleanup_all,
     fusecache_code,
     mount_fusecache,
+    start_pyspy,
+    stop_pyspy,
     unmount_and_stop,
 )
 from run_bench import cpu_seconds  # noqa: E402
@@ -82,6 +84,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="an empty node cache for every mount (no prefetch)")
     ap.add_argument("--readers", type=int, default=4,
                     help="processes reading their share of the files (default 4)")
+    ap.add_argument("--profile", action="store_true",
+                    help="py-spy each variant's timed pass of the last round (threads, "
+                         "collapsed stacks) into the --out folder")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=HERE / "results")
     a = ap.parse_args(argv)
@@ -203,8 +208,17 @@ def main(argv: list[str] | None = None) -> int:
                         cpu0 = cpu_seconds(p.pid) or 0.0
                         loop0 = cpu_seconds(p.pid, p.pid) or 0.0
                         threads0 = _thread_cpu(p.pid)
+                        spy = None
+                        if a.profile and rnd_no == a.rounds - 1:
+                            a.out.mkdir(parents=True, exist_ok=True)
+                            spy = start_pyspy(p.pid, a.out / f"profile-files-"
+                                              f"{record['started']}-{name}.txt", work)
+                            time.sleep(0.5)  # attached before the pass starts
                         busy0, all0 = _machine_ticks()
-                        seconds, n = _timed_pass(paths, a.readers)
+                        try:
+                            seconds, n = _timed_pass(paths, a.readers)
+                        finally:
+                            stop_pyspy(spy)
                         busy1, all1 = _machine_ticks()
                         cpu = (cpu_seconds(p.pid) or 0.0) - cpu0
                         loop = (cpu_seconds(p.pid, p.pid) or 0.0) - loop0

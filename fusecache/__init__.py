@@ -10,9 +10,10 @@ The public Python API (used by prefetchd and the CSI plugin):
 - ``ObjectId(bucket, key, etag, size)``: identity of an object's bytes.
 - ``ListingCache(node_cache.env)``: directory listings shared with mounts;
   ``store_recursive(bucket, prefix, objects)`` stores a warmed prefix's listing.
-- ``S3Store(bucket, endpoint_url=..., ...)``: S3 access with one retry policy (boto3
-  for ``head`` and ``list_page``; ``get_range`` through obstore, returning a
-  ``memoryview``, or boto3 ``bytes``); raises the ``errors`` family.
+- ``S3Store(bucket, endpoint_url=..., ...)``: S3 access with one retry policy (``head``,
+  ``has_under``, ``list_dir`` and ``get_range`` through obstore, which returns a
+  ``memoryview``; boto3 for ``list_page`` and for what obstore cannot name); raises the
+  ``errors`` family.
 - ``fetch_object(store, cache, info)``: fill the cache with one object's missing blocks.
 - ``offline_auth.record_authorised(cache, store, bucket, prefix)``: after a warm, let
   mounts with the same credential serve that prefix while S3 is unreachable.

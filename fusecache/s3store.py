@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -330,8 +330,43 @@ class S3Store:
             return _folder_page(prefix, objects)
         return self._call(f"LIST s3://{self.bucket}/{prefix}", None, go)
 
+    def list_all(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with *prefix*, in S3's order (a warm's listing).
+
+        Through the native client, a page at a time, while its names are S3's keys
+        exactly: *prefix* a folder it can name, and no empty object in the page (a folder
+        marker ``a/`` would be named ``a``). From the first page that is not (or a key it
+        cannot name, or a failed page), boto3's pages take over after the last key given.
+        """
+        after: str | None = None
+        data = self._data
+        if data is not None and prefix.endswith("/") and s3data.native_key(prefix[:-1]):
+            chunks = data.list_chunks(prefix[:-1])
+            what = f"LIST s3://{self.bucket}/{prefix}"
+            while True:
+                t = time.monotonic()
+                try:
+                    chunk = self._call(what, None, lambda: next(chunks, None), max_attempts=1)
+                except (s3data.NotNative, errors.StoreUnavailable):
+                    break  # boto3 goes on, with its retries (or fails fast if S3 is gone)
+                self._observe("list", time.monotonic() - t, 0)
+                if chunk is None:
+                    return
+                if any(size == 0 for _, size, _, _ in chunk):
+                    break
+                for key, size, etag, mtime in chunk:
+                    yield ObjectInfo(key, size, etag, mtime)
+                after = chunk[-1][0]
+        token = None
+        while True:
+            page = self.list_page(prefix, token, delimiter=None, start_after=after)
+            yield from page.objects
+            token = page.next_token
+            if not token:
+                return
+
     def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
-                  max_keys: int = 1000) -> ListPage:
+                  max_keys: int = 1000, start_after: str | None = None) -> ListPage:
         def go():
             t = time.monotonic()
             kw: dict = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": max_keys}
@@ -339,6 +374,8 @@ class S3Store:
                 kw["Delimiter"] = delimiter
             if token:
                 kw["ContinuationToken"] = token
+            elif start_after:
+                kw["StartAfter"] = start_after
             r = self._client.list_objects_v2(**kw)
             self._observe("list", time.monotonic() - t, 0)
             page = ListPage()

@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -159,16 +159,6 @@ class StateFile:
         _jsonfile.save_dict(self.path, d)
 
 
-def _list_all(store: fusecache.S3Store, prefix: str) -> Iterator[fusecache.ObjectInfo]:
-    token = None
-    while True:
-        page = store.list_page(prefix, token, delimiter=None)
-        yield from page.objects
-        token = page.next_token
-        if not token:
-            return
-
-
 def _listing_prefix(prefix: str) -> str | None:
     """The directory a prefix names, or None for a single key ('a/b.json') or a shard pattern."""
     if _shard.is_pattern(prefix):
@@ -271,7 +261,7 @@ class Warmer:
                 raise WarmError(f"{uri}: {e}") from None
             t0 = time.monotonic()
             try:
-                objs = [o for o in _list_all(store, _shard.prefix(prefix) if match else prefix)
+                objs = [o for o in store.list_all(_shard.prefix(prefix) if match else prefix)
                         if not o.key.endswith("/") and (match is None or match(o.key))]
             except errors.StoreError as e:
                 raise WarmError(f"{uri}: listing failed: {e}") from None

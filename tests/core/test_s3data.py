@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -284,3 +285,47 @@ def test_a_mount_lists_folders_natively_and_pages_the_ambiguous_ones(
             [bytes([i]) * (i + 1) for i in range(5)]
         assert sorted(os.listdir(mp / "m")) == ["empty", "emptydir", "f"]
         assert (mp / "m" / "emptydir").is_dir() and (mp / "m" / "empty").read_bytes() == b""
+
+
+def test_warm_listing_is_native_until_a_name_it_cannot_give_then_boto3_after_it(
+        local_s3: LocalS3, s3_env: dict, bucket: str) -> None:
+    """list_all (prefetchd warm's recursive listing) gives exactly boto3's keys, sizes
+    and ETags in S3's order: through native pages while they name every key as S3 does,
+    then boto3 from after the last key given: at an empty object (a folder marker 'a/'
+    is named 'a' there) and at a key the native client cannot name."""
+    c = local_s3.client()
+    keys = [f"big/f{i:05d}" for i in range(2500)]
+    keys += [f"mark/a{i:04d}" for i in range(1200)] + ["mark/sub/", "mark/sub/x", "mark/z"]
+    keys += [f"odd/a{i:04d}" for i in range(1100)] + ["odd/t\tab", "odd/zz"]
+
+    def put(k: str) -> None:
+        c.put_object(Bucket=bucket, Key=k, Body=b"" if k.endswith("/") else k.encode())
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(put, keys))
+    st = _store(bucket)
+    real_list = st._client.list_objects_v2
+    boto3_calls: list[dict] = []
+
+    def counting_list(**kw):
+        boto3_calls.append(kw)
+        return real_list(**kw)
+    st._client.list_objects_v2 = counting_list
+    try:
+        for prefix, native_only in (("big/", True), ("mark/", False), ("odd/", False),
+                                    ("none/", True)):
+            boto3_calls.clear()
+            got = [(o.key, o.size, o.etag) for o in st.list_all(prefix)]
+            native_pages = not boto3_calls
+            st._client.list_objects_v2 = real_list
+            want = []
+            for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                    Prefix=prefix):
+                want += [(o["Key"], o["Size"], o["ETag"].strip('"'))
+                         for o in page.get("Contents", ())]
+            st._client.list_objects_v2 = counting_list
+            assert got == want, prefix
+            assert native_pages == native_only, (prefix, boto3_calls)
+            if not native_only:  # boto3 took over after the native pages' last key
+                assert boto3_calls[0].get("StartAfter", "").startswith(prefix), boto3_calls
+    finally:
+        st.close()
