@@ -231,7 +231,8 @@ def test_folder_listing_is_native_and_says_what_boto3s_pages_say(
         # a marker of the folder itself, a marker of a subfolder with objects under it,
         # names S3 allows and a path type might mangle
         "mixed/": ["mixed/", "mixed/sub/", "mixed/sub/x", "mixed/sub/deeper/y", "mixed/a b",
-                   "mixed/p%25", "mixed/\u00e9t\u00e9", "mixed/q?x", "mixed/h#x", "mixed/z"],
+                   "mixed/p%25", "mixed/\u00e9t\u00e9", "mixed/q?x", "mixed/h#x", "mixed/z",
+                   "mixed/%2F", "mixed/a+b&c=d", "mixed/(x)[y]{z}~!*';:@$,", "mixed/\U0001F600"],
         "emptyfile/": ["emptyfile/a", "emptyfile/zero"],
         "marker/": ["marker/a", "marker/empty/"],
         "odd/": ["odd/a", "odd/t\tab"],
