@@ -114,6 +114,10 @@ class ListingCache:
             raw = txn.get(dir_digest(bucket, prefix))
         return None if raw is None else _record(raw)
 
+    def index_dbs(self) -> list[object]:
+        """The databases a lookup reads (for indexwarm.IndexWarmer)."""
+        return [self._dirs, self._ents, self._names]
+
     def find(self, bucket: str, prefix: str, name: str
              ) -> tuple[DirRecord | None, DirEntry | None]:
         """The directory's record and *name*'s entry in that listing, in one read

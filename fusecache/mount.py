@@ -36,6 +36,7 @@ import trio
 from fusecache import errors, fuseloop
 from fusecache.config import MountConfig, S3Location
 from fusecache.dirahead import FolderReadAhead
+from fusecache.indexwarm import IndexWarmer
 from fusecache.listings import DirEntry, ListingCache
 from fusecache.metrics import Metrics
 from fusecache.nodecache import CacheUnavailable, NodeCache
@@ -270,6 +271,13 @@ class MountedFilesystem:
             self.namespace, self.reader, self.metrics, per_open=self.cfg.folder_readahead,
             max_file=min(block_size, self.cfg.folder_readahead_max_file),
             in_flight=self.cfg.max_connections // 2)
+        self.index_warm: IndexWarmer | None = None
+        if self.disk is not None:
+            self.index_warm = IndexWarmer(
+                self.disk.env, self.disk.index_dbs() + self.listings.index_dbs())
+            self.reader.index_noticed = self.namespace.index_noticed = \
+                self.index_warm.noticed
+            self.index_warm.start()  # a pod's loader starts seconds after its mount
         self.ops = FuseOperations(self.namespace, self.reader,
                                   folder_readahead=self.folder_readahead,
                                   open_prefill=self.cfg.open_prefill,
@@ -390,6 +398,8 @@ class MountedFilesystem:
         self.store.close()
         if getattr(self, "peers", None) is not None:
             self.peers.close()
+        if getattr(self, "index_warm", None) is not None:
+            self.index_warm.close()  # its threads read the environment closed next
         if self.disk is not None:
             self.disk.close()
         if self._tmp is not None:

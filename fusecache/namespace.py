@@ -118,6 +118,9 @@ class Namespace:
                  op_timeout: float = 60.0,
                  on_stale: Callable[[str], None] | None = None) -> None:
         self.store = store
+        # told how long each lookup in the node cache's listings took on the loop (the
+        # mount's indexwarm.IndexWarmer: a slow one read the index from disk)
+        self.index_noticed: Callable[[float], None] = lambda seconds: None
         self.breaker = breaker
         self.offline = offline
         self.op_timeout = op_timeout
@@ -248,7 +251,9 @@ class Namespace:
             raise errors.ObjectNotFound(name)
         # LMDB reads of small values stay on the loop: cheaper than a thread hop.
         self._gate_if_offline()
+        t = time.perf_counter()
         rec, entry = self.listings.find(self.location.bucket, parent.key, name)
+        self.index_noticed(time.perf_counter() - t)
         if rec is not None and self.fresh(rec.listed_at):
             node = self._listed(parent, name, entry)
         elif rec is not None and self.ttl > 0 and rec.count <= _RELIST_AT_LOOKUP_MAX:

@@ -340,6 +340,10 @@ class NodeCache:
         got = self.get_block_crc(oid, index, nowait=nowait, into=into)
         return None if got is None else got[0]
 
+    def index_dbs(self) -> list[object]:
+        """The databases a read looks a block up in (for indexwarm.IndexWarmer)."""
+        return [self._bmeta, self._boffs]
+
     def get_block_crc(self, oid: ObjectId, index: int, *, nowait: bool = False,
                       into: bytearray | None = None,
                       ) -> tuple[bytes | bytearray, int] | None:

@@ -63,6 +63,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -190,6 +191,9 @@ class BlockReader:
         self.offline = offline
         self.ram = ram
         self.disk = disk
+        # told how long each block lookup in the node cache took on the loop (the mount's
+        # indexwarm.IndexWarmer: a slow one read the index from disk)
+        self.index_noticed: Callable[[float], None] = lambda seconds: None
         self.metrics = metrics
         self.block_size = block_size
         self.read_timeout = read_timeout
@@ -500,11 +504,14 @@ class BlockReader:
         """The block if the node cache has it in the page cache; None on a miss;
         NotInMemory when it is on disk only (the caller reads it in a thread)."""
         assert self.disk is not None
+        t = time.perf_counter()
         try:
             return self.disk.get_block(oid, idx, nowait=True)
         except lmdb.Error as e:
             log.warning("node cache read failed (%s); reading from S3", e)
             return None
+        finally:
+            self.index_noticed(time.perf_counter() - t)
 
     # -- read-ahead -----------------------------------------------------------------
 
