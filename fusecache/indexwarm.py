@@ -5,9 +5,11 @@ starts; the reader (``reader.py``, a block looked up on the FUSE loop) and the n
 (``namespace.py``, a name looked up in a listing) report how long each lookup in the
 node cache took (``noticed``).
 
-Data flow: a lookup slower than _SLOW means LMDB read a B-tree page of the index (the
-block databases ``bmeta`` and ``boffs`` and the listing databases, not the blocks) from
-disk while the loop waited, and every other request with it: the node cache is opened
+Data flow: a lookup slower than _SLOW on a thread that took a major page fault since
+(``getrusage``) means LMDB read a B-tree page of the index (the block databases ``bmeta``
+and ``boffs`` and the listing databases, not the blocks) from disk while the loop waited,
+and every other request with it (a lookup that was slow waiting for the GIL, with no
+fault, starts nothing): the node cache is opened
 without read-ahead, so each such page is one 4 KiB read. The warmer then walks those
 databases once, in _THREADS threads of its own, each over one range of the key space
 (every key of these databases starts with a hash, so the ranges hold about as many
@@ -30,6 +32,7 @@ stops a walk within _STOP_EVERY keys and waits for it. CPU: about 0.2 us a key.
 from __future__ import annotations
 
 import logging
+import resource
 import threading
 import time
 from collections.abc import Iterable
@@ -60,10 +63,20 @@ class IndexWarmer:
         self._not_before = 0.0  # time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._faults_seen: dict[int, int] = {}  # thread -> its major faults when last seen
 
     def noticed(self, seconds: float) -> None:
-        """A lookup in the index took *seconds*: a slow one starts a walk."""
-        if seconds >= _SLOW:
+        """A lookup in the index took *seconds* (on the calling thread): a slow one starts
+        a walk if the thread has waited for the disk in a page fault since the last slow
+        one (a slow lookup may also have waited for the GIL, which a walk does not help)."""
+        if seconds < _SLOW:
+            return
+        faults = resource.getrusage(resource.RUSAGE_THREAD).ru_majflt
+        seen = self._faults_seen.get(threading.get_ident())
+        if len(self._faults_seen) > 64:  # the FUSE loop's thread calls it, a test's
+            self._faults_seen.clear()
+        self._faults_seen[threading.get_ident()] = faults
+        if seen is not None and faults > seen:  # the first one sets where counting starts
             self.start()
 
     def start(self) -> bool:

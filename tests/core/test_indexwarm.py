@@ -57,13 +57,19 @@ def test_a_walk_pages_the_index_in_and_not_the_blocks(disk_tmp_path: Path) -> No
     cache.close()
 
 
-def test_only_a_slow_lookup_starts_a_walk_and_walks_keep_a_distance(tmp_path: Path) -> None:
-    cache, listings = _cache(tmp_path, 50)
+def test_only_a_lookup_that_read_the_disk_starts_a_walk_and_walks_keep_a_distance(
+        disk_tmp_path: Path) -> None:
+    cache, listings = _cache(disk_tmp_path, 200)
     warmer = IndexWarmer(cache.env, cache.index_dbs() + listings.index_dbs())
+    o = ObjectId("b", "d/f00007", "e7", BS)
+    cache.get_block(o, 0)  # whatever faults opening and first reads take
     warmer.noticed(0.0001)  # a page cache hit
+    warmer.noticed(0.01)  # slow, but no page fault since: waiting for the GIL, say
     time.sleep(0.1)
     assert warmer.walks == 0
-    warmer.noticed(0.01)  # a lookup that read the disk
+    evict_node_cache(cache, disk_tmp_path)
+    cache.get_block(o, 0)  # the index read back from disk through the map, on this thread
+    warmer.noticed(0.01)
     _wait_for_a_walk(warmer)
     assert not warmer.start()  # within the distance after the last walk
     warmer.close()
