@@ -1,6 +1,7 @@
 """batch/v1 CronJob: training that comes back on a schedule is one piece of work with its Jobs.
 
-The Job is made as the CronJob controller makes it (pkg/controller/cronjob): named
+The Job is made as the CronJob controller makes it (pkg/controller/cronjob), by the builder
+the Kubernetes suites use (tests/k8s/training_objects.cronjob_run): named
 ``<cronjob>-<scheduled time in minutes since the epoch>``, the template's labels and
 annotations plus ``batch.kubernetes.io/cronjob-scheduled-timestamp``, controller-owned by
 the CronJob.
@@ -8,11 +9,10 @@ the CronJob.
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from prefetchd import workloads
+from tests.k8s.training_objects import cronjob_run
 
 DATASET = "s3://datasets/coco/train/"
 
@@ -39,24 +39,6 @@ def cronjob(suspend: bool = False, active: bool = False) -> dict:
     return obj
 
 
-def job_of(cj: dict, minutes: int = 29412120) -> dict:
-    """The Job the CronJob controller makes for the run scheduled at *minutes*."""
-    tmpl = copy.deepcopy(cj["spec"]["jobTemplate"])
-    meta = tmpl.get("metadata") or {}
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": f"{cj['metadata']['name']}-{minutes}",
-                         "namespace": cj["metadata"]["namespace"],
-                         "labels": dict(meta.get("labels") or {}),
-                         "annotations": {**(meta.get("annotations") or {}),
-                                         "batch.kubernetes.io/cronjob-scheduled-timestamp":
-                                             "2026-12-02T02:00:00Z"},
-                         "ownerReferences": [{
-                             "apiVersion": "batch/v1", "kind": "CronJob",
-                             "name": cj["metadata"]["name"], "uid": cj["metadata"]["uid"],
-                             "controller": True, "blockOwnerDeletion": True}]},
-            "spec": tmpl["spec"]}
-
-
 def test_a_cronjob_is_its_job_template_with_the_queue_of_its_jobs() -> None:
     work = workloads.read(cronjob())
     assert work.key == "cronjob ml/nightly" and work.release_key == work.key
@@ -79,7 +61,7 @@ def test_state_follows_suspend_and_running_jobs() -> None:
 def test_the_jobs_it_makes_belong_to_it() -> None:
     """Each run's Job has the CronJob as owner and release key: its pins are the CronJob's,
     kept between runs; the agent skips the Job (its owner describes the same pods)."""
-    job = workloads.read(job_of(cronjob()))
+    job = workloads.read(cronjob_run(cronjob(), 29412120))
     assert job.owner == "cronjob ml/nightly" and job.release_key == "cronjob ml/nightly"
     assert [t.dataset for t in job.targets()] == [DATASET]
 
