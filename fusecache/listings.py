@@ -187,8 +187,11 @@ class ListingCache:
     def store_recursive(self, bucket: str, prefix: str, objects: Iterable[ObjectInfo]) -> int:
         """Store the listing of every directory under *prefix* from a flat listing.
 
-        *objects* is a recursive (no delimiter) listing of *prefix*, as prefetchd
-        makes it. Keys that cannot be POSIX paths are skipped. Returns the number
+        *objects* is a recursive (no delimiter) listing of *prefix*, as prefetchd and
+        a mount's whole-tree listing make it. What each directory shows is what a
+        listing of it with a delimiter would: a folder marker (``a/``) makes a folder,
+        and a key with a name no POSIX path can have (``a//x``, ``.``, 256 bytes) is
+        left out from that name on, its folders up to there kept. Returns the number
         of directories written.
         """
         writers: dict[str, ListingWriter] = {}
@@ -204,17 +207,21 @@ class ListingCache:
         writer_for(prefix)
         for obj in objects:
             rel = obj.key[len(prefix):]
-            parts = rel.split("/")
-            if rel.endswith("/") or not all(valid_name(p) for p in parts):
-                continue  # directory markers and non-POSIX keys
-            cur = prefix
-            for part in parts[:-1]:
-                writer_for(cur)
+            if not rel:
+                continue  # the marker of *prefix* itself
+            *folders, leaf = rel.split("/")
+            cur, whole = prefix, True
+            for part in folders:
+                if not valid_name(part):
+                    whole = False
+                    break
                 if part not in subdirs[cur]:
                     subdirs[cur].add(part)
-                    writer_for(cur).add(DirEntry(part, True))
+                    writers[cur].add(DirEntry(part, True))
                 cur = cur + part + "/"
-            writer_for(cur).add(DirEntry(parts[-1], False, obj.size, obj.etag, obj.mtime))
+                writer_for(cur)
+            if whole and valid_name(leaf):  # leaf "": a folder marker, no file
+                writers[cur].add(DirEntry(leaf, False, obj.size, obj.etag, obj.mtime))
         for w in writers.values():
             w.commit()
         if writers[prefix].count:

@@ -11,7 +11,10 @@ resolved under a directory prefix P:
    listing of the whole of P, so a prefix of a million objects costs two small
    requests. Once a few lookups in P have gone to S3, P is listed in the
    background (the way a training loader opens every file of a folder), and
-   later lookups are answered by step 1.
+   later lookups are answered by step 1. A listing of P that shows several
+   folders (a dataset's class folders) is followed by one listing of the whole
+   tree under P without a delimiter, when it is small enough: it gives every
+   folder under P its listing in a page per 1,000 objects.
 
 Readdir lists P fully (paginated), streaming pages into the node cache, then walks
 the cached entries; a listing is shared with other mounts and prefetchd while it
@@ -71,6 +74,14 @@ _LIST_AFTER_REMOTE_LOOKUPS = 4
 _BACKGROUND_LISTINGS_MAX = 2
 _LOOKUP_COUNTS_MAX = 4096
 _BACKGROUND_LIST_MAX_PAGES = 20  # 20,000 names; a bigger directory keeps HEAD+LIST
+# A directory whose listing shows at least _TREE_MIN_DIRS folders (the class folders of
+# a dataset) is then listed whole, without a delimiter, in the background: when it holds
+# at most _TREE_MAX_OBJECTS objects, that one listing (a page per 1,000 objects) gives
+# every folder under it its listing, where folder by folder cost a LIST per folder and,
+# until a folder was listed, a HEAD and a LIST per name looked up in it. A bigger tree
+# costs the pages read before the bound, once per directory and mount.
+_TREE_MIN_DIRS = 2
+_TREE_MAX_OBJECTS = 20_000
 # A directory listed before whose listing is past the TTL (the next epoch of a job, with a
 # TTL shorter than an epoch) is listed again at the first lookup in it, and the lookup
 # answered from that, if it had at most this many names (one LIST page): every later
@@ -140,6 +151,8 @@ class Namespace:
         self._listing_flights: dict[str, trio.Event] = {}
         self._remote_lookups: OrderedDict[str, int] = OrderedDict()
         self._background_listings = 0
+        self._trees_tried: OrderedDict[str, None] = OrderedDict()  # bounded
+        self._tree_listing = False  # one whole-tree listing at a time
         self._listing_ended: trio.Event | None = None  # set as the next one ends
         self._warned: set[str] = set()
         self._offline_warned: float | None = None
@@ -402,7 +415,9 @@ class Namespace:
             stored = await trio.to_thread.run_sync(
                 self._list_into_cache, prefix, _BACKGROUND_LIST_MAX_PAGES,
                 abandon_on_cancel=True)
-            if not stored:  # too big to hold: never try this directory again
+            if stored is not None:
+                self._list_tree_soon(prefix, stored)
+            else:  # too big to hold: never try this directory again
                 self._remote_lookups[prefix] = -(1 << 62)
                 if len(self._remote_lookups) > _LOOKUP_COUNTS_MAX:
                     self._remote_lookups.popitem(last=False)
@@ -416,6 +431,43 @@ class Namespace:
             if self._listing_ended is not None:
                 self._listing_ended.set()
                 self._listing_ended = None
+
+    def _list_tree_soon(self, prefix: str, folders: int) -> None:
+        """After a listing of *prefix* that showed *folders* folders: list the whole tree
+        under it in the background if it has enough folders (see _TREE_MIN_DIRS), was not
+        tried by this mount, and no other tree listing is running."""
+        if (folders < _TREE_MIN_DIRS or self.ttl <= 0 or self._tree_listing
+                or prefix in self._trees_tried
+                or (self.breaker is not None and self.breaker.is_open)):
+            return
+        self._trees_tried[prefix] = None
+        if len(self._trees_tried) > _LOOKUP_COUNTS_MAX:
+            self._trees_tried.popitem(last=False)
+        self._tree_listing = True
+        trio.lowlevel.spawn_system_task(self._list_tree_in_background, prefix,
+                                        name=f"fusecache-list-tree:{prefix}")
+
+    async def _list_tree_in_background(self, prefix: str) -> None:
+        try:
+            n = await trio.to_thread.run_sync(self._list_tree_into_cache, prefix,
+                                              abandon_on_cancel=True)
+            log.debug("listed the tree under %r whole: %s", prefix,
+                      "too big" if n is None else f"{n} folders")
+        except Exception as e:  # noqa: BLE001 - an optimisation: folders list one by one
+            log.debug("whole-tree listing of %r failed: %s", prefix, e)
+        finally:
+            self._tree_listing = False
+
+    def _list_tree_into_cache(self, prefix: str) -> int | None:
+        """List everything under *prefix* (no delimiter) into the node cache as the
+        listings of every folder in it; None, storing nothing, past _TREE_MAX_OBJECTS.
+        Runs in a worker thread."""
+        objects = []
+        for obj in self.store.list_all(prefix):
+            if len(objects) >= _TREE_MAX_OBJECTS:
+                return None
+            objects.append(obj)
+        return self.listings.store_recursive(self.location.bucket, prefix, objects)
 
     def listing_ended(self) -> trio.Event:
         """Set when the next background listing ends: a listing refused because
@@ -510,20 +562,21 @@ class Namespace:
                 break
             await flight.wait()
         flight = self._listing_flights[node.key] = trio.Event()
+        folders: int | None = None
         try:
             try:
                 if self.breaker is not None:
                     self.breaker.check(f"LIST s3://{self.location.bucket}/{node.key}")
                 # Each page is bounded by the store (its deadline and timeouts are
                 # --read-timeout); a directory of many pages may take longer as a whole.
-                await trio.to_thread.run_sync(self._list_into_cache, node.key,
-                                              abandon_on_cancel=True)
+                folders = await trio.to_thread.run_sync(self._list_into_cache, node.key,
+                                                        abandon_on_cancel=True)
             except lmdb.Error as e:
                 if not self._listings_failed(e):
                     raise errors.StoreError(f"cannot store the listing of {node.key!r}: "
                                             f"{e}") from None
-                await trio.to_thread.run_sync(self._list_into_cache, node.key,
-                                              abandon_on_cancel=True)
+                folders = await trio.to_thread.run_sync(self._list_into_cache, node.key,
+                                                        abandon_on_cancel=True)
         except _OFFLINE as e:
             stale = self.listings.get_dir(self.location.bucket, node.key)
             if stale is None:
@@ -533,15 +586,18 @@ class Namespace:
         finally:
             del self._listing_flights[node.key]
             flight.set()
+        if folders is not None:
+            self._list_tree_soon(node.key, folders)
         rec = self.listings.get_dir(self.location.bucket, node.key)
         if rec is None:
             raise errors.StoreError(f"listing of {node.key!r} vanished")
         return rec
 
-    def _list_into_cache(self, prefix: str, max_pages: int | None = None) -> bool:
-        """List *prefix* page by page into the node cache. Runs in a worker thread.
+    def _list_into_cache(self, prefix: str, max_pages: int | None = None) -> int | None:
+        """List *prefix* page by page into the node cache; the number of folders in it.
+        Runs in a worker thread.
 
-        With *max_pages*, a longer listing is dropped unstored (False): the pages are
+        With *max_pages*, a longer listing is dropped unstored (None): the pages are
         held in memory until the end, so nothing partial reaches the cache.
         """
         pages = self._pages(prefix)
@@ -549,10 +605,11 @@ class Namespace:
             held = []
             for page in pages:
                 if len(held) == max_pages:
-                    return False
+                    return None
                 held.append(page)
             pages = iter(held)
         writer = self.listings.writer(self.location.bucket, prefix)
+        folders = 0
         for page in pages:
             for p in page.prefixes:
                 name = p[len(prefix):].rstrip("/")
@@ -560,6 +617,7 @@ class Namespace:
                     self._warn_skip(p)
                     continue
                 writer.add(DirEntry(name, True))
+                folders += 1
             for o in page.objects:
                 name = o.key[len(prefix):]
                 if not name:
@@ -569,7 +627,7 @@ class Namespace:
                     continue
                 writer.add(DirEntry(name, False, o.size, o.etag, o.mtime))
         writer.commit()
-        return True
+        return folders
 
     def _pages(self, prefix: str) -> Iterator[ListPage]:
         whole = self.store.list_dir(prefix) if prefix else None

@@ -7,6 +7,7 @@ blocking and are called from worker threads (``trio.to_thread.run_sync``), never
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -53,6 +54,10 @@ class ObjectStore(Protocol):
     def list_dir(self, prefix: str) -> ListPage | None:
         """Folder *prefix* whole as one page when a cheaper listing can say exactly what
         ``list_page``'s pages would; None: page through ``list_page``."""
+
+    def list_all(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with *prefix*, no delimiter, in S3's order (a
+        page at a time: stop iterating to stop listing)."""
 
     def has_under(self, prefix: str) -> bool:
         """Whether any key starts with *prefix* (ending in '/'): a folder (one LIST)."""

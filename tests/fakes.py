@@ -6,6 +6,7 @@ import hashlib
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 from fusecache import errors
 from fusecache.store import ListPage, ObjectInfo
@@ -90,6 +91,15 @@ class FakeStore:
 
     def list_dir(self, prefix: str) -> ListPage | None:
         return None  # the paged listing (S3Store's native one is tested on SeaweedFS)
+
+    def list_all(self, prefix: str) -> Iterator[ObjectInfo]:
+        token = None
+        while True:
+            page = self.list_page(prefix, token, delimiter=None)
+            yield from page.objects
+            token = page.next_token
+            if token is None:
+                return
 
     def has_under(self, prefix: str) -> bool:
         self._maybe_fail("list")

@@ -64,11 +64,15 @@ def test_store_recursive_builds_every_directory(tmp_path: Path) -> None:
     objs = [ObjectInfo(k, 5, "e") for k in (
         "ds/a/1.jpg", "ds/a/2.jpg", "ds/b/c/3.jpg", "ds/top.txt", "ds/bad//x", "ds/a/",
         "ds/" + "n" * 300)]
-    assert lc.store_recursive("b", "ds/", objs) == 4
+    objs += [ObjectInfo("ds/empty/", 0, "m"), ObjectInfo("ds/", 0, "m")]
+    assert lc.store_recursive("b", "ds/", objs) == 6
     names = {p: [e.name for e in lc.entries("b", p, lc.get_dir("b", p))]
-             for p in ("ds/", "ds/a/", "ds/b/", "ds/b/c/")}
-    assert names == {"ds/": ["a", "b", "top.txt"], "ds/a/": ["1.jpg", "2.jpg"],
-                     "ds/b/": ["c"], "ds/b/c/": ["3.jpg"]}
+             for p in ("ds/", "ds/a/", "ds/b/", "ds/b/c/", "ds/bad/", "ds/empty/")}
+    # as listings with a delimiter show them: "ds/bad//x" makes the folder bad (its
+    # empty-named subfolder left out), the marker "ds/empty/" an empty folder
+    assert names == {"ds/": ["a", "b", "bad", "empty", "top.txt"],
+                     "ds/a/": ["1.jpg", "2.jpg"], "ds/b/": ["c"], "ds/b/c/": ["3.jpg"],
+                     "ds/bad/": [], "ds/empty/": []}
     c.close()
 
 

@@ -252,3 +252,61 @@ def test_a_stale_listing_is_listed_again_once_for_all_its_names(
         assert store.calls["head"] == 1  # a bigger directory: the name is asked for
     trio.run(go)
     cache.close()
+
+
+def test_a_folder_of_folders_is_listed_whole_once_for_every_folder_in_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The class folders of a dataset: once the dataset's folder is listed (here in the
+    background, after lookups in it asked S3), the tree under it is listed without a
+    delimiter, and every class folder's lookups are answered from that."""
+    store = FakeStore()
+    for c in range(30):
+        for i in range(40):  # 1,200 objects: two pages without a delimiter
+            store.put(f"ds/class{c:02d}/img{i:02d}.jpg", b"x" * (1 + i % 5))
+    store.put("ds/readme.txt", b"r")
+    store.put("ds/empty/", b"")  # a folder marker
+    ns, _, cache = make(tmp_path, store)
+
+    async def settle() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(30):
+            while ns._listing_flights or ns._tree_listing:
+                await trio.sleep(0.01)
+
+    async def go():
+        ds = await ns.lookup(ROOT_INODE, "ds")
+        for c in range(4):  # the 4th remote lookup in ds/ starts its listing
+            await ns.lookup(ds.ino, f"class{c:02d}")
+        await settle()
+        calls = dict(store.calls)
+        for c in range(4, 30):
+            d = await ns.lookup(ds.ino, f"class{c:02d}")
+            assert (await ns.lookup(d.ino, "img07.jpg")).size == 3
+            with pytest.raises(errors.ObjectNotFound):
+                await ns.lookup(d.ino, "img99.jpg")
+        assert dict(store.calls) == calls  # no HEAD, no LIST: all from the tree's listing
+        listed = ns.listings.get_dir("fake", "ds/class29/")
+        assert listed is not None and listed.count == 40
+        empty = await ns.lookup(ds.ino, "empty")
+        assert empty.is_dir and ns.listings.get_dir("fake", "ds/empty/").count == 0
+    trio.run(go)
+    cache.close()
+
+    # a tree past the bound stores nothing of it, and is not listed whole again
+    from fusecache import namespace
+    monkeypatch.setattr(namespace, "_TREE_MAX_OBJECTS", 1000)
+    ns, _, cache = make(tmp_path / "b", store)
+
+    async def go_big():
+        ds = await ns.lookup(ROOT_INODE, "ds")
+        for c in range(4):
+            await ns.lookup(ds.ino, f"class{c:02d}")
+        await settle()
+        assert ns.listings.get_dir("fake", "ds/") is not None
+        assert ns.listings.get_dir("fake", "ds/class10/") is None
+        lists = store.calls["list"]
+        await ns.ensure_listing(ds)  # fresh: nothing listed again
+        ns._list_tree_soon("ds/", 30)  # tried once by this mount: not again
+        assert not ns._tree_listing and store.calls["list"] == lists
+    trio.run(go_big)
+    cache.close()
