@@ -31,6 +31,9 @@ file it opens. A folder with no fresh listing (a loader that opens the paths of 
 own index, never listing) is listed in the background (``Namespace.list_soon``); when
 none may start (two are running, S3 is unreachable, no metadata TTL), it asks again as a
 running listing ends or at its next open.
+With a cache group (``BlockReader.peers_active``), a batch's missing files are asked of
+the peers in one call (``BlockReader.load_first_blocks``: GetBlocks), what they lack is
+fetched one by one from S3, and an open grants ``_GROUP_SHARE`` times ``per_open``.
 Files in RAM or in flight, folders and files larger than ``max_file`` are skipped;
 one in the node cache costs a ``_HELD_SHARE``-th of a credit (asking the page cache for it
 is a local disk read, not a GET): an open pages in at most ``_HELD_SHARE * per_open`` of
@@ -73,6 +76,13 @@ _BATCH = 32       # files checked against the node cache in one worker-thread ca
 _HELD_SHARE = 4   # files held in the node cache paged in for one credit
 _SCANNERS = 4     # folders whose credits are being spent at once
 _USED_MEMORY = 8192  # files fetched ahead remembered, to count those opened (used)
+# With a cache group to ask, an open grants this many times per_open: a file from a peer
+# costs a transfer on the LAN, not a GET, and a folder's files come in one call per
+# batch, so fetching further ahead costs both ends less per file. Measured with a warmed
+# peer (2,000 files of 110 KiB in 100 folders, 4 shuffled readers, mutual TLS, 2 cores):
+# 16 instead of 4 per open took the mount's CPU from 3.6-4.0 to 2.6-3.3 s and the
+# peer's from 1.3-1.7 to 0.7-1.0 s.
+_GROUP_SHARE = 4
 
 
 @dataclass(slots=True)
@@ -163,7 +173,8 @@ class FolderReadAhead:
                 self._started_under[folder.above] = n
                 if len(self._started_under) > _MAX_FOLDERS:
                     self._started_under.popitem(last=False)
-        folder.credits = min(_MAX_CREDITS, folder.credits + self.per_open)
+        share = _GROUP_SHARE if self.reader.peers_active() else 1
+        folder.credits = min(_MAX_CREDITS, folder.credits + share * self.per_open)
         folder.unlisted = False  # an open: ask for its listing again
         if not folder.queued:
             folder.queued = True
@@ -205,6 +216,9 @@ class FolderReadAhead:
                 folder.held = paged > len(missing)
                 folder.credits -= -(-paged // _HELD_SHARE)
                 self._metric_paged.inc(paged)
+                if self.reader.peers_active():
+                    await self._fetch_from_group(folder, batch, missing)
+                    continue
                 for i, (_entry, oid) in enumerate(batch):
                     if oid not in missing:
                         continue
@@ -225,6 +239,46 @@ class FolderReadAhead:
             folder.queued = False
             self._queue(folder)
             self._pump()
+
+    async def _fetch_from_group(self, folder: _Folder, batch: list[tuple[DirEntry, ObjectId]],
+                                missing: set[ObjectId]) -> None:
+        """With a cache group: the batch's missing files its credits buy are asked of the
+        peers in one call (one slot); the rest keep for the next credits."""
+        wanted: list[ObjectId] = []
+        for i, (_entry, oid) in enumerate(batch):
+            if oid not in missing:
+                continue
+            if folder.credits <= 0:
+                folder.upcoming.extendleft(e for e, o in reversed(batch[i:]) if o in missing)
+                break
+            if not self.reader.in_memory(oid, 0):
+                folder.credits -= 1
+                self._note_fetch(oid)
+                wanted.append(oid)
+        if wanted:
+            await self._slots.acquire()
+            assert self._nursery is not None
+            self._nursery.start_soon(self._fetch_batch, wanted)
+
+    async def _fetch_batch(self, oids: list[ObjectId]) -> None:
+        """Ask the group for *oids* at once; what it did not give is fetched one by one
+        from S3, each in a slot of its own."""
+        rest = oids
+        try:
+            with trio.move_on_after(self.reader.read_timeout):
+                rest = await self.reader.load_first_blocks(oids)
+        except Exception as e:  # noqa: BLE001 - best effort: fetched one by one below
+            log.debug("folder read-ahead from the group failed: %s", e)
+        finally:
+            self._slots.release()
+        self._metric_fetched.inc(len(oids) - len(rest))
+        for oid in rest:
+            await self._slots.acquire()
+            if self.reader.in_memory(oid, 0):  # its reader got there first
+                self._slots.release()
+                continue
+            assert self._nursery is not None
+            self._nursery.start_soon(self._fetch, oid, False)
 
     def _candidates(self, folder: _Folder, limit: int) -> list[tuple[DirEntry, ObjectId]]:
         """Up to *limit* of the folder's next small files not in RAM or in flight; [] when
@@ -317,10 +371,10 @@ class FolderReadAhead:
         if self._queue(folder):
             self._pump()
 
-    async def _fetch(self, oid: ObjectId) -> None:
+    async def _fetch(self, oid: ObjectId, ask_peers: bool = True) -> None:
         try:
             with trio.move_on_after(self.reader.read_timeout) as scope:
-                await self.reader.get_block(oid, 0)
+                await self.reader.get_block(oid, 0, ask_peers=ask_peers)
                 self._metric_fetched.inc()
             if scope.cancelled_caught:
                 raise TimeoutError(f"no answer within {self.reader.read_timeout:g}s")

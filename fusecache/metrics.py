@@ -131,17 +131,31 @@ class Metrics:
             else:
                 self._pending["peer_misses"] += 1
 
+    def observe_peer_batch(self, peer: str, seconds: float, hits: int, misses: int,
+                           nbytes: int) -> None:
+        """One GetBlocks call answered: *hits* blocks (*nbytes*) came, *misses* did not."""
+        self.peer_latency.labels(peer).observe(seconds)
+        if hits:
+            self.peer_requests.labels(peer, "hit").inc(hits)
+        if misses:
+            self.peer_requests.labels(peer, "miss").inc(misses)
+        with self._pending_lock:
+            self.peer_bytes.inc(nbytes)
+            self._pending["peer_hits"] += hits
+            self._pending["peer_misses"] += misses
+            self._pending["peer_bytes"] += nbytes
+
     def observe_peer_fallback(self) -> None:
         """Peers were asked for a block and none served it: it comes from S3."""
         self.peer_fallbacks.inc()
         with self._pending_lock:
             self._pending["peer_fallbacks"] += 1
 
-    def observe_served(self, nbytes: int) -> None:
-        """The peer server sent a block (from a gRPC worker thread)."""
+    def observe_served(self, nbytes: int, blocks: int = 1) -> None:
+        """The peer server sent *blocks* blocks (from a gRPC worker thread)."""
         self.peer_bytes_served.inc(nbytes)
         with self._pending_lock:
-            self._pending["peer_blocks_served"] += 1
+            self._pending["peer_blocks_served"] += blocks
             self._pending["peer_bytes_served"] += nbytes
 
     def stale_served(self, kind: str) -> None:

@@ -19,6 +19,10 @@ Data flow of one block::
       -> verified (length = the block's span, crc32, and the block key of the request's
          bucket/key/etag/size/block size) -> bytes; else None: the caller goes to S3
 
+Folder read-ahead asks for a folder's next small files together (``fetch_first_blocks``):
+one GetBlocks call per peer and round instead of one GetBlock per file, verified block by
+block the same way; what no peer answered with goes to S3.
+
 A peer that fails (unreachable, timed out, busy, refused, sent a bad block) is skipped for
 a cooldown that doubles per failure up to a minute; after it one request probes it again
 (the per-peer counterpart of ``circuit.py``). A miss (NOT_FOUND) is an answer, not a
@@ -32,7 +36,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,12 +47,20 @@ from fusecache._proto import peer_pb2
 from fusecache.group import Group, GroupWatcher, Member, TlsFiles
 from fusecache.metrics import Metrics
 from fusecache.nodecache import ObjectId, block_key
-from fusecache.peer_server import MAX_MESSAGE, PeerConfigError, read_tls, resolve_tls
-from fusecache.peer_wire import WireError, decode_response
+from fusecache.peer_server import (
+    MAX_BATCH,
+    MAX_BATCH_BYTES,
+    MAX_MESSAGE,
+    PeerConfigError,
+    read_tls,
+    resolve_tls,
+)
+from fusecache.peer_wire import WireError, decode_batch, decode_response
 
 log = logging.getLogger(__name__)
 
 _GET_BLOCK = "/fusecache.peer.v1.Peer/GetBlock"
+_GET_BLOCKS = "/fusecache.peer.v1.Peer/GetBlocks"
 
 # 1.5 s: a block from a peer on a 10 Gbit/s LAN takes ~10 ms (8 MiB) on the wire and
 # 40-80 ms of CPU at each end (Python, TLS); on busy nodes 0.75 s sent a third of the
@@ -91,11 +103,13 @@ class PeerClient:
         self._clock = clock
         self._lock = threading.Lock()
         self._channels: dict[tuple[str, str], tuple[tuple | None, grpc.Channel,
+                                                    grpc.UnaryUnaryMultiCallable,
                                                     grpc.UnaryUnaryMultiCallable]] = {}
         self._states: dict[str, _PeerState] = {}
         self._inflight: dict[str, threading.BoundedSemaphore] = {}
         self._creds: grpc.ChannelCredentials | None = None
         self._creds_key: tuple | None = None
+        self._creds_checked = -1e18
         self._warned: set[str] = set()
 
     # -- public --------------------------------------------------------------------
@@ -123,12 +137,8 @@ class PeerClient:
                 out.append(m)
         return out
 
-    def fetch(self, oid: ObjectId, idx: int, block_size: int,
-              budget: float | None = None) -> bytes | None:
-        """The verified block from a peer, or None (then read it from S3).
-
-        *budget*: seconds left of the caller's deadline; no try runs past it.
-        """
+    def _usable_group(self) -> Group | None:
+        """The group, if peers may be asked (it has TLS, or plaintext was allowed)."""
         group = self.group()
         if group is None:
             return None
@@ -136,6 +146,17 @@ class PeerClient:
             self._warn_once("notls", "group file %s has no 'tls': peers are not asked (pass "
                             "--peer-insecure to use plaintext peers, for tests only)",
                             self.watcher.path)
+            return None
+        return group
+
+    def fetch(self, oid: ObjectId, idx: int, block_size: int,
+              budget: float | None = None) -> bytes | None:
+        """The verified block from a peer, or None (then read it from S3).
+
+        *budget*: seconds left of the caller's deadline; no try runs past it.
+        """
+        group = self._usable_group()
+        if group is None:
             return None
         end_by = self._clock() + (budget if budget is not None else 1e9)
         tried = 0
@@ -168,10 +189,62 @@ class PeerClient:
             self.metrics.observe_peer_fallback()
         return None
 
+    def fetch_first_blocks(self, oids: list[ObjectId], block_size: int,
+                           budget: float | None = None) -> dict[ObjectId, bytes]:
+        """The verified first blocks of these objects that peers hold (any the group
+        could not give are left out: read them from S3).
+
+        Each round asks every peer that is some pending block's next candidate for all
+        of its blocks in one GetBlocks call (at most MAX_BATCH blocks, MAX_BATCH_BYTES);
+        a block a peer lacks or failed goes to its next candidate in the next round, up
+        to ``max_tries`` candidates, as ``fetch`` does. *budget* bounds the whole call.
+        """
+        group = self._usable_group()
+        if group is None or not oids:
+            return {}
+        end_by = self._clock() + (budget if budget is not None else 1e9)
+        order = {o: self.candidates(group, o, 0, block_size) for o in oids}
+        got: dict[ObjectId, bytes] = {}
+        asked = False
+        for _round in range(self.max_tries):
+            batches: dict[str, tuple[Member, list[ObjectId]]] = {}
+            for o, members in order.items():
+                while members and not self._may_ask(members[0].name):
+                    members.pop(0)
+                if members:
+                    m = members.pop(0)
+                    batches.setdefault(m.name, (m, []))[1].append(o)
+            if not batches:
+                break
+            for member, wanted in batches.values():
+                for part in _chunks(wanted, block_size):
+                    left = end_by - self._clock()
+                    if left < _MIN_TRY:
+                        return got
+                    asked = True
+                    found = self._try_many(group, member, part, block_size, left)
+                    for o, data in found.items():
+                        got[o] = data
+                        order.pop(o, None)
+            order = {o: ms for o, ms in order.items() if ms}
+            if not order:
+                break
+        if asked and len(got) < len(oids) and self.metrics is not None:
+            self.metrics.observe_peer_fallback()
+        return got
+
+    def _may_ask(self, name: str) -> bool:
+        """Whether this member may be asked now (its breaker is closed). Unlike
+        _may_try this books no probe: a batch asks a failed peer again only once its
+        cooldown is over, through _try_many."""
+        with self._lock:
+            st = self._states.get(name)
+            return st is None or st.failures == 0 or self._clock() >= st.skip_until
+
     def close(self) -> None:
         with self._lock:
             chans, self._channels = list(self._channels.values()), {}
-        for _, ch, _ in chans:
+        for _, ch, _, _ in chans:
             ch.close()
 
     # -- one try -------------------------------------------------------------------
@@ -201,24 +274,91 @@ class PeerClient:
                 result, nbytes, data = "hit", len(got), bytes(got)
                 self._answered(member.name)
         except grpc.RpcError as e:
-            code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
-            result = _RESULTS.get(code, "error")
-            if code is grpc.StatusCode.NOT_FOUND:
-                self._answered(member.name)
-            elif code is grpc.StatusCode.RESOURCE_EXHAUSTED:
-                self._failed(member.name, _BUSY_COOLDOWN)
-            else:
-                if code is grpc.StatusCode.PERMISSION_DENIED:
-                    self._warn_once(f"denied:{member.name}", "peer %s refused this node: %s",
-                                    member.name, e.details() if hasattr(e, "details") else e)
-                else:
-                    log.debug("peer %s: %s", member.name, code)
-                self._failed(member.name, _COOLDOWN)
+            result = self._rpc_failed(member.name, e)
         except PeerConfigError as e:
             self._warn_once(f"tls:{e}", "peers not asked: %s", e)
             self._failed(member.name, _COOLDOWN)
         self._observe(member.name, result, self._clock() - t0, nbytes)
         return data
+
+    def _try_many(self, group: Group, member: Member, oids: list[ObjectId], block_size: int,
+                  budget: float) -> dict[ObjectId, bytes]:
+        """One GetBlocks call to *member* for the first blocks of *oids*: those it sent
+        and that passed verification."""
+        spans = [o.block_span(0, block_size) for o in oids]
+        nbytes = sum(end - start for start, end in spans)
+        timeout = min(budget, self.timeout + nbytes / _FLOOR_RATE)
+        slot = self._slot(member.name)
+        if not slot.acquire(timeout=timeout):
+            self._observe(member.name, "busy", timeout, 0)
+            return {}
+        t0 = self._clock()
+        out: dict[ObjectId, bytes] = {}
+        result = "error"
+        try:
+            get_blocks = self._stub(group, member, batch=True)
+            req = peer_pb2.GetBlocksRequest(blocks=[peer_pb2.GetBlockRequest(
+                bucket=o.bucket, key=o.key, etag=o.etag, size=o.size, block_size=block_size,
+                index=0) for o in oids])
+            raw = get_blocks(req, timeout=max(_MIN_TRY, timeout - (self._clock() - t0)))
+            try:
+                answers = decode_batch(raw)
+            except WireError:
+                answers = []
+            if len(answers) != len(oids):
+                result = "bad"
+                log.warning("peer %s answered %d of %d blocks asked; reading them from S3",
+                            member.name, len(answers), len(oids))
+                self._failed(member.name, _COOLDOWN)
+            else:
+                bad = 0
+                for o, (start, end), ans in zip(oids, spans, answers, strict=True):
+                    if ans is None:
+                        continue
+                    data, crc, key = ans
+                    if (len(data) != end - start or crc32(data) != crc
+                            or key != block_key(o, 0, block_size)):
+                        bad += 1
+                        continue
+                    out[o] = bytes(data)
+                if bad:
+                    result = "bad"
+                    log.warning("peer %s sent %d blocks that failed verification; reading "
+                                "them from S3", member.name, bad)
+                    self._failed(member.name, _COOLDOWN)
+                else:
+                    result = "answered"
+                    self._answered(member.name)
+        except grpc.RpcError as e:
+            result = self._rpc_failed(member.name, e)
+        except PeerConfigError as e:
+            self._warn_once(f"tls:{e}", "peers not asked: %s", e)
+            self._failed(member.name, _COOLDOWN)
+        finally:
+            slot.release()
+        if result == "answered" and self.metrics is not None:
+            self.metrics.observe_peer_batch(member.name, self._clock() - t0, len(out),
+                                            len(oids) - len(out),
+                                            sum(len(d) for d in out.values()))
+        elif result != "answered":
+            self._observe(member.name, result, self._clock() - t0, 0)
+        return out
+
+    def _rpc_failed(self, name: str, e: grpc.RpcError) -> str:
+        """Book a failed call against the peer's breaker; the metrics' result name."""
+        code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+        if code is grpc.StatusCode.NOT_FOUND:
+            self._answered(name)
+        elif code is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            self._failed(name, _BUSY_COOLDOWN)
+        else:
+            if code is grpc.StatusCode.PERMISSION_DENIED:
+                self._warn_once(f"denied:{name}", "peer %s refused this node: %s",
+                                name, e.details() if hasattr(e, "details") else e)
+            else:
+                log.debug("peer %s: %s", name, code)
+            self._failed(name, _COOLDOWN)
+        return _RESULTS.get(code, "error")
 
     def _observe(self, name: str, result: str, seconds: float, nbytes: int) -> None:
         if self.metrics is not None:
@@ -264,9 +404,11 @@ class PeerClient:
 
     # -- channels --------------------------------------------------------------------
 
-    def _stub(self, group: Group, member: Member) -> grpc.UnaryUnaryMultiCallable:
-        """One channel per peer, rebuilt when its endpoint or this node's certificate
-        files change; channels of members that left are closed."""
+    def _stub(self, group: Group, member: Member,
+              batch: bool = False) -> grpc.UnaryUnaryMultiCallable:
+        """GetBlock (GetBlocks with *batch*) over the peer's channel: one channel per
+        peer, rebuilt when its endpoint or this node's certificate files change; channels
+        of members that left are closed."""
         creds, creds_key = self._credentials(group)
         ck = (member.name, member.endpoint)
         stale = []
@@ -289,18 +431,26 @@ class PeerClient:
                 # the reply comes as raw bytes, parsed by peer_wire (no protobuf copies)
                 entry = self._channels[ck] = (creds_key, ch, ch.unary_unary(
                     _GET_BLOCK, request_serializer=peer_pb2.GetBlockRequest.SerializeToString,
+                    _registered_method=True), ch.unary_unary(
+                    _GET_BLOCKS, request_serializer=peer_pb2.GetBlocksRequest.SerializeToString,
                     _registered_method=True))
-        for _, ch, _ in stale:
+        for _, ch, _, _ in stale:
             ch.close()
-        return entry[2]
+        return entry[3] if batch else entry[2]
 
     def _credentials(self, group: Group) -> tuple[grpc.ChannelCredentials | None, tuple | None]:
         """This node's client credentials, re-read when the files change (renewals)."""
         if group.tls is None:
             return None, None
         tls = resolve_tls(group.tls, self.watcher.path)
+        now = self._clock()
+        with self._lock:  # the files' stamps are looked at once a second, not per call
+            if self._creds is not None and self._creds_key is not None \
+                    and self._creds_key[0] == tls and now - self._creds_checked < 1.0:
+                return self._creds, self._creds_key
         key = (tls, _stamp(tls))
         with self._lock:
+            self._creds_checked = now
             if key == self._creds_key and self._creds is not None:
                 return self._creds, key
         ca, cert, pkey = read_tls(tls)
@@ -326,6 +476,21 @@ _RESULTS = {
     grpc.StatusCode.UNAVAILABLE: "unavailable",
     grpc.StatusCode.DEADLINE_EXCEEDED: "timeout",
 }
+
+
+def _chunks(oids: list[ObjectId], block_size: int) -> Iterator[list[ObjectId]]:
+    """*oids* in runs a GetBlocks call may carry (MAX_BATCH blocks, MAX_BATCH_BYTES)."""
+    part: list[ObjectId] = []
+    nbytes = 0
+    for o in oids:
+        start, end = o.block_span(0, block_size)
+        if part and (len(part) >= MAX_BATCH or nbytes + end - start > MAX_BATCH_BYTES):
+            yield part
+            part, nbytes = [], 0
+        part.append(o)
+        nbytes += end - start
+    if part:
+        yield part
 
 
 def _stamp(tls: TlsFiles) -> tuple:

@@ -1,8 +1,9 @@
-"""The peer protocol's block reply in protobuf wire format, without protobuf.
+"""The peer protocol's block replies in protobuf wire format, without protobuf.
 
-Who calls it: the peer server (``encode_response``, its GetBlock reply) and the peer
-client (``decode_response``, any server's reply). The message is ``GetBlockResponse`` of
-``fusecache/proto/peer.proto``; the request stays an ordinary protobuf message.
+Who calls it: the peer server (``encode_response``, its GetBlock reply; ``encode_batch``,
+its GetBlocks reply) and the peer client (``decode_response``, ``decode_batch``). The
+messages are ``GetBlockResponse`` and ``GetBlocksResponse`` of
+``fusecache/proto/peer.proto``; requests stay ordinary protobuf messages.
 
 Why by hand: protobuf copies a block into its message and again when it serialises
 (server), and returns a new copy of ``data`` at every attribute access (client). Per
@@ -17,6 +18,7 @@ from __future__ import annotations
 _CRC = 0x10   # field 2, varint
 _KEY = 0x1A   # field 3, length-delimited
 _DATA = 0x0A  # field 1, length-delimited
+_BLOCKS = 0x0A  # GetBlocksResponse.blocks: field 1, length-delimited
 
 
 class WireError(ValueError):
@@ -39,6 +41,40 @@ def encode_response(data: bytes, crc: int, key: bytes) -> bytes:
     return b"".join((head, data))
 
 
+def encode_batch(blocks: list[tuple[bytes, int, bytes] | None]) -> bytes:
+    """A GetBlocksResponse: one GetBlockResponse per (data, crc, key), an empty one for
+    None (not cached); the blocks' bytes are copied once, into the reply."""
+    parts: list[bytes] = []
+    for item in blocks:
+        if item is None:
+            parts.append(bytes((_BLOCKS, 0)))
+            continue
+        data, crc, key = item
+        head = b"".join((bytes((_CRC,)), _varint(crc), bytes((_KEY,)), _varint(len(key)), key,
+                         bytes((_DATA,)), _varint(len(data))))
+        parts += (bytes((_BLOCKS,)), _varint(len(head) + len(data)), head, data)
+    return b"".join(parts)
+
+
+def decode_batch(raw: bytes) -> list[tuple[memoryview, int, bytes] | None]:
+    """The answers of a GetBlocksResponse in order, None for an empty one (not cached
+    there); each block's data is a view of *raw*. WireError when malformed."""
+    view = memoryview(raw)
+    out: list[tuple[memoryview, int, bytes] | None] = []
+    pos, n = 0, len(raw)
+    while pos < n:
+        tag, pos = _read_varint(raw, pos)
+        if tag != _BLOCKS:
+            raise WireError(f"unexpected field tag {tag} in a GetBlocksResponse")
+        size, pos = _read_varint(raw, pos)
+        if pos + size > n:
+            raise WireError("answer runs past the end of the reply")
+        data, crc, key = decode_response(view[pos:pos + size])
+        out.append(None if not key and not len(data) else (data, crc, key))
+        pos += size
+    return out
+
+
 def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     value = shift = 0
     while True:
@@ -52,7 +88,7 @@ def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def decode_response(raw: bytes) -> tuple[memoryview, int, bytes]:
+def decode_response(raw: bytes | memoryview) -> tuple[memoryview, int, bytes]:
     """(data, crc32, block_key) of a GetBlockResponse; ``data`` is a view of *raw*.
 
     Unknown fields are skipped, as protobuf does; WireError when *raw* is malformed.

@@ -18,6 +18,10 @@ Data flow for one block:
     ranged GET (a worker thread, under the connection limiter)│
         └─> RamCache.put, queue write-behind to the node cache <┘ ──> bytes
 
+Folder read-ahead loads a folder's small files from peers several at a time
+(``load_first_blocks``: one call per batch, each block then lands as above); a reader of
+one of them waits for that batch, and loads it itself if the batch did not get it.
+
 Peers are asked only with the time left of the read's deadline (each try also
 bounded by the client's ``--peer-timeout``), so a slow or dead peer costs at most
 that before S3 is asked; a block from a peer is verified by the client and stored
@@ -336,9 +340,11 @@ class BlockReader:
         self._disk_hits.inc()
         return data
 
-    async def get_block(self, oid: ObjectId, idx: int, *, on_disk: bool = False) -> bytes:
+    async def get_block(self, oid: ObjectId, idx: int, *, on_disk: bool = False,
+                        ask_peers: bool = True) -> bytes:
         """The block, from RAM, the node cache, a peer or S3. *on_disk*: the caller
-        found it in the node cache but not in the page cache (read it in a thread)."""
+        found it in the node cache but not in the page cache (read it in a thread).
+        *ask_peers* False: the group was just asked for it (load_first_blocks)."""
         key = block_key(oid, idx, self.block_size)
         data = self.ram.get(key)
         if data is not None:
@@ -346,12 +352,14 @@ class BlockReader:
             return data
         self._ram_misses.inc()
         flight = self._inflight.get(key)
-        if flight is not None:
+        while flight is not None:
             await flight.done.wait()
             if flight.error is not None:
                 raise flight.error
-            assert flight.data is not None
-            return flight.data
+            if flight.data is not None:
+                return flight.data
+            # a batch from peers that did not get it (load_first_blocks): load it here
+            flight = self._inflight.get(key)
         failed = self._recent_failures.get(key)
         if failed is not None:
             if trio.current_time() < failed[0]:
@@ -359,7 +367,7 @@ class BlockReader:
             del self._recent_failures[key]
         flight = self._inflight[key] = _Flight()
         try:
-            data, keep = await self._load(oid, idx, on_disk)
+            data, keep = await self._load(oid, idx, on_disk, ask_peers)
             flight.data = data
             if keep:
                 self.ram.put(key, data, self._streamed(oid))
@@ -400,7 +408,8 @@ class BlockReader:
 
     # -- loading -------------------------------------------------------------------
 
-    async def _load(self, oid: ObjectId, idx: int, on_disk: bool = False) -> tuple[bytes, bool]:
+    async def _load(self, oid: ObjectId, idx: int, on_disk: bool = False,
+                    ask_peers: bool = True) -> tuple[bytes, bool]:
         """(the block, whether the RAM tier should keep it): not a small one from the
         node cache (see _block_nowait)."""
         start, end = oid.block_span(idx, self.block_size)
@@ -422,7 +431,7 @@ class BlockReader:
                 self._disk_hits.inc()
                 return data, not small
             self._disk_misses.inc()
-        if self.peers is not None:
+        if self.peers is not None and ask_peers:
             data = await self._peer_get(oid, idx)
             if data is not None:
                 if self.peer_store:
@@ -439,6 +448,55 @@ class BlockReader:
         self.metrics.add_pending("s3_gets", 1)
         await self._store_later(oid, idx, data)
         return data, True
+
+    def peers_active(self) -> bool:
+        """Whether a cache group may be asked for blocks (cheap: for the trio thread)."""
+        return self.peers is not None and self.peers.active()
+
+    async def load_first_blocks(self, oids: list[ObjectId]) -> list[ObjectId]:
+        """Load the first blocks of these one-block objects from the group in one go
+        (folder read-ahead): a reader of one of them meanwhile waits for this, as for
+        any load. Returns those the group did not give (not in RAM or being loaded
+        elsewhere): load them with ``get_block(ask_peers=False)``.
+
+        Each block from a peer lands like one from ``get_block``: RAM tier, then the
+        node cache through write-behind (unless ``peer_store`` is off).
+        """
+        assert self.peers is not None
+        mine: dict[ObjectId, tuple[bytes, _Flight]] = {}
+        for oid in oids:
+            key = block_key(oid, 0, self.block_size)
+            if oid.block_count(self.block_size) == 1 and key not in self.ram \
+                    and key not in self._inflight:
+                mine[oid] = (key, self._inflight.setdefault(key, _Flight()))
+        got: dict[ObjectId, bytes] = {}
+        try:
+            if mine:
+                budget = min(self.read_timeout,
+                             trio.current_effective_deadline() - trio.current_time())
+                async with self._peer_slots:
+                    got = await trio.to_thread.run_sync(
+                        _first_blocks_from_peers, self.peers, list(mine), self.block_size,
+                        budget, abandon_on_cancel=True)
+            for oid, data in got.items():
+                key, flight = mine[oid]
+                flight.data = data
+                self.ram.put(key, data, self._streamed(oid))
+                if self.peer_store:
+                    self._store_soon(oid, data)
+        finally:
+            # blocks the group did not give: their waiters load them themselves
+            for key, flight in mine.values():
+                del self._inflight[key]
+                flight.done.set()
+        return [o for o in oids if o not in got and not self.in_memory(o, 0)]
+
+    def _store_soon(self, oid: ObjectId, data: bytes) -> None:
+        """Write-behind without waiting: when its queue is full, a task waits for room."""
+        if self.disk is None or self._writer.off() or self._writer.offer(oid, 0, data):
+            return
+        if self._nursery is not None:
+            self._nursery.start_soon(self._queue_write, oid, 0, data)
 
     async def _peer_get(self, oid: ObjectId, idx: int) -> bytes | None:
         """The block from the group within what is left of this read's deadline."""
@@ -555,6 +613,17 @@ class BlockReader:
         finally:
             self._budget.release()
             self.metrics.readahead_bytes.dec(self.block_size)
+
+
+def _first_blocks_from_peers(peers: PeerClient, oids: list[ObjectId], block_size: int,
+                             budget: float) -> dict[ObjectId, bytes]:
+    """PeerClient.fetch_first_blocks in a worker thread; {} when it fails: peers are an
+    optimisation, S3 stays the source."""
+    try:
+        return peers.fetch_first_blocks(oids, block_size, budget)
+    except Exception as e:  # noqa: BLE001
+        log.debug("batch peer fetch of %d blocks failed: %s", len(oids), e)
+        return {}
 
 
 class _WriteBehind:

@@ -1,8 +1,22 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetBlocksRequest(_message.Message):
+    __slots__ = ("blocks",)
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    blocks: _containers.RepeatedCompositeFieldContainer[GetBlockRequest]
+    def __init__(self, blocks: _Optional[_Iterable[_Union[GetBlockRequest, _Mapping]]] = ...) -> None: ...
+
+class GetBlocksResponse(_message.Message):
+    __slots__ = ("blocks",)
+    BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    blocks: _containers.RepeatedCompositeFieldContainer[GetBlockResponse]
+    def __init__(self, blocks: _Optional[_Iterable[_Union[GetBlockResponse, _Mapping]]] = ...) -> None: ...
 
 class GetBlockRequest(_message.Message):
     __slots__ = ("bucket", "key", "etag", "size", "block_size", "index")

@@ -8,6 +8,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fusecache.group import Group, Member, TlsFiles, write_group
+from fusecache.nodecache import ObjectId
 
 FUSECACHE = [sys.executable, "-m", "fusecache.cli"]
 
@@ -98,6 +100,31 @@ def node_stats(cache_dir: Path) -> dict:
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+def upload(local_s3, bucket: str, files: dict[str, bytes]) -> None:
+    c = local_s3.client()
+    for k, v in files.items():
+        c.put_object(Bucket=bucket, Key=k, Body=v)
+
+
+def warm(cache: Path, uri: str) -> None:
+    """A node's cache filled by the real warm (before it has a group file)."""
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", uri, "--cache-dir",
+                        str(cache)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+
+
+def oid_of(local_s3, bucket: str, key: str) -> ObjectId:
+    """The object as S3 has it now (its ETag and size)."""
+    h = local_s3.client().head_object(Bucket=bucket, Key=key)
+    return ObjectId(bucket, key, h["ETag"].strip('"'), h["ContentLength"])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def wait_for(pred, what: str, timeout: float = 30.0):

@@ -28,32 +28,25 @@ from fusecache.nodecache import NodeCache, ObjectId, block_key
 from fusecache.peer_client import PeerClient
 
 from mounting import mounted, run_cli
-from peering import FUSECACHE, Pki, group_file, node_stats, peer_serve, wait_for
+from peering import (
+    FUSECACHE,
+    Pki,
+    free_port,
+    group_file,
+    node_stats,
+    oid_of,
+    peer_serve,
+    upload,
+    wait_for,
+    warm,
+)
 
 MiB = 1 << 20
 BS = 8 * MiB
 
 
-def _upload(local_s3, bucket: str, files: dict[str, bytes]) -> None:
-    c = local_s3.client()
-    for k, v in files.items():
-        c.put_object(Bucket=bucket, Key=k, Body=v)
-
-
-def _warm(cache: Path, uri: str) -> None:
-    """Node A's cache filled by the real warm (before A has a group file)."""
-    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", uri, "--cache-dir",
-                        str(cache)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-
-
 def _blocks(files: dict[str, bytes]) -> int:
     return sum((len(v) + BS - 1) // BS for v in files.values())
-
-
-def _oid(local_s3, bucket: str, key: str) -> ObjectId:
-    h = local_s3.client().head_object(Bucket=bucket, Key=key)
-    return ObjectId(bucket, key, h["ETag"].strip('"'), h["ContentLength"])
 
 
 # -- the user's path ------------------------------------------------------------------------
@@ -65,9 +58,9 @@ def test_dataset_warmed_on_a_is_read_on_b_over_mtls_with_no_s3_get(
         local_s3, s3_env, bucket, tmp_path):
     files = {"data/big.bin": os.urandom(20 * MiB + 12345), "data/small.bin": os.urandom(70_000),
              "data/sub/mid.bin": os.urandom(5 * MiB)}
-    _upload(local_s3, bucket, files)
+    upload(local_s3, bucket, files)
     a, b = tmp_path / "a", tmp_path / "b"
-    _warm(a, f"s3://{bucket}/data/")
+    warm(a, f"s3://{bucket}/data/")
     pki = Pki(tmp_path / "pki")
     ta, tb = pki.node("node-a"), pki.node("node-b")
     members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
@@ -79,7 +72,7 @@ def test_dataset_warmed_on_a_is_read_on_b_over_mtls_with_no_s3_get(
             Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,),
                    datasets=(f"s3://{bucket}/data/",)),
             Member("node-b", "127.0.0.1:1", buckets=(bucket,))], tb)
-        metrics_port = _free_port()
+        metrics_port = free_port()
         # a generous --peer-timeout: on a loaded test machine a peer's block must not
         # time out into an S3 GET (the bound itself is the next test's subject)
         with mounted(f"s3://{bucket}/data", tmp_path / "mb", s3_env, "--cache-dir", str(b),
@@ -99,7 +92,7 @@ def test_dataset_warmed_on_a_is_read_on_b_over_mtls_with_no_s3_get(
         cache = NodeCache.open(b)
         try:
             for k, v in files.items():
-                oid = _oid(local_s3, bucket, k)
+                oid = oid_of(local_s3, bucket, k)
                 got = b"".join(cache.get_block(oid, i) or b"!"
                                for i in range(oid.block_count(cache.block_size)))
                 assert got == v
@@ -113,9 +106,9 @@ def test_dataset_warmed_on_a_is_read_on_b_over_mtls_with_no_s3_get(
 @pytest.mark.s3
 def test_prefetchd_warm_on_c_takes_the_blocks_from_a(local_s3, s3_env, bucket, tmp_path):
     files = {"w/one.bin": os.urandom(9 * MiB), "w/two.bin": os.urandom(300_000)}
-    _upload(local_s3, bucket, files)
+    upload(local_s3, bucket, files)
     a, c = tmp_path / "a", tmp_path / "c"
-    _warm(a, f"s3://{bucket}/w/")
+    warm(a, f"s3://{bucket}/w/")
     pki = Pki(tmp_path / "pki")
     ta, tc = pki.node("node-a"), pki.node("node-c")
     group_file(a / "group.json", "node-a", [
@@ -126,7 +119,7 @@ def test_prefetchd_warm_on_c_takes_the_blocks_from_a(local_s3, s3_env, bucket, t
         group_file(c / "group.json", "node-c", [
             Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)),
             Member("node-c", "127.0.0.1:1", buckets=(bucket,))], tc)
-        _warm(c, f"s3://{bucket}/w/")
+        warm(c, f"s3://{bucket}/w/")
     st = node_stats(c)
     assert st["peer_hits"] == _blocks(files) and st["s3_gets"] == 0, st
     assert st["by_mount"]["prefetchd"].get("s3_bytes", 0) == 0
@@ -134,18 +127,11 @@ def test_prefetchd_warm_on_c_takes_the_blocks_from_a(local_s3, s3_env, bucket, t
     cache = NodeCache.open(c)
     try:
         for k, v in files.items():
-            oid = _oid(local_s3, bucket, k)
+            oid = oid_of(local_s3, bucket, k)
             assert b"".join(cache.get_block(oid, i) or b"!"
                             for i in range(oid.block_count(cache.block_size))) == v
     finally:
         cache.close()
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.fuse
@@ -153,9 +139,9 @@ def _free_port() -> int:
 def test_peer_stopped_then_killed_mid_read_falls_back_to_s3_byte_exact(
         local_s3, s3_env, bucket, tmp_path):
     data = os.urandom(8 * BS)
-    _upload(local_s3, bucket, {"d/shard.bin": data})
+    upload(local_s3, bucket, {"d/shard.bin": data})
     a, b = tmp_path / "a", tmp_path / "b"
-    _warm(a, f"s3://{bucket}/d/")
+    warm(a, f"s3://{bucket}/d/")
     with peer_serve(a, "--peer-insecure") as (proc, port):
         b.mkdir()
         group_file(b / "group.json", "node-b", [
@@ -251,8 +237,8 @@ def _serve_liar(liar: _LyingPeer) -> tuple[grpc.Server, int]:
 @pytest.mark.parametrize("mode", ["flipped", "short", "other-version", "honest"])
 def test_client_refuses_a_block_that_fails_verification(local_s3, bucket, tmp_path, mode):
     data = os.urandom(3 * MiB)
-    _upload(local_s3, bucket, {"x.bin": data})
-    oid = _oid(local_s3, bucket, "x.bin")
+    upload(local_s3, bucket, {"x.bin": data})
+    oid = oid_of(local_s3, bucket, "x.bin")
     liar = _LyingPeer({("x.bin", 0): data[:2 * MiB], ("x.bin", 1): data[2 * MiB:]}, mode)
     server, port = _serve_liar(liar)
     try:
@@ -279,7 +265,7 @@ def test_client_refuses_a_block_that_fails_verification(local_s3, bucket, tmp_pa
 @pytest.mark.s3
 def test_mount_serves_s3_bytes_when_the_peer_lies(local_s3, s3_env, bucket, tmp_path):
     files = {"d/a.bin": os.urandom(3 * MiB), "d/b.bin": os.urandom(100_000)}
-    _upload(local_s3, bucket, files)
+    upload(local_s3, bucket, files)
     liar = _LyingPeer({(k, 0): v for k, v in files.items()}, "flipped")
     server, port = _serve_liar(liar)
     b = tmp_path / "b"
@@ -298,7 +284,7 @@ def test_mount_serves_s3_bytes_when_the_peer_lies(local_s3, s3_env, bucket, tmp_
         cache = NodeCache.open(b)  # what B stored is S3's bytes, not the liar's
         try:
             for k, v in files.items():
-                assert cache.get_block(_oid(local_s3, bucket, k), 0) == v
+                assert cache.get_block(oid_of(local_s3, bucket, k), 0) == v
         finally:
             cache.close()
     finally:
@@ -312,10 +298,10 @@ def test_mount_serves_s3_bytes_when_the_peer_lies(local_s3, s3_env, bucket, tmp_
 def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
         local_s3, s3_env, bucket, tmp_path):
     data = os.urandom(1 * MiB)
-    _upload(local_s3, bucket, {"p/x.bin": data})
-    oid = _oid(local_s3, bucket, "p/x.bin")
+    upload(local_s3, bucket, {"p/x.bin": data})
+    oid = oid_of(local_s3, bucket, "p/x.bin")
     a = tmp_path / "a"
-    _warm(a, f"s3://{bucket}/p/")
+    warm(a, f"s3://{bucket}/p/")
     pki, rogue = Pki(tmp_path / "pki"), Pki(tmp_path / "rogue", "rogue")
     ta = pki.node("node-a")
     tb, tc, tz = pki.node("node-b"), pki.node("node-c"), pki.node("node-z")
@@ -383,10 +369,10 @@ def test_mtls_refuses_callers_without_a_group_certificate_or_the_bucket(
 def test_server_refuses_past_its_concurrency_and_bandwidth_share(
         local_s3, s3_env, bucket, tmp_path):
     data = os.urandom(BS)
-    _upload(local_s3, bucket, {"q/x.bin": data})
-    oid = _oid(local_s3, bucket, "q/x.bin")
+    upload(local_s3, bucket, {"q/x.bin": data})
+    oid = oid_of(local_s3, bucket, "q/x.bin")
     a = tmp_path / "a"
-    _warm(a, f"s3://{bucket}/q/")
+    warm(a, f"s3://{bucket}/q/")
     # 80 Mbit/s = 10 MB/s: one 8 MiB block takes ~0.7 s of the share beyond its burst
     with peer_serve(a, "--peer-insecure", "--peer-max-mbps", "80",
                     "--peer-max-concurrency", "1") as (_, port):
