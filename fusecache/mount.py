@@ -283,6 +283,13 @@ class MountedFilesystem:
                                   open_prefill=self.cfg.open_prefill,
                                   on_prefill=self.metrics.open_prefilled.inc)
 
+    async def _connect_peers(self) -> None:
+        try:
+            ready = await trio.to_thread.run_sync(self.peers.connect, abandon_on_cancel=True)
+            log.debug("connected to %d peers ahead", ready)
+        except Exception as e:  # noqa: BLE001 - only an optimisation of the first read
+            log.debug("could not connect to peers ahead: %s", e)
+
     def _peer_client(self) -> PeerClient:
         """The cache group's client; an explicit --group file must exist and parse."""
         from fusecache.cli import check_group_file
@@ -355,6 +362,8 @@ class MountedFilesystem:
             # The root is listed at once, in the background: the first lookups of a job
             # (its class folders, its shards) are then answered without asking S3.
             self.namespace.list_soon(self.namespace.root.key)
+            if self.peers.active():  # the first peer read then waits for no handshake
+                nursery.start_soon(self._connect_peers, name="fusecache-peer-connect")
             nursery.start_soon(self._flusher, name="fusecache-flusher")
             nursery.start_soon(self._watch_signals, name="fusecache-signals")
             nursery.start_soon(self._keep_authorised, name="fusecache-offline-auth")

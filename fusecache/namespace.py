@@ -11,10 +11,10 @@ resolved under a directory prefix P:
    listing of the whole of P, so a prefix of a million objects costs two small
    requests. Once a few lookups in P have gone to S3, P is listed in the
    background (the way a training loader opens every file of a folder), and
-   later lookups are answered by step 1. A listing of P that shows several
-   folders (a dataset's class folders) is followed by one listing of the whole
-   tree under P without a delimiter, when it is small enough: it gives every
-   folder under P its listing in a page per 1,000 objects.
+   later lookups are answered by step 1. A listing of P that shows a folder
+   (a dataset's class folders) is followed by one listing of the whole tree under
+   P without a delimiter, when it is small enough: it gives every folder under P
+   its listing in a page per 1,000 objects.
 
 Readdir lists P fully (paginated), streaming pages into the node cache, then walks
 the cached entries; a listing is shared with other mounts and prefetchd while it
@@ -74,13 +74,15 @@ _LIST_AFTER_REMOTE_LOOKUPS = 4
 _BACKGROUND_LISTINGS_MAX = 2
 _LOOKUP_COUNTS_MAX = 4096
 _BACKGROUND_LIST_MAX_PAGES = 20  # 20,000 names; a bigger directory keeps HEAD+LIST
-# A directory whose listing shows at least _TREE_MIN_DIRS folders (the class folders of
-# a dataset) is then listed whole, without a delimiter, in the background: when it holds
-# at most _TREE_MAX_OBJECTS objects, that one listing (a page per 1,000 objects) gives
-# every folder under it its listing, where folder by folder cost a LIST per folder and,
-# until a folder was listed, a HEAD and a LIST per name looked up in it. A bigger tree
-# costs the pages read before the bound, once per directory and mount.
-_TREE_MIN_DIRS = 2
+# A directory whose listing shows at least _TREE_MIN_DIRS folders (a dataset's folder,
+# its class folders) is then listed whole, without a delimiter, in the background: when
+# it holds at most _TREE_MAX_OBJECTS objects, that one listing (a page per 1,000
+# objects) gives every folder under it its listing, where folder by folder cost a LIST
+# per folder and, until a folder was listed, a HEAD and a LIST per name looked up in it.
+# A bigger tree costs the pages read before the bound, once per directory and mount.
+# The mount's root is listed at mount time, so a dataset of up to that many objects is
+# listed whole before the job's first lookup.
+_TREE_MIN_DIRS = 1
 _TREE_MAX_OBJECTS = 20_000
 # A directory listed before whose listing is past the TTL (the next epoch of a job, with a
 # TTL shorter than an epoch) is listed again at the first lookup in it, and the lookup

@@ -78,6 +78,9 @@ _BUSY_COOLDOWN = 0.5
 # mutual TLS, 256 MiB: 1 in flight 150-260 MB/s, 4 in flight 190-330 MB/s (CPU bound on
 # both ends; bench/run_peer_bench.py). The rest wait for a slot, within the try's bound.
 _PER_PEER = 4
+# GetBlocks calls in flight to one peer, besides those: two keep a peer's cache read of
+# one batch overlapping the transfer of the other.
+_BATCHES_PER_PEER = 2
 # Time a try allows for moving the block itself, on top of --peer-timeout: a peer that
 # cannot send at 50 MB/s is no better than S3.
 _FLOOR_RATE = 50e6
@@ -106,7 +109,7 @@ class PeerClient:
                                                     grpc.UnaryUnaryMultiCallable,
                                                     grpc.UnaryUnaryMultiCallable]] = {}
         self._states: dict[str, _PeerState] = {}
-        self._inflight: dict[str, threading.BoundedSemaphore] = {}
+        self._inflight: dict[tuple[str, bool], threading.BoundedSemaphore] = {}
         self._creds: grpc.ChannelCredentials | None = None
         self._creds_key: tuple | None = None
         self._creds_checked = -1e18
@@ -241,6 +244,30 @@ class PeerClient:
             st = self._states.get(name)
             return st is None or st.failures == 0 or self._clock() >= st.skip_until
 
+    def connect(self, timeout: float = 5.0, most: int = 8) -> int:
+        """Open the channels to up to *most* other members now (those hinting they hold
+        datasets first): TCP and TLS handshakes, so that the first block asked of each
+        does not wait for them. Returns how many were ready within *timeout*. Blocking:
+        the mount calls it in a worker thread at start."""
+        group = self._usable_group()
+        if group is None:
+            return 0
+        ready = 0
+        end_by = self._clock() + timeout
+        others = sorted((m for m in group.members if m.name != group.self_name),
+                        key=lambda m: not m.datasets)
+        for member in others[:most]:
+            try:
+                self._stub(group, member)
+                with self._lock:
+                    ch = self._channels[(member.name, member.endpoint)][1]
+                grpc.channel_ready_future(ch).result(
+                    timeout=max(0.01, end_by - self._clock()))
+                ready += 1
+            except (grpc.FutureTimeoutError, PeerConfigError, KeyError) as e:
+                log.debug("peer %s not connected ahead: %s", member.name, e)
+        return ready
+
     def close(self) -> None:
         with self._lock:
             chans, self._channels = list(self._channels.values()), {}
@@ -288,7 +315,7 @@ class PeerClient:
         spans = [o.block_span(0, block_size) for o in oids]
         nbytes = sum(end - start for start, end in spans)
         timeout = min(budget, self.timeout + nbytes / _FLOOR_RATE)
-        slot = self._slot(member.name)
+        slot = self._slot(member.name, batch=True)
         if not slot.acquire(timeout=timeout):
             self._observe(member.name, "busy", timeout, 0)
             return {}
@@ -364,13 +391,18 @@ class PeerClient:
         if self.metrics is not None:
             self.metrics.observe_peer(name, result, seconds, nbytes)
 
-    def _slot(self, name: str) -> threading.BoundedSemaphore:
+    def _slot(self, name: str, batch: bool = False) -> threading.BoundedSemaphore:
+        """The peer's request slots: _PER_PEER for single blocks (a reader waits for
+        them) and, apart, _BATCHES_PER_PEER for batches (read-ahead), so that a reader's
+        block never queues behind the read-ahead's batches."""
+        key = (name, batch)
         with self._lock:
-            sem = self._inflight.get(name)
+            sem = self._inflight.get(key)
             if sem is None:
                 if len(self._inflight) > 1024:  # members come and go: keep it bounded
                     self._inflight.clear()
-                sem = self._inflight[name] = threading.BoundedSemaphore(_PER_PEER)
+                sem = self._inflight[key] = threading.BoundedSemaphore(
+                    _BATCHES_PER_PEER if batch else _PER_PEER)
             return sem
 
     # -- breakers ------------------------------------------------------------------

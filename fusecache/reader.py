@@ -107,6 +107,7 @@ _WRITE_STALL = 10.0
 _FAILURE_MEMORY = 5.0
 _DISK_RETRY_AFTER = 30.0
 _PEER_THREADS = 16
+_PEER_BATCH_THREADS = 4
 # Buffers of blocks the RAM tier let go, kept for the next node-cache read of a full
 # block (see _recycle). A fresh 8 MiB buffer costs 2,048 page faults and zeroed pages:
 # measured on 2 cores (512 MiB from the node cache, page cache dropped), NodeCache.get_block
@@ -189,8 +190,10 @@ class BlockReader:
         self.store = store
         self.peers = peers
         self.peer_store = peer_store
-        # Blocks asked of peers at once (each a worker thread while it waits).
+        # Blocks asked of peers at once (each a worker thread while it waits); batches
+        # of folder read-ahead apart, so that they never hold up a reader's block.
         self._peer_slots = trio.CapacityLimiter(_PEER_THREADS)
+        self._peer_batch_slots = trio.CapacityLimiter(_PEER_BATCH_THREADS)
         self.breaker = breaker
         self.offline = offline
         self.ram = ram
@@ -474,7 +477,7 @@ class BlockReader:
             if mine:
                 budget = min(self.read_timeout,
                              trio.current_effective_deadline() - trio.current_time())
-                async with self._peer_slots:
+                async with self._peer_batch_slots:
                     got = await trio.to_thread.run_sync(
                         _first_blocks_from_peers, self.peers, list(mine), self.block_size,
                         budget, abandon_on_cancel=True)

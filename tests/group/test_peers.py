@@ -402,6 +402,28 @@ def test_server_refuses_past_its_concurrency_and_bandwidth_share(
             assert e.value.code() is grpc.StatusCode.NOT_FOUND
 
 
+@pytest.mark.s3
+def test_connect_opens_the_channels_to_peers_ahead(local_s3, s3_env, bucket, tmp_path):
+    """A mount connects to the group at start: the handshakes are done before the first
+    block is asked; a member that does not answer costs at most the timeout."""
+    a = tmp_path / "a"
+    upload(local_s3, bucket, {"c/x.bin": b"x"})
+    warm(a, f"s3://{bucket}/c/")
+    with peer_serve(a, "--peer-insecure") as (_, port):
+        gf = group_file(tmp_path / "group.json", "me", [
+            Member("holder", f"127.0.0.1:{port}", buckets=(bucket,),
+                   datasets=(f"s3://{bucket}/c/",)),
+            Member("gone", "127.0.0.1:1", buckets=(bucket,)), Member("me", "x:1")])
+        client = PeerClient(GroupWatcher(gf), insecure=True)
+        try:
+            assert client.connect(timeout=2.0) == 1  # the holder; "gone" timed out
+            assert ("holder", f"127.0.0.1:{port}") in client._channels
+        finally:
+            client.close()
+        no_group = PeerClient(GroupWatcher(tmp_path / "missing.json"), insecure=True)
+        assert no_group.connect(timeout=0.5) == 0
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 
