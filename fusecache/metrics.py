@@ -145,11 +145,11 @@ class Metrics:
             self._pending["peer_misses"] += misses
             self._pending["peer_bytes"] += nbytes
 
-    def observe_peer_fallback(self) -> None:
-        """Peers were asked for a block and none served it: it comes from S3."""
-        self.peer_fallbacks.inc()
+    def observe_peer_fallback(self, blocks: int = 1) -> None:
+        """Peers were asked for *blocks* blocks and none served them: they come from S3."""
+        self.peer_fallbacks.inc(blocks)
         with self._pending_lock:
-            self._pending["peer_fallbacks"] += 1
+            self._pending["peer_fallbacks"] += blocks
 
     def observe_served(self, nbytes: int, blocks: int = 1) -> None:
         """The peer server sent *blocks* blocks (from a gRPC worker thread)."""

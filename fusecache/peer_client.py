@@ -233,7 +233,7 @@ class PeerClient:
             if not order:
                 break
         if asked and len(got) < len(oids) and self.metrics is not None:
-            self.metrics.observe_peer_fallback()
+            self.metrics.observe_peer_fallback(len(oids) - len(got))
         return got
 
     def _may_ask(self, name: str) -> bool:

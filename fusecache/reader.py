@@ -361,7 +361,11 @@ class BlockReader:
                 raise flight.error
             if flight.data is not None:
                 return flight.data
-            # a batch from peers that did not get it (load_first_blocks): load it here
+            # a batch from peers that did not get it (load_first_blocks): load it here,
+            # unless another task did meanwhile
+            data = self.ram.get(key)
+            if data is not None:
+                return data
             flight = self._inflight.get(key)
         failed = self._recent_failures.get(key)
         if failed is not None:
@@ -471,7 +475,8 @@ class BlockReader:
             key = block_key(oid, 0, self.block_size)
             if oid.block_count(self.block_size) == 1 and key not in self.ram \
                     and key not in self._inflight:
-                mine[oid] = (key, self._inflight.setdefault(key, _Flight()))
+                mine[oid] = (key, _Flight())
+                self._inflight[key] = mine[oid][1]
         got: dict[ObjectId, bytes] = {}
         try:
             if mine:
@@ -485,21 +490,15 @@ class BlockReader:
                 key, flight = mine[oid]
                 flight.data = data
                 self.ram.put(key, data, self._streamed(oid))
-                if self.peer_store:
-                    self._store_soon(oid, data)
         finally:
             # blocks the group did not give: their waiters load them themselves
             for key, flight in mine.values():
                 del self._inflight[key]
                 flight.done.set()
+        if self.peer_store:  # after the waiters are served; a full queue holds up the caller
+            for oid, data in got.items():
+                await self._store_later(oid, 0, data)
         return [o for o in oids if o not in got and not self.in_memory(o, 0)]
-
-    def _store_soon(self, oid: ObjectId, data: bytes) -> None:
-        """Write-behind without waiting: when its queue is full, a task waits for room."""
-        if self.disk is None or self._writer.off() or self._writer.offer(oid, 0, data):
-            return
-        if self._nursery is not None:
-            self._nursery.start_soon(self._queue_write, oid, 0, data)
 
     async def _peer_get(self, oid: ObjectId, idx: int) -> bytes | None:
         """The block from the group within what is left of this read's deadline."""
