@@ -84,6 +84,7 @@ _BACKGROUND_LIST_MAX_PAGES = 20  # 20,000 names; a bigger directory keeps HEAD+L
 # listed whole before the job's first lookup.
 _TREE_MIN_DIRS = 1
 _TREE_MAX_OBJECTS = 20_000
+_TREE_CHECK = 256  # names of a directory looked at for fresh folder listings first
 # A directory listed before whose listing is past the TTL (the next epoch of a job, with a
 # TTL shorter than an epoch) is listed again at the first lookup in it, and the lookup
 # answered from that, if it had at most this many names (one LIST page): every later
@@ -462,8 +463,17 @@ class Namespace:
 
     def _list_tree_into_cache(self, prefix: str) -> int | None:
         """List everything under *prefix* (no delimiter) into the node cache as the
-        listings of every folder in it; None, storing nothing, past _TREE_MAX_OBJECTS.
+        listings of every folder in it; None, storing nothing, past _TREE_MAX_OBJECTS;
+        0, listing nothing, when the folders of *prefix*'s first _TREE_CHECK names all
+        have fresh listings already (a dataset prefetchd warmed, or a mount listed).
         Runs in a worker thread."""
+        rec = self.listings.get_dir(self.location.bucket, prefix)
+        if rec is not None:
+            folders = [e for e in self.listings.entries(self.location.bucket, prefix, rec,
+                                                        None, _TREE_CHECK) if e.is_dir]
+            if folders and all(self._listing_if_fresh(prefix + e.name + "/")
+                               for e in folders):
+                return 0
         objects = []
         for obj in self.store.list_all(prefix):
             if len(objects) >= _TREE_MAX_OBJECTS:

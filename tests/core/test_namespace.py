@@ -265,7 +265,7 @@ def test_a_folder_of_folders_is_listed_whole_once_for_every_folder_in_it(
             store.put(f"ds/class{c:02d}/img{i:02d}.jpg", b"x" * (1 + i % 5))
     store.put("ds/readme.txt", b"r")
     store.put("ds/empty/", b"")  # a folder marker
-    ns, _, cache = make(tmp_path, store)
+    ns, clock, cache = make(tmp_path, store)
 
     async def settle() -> None:
         await trio.testing.wait_all_tasks_blocked()
@@ -290,6 +290,13 @@ def test_a_folder_of_folders_is_listed_whole_once_for_every_folder_in_it(
         empty = await ns.lookup(ds.ino, "empty")
         assert empty.is_dir and ns.listings.get_dir("fake", "ds/empty/").count == 0
     trio.run(go)
+    # folders whose listings are fresh (prefetchd warmed them, or another mount listed
+    # them) are not listed again; once they are past the TTL, they are
+    store.calls.clear()
+    assert ns._list_tree_into_cache("ds/") == 0 and store.calls["list"] == 0
+    clock.now += 61
+    assert ns._list_tree_into_cache("ds/") == 32  # ds/, 30 classes, empty/
+    assert store.calls["list"] == 2
     cache.close()
 
     # a tree past the bound stores nothing of it, and is not listed whole again
