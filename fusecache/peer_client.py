@@ -303,8 +303,7 @@ class PeerClient:
         except grpc.RpcError as e:
             result = self._rpc_failed(member.name, e)
         except PeerConfigError as e:
-            self._warn_once(f"tls:{e}", "peers not asked: %s", e)
-            self._failed(member.name, _COOLDOWN)
+            self._unusable(member.name, e)
         self._observe(member.name, result, self._clock() - t0, nbytes)
         return data
 
@@ -359,8 +358,7 @@ class PeerClient:
         except grpc.RpcError as e:
             result = self._rpc_failed(member.name, e)
         except PeerConfigError as e:
-            self._warn_once(f"tls:{e}", "peers not asked: %s", e)
-            self._failed(member.name, _COOLDOWN)
+            self._unusable(member.name, e)
         finally:
             slot.release()
         if result == "answered" and self.metrics is not None:
@@ -370,6 +368,11 @@ class PeerClient:
         elif result != "answered":
             self._observe(member.name, result, self._clock() - t0, 0)
         return out
+
+    def _unusable(self, name: str, e: PeerConfigError) -> None:
+        """This node's TLS files cannot be used: say so once, skip the peer a while."""
+        self._warn_once(f"tls:{e}", "peers not asked: %s", e)
+        self._failed(name, _COOLDOWN)
 
     def _rpc_failed(self, name: str, e: grpc.RpcError) -> str:
         """Book a failed call against the peer's breaker; the metrics' result name."""
