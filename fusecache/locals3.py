@@ -143,11 +143,13 @@ class LocalS3:
         os.chmod(cfg_path, 0o600)
         fixed_s3 = self.s3_port
         # A port found free may be taken before weed binds it; weed then exits at
-        # once with "address already in use": pick new ports and start again.
+        # once with "address already in use": pick new ports and start again. The S3
+        # gRPC port is chosen too (weed's default is the S3 port + 10000, which a fixed
+        # S3 port, as a restart on the same address, would keep however often it retried).
         for attempt in range(3):
-            master, volume, filer, s3 = _free_ports(4)
+            master, volume, filer, s3, s3_grpc = _free_ports(5)
             self.s3_port = fixed_s3 or s3
-            self._launch(cfg_path, master, volume, filer)
+            self._launch(cfg_path, master, volume, filer, s3_grpc)
             try:
                 self._wait_ready(timeout)
                 return self
@@ -160,11 +162,13 @@ class LocalS3:
                         shutil.rmtree(p) if p.is_dir() else p.unlink()
         return self
 
-    def _launch(self, cfg_path: Path, master: int, volume: int, filer: int) -> None:
+    def _launch(self, cfg_path: Path, master: int, volume: int, filer: int,
+                s3_grpc: int) -> None:
         cmd = [
             *self.cmd_prefix, weed_binary(), "server", f"-dir={self.data_dir}", f"-ip={self.ip}",
             f"-ip.bind={self.ip}", f"-master.port={master}", f"-volume.port={volume}",
             f"-filer.port={filer}", "-s3", f"-s3.port={self.s3_port}",
+            f"-s3.port.grpc={s3_grpc}",
             f"-s3.config={cfg_path}", "-s3.port.iceberg=0", "-s3.port.lance=0",
             # Every bucket is a collection that takes several volume slots of its own; with
             # -volume.max=0 (slots from free disk / size limit) a few dozen buckets exhaust
