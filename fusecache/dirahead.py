@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import trio
@@ -219,13 +220,7 @@ class FolderReadAhead:
                 if self.reader.peers_active():
                     await self._fetch_from_group(folder, batch, missing)
                     continue
-                for i, (_entry, oid) in enumerate(batch):
-                    if oid not in missing:
-                        continue
-                    if folder.credits <= 0:  # keep the rest for the next credits
-                        folder.upcoming.extendleft(e for e, o in reversed(batch[i:])
-                                                   if o in missing)
-                        break
+                for oid in self._affordable(folder, batch, missing):
                     await self._slots.acquire()
                     if self.reader.in_memory(oid, 0):  # its reader got there first
                         self._slots.release()
@@ -240,17 +235,26 @@ class FolderReadAhead:
             self._queue(folder)
             self._pump()
 
-    async def _fetch_from_group(self, folder: _Folder, batch: list[tuple[DirEntry, ObjectId]],
-                                missing: set[ObjectId]) -> None:
-        """With a cache group: the batch's missing files its credits buy are asked of the
-        peers in one call (one slot); the rest keep for the next credits."""
-        wanted: list[ObjectId] = []
+    @staticmethod
+    def _affordable(folder: _Folder, batch: list[tuple[DirEntry, ObjectId]],
+                    missing: set[ObjectId]) -> Iterator[ObjectId]:
+        """The batch's files in *missing*, one at a time while the folder has credits (the
+        caller spends them); once they are spent, the rest go back to the front of the
+        folder's upcoming files, for the next credits."""
         for i, (_entry, oid) in enumerate(batch):
             if oid not in missing:
                 continue
             if folder.credits <= 0:
                 folder.upcoming.extendleft(e for e, o in reversed(batch[i:]) if o in missing)
-                break
+                return
+            yield oid
+
+    async def _fetch_from_group(self, folder: _Folder, batch: list[tuple[DirEntry, ObjectId]],
+                                missing: set[ObjectId]) -> None:
+        """With a cache group: the batch's missing files its credits buy are asked of the
+        peers in one call (one slot); the rest keep for the next credits."""
+        wanted: list[ObjectId] = []
+        for oid in self._affordable(folder, batch, missing):
             if not self.reader.in_memory(oid, 0):
                 folder.credits -= 1
                 self._note_fetch(oid)

@@ -123,13 +123,8 @@ class Metrics:
         """One block request to a peer (from a worker thread)."""
         self.peer_requests.labels(peer, result).inc()
         self.peer_latency.labels(peer).observe(seconds)
-        with self._pending_lock:
-            if result == "hit":
-                self.peer_bytes.inc(nbytes)
-                self._pending["peer_hits"] += 1
-                self._pending["peer_bytes"] += nbytes
-            else:
-                self._pending["peer_misses"] += 1
+        hit = result == "hit"
+        self._tally_peer(int(hit), int(not hit), nbytes if hit else 0)
 
     def observe_peer_batch(self, peer: str, seconds: float, hits: int, misses: int,
                            nbytes: int) -> None:
@@ -139,8 +134,13 @@ class Metrics:
             self.peer_requests.labels(peer, "hit").inc(hits)
         if misses:
             self.peer_requests.labels(peer, "miss").inc(misses)
+        self._tally_peer(hits, misses, nbytes)
+
+    def _tally_peer(self, hits: int, misses: int, nbytes: int) -> None:
+        """Blocks that came from peers (*nbytes*) and requests that brought none."""
         with self._pending_lock:
-            self.peer_bytes.inc(nbytes)
+            if nbytes:
+                self.peer_bytes.inc(nbytes)
             self._pending["peer_hits"] += hits
             self._pending["peer_misses"] += misses
             self._pending["peer_bytes"] += nbytes

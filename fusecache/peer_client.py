@@ -559,3 +559,14 @@ def fetch_from_peers(peers: PeerClient | None, oid: ObjectId, idx: int, block_si
     except Exception as e:  # noqa: BLE001 - peers are an optimisation; S3 stays the source
         log.debug("peer fetch of block %d of %s failed: %s", idx, oid.key, e)
         return None
+
+
+def first_blocks_from_peers(peers: PeerClient, oids: list[ObjectId], block_size: int,
+                            budget: float) -> dict[ObjectId, bytes]:
+    """The first blocks the group gives, or {} when asking fails: the one call folder
+    read-ahead makes (``PeerClient.fetch_first_blocks``)."""
+    try:
+        return peers.fetch_first_blocks(oids, block_size, budget)
+    except Exception as e:  # noqa: BLE001 - peers are an optimisation; S3 stays the source
+        log.debug("batch peer fetch of %d blocks failed: %s", len(oids), e)
+        return {}

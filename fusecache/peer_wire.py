@@ -34,11 +34,16 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-def encode_response(data: bytes, crc: int, key: bytes) -> bytes:
-    """A GetBlockResponse: fields crc32, block_key, then data (any order is valid)."""
-    head = b"".join((bytes((_CRC,)), _varint(crc), bytes((_KEY,)), _varint(len(key)), key,
+def _head(data: bytes, crc: int, key: bytes) -> bytes:
+    """A GetBlockResponse up to its data: fields crc32, block_key, then data's tag and
+    length (any order of fields is valid)."""
+    return b"".join((bytes((_CRC,)), _varint(crc), bytes((_KEY,)), _varint(len(key)), key,
                      bytes((_DATA,)), _varint(len(data))))
-    return b"".join((head, data))
+
+
+def encode_response(data: bytes, crc: int, key: bytes) -> bytes:
+    """A GetBlockResponse."""
+    return b"".join((_head(data, crc, key), data))
 
 
 def encode_batch(blocks: list[tuple[bytes, int, bytes] | None]) -> bytes:
@@ -50,8 +55,7 @@ def encode_batch(blocks: list[tuple[bytes, int, bytes] | None]) -> bytes:
             parts.append(bytes((_BLOCKS, 0)))
             continue
         data, crc, key = item
-        head = b"".join((bytes((_CRC,)), _varint(crc), bytes((_KEY,)), _varint(len(key)), key,
-                         bytes((_DATA,)), _varint(len(data))))
+        head = _head(data, crc, key)
         parts += (bytes((_BLOCKS,)), _varint(len(head) + len(data)), head, data)
     return b"".join(parts)
 

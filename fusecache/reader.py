@@ -79,7 +79,7 @@ from fusecache.circuit import CircuitBreaker
 from fusecache.metrics import Metrics
 from fusecache.nodecache import NodeCache, NotInMemory, ObjectId, block_key
 from fusecache.offline_auth import OfflineGate
-from fusecache.peer_client import PeerClient, fetch_from_peers
+from fusecache.peer_client import PeerClient, fetch_from_peers, first_blocks_from_peers
 from fusecache.ramcache import RamCache
 from fusecache.store import ObjectStore
 
@@ -484,7 +484,7 @@ class BlockReader:
                              trio.current_effective_deadline() - trio.current_time())
                 async with self._peer_batch_slots:
                     got = await trio.to_thread.run_sync(
-                        _first_blocks_from_peers, self.peers, list(mine), self.block_size,
+                        first_blocks_from_peers, self.peers, list(mine), self.block_size,
                         budget, abandon_on_cancel=True)
             for oid, data in got.items():
                 key, flight = mine[oid]
@@ -615,17 +615,6 @@ class BlockReader:
         finally:
             self._budget.release()
             self.metrics.readahead_bytes.dec(self.block_size)
-
-
-def _first_blocks_from_peers(peers: PeerClient, oids: list[ObjectId], block_size: int,
-                             budget: float) -> dict[ObjectId, bytes]:
-    """PeerClient.fetch_first_blocks in a worker thread; {} when it fails: peers are an
-    optimisation, S3 stays the source."""
-    try:
-        return peers.fetch_first_blocks(oids, block_size, budget)
-    except Exception as e:  # noqa: BLE001
-        log.debug("batch peer fetch of %d blocks failed: %s", len(oids), e)
-        return {}
 
 
 class _WriteBehind:
