@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from multiprocessing import Pool
+from multiprocessing import get_context
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -110,11 +110,16 @@ def _read_whole(paths: list[str]) -> int:
 
 
 def _timed_pass(paths: list[str], readers: int) -> tuple[float, int]:
+    """Seconds for *readers* processes to read their shares, and the bytes read. The
+    processes come from a fork server and start before the clock does: a process forked
+    from this one, which has threads (thread pools, profilers), can inherit a lock held
+    at the fork and hang the pool, as it once did here."""
     shares = [paths[i::readers] for i in range(readers)]
-    t = time.perf_counter()
-    with Pool(readers) as pool:
+    with get_context("forkserver").Pool(readers) as pool:
+        pool.map(len, [[]] * readers)   # every process started
+        t = time.perf_counter()
         n = sum(pool.map(_read_whole, shares))
-    return time.perf_counter() - t, n
+        return time.perf_counter() - t, n
 
 
 def _thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
