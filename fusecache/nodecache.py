@@ -37,13 +37,13 @@ block (LMDB commits are atomic), a power loss may lose the last commits. A file 
 cannot be opened or has another format is moved aside and a fresh cache created.
 
 Failpoints (tests only; off by default): ``FUSECACHE_FAILPOINT=SITE:N``, read once at
-import, makes the process SIGKILL itself the Nth time it reaches SITE, so a test can
-kill -9 a mount or a warm at a chosen point of a cache write. Sites: ``put:begin``
-(write transaction open, nothing written), ``put:data`` (block bytes written, not its
-metadata), ``put:commit`` (everything written, not committed), ``put:committed``
-(committed, offset not recorded), ``evict:delete`` (one block evicted in an uncommitted
-transaction), ``offset:commit``, ``touch:commit``. Unset, each site costs one test of
-a module global against None.
+import, makes the process SIGKILL itself when the Nth block reaches SITE (the blocks of
+one write transaction reach it together), so a test can kill -9 a mount or a warm at a
+chosen point of a cache write. Sites: ``put:begin`` (write transaction open, nothing
+written), ``put:data`` (block bytes written, not its metadata), ``put:commit``
+(everything written, not committed), ``put:committed`` (committed, offset not recorded),
+``evict:delete`` (one block evicted in an uncommitted transaction), ``offset:commit``,
+``touch:commit``. Unset, each site costs one test of a module global against None.
 """
 
 from __future__ import annotations
@@ -90,14 +90,16 @@ _FAILPOINT_HITS = [0]
 _FAILPOINT_LOCK = threading.Lock()
 
 
-def _failpoint(site: str) -> None:
-    """SIGKILL this process at the Nth hit of the configured site (see the docstring)."""
+def _failpoint(site: str, blocks: int = 1) -> None:
+    """SIGKILL this process when the Nth block reaches the configured site (see the
+    docstring); *blocks* reach it together (one transaction of several blocks)."""
     assert _FAILPOINT is not None
-    if site != _FAILPOINT[0]:
+    if site != _FAILPOINT[0] or blocks < 1:
         return
     with _FAILPOINT_LOCK:
-        _FAILPOINT_HITS[0] += 1
-        if _FAILPOINT_HITS[0] == _FAILPOINT[1]:
+        before = _FAILPOINT_HITS[0]
+        _FAILPOINT_HITS[0] += blocks
+        if before < _FAILPOINT[1] <= _FAILPOINT_HITS[0]:
             os.kill(os.getpid(), signal.SIGKILL)
 
 FORMAT = b"fusecache-node-cache-1"
@@ -105,7 +107,7 @@ _ENV_DIR = "cache.lmdb"
 _MAX_EVICT_SCAN = 4096
 _MAX_PENDING_TOUCHES = 65536
 _UNMAP_EVERY = 64 << 20  # bytes read through the map between two unmaps
-_PREAD_MIN = 8 << 10  # blocks at least this big are read with pread (see _record_offset)
+_PREAD_MIN = 8 << 10  # blocks at least this big are read with pread (see _record_offsets)
 _MAX_FILE_OFFSET = 1 << 50
 _MADV_DONTNEED = 4
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 8)
@@ -203,7 +205,7 @@ class NodeCache:
             self._blocks = env.open_db(b"blocks", txn=txn)
             self._bmeta = env.open_db(b"bmeta", txn=txn)
             # Where each block's bytes lie in data.mdb, recorded right after the block is
-            # stored (see _record_offset). Absent for a block: it is read through the map.
+            # stored (see _record_offsets). Absent for a block: it is read through the map.
             self._boffs = env.open_db(b"boffs", txn=txn)
             self._lru = env.open_db(b"lru", txn=txn)
             self._pins = env.open_db(b"pins", txn=txn)
@@ -463,41 +465,57 @@ class NodeCache:
         Returns False (and stores nothing) when the block does not fit without
         evicting pinned data. Raises lmdb.Error on disk problems (caller decides).
         """
-        start, end = oid.block_span(index, self.block_size)
-        if len(data) != end - start:
-            raise ValueError(f"block {index} of {oid.key}: {len(data)} bytes, "
-                             f"expected {end - start}")
-        key = self.block_key(oid, index)
-        crc = _crc32(data)  # before the write lock: other writers need not wait for it
+        return self.put_blocks([(oid, index, data)]) == [True]
+
+    def put_blocks(self, blocks: list[tuple[ObjectId, int, bytes]]) -> list[bool]:
+        """Store several blocks in one write transaction (and their offsets in one more),
+        each as ``put_block`` would: per block, False when it does not fit without
+        evicting pinned data. The mount's write-behind stores what is queued this way: two
+        commits per block cost its thread more than the copies (cold small files).
+        """
+        checked = []
+        for oid, index, data in blocks:
+            start, end = oid.block_span(index, self.block_size)
+            if len(data) != end - start:
+                raise ValueError(f"block {index} of {oid.key}: {len(data)} bytes, "
+                                 f"expected {end - start}")
+            # the crc before the write lock: other writers need not wait for it
+            checked.append((oid, self.block_key(oid, index), data, _crc32(data)))
         now = time.time_ns()
+        stored: list[bool] = []
+        fresh: list[bytes] = []
         with self.env.begin(write=True) as txn:
             if _FAILPOINT is not None:
-                _failpoint("put:begin")
-            old = txn.get(key, db=self._bmeta)
-            if old is not None:
-                return True  # another process stored it first: same bytes by identity
+                _failpoint("put:begin", len(checked))
             used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
-            if used + len(data) > self._fill_limit:
-                used, freed = self._evict(txn, used, len(data), now)
+            for oid, key, data, crc in checked:
+                if txn.get(key, db=self._bmeta) is not None:
+                    stored.append(True)  # another process stored it first: same bytes
+                    continue
                 if used + len(data) > self._fill_limit:
-                    txn.put(b"used", _U64.pack(used), db=self._meta)
-                    return False
-            txn.put(key, data, db=self._blocks)
+                    used, _ = self._evict(txn, used, len(data), now)
+                    if used + len(data) > self._fill_limit:
+                        stored.append(False)
+                        continue
+                txn.put(key, data, db=self._blocks)
+                if _FAILPOINT is not None:
+                    _failpoint("put:data")
+                txn.put(key, _BMETA.pack(now, len(data), crc), db=self._bmeta)
+                txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
+                used += len(data)
+                if txn.get(oid.digest, db=self._objects) is None:
+                    txn.put(oid.digest, json.dumps(
+                        {"bucket": oid.bucket, "key": oid.key, "etag": oid.etag,
+                         "size": oid.size}).encode(), db=self._objects)
+                stored.append(True)
+                fresh.append(key)
+            txn.put(b"used", _U64.pack(used), db=self._meta)
             if _FAILPOINT is not None:
-                _failpoint("put:data")
-            txn.put(key, _BMETA.pack(now, len(data), crc), db=self._bmeta)
-            txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
-            txn.put(b"used", _U64.pack(used + len(data)), db=self._meta)
-            if txn.get(oid.digest, db=self._objects) is None:
-                txn.put(oid.digest, json.dumps(
-                    {"bucket": oid.bucket, "key": oid.key, "etag": oid.etag,
-                     "size": oid.size}).encode(), db=self._objects)
-            if _FAILPOINT is not None:
-                _failpoint("put:commit")
+                _failpoint("put:commit", len(fresh))
         if _FAILPOINT is not None:
-            _failpoint("put:committed")
-        self._record_offset(key)
-        return True
+            _failpoint("put:committed", len(fresh))
+        self._record_offsets(fresh)
+        return stored
 
     # -- reading blocks with pread -----------------------------------------------
     #
@@ -516,27 +534,30 @@ class NodeCache:
     # 848-1035 MB/s, remount small files 2946-3098 -> 3557-3802/s, peak RSS 374-380
     # -> 329 MiB; cold small files 318-334 -> 275-363/s (noisy; one more write each).
 
-    def _record_offset(self, key: bytes) -> None:
-        """Record where a block just committed lies in data.mdb.
+    def _record_offsets(self, keys: list[bytes]) -> None:
+        """Record where blocks just committed lie in data.mdb.
 
         A transaction of its own right after the put (the address is known only
         once the block is in the map). Batching these into the mount's
         once-a-second flush was measured slower: cold small files 318 -> 128-150/s,
         as the batch holds the write lock while it pages in a second of blocks.
         """
-        if self._data_fd is None:
+        if self._data_fd is None or not keys:
             return
+        touched = 0
         try:
             with self.env.begin(write=True, buffers=True) as txn:
-                buf = txn.get(key, db=self._blocks)
-                touched = len(buf) if buf is not None else 0  # paged in through the map
-                off = self._file_offset(buf) if touched >= _PREAD_MIN else None
-                if off is not None:
-                    txn.put(key, _U64.pack(off), db=self._boffs)
+                for key in keys:
+                    buf = txn.get(key, db=self._blocks)
+                    n = len(buf) if buf is not None else 0  # paged in through the map
+                    touched += n
+                    off = self._file_offset(buf) if n >= _PREAD_MIN else None
+                    if off is not None:
+                        txn.put(key, _U64.pack(off), db=self._boffs)
                 if _FAILPOINT is not None:
-                    _failpoint("offset:commit")
-        except lmdb.Error as e:  # an optimisation: the block is stored either way
-            log.debug("could not record where block %r lies: %s", key, e)
+                    _failpoint("offset:commit", len(keys))
+        except lmdb.Error as e:  # an optimisation: the blocks are stored either way
+            log.debug("could not record where %d block(s) lie: %s", len(keys), e)
             return
         self._count_mapped(touched)
 

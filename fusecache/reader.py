@@ -44,8 +44,9 @@ the RAM tier let go (``_recycle``: only one nothing else refers to), so a stream
 the node cache does not map and zero a fresh 8 MiB buffer per block.
 
 Write-behind: fetched blocks go to the node cache from one thread of its own
-(``_WriteBehind``), handed over without a trio task switch; the queue is bounded in
-bytes (64 MiB) and a fetch waits for room, up to _WRITE_STALL, when the disk is slower.
+(``_WriteBehind``), handed over without a trio task switch, and stored whatever is queued
+at once (up to _WRITE_BATCH) in one write transaction; the queue is bounded in bytes
+(64 MiB) and a fetch waits for room, up to _WRITE_STALL, when the disk is slower.
 
 Failures: each S3 call retries with backoff inside the store; a read that cannot
 finish within ``read_timeout`` (the bound of the whole read, however many blocks)
@@ -61,6 +62,7 @@ before they are served or cached.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import logging
 import math
 import sys
@@ -103,6 +105,9 @@ _START_WINDOW = 4
 # fetches wait for the disk (see _queue_write).
 _WRITE_QUEUE_BYTES = 64 * 1024 * 1024
 _WRITE_STALL = 10.0
+# Blocks the write-behind thread stores in one write transaction at most (whatever is
+# queued, up to this): a commit per block cost more than the block's copy.
+_WRITE_BATCH = 16
 # How long a block whose fetch failed for good fails again at once.
 _FAILURE_MEMORY = 5.0
 _DISK_RETRY_AFTER = 30.0
@@ -682,18 +687,21 @@ class _WriteBehind:
                 self._cond.wait_for(lambda: self._items or self._closed)
                 if not self._items:
                     return  # closed and drained
-                oid, idx, data = self._items[0]
+                batch = list(itertools.islice(self._items, _WRITE_BATCH))
             try:
-                if not self.off() and not self._disk.put_block(oid, idx, data):
-                    log.debug("node cache full of pinned data; block %d of %s not cached",
-                              idx, oid.key)
+                if not self.off():
+                    for (oid, idx, _), ok in zip(batch, self._disk.put_blocks(batch),
+                                                 strict=True):
+                        if not ok:
+                            log.debug("node cache full of pinned data; block %d of %s not "
+                                      "cached", idx, oid.key)
             except (lmdb.Error, OSError) as e:
                 self._off_until = time.monotonic() + _DISK_RETRY_AFTER
                 log.warning("cannot write to the node cache (%s); serving from S3 only, "
                             "retrying in %.0fs", e, _DISK_RETRY_AFTER)
             except Exception:  # noqa: BLE001 - the thread must outlive one bad block
-                log.exception("node cache write of block %d of %s failed", idx, oid.key)
+                log.exception("node cache write of %d block(s) failed", len(batch))
             with self._cond:
-                self._items.popleft()
-                self._bytes -= len(data)
+                for _ in batch:
+                    self._bytes -= len(self._items.popleft()[2])
                 self._cond.notify_all()

@@ -93,6 +93,42 @@ def test_pinned_blocks_are_never_evicted(tmp_path: Path) -> None:
     c.close()
 
 
+def test_blocks_stored_together_keep_the_books_of_blocks_stored_alone(
+        tmp_path: Path) -> None:
+    """put_blocks (the write-behind's batches): one answer per block, in order; a block
+    already there counts as stored; one that fits only by evicting pinned data is refused
+    while the others of its batch are stored; used bytes, offsets and reads as for
+    put_block."""
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    pinned = [oid(f"p{i}") for i in range(2)]
+    for o in pinned:
+        c.pin_object(o, owner="job")
+    a, b = oid("a", size=2 * BS), oid("b")
+    assert c.put_block(pinned[0], 0, data_for(pinned[0], 0))
+    batch = [(pinned[0], 0, data_for(pinned[0], 0)),   # already stored
+             (pinned[1], 0, data_for(pinned[1], 0)),
+             (a, 0, data_for(a, 0)), (a, 1, data_for(a, 1)),  # fills the cache
+             (b, 0, data_for(b, 0))]                    # evicts a's first block
+    assert c.put_blocks(batch) == [True] * 5
+    assert c.stats().used_bytes == 4 * BS
+    assert not c.contains_block(a, 0) and c.get_block(a, 1) == data_for(a, 1)
+    c.pin_object(a, owner="job")
+    c.pin_object(b, owner="job")
+    refused = oid("new")
+    assert c.put_blocks([(refused, 0, data_for(refused, 0)), (pinned[1], 0,
+                         data_for(pinned[1], 0))]) == [False, True], "evicted pinned data"
+    for o, i in ((pinned[0], 0), (pinned[1], 0), (a, 1), (b, 0)):
+        with c.env.begin(db=c._boffs) as txn:
+            off = struct.unpack("<Q", txn.get(c.block_key(o, i)))[0]
+        with open(c.path / "data.mdb", "rb") as f:  # each one's offset was recorded
+            f.seek(off)
+            assert f.read(BS) == data_for(o, i)
+    with pytest.raises(ValueError, match="block 0 of short"):
+        c.put_blocks([(b, 0, data_for(b, 0)), (oid("short"), 0, b"x")])
+    assert c.stats().used_bytes == 4 * BS
+    c.close()
+
+
 def test_pin_owners_and_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the cache's wall clock, moved by the test (not slept through)
     skew = [0]
