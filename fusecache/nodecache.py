@@ -22,8 +22,9 @@ different block sizes never mix blocks.
 Invariants:
 - ``used`` in ``meta`` equals the sum of the lengths in ``bmeta``: every put and every
   eviction updates both in the same write transaction.
-- Writes are short transactions (one block plus the evictions it needs, scanning
-  at most ``_MAX_EVICT_SCAN`` LRU entries) so no process waits long on another.
+- Writes are short transactions (a block, or the few a mount's write-behind has queued,
+  at most 16 MiB, plus the evictions they need, scanning at most ``_MAX_EVICT_SCAN`` LRU
+  entries per block) so no process waits long on another.
 - Pinned blocks are never evicted; a put that cannot make room without evicting
   pinned data is refused (returns False).
 - Reads verify the crc32 and the length; a bad block is deleted and reported as a

@@ -62,7 +62,6 @@ before they are served or cached.
 from __future__ import annotations
 
 import ctypes
-import itertools
 import logging
 import math
 import sys
@@ -106,8 +105,10 @@ _START_WINDOW = 4
 _WRITE_QUEUE_BYTES = 64 * 1024 * 1024
 _WRITE_STALL = 10.0
 # Blocks the write-behind thread stores in one write transaction at most (whatever is
-# queued, up to this): a commit per block cost more than the block's copy.
+# queued, up to this many and these bytes, at least one block): a commit per block cost
+# more than the block's copy; the bytes bound how long other writers wait for the lock.
 _WRITE_BATCH = 16
+_WRITE_BATCH_BYTES = 16 * 1024 * 1024
 # How long a block whose fetch failed for good fails again at once.
 _FAILURE_MEMORY = 5.0
 _DISK_RETRY_AFTER = 30.0
@@ -687,7 +688,7 @@ class _WriteBehind:
                 self._cond.wait_for(lambda: self._items or self._closed)
                 if not self._items:
                     return  # closed and drained
-                batch = list(itertools.islice(self._items, _WRITE_BATCH))
+                batch = _first_blocks(self._items, _WRITE_BATCH, _WRITE_BATCH_BYTES)
             try:
                 if not self.off():
                     for (oid, idx, _), ok in zip(batch, self._disk.put_blocks(batch),
@@ -705,3 +706,16 @@ class _WriteBehind:
                 for _ in batch:
                     self._bytes -= len(self._items.popleft()[2])
                 self._cond.notify_all()
+
+
+def _first_blocks(items: deque[tuple[ObjectId, int, bytes]], most: int,
+                  most_bytes: int) -> list[tuple[ObjectId, int, bytes]]:
+    """The queue's first blocks, at most *most* of them and *most_bytes* (at least one)."""
+    out: list[tuple[ObjectId, int, bytes]] = []
+    nbytes = 0
+    for item in items:
+        if out and (len(out) >= most or nbytes + len(item[2]) > most_bytes):
+            break
+        out.append(item)
+        nbytes += len(item[2])
+    return out

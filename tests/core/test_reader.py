@@ -365,3 +365,21 @@ def test_cached_small_object_never_fetches(tmp_path: Path) -> None:
         await with_reader(r, body)
     trio.run(go)
     disk.close()
+
+
+def test_write_behind_batches_are_bounded_in_blocks_and_bytes() -> None:
+    """What the write-behind stores in one transaction: the queue's first blocks, at most
+    _WRITE_BATCH of them and _WRITE_BATCH_BYTES (one block even if larger), in order."""
+    from collections import deque
+
+    from fusecache.reader import _WRITE_BATCH, _WRITE_BATCH_BYTES, _first_blocks
+
+    o = ObjectId("b", "k", "e", 1 << 40)
+    small = deque((o, i, b"x" * 1000) for i in range(3 * _WRITE_BATCH))
+    assert [i for _, i, _ in _first_blocks(small, _WRITE_BATCH, _WRITE_BATCH_BYTES)] \
+        == list(range(_WRITE_BATCH))
+    big = _WRITE_BATCH_BYTES // 2
+    large = deque((o, i, bytes(big)) for i in range(5))
+    assert [i for _, i, _ in _first_blocks(large, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [0, 1]
+    huge = deque([(o, 7, bytes(_WRITE_BATCH_BYTES + 1)), (o, 8, b"y")])
+    assert [i for _, i, _ in _first_blocks(huge, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [7]
