@@ -116,7 +116,7 @@ def _timed_pass(paths: list[str], readers: int) -> tuple[float, int]:
     at the fork and hang the pool, as it once did here."""
     shares = [paths[i::readers] for i in range(readers)]
     with get_context("forkserver").Pool(readers) as pool:
-        pool.map(len, [[]] * readers)   # every process started
+        pool.map(len, [[]] * readers)   # the fork server and the pool answer
         t = time.perf_counter()
         n = sum(pool.map(_read_whole, shares))
         return time.perf_counter() - t, n

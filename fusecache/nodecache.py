@@ -488,7 +488,7 @@ class NodeCache:
         with self.env.begin(write=True) as txn:
             if _FAILPOINT is not None:
                 _failpoint("put:begin", len(checked))
-            used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+            used = was_used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
             for oid, key, data, crc in checked:
                 if txn.get(key, db=self._bmeta) is not None:
                     stored.append(True)  # another process stored it first: same bytes
@@ -510,7 +510,8 @@ class NodeCache:
                          "size": oid.size}).encode(), db=self._objects)
                 stored.append(True)
                 fresh.append(key)
-            txn.put(b"used", _U64.pack(used), db=self._meta)
+            if used != was_used:  # nothing stored or evicted: a commit that writes nothing
+                txn.put(b"used", _U64.pack(used), db=self._meta)
             if _FAILPOINT is not None:
                 _failpoint("put:commit", len(fresh))
         if _FAILPOINT is not None:

@@ -45,8 +45,9 @@ the node cache does not map and zero a fresh 8 MiB buffer per block.
 
 Write-behind: fetched blocks go to the node cache from one thread of its own
 (``_WriteBehind``), handed over without a trio task switch, and stored whatever is queued
-at once (up to _WRITE_BATCH) in one write transaction; the queue is bounded in bytes
-(64 MiB) and a fetch waits for room, up to _WRITE_STALL, when the disk is slower.
+at once (up to _WRITE_BATCH blocks and _WRITE_BATCH_BYTES) in one write transaction; the
+queue is bounded in bytes (64 MiB) and a fetch waits for room, up to _WRITE_STALL, when
+the disk is slower.
 
 Failures: each S3 call retries with backoff inside the store; a read that cannot
 finish within ``read_timeout`` (the bound of the whole read, however many blocks)
@@ -688,7 +689,7 @@ class _WriteBehind:
                 self._cond.wait_for(lambda: self._items or self._closed)
                 if not self._items:
                     return  # closed and drained
-                batch = _first_blocks(self._items, _WRITE_BATCH, _WRITE_BATCH_BYTES)
+                batch = _next_write_batch(self._items, _WRITE_BATCH, _WRITE_BATCH_BYTES)
             try:
                 if not self.off():
                     for (oid, idx, _), ok in zip(batch, self._disk.put_blocks(batch),
@@ -708,8 +709,8 @@ class _WriteBehind:
                 self._cond.notify_all()
 
 
-def _first_blocks(items: deque[tuple[ObjectId, int, bytes]], most: int,
-                  most_bytes: int) -> list[tuple[ObjectId, int, bytes]]:
+def _next_write_batch(items: deque[tuple[ObjectId, int, bytes]], most: int,
+                      most_bytes: int) -> list[tuple[ObjectId, int, bytes]]:
     """The queue's first blocks, at most *most* of them and *most_bytes* (at least one)."""
     out: list[tuple[ObjectId, int, bytes]] = []
     nbytes = 0

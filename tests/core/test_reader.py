@@ -372,14 +372,14 @@ def test_write_behind_batches_are_bounded_in_blocks_and_bytes() -> None:
     _WRITE_BATCH of them and _WRITE_BATCH_BYTES (one block even if larger), in order."""
     from collections import deque
 
-    from fusecache.reader import _WRITE_BATCH, _WRITE_BATCH_BYTES, _first_blocks
+    from fusecache.reader import _WRITE_BATCH, _WRITE_BATCH_BYTES, _next_write_batch
 
     o = ObjectId("b", "k", "e", 1 << 40)
     small = deque((o, i, b"x" * 1000) for i in range(3 * _WRITE_BATCH))
-    assert [i for _, i, _ in _first_blocks(small, _WRITE_BATCH, _WRITE_BATCH_BYTES)] \
+    assert [i for _, i, _ in _next_write_batch(small, _WRITE_BATCH, _WRITE_BATCH_BYTES)] \
         == list(range(_WRITE_BATCH))
     big = _WRITE_BATCH_BYTES // 2
     large = deque((o, i, bytes(big)) for i in range(5))
-    assert [i for _, i, _ in _first_blocks(large, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [0, 1]
+    assert [i for _, i, _ in _next_write_batch(large, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [0, 1]
     huge = deque([(o, 7, bytes(_WRITE_BATCH_BYTES + 1)), (o, 8, b"y")])
-    assert [i for _, i, _ in _first_blocks(huge, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [7]
+    assert [i for _, i, _ in _next_write_batch(huge, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [7]
