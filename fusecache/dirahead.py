@@ -8,11 +8,11 @@ in a worker thread, a batch at a time: ``BlockReader.not_in_node_cache``) is loa
 with ``BlockReader.get_block``, so a reader that opens a file while it is being
 fetched waits for that fetch (single flight), never a second GET, and the block lands
 where a read looks first (RAM tier) and in the node cache (write-behind). One the node
-cache holds is asked into the page cache in the same worker-thread call
-(``POSIX_FADV_WILLNEED``), so that its read is served on the loop without a thread
-waiting for the disk: on a remount over a warm node cache with the page cache dropped,
-four shuffled readers of 1,500 files went from 1,813-1,865 to 2,408-2,946 files/s
-(bench/run_bench.py, paired runs); sixteen readers did not gain.
+cache holds is skipped: its disk read is asked for at its LOOKUP (``fs.py``), the one
+moment a shuffled reader's next file is known. Asking the page cache for a held folder's
+next files here instead (which this did until 2026-12-04) asked for nearly the whole of
+a prefetched dataset in an epoch's first second, in shuffled order a long time before
+each file was opened, and the readers' own reads queued behind it at the disk.
 
 Why: a data loader reads an image or audio folder one whole small file at a time, in
 shuffled order, with a few workers. Each open then waits one GET's first byte (13 ms
@@ -35,8 +35,8 @@ With a cache group (``BlockReader.peers_active``), a batch's missing files are a
 the peers in one call (``BlockReader.load_first_blocks``: GetBlocks), what they lack is
 fetched one by one from S3, and an open grants ``_GROUP_SHARE`` times ``per_open``.
 Files in RAM or in flight, folders and files larger than ``max_file`` are skipped;
-one in the node cache costs a ``_HELD_SHARE``-th of a credit (asking the page cache for it
-is a local disk read, not a GET): an open pages in at most ``_HELD_SHARE * per_open`` of
+one in the node cache costs a ``_HELD_SHARE``-th of a credit (checking it is a lookup in
+the node cache's index, not a GET): an open checks at most ``_HELD_SHARE * per_open`` of
 them. Bounds: ``in_flight`` fetches at once (half the mount's connections by default, so a
 reader's own GET always finds one), ``_MAX_CREDITS`` per folder, ``_MAX_FOLDERS`` folders
 tracked (least recently opened forgotten), ``_SCANNERS`` folders scanned at once,
@@ -74,7 +74,7 @@ _HOT_PARENT = 2
 _MAX_CREDITS = 256
 _SCAN_LIMIT = 256  # listing entries looked at per batch at most
 _BATCH = 32       # files checked against the node cache in one worker-thread call
-_HELD_SHARE = 4   # files held in the node cache paged in for one credit
+_HELD_SHARE = 4   # files found held in the node cache (skipped) for one credit
 _SCANNERS = 4     # folders whose credits are being spent at once
 _USED_MEMORY = 8192  # files fetched ahead remembered, to count those opened (used)
 # With a cache group to ask, an open grants this many times per_open: a file from a peer
@@ -118,7 +118,7 @@ class FolderReadAhead:
         self._metric_fetched = metrics.folder_readahead.labels("fetched")
         self._metric_used = metrics.folder_readahead.labels("used")
         self._metric_failed = metrics.folder_readahead.labels("failed")
-        self._metric_paged = metrics.folder_readahead.labels("paged_in")
+        self._metric_held = metrics.folder_readahead.labels("held")
         self._folders: OrderedDict[str, _Folder] = OrderedDict()
         # Folders started, per parent folder: once _HOT_PARENT folders of one parent
         # (class folders of a dataset) are being read, a sibling starts at its first open.
@@ -197,10 +197,9 @@ class FolderReadAhead:
     async def _scan(self, folder: _Folder) -> None:
         """Spend the folder's credits: its next files not in RAM are checked against the
         node cache in a worker thread, a batch at a time (the check may page B-tree pages
-        in from disk: never on the loop); the held ones are asked into the page cache in
-        the same call, the missing ones fetched. A fetch costs its credit, a held file a
-        _HELD_SHARE-th of one, and a folder whose last batch was mostly held is checked
-        that many times as many files per call."""
+        in from disk: never on the loop); the missing ones are fetched. A fetch costs its
+        credit, a held file a _HELD_SHARE-th of one, and a folder whose last batch was
+        mostly held is checked that many times as many files per call."""
         try:
             while folder.credits > 0 and not folder.done \
                     and self._folders.get(folder.prefix) is folder:
@@ -212,11 +211,11 @@ class FolderReadAhead:
                     await trio.sleep(0)  # a long run of files in RAM: let others in
                     continue
                 missing = await trio.to_thread.run_sync(self.reader.not_in_node_cache,
-                                                        [oid for _, oid in batch], True)
-                paged = len(batch) - len(missing)
-                folder.held = paged > len(missing)
-                folder.credits -= -(-paged // _HELD_SHARE)
-                self._metric_paged.inc(paged)
+                                                        [oid for _, oid in batch])
+                held = len(batch) - len(missing)
+                folder.held = held > len(missing)
+                folder.credits -= -(-held // _HELD_SHARE)
+                self._metric_held.inc(held)
                 if self.reader.peers_active():
                     await self._fetch_from_group(folder, batch, missing)
                     continue

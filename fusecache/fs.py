@@ -154,6 +154,10 @@ class FuseOperations(pyfuse3.Operations):
     async def lookup(self, parent_inode, name, ctx=None):
         async def go():
             node = await self.ns.lookup(parent_inode, os.fsdecode(name))
+            if (self.open_prefill > 0 and not node.is_dir and node.opened_etag is None
+                    and node.etag and not node.restored):
+                # Its OPEN comes next and will want the bytes the prefill hands over.
+                self.reader.advise_small_object(self.ns.object_id(node), self.open_prefill)
             return self._attrs(node)
         return await _guard(f"lookup {name!r}", go)
 

@@ -64,7 +64,7 @@ class Metrics:
             "fusecache_folder_readahead_files",
             "Small files fetched ahead because their folder was being read file by file "
             "(dirahead.py), by result: fetched, used (opened after its fetch began), failed, "
-            "paged_in (held in the node cache: asked into the page cache instead)",
+            "held (already in the node cache: skipped)",
             ["result"], registry=r)
         self.open_prefilled = Counter(
             "fusecache_open_prefilled_files",

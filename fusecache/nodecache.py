@@ -424,32 +424,29 @@ class NodeCache:
         with self.env.begin(db=self._bmeta) as txn:
             return txn.get(self.block_key(oid, index)) is not None
 
-    def lacking_first_blocks(self, oids: Iterable[ObjectId], *,
-                             advise: bool = False) -> list[ObjectId]:
-        """The objects whose block 0 is not cached (one read transaction).
+    def lacking_first_blocks(self, oids: Iterable[ObjectId]) -> list[ObjectId]:
+        """The objects whose block 0 is not cached (one read transaction)."""
+        with self.env.begin(db=self._bmeta) as txn:
+            return [o for o in oids if txn.get(self.block_key(o, 0)) is None]
 
-        *advise*: the held ones' first blocks are asked into the page cache
-        (``POSIX_FADV_WILLNEED`` at their recorded offsets: the kernel starts the reads
-        and returns), so that a reader soon after finds them in memory and is served on
-        the mount's loop (``get_block(nowait=True)``) instead of waiting in a thread for
-        the disk (folder read-ahead on a node cache whose pages were dropped).
-        """
-        lacking = []
-        with self.env.begin(buffers=True) as txn:
-            for o in oids:
-                key = self.block_key(o, 0)
-                if txn.get(key, db=self._bmeta) is None:
-                    lacking.append(o)
-                elif advise and self._data_fd is not None:
-                    raw = txn.get(key, db=self._boffs)
-                    if raw is not None:
-                        start, end = o.block_span(0, self.block_size)
-                        try:
-                            os.posix_fadvise(self._data_fd, _U64.unpack(bytes(raw))[0],
-                                             end - start, os.POSIX_FADV_WILLNEED)
-                        except (OSError, struct.error):
-                            pass  # only a hint
-        return lacking
+    def advise_first_block(self, oid: ObjectId) -> None:
+        """Ask the object's first block into the page cache if it is held
+        (``POSIX_FADV_WILLNEED`` at its recorded offset: the kernel starts the read and
+        returns), so that a reader about to open it finds it in memory and is served on
+        the mount's loop (``get_block(nowait=True)``), or waits for a read already under
+        way. Only a hint: nothing happens without a recorded offset."""
+        if self._data_fd is None:
+            return
+        with self.env.begin(db=self._boffs, buffers=True) as txn:
+            raw = txn.get(self.block_key(oid, 0))
+            if raw is None:
+                return
+            start, end = oid.block_span(0, self.block_size)
+            try:
+                os.posix_fadvise(self._data_fd, _U64.unpack(bytes(raw))[0], end - start,
+                                 os.POSIX_FADV_WILLNEED)
+            except (OSError, struct.error):
+                pass
 
     def missing_blocks(self, oid: ObjectId) -> list[int]:
         """Indices of the object's blocks not in the cache (one read transaction)."""

@@ -302,19 +302,38 @@ class BlockReader:
             return None
         return block
 
+    def advise_small_object(self, oid: ObjectId, limit: int) -> None:
+        """A one-block object of at most *limit* bytes is about to be opened (its LOOKUP):
+        if only the node cache holds it, ask its bytes into the page cache now, so that
+        the disk reads it during the LOOKUP's reply and the OPEN's trip instead of after
+        the OPEN arrives (``cached_small_object`` then reads it on the loop). In a
+        shuffled pass over a prefetched folder this is the one read-ahead that is always
+        right: the file looked up is the one opened next."""
+        if self.disk is None or not 0 < oid.size <= min(limit, self.block_size):
+            return
+        key = block_key(oid, 0, self.block_size)
+        if key in self.ram or key in self._inflight:
+            return
+        t = time.perf_counter()
+        try:
+            self.disk.advise_first_block(oid)
+        except lmdb.Error:
+            pass  # only a hint; the open reads it or fetches it
+        finally:
+            self.index_noticed(time.perf_counter() - t)
+
     def in_memory(self, oid: ObjectId, idx: int) -> bool:
         """Whether the block is in the RAM tier or being loaded (no disk access)."""
         key = block_key(oid, idx, self.block_size)
         return key in self.ram or key in self._inflight
 
-    def not_in_node_cache(self, oids: list[ObjectId], advise: bool = False) -> set[ObjectId]:
-        """Of these objects, those whose first block the node cache lacks; *advise*: the
-        others' are asked into the page cache (NodeCache.lacking_first_blocks). Blocking: a
+    def not_in_node_cache(self, oids: list[ObjectId]) -> set[ObjectId]:
+        """Of these objects, those whose first block the node cache lacks. Blocking: a
         worker thread (the lookup may page the index in from disk)."""
         if self.disk is None:
             return set(oids)
         try:
-            return set(self.disk.lacking_first_blocks(oids, advise=advise))
+            return set(self.disk.lacking_first_blocks(oids))
         except lmdb.Error:
             return set()
 

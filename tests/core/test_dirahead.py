@@ -79,9 +79,9 @@ def run(tmp_path: Path, store: FakeStore, per_open: int, body, *,
     if batches is not None:
         check = p.reader.not_in_node_cache
 
-        def counted(oids, advise=False):
+        def counted(oids):
             batches.append(len(oids))
-            return check(oids, advise)
+            return check(oids)
         p.reader.not_in_node_cache = counted  # type: ignore[method-assign]
 
     async def go():
@@ -131,10 +131,10 @@ def test_each_open_fetches_at_most_per_open_more(tmp_path: Path) -> None:
     assert store.calls["get"] <= 10 + 3 * 9
 
 
-def test_held_files_are_paged_in_a_share_of_a_credit_each(tmp_path: Path) -> None:
+def test_held_files_are_skipped_at_a_share_of_a_credit_each(tmp_path: Path) -> None:
     """A warmed folder: a file the node cache holds costs a _HELD_SHARE-th of a credit
-    (it is asked into the page cache: a local disk read, no GET), so an open pages in at
-    most _HELD_SHARE * per_open of them, and after the first batch shows the folder held,
+    (checking it is an index lookup, no GET), so an open checks at most
+    _HELD_SHARE * per_open of them, and after the first batch shows the folder held,
     each worker-thread call checks that many more files."""
     store = FakeStore()
     files = fill(store, 200)
@@ -147,9 +147,9 @@ def test_held_files_are_paged_in_a_share_of_a_credit_each(tmp_path: Path) -> Non
             await trio.sleep(0.05)  # the batches granted so far all done
     m = run(tmp_path, store, 3, body, held=small, batches=batches)
     assert store.calls["get"] == 0
-    paged = count(m, "paged_in")
-    assert sum(batches) == paged  # every file checked was held
-    assert 9 * 3 < paged <= 9 * 3 * _HELD_SHARE  # 3 credits per open from the second on
+    held = count(m, "held")
+    assert sum(batches) == held  # every file checked was held
+    assert 9 * 3 < held <= 9 * 3 * _HELD_SHARE  # 3 credits per open from the second on
     # the second open's 3 credits: one file checked for each (not yet known held), then
     # the 2 left buy _HELD_SHARE each; every later open's 3 buy 3 * _HELD_SHARE
     assert batches == [3, 2 * _HELD_SHARE] + [3 * _HELD_SHARE] * 8
@@ -167,7 +167,7 @@ def test_a_cold_folder_is_not_checked_in_held_sized_batches(tmp_path: Path) -> N
             assert await read(f"{i:03d}.jpg") == files[f"d/{i:03d}.jpg"]
             await trio.sleep(0.05)
     m = run(tmp_path, store, 3, body, batches=batches)
-    assert count(m, "fetched") == 27 and count(m, "paged_in") == 0
+    assert count(m, "fetched") == 27 and count(m, "held") == 0
     assert batches == [3] * 9
 
 

@@ -340,31 +340,40 @@ def test_nowait_read_serves_only_bytes_already_in_memory(disk_tmp_path: Path) ->
     c.close()
 
 
-def test_lacking_first_blocks_asks_the_held_ones_into_the_page_cache(
+def test_advise_first_block_asks_that_block_alone_into_the_page_cache(
         disk_tmp_path: Path) -> None:
-    """Folder read-ahead on a node cache whose pages were dropped: the check that tells
-    the lacking files also has the kernel read the held ones' blocks, so that the loop's
-    nowait read of them then succeeds without a thread waiting for the disk. (Watched
-    with mincore: a failed nowait read itself starts the kernel's read-ahead on ext4.)"""
+    """The advice a mount gives at a file's LOOKUP: the one block is read in (watched with
+    mincore), its neighbours stay on disk, and an object the cache lacks is no error."""
     c = NodeCache.open(disk_tmp_path, limit_bytes=40 * BS, block_size=BS)
-    held = [oid(f"h{i}", size=BS - 100 * i) for i in range(8)]
+    held = [oid(f"a{i}", size=BS - 100 * i) for i in range(8)]
     for o in held:
         assert c.put_block(o, 0, data_for(o, 0))
-    absent = oid("absent")
     data_file = disk_tmp_path / "cache.lmdb" / "data.mdb"
-    want = sum(o.size for o in held) // os.sysconf("SC_PAGE_SIZE")
-    evict_node_cache(c, disk_tmp_path)
-    assert c.lacking_first_blocks([*held, absent]) == [absent]
-    time.sleep(0.2)
-    assert resident_pages(data_file) < want // 2  # no advice: the blocks stay on disk
-    assert c.lacking_first_blocks([absent, *held], advise=True) == [absent]
-    deadline = time.monotonic() + 10
-    while resident_pages(data_file) < want:
-        assert time.monotonic() < deadline, f"{resident_pages(data_file)} of {want} pages"
-        time.sleep(0.01)
-    if c._pread_nowait_supported():
+    spans = {}
+    with c.env.begin(db=c._boffs) as txn:
         for o in held:
-            assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0)
+            spans[o] = (struct.unpack("<Q", txn.get(c.block_key(o, 0)))[0], o.size)
+
+    def cached(o: ObjectId) -> bool:
+        off, size = spans[o]
+        page = os.sysconf("SC_PAGE_SIZE")
+        pages = (off + size - 1) // page - off // page + 1
+        return resident_pages(data_file, off, size) == pages
+
+    evict_node_cache(c, disk_tmp_path)
+    absent = oid("absent")
+    assert c.lacking_first_blocks([*held, absent]) == [absent]  # asks nothing in
+    c.advise_first_block(absent)
+    time.sleep(0.2)
+    assert not any(cached(o) for o in held)
+    c.advise_first_block(held[3])
+    deadline = time.monotonic() + 10
+    while not cached(held[3]):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert sum(cached(o) for o in held) < len(held) / 2
+    if c._pread_nowait_supported():
+        assert bytes(c.get_block(held[3], 0, nowait=True)) == data_for(held[3], 0)
     c.close()
 
 

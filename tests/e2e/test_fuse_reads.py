@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import mmap
 import os
 import random
 import secrets
@@ -16,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from fusecache.locals3 import LocalS3
+from fusecache.nodecache import _U64, NodeCache, ObjectId
 
 from mounting import free_port, mounted, run_cli
+from pagecache import evict_node_cache, resident_pages
 
 pytestmark = [pytest.mark.fuse, pytest.mark.s3]
 
@@ -232,7 +235,6 @@ def test_open_prefill_hands_cached_small_files_to_the_page_cache(dataset, s3_env
     """A remount over a warm node cache: each small file's bytes go to the kernel with its
     first OPEN (counted), only files up to --open-prefill, and every byte read back is S3's,
     whole, at an offset and through mmap; with --open-prefill 0 none is handed over."""
-    import mmap
     prefix = "train/shard2/"
     files = {k[len(prefix):]: v for k, v in dataset["small"].items() if k.startswith(prefix)}
     src, cache = f"s3://{dataset['bucket']}/{prefix}", str(tmp_path / "c")
@@ -266,6 +268,53 @@ def test_open_prefill_hands_cached_small_files_to_the_page_cache(dataset, s3_env
                  str(port), "--open-prefill", "0") as mp:
         read_all(mp, names[:50])
         assert _metric(port, "fusecache_open_prefilled_files_total ") == 0
+
+
+def test_lookup_of_a_cached_small_file_asks_its_bytes_in_before_its_open(
+        local_s3, s3_env, bucket, disk_tmp_path: Path) -> None:
+    """A remount over a warm node cache whose pages were dropped (a prefetched dataset's
+    first epoch): a file's LOOKUP (here a stat, which opens nothing) starts the disk
+    read of its bytes, so its OPEN finds them in memory; files nobody looked up stay on
+    disk. Read back whole afterwards, every byte is S3's."""
+    c = local_s3.client()
+    rnd = random.Random(7)
+    files = {f"cls/{i:03d}.jpg": rnd.randbytes(48 * 1024 + i) for i in range(24)}
+    for key, data in files.items():
+        c.put_object(Bucket=bucket, Key=key, Body=data)
+    cache = disk_tmp_path / "c"
+    opts = ("--cache-dir", str(cache), "--folder-readahead", "0")
+    with mounted(f"s3://{bucket}/", disk_tmp_path / "m", s3_env, *opts) as mp:
+        for key, data in files.items():
+            assert (mp / key).read_bytes() == data
+    nc = NodeCache.open(cache)
+    spans = {}
+    with nc.env.begin() as txn:
+        for key in files:
+            head = c.head_object(Bucket=bucket, Key=key)
+            o = ObjectId(bucket, key, head["ETag"].strip('"'), head["ContentLength"])
+            raw = txn.get(nc.block_key(o, 0), db=nc._boffs)
+            assert raw is not None, key
+            spans[key] = (_U64.unpack(raw)[0], o.size)
+    evict_node_cache(nc, cache)
+    nc.close()
+    data_file = cache / "cache.lmdb" / "data.mdb"
+
+    def in_memory(key: str) -> bool:
+        off, size = spans[key]
+        pages = (off + size - 1) // mmap.PAGESIZE - off // mmap.PAGESIZE + 1
+        return resident_pages(data_file, off, size) == pages
+
+    looked, others = sorted(files)[::4], sorted(files)[1::4]
+    with mounted(f"s3://{bucket}/", disk_tmp_path / "m", s3_env, *opts) as mp:
+        for key in looked:
+            assert (mp / key).stat().st_size == len(files[key])
+        deadline = time.monotonic() + 10
+        while not all(in_memory(k) for k in looked):
+            assert time.monotonic() < deadline, [k for k in looked if not in_memory(k)]
+            time.sleep(0.02)
+        assert sum(in_memory(k) for k in others) < len(others) / 2
+        for key, data in files.items():
+            assert (mp / key).read_bytes() == data, key
 
 
 def test_prefilled_pages_are_dropped_when_the_object_changes(local_s3, s3_env, bucket,
