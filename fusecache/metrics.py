@@ -64,7 +64,8 @@ class Metrics:
             "fusecache_folder_readahead_files",
             "Small files fetched ahead because their folder was being read file by file "
             "(dirahead.py), by result: fetched, used (opened after its fetch began), failed, "
-            "held (already in the node cache: skipped)",
+            "held (already in the node cache: not fetched), paged_in (held, and asked into "
+            "the page cache)",
             ["result"], registry=r)
         self.open_prefilled = Counter(
             "fusecache_open_prefilled_files",

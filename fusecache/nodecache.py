@@ -429,24 +429,26 @@ class NodeCache:
         with self.env.begin(db=self._bmeta) as txn:
             return [o for o in oids if txn.get(self.block_key(o, 0)) is None]
 
-    def advise_first_block(self, oid: ObjectId) -> None:
-        """Ask the object's first block into the page cache if it is held
-        (``POSIX_FADV_WILLNEED`` at its recorded offset: the kernel starts the read and
-        returns), so that a reader about to open it finds it in memory and is served on
-        the mount's loop (``get_block(nowait=True)``), or waits for a read already under
-        way. Only a hint: nothing happens without a recorded offset."""
+    def advise_first_blocks(self, oids: Iterable[ObjectId]) -> None:
+        """Ask these objects' first blocks into the page cache where they are held
+        (``POSIX_FADV_WILLNEED`` at their recorded offsets, one read transaction: the
+        kernel starts the reads and returns), so that a reader about to open one finds it
+        in memory and is served on the mount's loop (``get_block(nowait=True)``), or waits
+        for a read already under way. Only a hint: nothing happens without a recorded
+        offset."""
         if self._data_fd is None:
             return
         with self.env.begin(db=self._boffs, buffers=True) as txn:
-            raw = txn.get(self.block_key(oid, 0))
-            if raw is None:
-                return
-            start, end = oid.block_span(0, self.block_size)
-            try:
-                os.posix_fadvise(self._data_fd, _U64.unpack(bytes(raw))[0], end - start,
-                                 os.POSIX_FADV_WILLNEED)
-            except (OSError, struct.error):
-                pass
+            for oid in oids:
+                raw = txn.get(self.block_key(oid, 0))
+                if raw is None:
+                    continue
+                start, end = oid.block_span(0, self.block_size)
+                try:
+                    os.posix_fadvise(self._data_fd, _U64.unpack(bytes(raw))[0], end - start,
+                                     os.POSIX_FADV_WILLNEED)
+                except (OSError, struct.error):
+                    pass
 
     def missing_blocks(self, oid: ObjectId) -> list[int]:
         """Indices of the object's blocks not in the cache (one read transaction)."""

@@ -316,7 +316,7 @@ class BlockReader:
             return
         t = time.perf_counter()
         try:
-            self.disk.advise_first_block(oid)
+            self.disk.advise_first_blocks([oid])
         except lmdb.Error:
             pass  # only a hint; the open reads it or fetches it
         finally:
@@ -327,15 +327,25 @@ class BlockReader:
         key = block_key(oid, idx, self.block_size)
         return key in self.ram or key in self._inflight
 
-    def not_in_node_cache(self, oids: list[ObjectId]) -> set[ObjectId]:
-        """Of these objects, those whose first block the node cache lacks. Blocking: a
-        worker thread (the lookup may page the index in from disk)."""
+    def not_in_node_cache(self, oids: list[ObjectId], advise_bytes: int = 0
+                          ) -> tuple[set[ObjectId], list[ObjectId]]:
+        """Of these objects, those whose first block the node cache lacks, and those of
+        the held ones asked into the page cache (NodeCache.advise_first_blocks): the first
+        ones, in order, up to *advise_bytes* together. Blocking: a worker thread (the lookup
+        may page the index in from disk)."""
         if self.disk is None:
-            return set(oids)
+            return set(oids), []
         try:
-            return set(self.disk.lacking_first_blocks(oids))
+            lacking = set(self.disk.lacking_first_blocks(oids))
+            advised = []
+            for o in oids:
+                if o not in lacking and 0 < o.size <= advise_bytes:
+                    advised.append(o)
+                    advise_bytes -= o.size
+            self.disk.advise_first_blocks(advised)
+            return lacking, advised
         except lmdb.Error:
-            return set()
+            return set(), []
 
     def _block_nowait(self, oid: ObjectId, idx: int) -> bytes | _OnDisk | None:
         """A block from RAM, or a small one straight from the node cache; _ON_DISK

@@ -7,8 +7,10 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import trio
 
+from fusecache import dirahead
 from fusecache.config import S3Location
 from fusecache.dirahead import _HELD_SHARE, FolderReadAhead
 from fusecache.listings import ListingCache
@@ -79,9 +81,9 @@ def run(tmp_path: Path, store: FakeStore, per_open: int, body, *,
     if batches is not None:
         check = p.reader.not_in_node_cache
 
-        def counted(oids):
+        def counted(oids, advise_bytes=0):
             batches.append(len(oids))
-            return check(oids)
+            return check(oids, advise_bytes)
         p.reader.not_in_node_cache = counted  # type: ignore[method-assign]
 
     async def go():
@@ -153,6 +155,44 @@ def test_held_files_are_skipped_at_a_share_of_a_credit_each(tmp_path: Path) -> N
     # the second open's 3 credits: one file checked for each (not yet known held), then
     # the 2 left buy _HELD_SHARE each; every later open's 3 buy 3 * _HELD_SHARE
     assert batches == [3, 2 * _HELD_SHARE] + [3 * _HELD_SHARE] * 8
+
+
+def test_held_files_asked_in_and_not_opened_stay_under_a_byte_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warmed folder read in shuffled order: held files are asked into the page cache
+    only while those asked in and not opened yet stay under _PAGE_IN_BYTES (else one
+    epoch's first opens ask for the whole dataset); opening them makes room again."""
+    bound = 30_000
+    monkeypatch.setattr(dirahead, "_PAGE_IN_BYTES", bound)
+    store = FakeStore()
+    files = fill(store, 200)
+    p = make_parts(tmp_path, store, per_open=3)
+    for key, data in files.items():
+        if key.endswith(".jpg") and key.count("/") == 1:
+            assert p.disk.put_block(ObjectId(store.bucket, key, store.etags[key], len(data)),
+                                    0, data)
+    seen: list[int] = []
+
+    async def go():
+        folder = await p.ns.lookup(ROOT_INODE, "d")
+        await p.ns.ensure_listing(folder)
+
+        async def open_(name: str) -> None:
+            p.ahead.opened(await p.ns.lookup(folder.ino, name))
+            await trio.sleep(0.05)  # the batches it granted all done
+            seen.append(p.ahead._paged_bytes)
+        for i in range(0, 200, 20):  # far apart: none of them one asked in before
+            await open_(f"{i:03d}.jpg")
+        assert 0 < max(seen) <= bound
+        assert bound - max(seen) < 8000  # filled up to the bound (files < 8 KB)
+        paged, held = count(p.metrics, "paged_in"), count(p.metrics, "held")
+        assert paged < held  # checked past the bound: skipped, not asked in
+        for i in range(21, 26):  # the ones asked in after the second open
+            await open_(f"{i:03d}.jpg")
+        assert seen[-1] < max(seen)
+        await open_("190.jpg")
+        assert count(p.metrics, "paged_in") > paged  # the room went to new page-ins
+    run_with(p, go)
 
 
 def test_a_cold_folder_is_not_checked_in_held_sized_batches(tmp_path: Path) -> None:

@@ -340,7 +340,7 @@ def test_nowait_read_serves_only_bytes_already_in_memory(disk_tmp_path: Path) ->
     c.close()
 
 
-def test_advise_first_block_asks_that_block_alone_into_the_page_cache(
+def test_advise_first_blocks_asks_those_blocks_alone_into_the_page_cache(
         disk_tmp_path: Path) -> None:
     """The advice a mount gives at a file's LOOKUP: the one block is read in (watched with
     mincore), its neighbours stay on disk, and an object the cache lacks is no error."""
@@ -363,10 +363,10 @@ def test_advise_first_block_asks_that_block_alone_into_the_page_cache(
     evict_node_cache(c, disk_tmp_path)
     absent = oid("absent")
     assert c.lacking_first_blocks([*held, absent]) == [absent]  # asks nothing in
-    c.advise_first_block(absent)
+    c.advise_first_blocks([absent])
     time.sleep(0.2)
     assert not any(cached(o) for o in held)
-    c.advise_first_block(held[3])
+    c.advise_first_blocks([held[3]])
     deadline = time.monotonic() + 10
     while not cached(held[3]):
         assert time.monotonic() < deadline
