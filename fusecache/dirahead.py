@@ -15,10 +15,11 @@ waiting for the disk, while those asked in and not opened yet stay under
 an epoch's first second (a shuffled reader opens a folder's next files much later), and
 the readers' own reads queued behind it at the disk; the read a reader needs next is
 asked for at its LOOKUP instead (``fs.py``). Measured (2026-12-04, a 902 MB prefetched
-tree, page cache dropped): the training experiment's epoch at 0.98-0.99x local disk's
-utilisation with the bound or with no page-in at all, 0.92-0.93x unbounded; one folder
-of 1,500 files read by 4 unpaced readers 3,453-3,660 files/s with the bound, 2,758-2,907
-with no page-in, 4,301-4,713 unbounded.
+tree, page cache dropped), the training experiment's epoch against local disk's
+utilisation, with the LOOKUP advice: 0.98-0.99x with the bound or with no page-in at
+all, 0.97-0.98x unbounded (0.92-0.93x unbounded and without the advice); one folder of
+1,500 files read by 4 unpaced readers after a remount: 3,453-3,660 files/s with the
+bound, 2,758-2,907 with no page-in, 4,301-4,713 unbounded without the advice.
 
 Why: a data loader reads an image or audio folder one whole small file at a time, in
 shuffled order, with a few workers. Each open then waits one GET's first byte (13 ms
