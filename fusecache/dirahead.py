@@ -11,15 +11,15 @@ where a read looks first (RAM tier) and in the node cache (write-behind). One th
 cache holds is not fetched but asked into the page cache in the same worker-thread call
 (``POSIX_FADV_WILLNEED``), so that its read is served on the loop without a thread
 waiting for the disk, while those asked in and not opened yet stay under
-``_PAGE_IN_BYTES``. Unbounded, this asked for nearly the whole of a prefetched dataset in
-an epoch's first second (a shuffled reader opens a folder's next files much later), and
-the readers' own reads queued behind it at the disk; the read a reader needs next is
-asked for at its LOOKUP instead (``fs.py``). Measured (2026-12-04, a 902 MB prefetched
-tree, page cache dropped), the training experiment's epoch against local disk's
-utilisation, with the LOOKUP advice: 0.98-0.99x with the bound or with no page-in at
-all, 0.97-0.98x unbounded (0.92-0.93x unbounded and without the advice); one folder of
-1,500 files read by 4 unpaced readers after a remount: 3,453-3,660 files/s with the
-bound, 2,758-2,907 with no page-in, 4,301-4,713 unbounded without the advice.
+``_PAGE_IN_BYTES`` (``pagein.py``). Unbounded, this asked for nearly the whole of a
+prefetched dataset in an epoch's first second (a shuffled reader opens a folder's next
+files much later), and the readers' own reads queued behind it at the disk; the read a
+reader needs next is asked for at its LOOKUP instead (``fs.py``). Measured (2026-12-04, a
+902 MB prefetched tree, page cache dropped), the training experiment's epoch against
+local disk's utilisation, with the LOOKUP advice: 0.98-0.99x with the bound or with no
+page-in at all, 0.97-0.98x unbounded (0.92-0.93x unbounded and without the advice); one
+folder of 1,500 files read by 4 unpaced readers after a remount: 3,453-3,660 files/s
+with the bound, 2,758-2,907 with no page-in, 4,301-4,713 unbounded without the advice.
 
 Why: a data loader reads an image or audio folder one whole small file at a time, in
 shuffled order, with a few workers. Each open then waits one GET's first byte (13 ms
@@ -72,6 +72,7 @@ from fusecache.listings import DirEntry
 from fusecache.metrics import Metrics
 from fusecache.namespace import Namespace, Node
 from fusecache.nodecache import ObjectId, block_key
+from fusecache.pagein import PageInBudget
 from fusecache.reader import BlockReader
 
 log = logging.getLogger(__name__)
@@ -84,10 +85,9 @@ _BATCH = 32       # files checked against the node cache in one worker-thread ca
 _HELD_SHARE = 4   # files held in the node cache paged in for one credit
 _SCANNERS = 4     # folders whose credits are being spent at once
 _USED_MEMORY = 8192  # files fetched ahead remembered, to count those opened (used)
-# Held files asked into the page cache and not opened yet: at most this many bytes (and
-# _USED_MEMORY files), each counted until it is opened or _PAGE_IN_AGE seconds old.
+# Held files asked into the page cache and not opened yet: at most this many bytes
+# (pagein.PageInBudget: each counted until it is opened or 30 s old).
 _PAGE_IN_BYTES = 64 * 1024 * 1024
-_PAGE_IN_AGE = 30.0
 # With a cache group to ask, an open grants this many times per_open: a file from a peer
 # costs a transfer on the LAN, not a GET, and a folder's files come in one call per
 # batch, so fetching further ahead costs both ends less per file. Measured with a warmed
@@ -139,9 +139,7 @@ class FolderReadAhead:
         self._scanners = 0
         self._slots = trio.Semaphore(self.in_flight)
         self._fetched: OrderedDict[bytes, None] = OrderedDict()
-        # Held files asked into the page cache, not opened yet: block key -> (bytes, when).
-        self._paged: OrderedDict[bytes, tuple[int, float]] = OrderedDict()
-        self._paged_bytes = 0
+        self._page_ins = PageInBudget(_PAGE_IN_BYTES, max_entries=_USED_MEMORY)
         # Folders whose listing was refused, asked for again when a running one ends.
         self._refused: OrderedDict[str, _Folder] = OrderedDict()
         self._retrying = False
@@ -162,9 +160,7 @@ class FolderReadAhead:
         if key in self._fetched:
             del self._fetched[key]
             self._metric_used.inc()
-        paged = self._paged.pop(key, None)
-        if paged is not None:
-            self._paged_bytes -= paged[0]
+        self._page_ins.opened(key)
         parent = self.ns.find(node.parent)
         if parent is None or not parent.is_dir:
             return
@@ -229,12 +225,11 @@ class FolderReadAhead:
                         break
                     await trio.sleep(0)  # a long run of files in RAM: let others in
                     continue
-                self._forget_old_page_ins()
                 missing, paged = await trio.to_thread.run_sync(
                     self.reader.not_in_node_cache, [oid for _, oid in batch],
-                    _PAGE_IN_BYTES - self._paged_bytes)
+                    self._page_ins.room())
                 for oid in paged:
-                    self._note_page_in(oid)
+                    self._page_ins.add(block_key(oid, 0, self.reader.block_size), oid.size)
                 held = len(batch) - len(missing)
                 folder.held = held > len(missing)
                 folder.credits -= -(-held // _HELD_SHARE)
@@ -341,22 +336,6 @@ class FolderReadAhead:
             if not self.reader.in_memory(oid, 0):
                 out.append((entry, oid))
         return out
-
-    def _note_page_in(self, oid: ObjectId) -> None:
-        key = block_key(oid, 0, self.reader.block_size)
-        if key in self._paged:
-            return
-        self._paged[key] = (oid.size, trio.current_time())
-        self._paged_bytes += oid.size
-        if len(self._paged) > _USED_MEMORY:
-            self._paged_bytes -= self._paged.popitem(last=False)[1][0]
-
-    def _forget_old_page_ins(self) -> None:
-        """Files asked in long ago and never opened no longer hold back new page-ins
-        (the page cache may have let them go, or their reader stopped)."""
-        too_old = trio.current_time() - _PAGE_IN_AGE
-        while self._paged and next(iter(self._paged.values()))[1] < too_old:
-            self._paged_bytes -= self._paged.popitem(last=False)[1][0]
 
     def _note_fetch(self, oid: ObjectId) -> None:
         self._fetched[block_key(oid, 0, self.reader.block_size)] = None

@@ -25,7 +25,8 @@ from fusecache import errors
 from fusecache.dirahead import FolderReadAhead
 from fusecache.listings import DirRecord
 from fusecache.namespace import Namespace, Node
-from fusecache.nodecache import ObjectId
+from fusecache.nodecache import ObjectId, block_key
+from fusecache.pagein import PageInBudget
 from fusecache.reader import BlockReader, ReadState
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,8 @@ _ERRNO: list[tuple[type[BaseException], int]] = [
 # The kernel caches entries and attributes this long at most, even with an
 # indefinite TTL, so that a forgotten inode cannot pin stale metadata forever.
 _MAX_KERNEL_TTL = 24 * 3600.0
+# Bytes asked into the page cache at LOOKUP and not opened yet, at most (pagein.py).
+_LOOKUP_PAGE_IN_BYTES = 64 * 1024 * 1024
 
 
 def _errno(e: BaseException) -> int:
@@ -106,6 +109,9 @@ class FuseOperations(pyfuse3.Operations):
         self._fh = itertools.count(1)
         self._files: dict[int, _FileHandle] = {}
         self._dirs: dict[int, _DirHandle] = {}
+        # Small files' bytes asked in at LOOKUP and not opened yet: a stat of a whole
+        # prefetched tree must not read the tree from disk.
+        self._page_ins = PageInBudget(_LOOKUP_PAGE_IN_BYTES)
 
     def init(self) -> None:
         """FUSE INIT arrived; the reply follows right after this returns."""
@@ -157,7 +163,10 @@ class FuseOperations(pyfuse3.Operations):
             if (self.open_prefill > 0 and not node.is_dir and node.opened_etag is None
                     and node.etag and not node.restored):
                 # Its OPEN comes next and will want the bytes the prefill hands over.
-                self.reader.advise_small_object(self.ns.object_id(node), self.open_prefill)
+                oid = self.ns.object_id(node)
+                if self.reader.advise_small_object(oid, self.open_prefill,
+                                                   self._page_ins.room()):
+                    self._page_ins.add(block_key(oid, 0, self.reader.block_size), oid.size)
             return self._attrs(node)
         return await _guard(f"lookup {name!r}", go)
 
@@ -197,6 +206,8 @@ class FuseOperations(pyfuse3.Operations):
             # The kernel may keep its page cache only while the bytes are the same.
             keep = node.opened_etag == node.etag
             oid = self.ns.object_id(node)
+            if self._page_ins.pending_bytes:
+                self._page_ins.opened(block_key(oid, 0, self.reader.block_size))
             if node.opened_etag is None and self.open_prefill > 0:
                 # Its first open since the kernel took the inode: no page of it is cached
                 # yet, so pages handed over now may be kept.

@@ -429,15 +429,16 @@ class NodeCache:
         with self.env.begin(db=self._bmeta) as txn:
             return [o for o in oids if txn.get(self.block_key(o, 0)) is None]
 
-    def advise_first_blocks(self, oids: Iterable[ObjectId]) -> None:
+    def advise_first_blocks(self, oids: Iterable[ObjectId]) -> int:
         """Ask these objects' first blocks into the page cache where they are held
         (``POSIX_FADV_WILLNEED`` at their recorded offsets, one read transaction: the
         kernel starts the reads and returns), so that a reader about to open one finds it
         in memory and is served on the mount's loop (``get_block(nowait=True)``), or waits
         for a read already under way. Only a hint: nothing happens without a recorded
-        offset."""
+        offset. Returns how many were asked for."""
         if self._data_fd is None:
-            return
+            return 0
+        asked = 0
         with self.env.begin(db=self._boffs, buffers=True) as txn:
             for oid in oids:
                 raw = txn.get(self.block_key(oid, 0))
@@ -448,7 +449,9 @@ class NodeCache:
                     os.posix_fadvise(self._data_fd, _U64.unpack(bytes(raw))[0], end - start,
                                      os.POSIX_FADV_WILLNEED)
                 except (OSError, struct.error):
-                    pass
+                    continue
+                asked += 1
+        return asked
 
     def missing_blocks(self, oid: ObjectId) -> list[int]:
         """Indices of the object's blocks not in the cache (one read transaction)."""

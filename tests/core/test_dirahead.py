@@ -180,7 +180,7 @@ def test_held_files_asked_in_and_not_opened_stay_under_a_byte_bound(
         async def open_(name: str) -> None:
             p.ahead.opened(await p.ns.lookup(folder.ino, name))
             await trio.sleep(0.05)  # the batches it granted all done
-            seen.append(p.ahead._paged_bytes)
+            seen.append(p.ahead._page_ins.pending_bytes)
         for i in range(0, 200, 20):  # far apart: none of them one asked in before
             await open_(f"{i:03d}.jpg")
         assert 0 < max(seen) <= bound
