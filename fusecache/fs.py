@@ -164,9 +164,10 @@ class FuseOperations(pyfuse3.Operations):
                     and node.etag and not node.restored):
                 # Its OPEN comes next and will want the bytes the prefill hands over.
                 oid = self.ns.object_id(node)
-                if self.reader.advise_small_object(oid, self.open_prefill,
-                                                   self._page_ins.room()):
-                    self._page_ins.add(block_key(oid, 0, self.reader.block_size), oid.size)
+                key = self.reader.advise_small_object(oid, self.open_prefill,
+                                                      self._page_ins.room())
+                if key is not None:
+                    self._page_ins.add(key, oid.size)
             return self._attrs(node)
         return await _guard(f"lookup {name!r}", go)
 

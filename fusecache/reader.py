@@ -302,25 +302,25 @@ class BlockReader:
             return None
         return block
 
-    def advise_small_object(self, oid: ObjectId, limit: int, room: int) -> bool:
+    def advise_small_object(self, oid: ObjectId, limit: int, room: int) -> bytes | None:
         """A one-block object of at most *limit* bytes is about to be opened (its LOOKUP):
         if only the node cache holds it, ask its bytes into the page cache now, so that
         the disk reads it during the LOOKUP's reply and the OPEN's trip instead of after
         the OPEN arrives (``cached_small_object`` then reads it on the loop). In a
         shuffled pass over a prefetched folder this is the one read-ahead that is always
         right: the file looked up is the one opened next. Not when it is larger than
-        *room* (the caller's PageInBudget); True if asked for (held, with a recorded
-        offset)."""
+        *room* (the caller's PageInBudget). Returns the block's key if it was asked for
+        (held, with a recorded offset), else None."""
         if self.disk is None or not 0 < oid.size <= min(limit, self.block_size, room):
-            return False
+            return None
         key = block_key(oid, 0, self.block_size)
         if key in self.ram or key in self._inflight:
-            return False
+            return None
         t = time.perf_counter()
         try:
-            return self.disk.advise_first_blocks([oid]) == 1
+            return key if self.disk.advise_first_blocks([oid]) == 1 else None
         except lmdb.Error:
-            return False  # only a hint; the open reads it or fetches it
+            return None  # only a hint; the open reads it or fetches it
         finally:
             self.index_noticed(time.perf_counter() - t)
 

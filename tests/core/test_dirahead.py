@@ -133,11 +133,11 @@ def test_each_open_fetches_at_most_per_open_more(tmp_path: Path) -> None:
     assert store.calls["get"] <= 10 + 3 * 9
 
 
-def test_held_files_are_skipped_at_a_share_of_a_credit_each(tmp_path: Path) -> None:
+def test_held_files_cost_a_share_of_a_credit_each(tmp_path: Path) -> None:
     """A warmed folder: a file the node cache holds costs a _HELD_SHARE-th of a credit
-    (checking it is an index lookup, no GET), so an open checks at most
-    _HELD_SHARE * per_open of them, and after the first batch shows the folder held,
-    each worker-thread call checks that many more files."""
+    (it is not fetched; at most asked into the page cache: a local disk read, no GET), so
+    an open checks at most _HELD_SHARE * per_open of them, and after the first batch shows
+    the folder held, each worker-thread call checks that many more files."""
     store = FakeStore()
     files = fill(store, 200)
     small = {k: v for k, v in files.items() if k.endswith(".jpg") and k.count("/") == 1}
