@@ -62,6 +62,20 @@ def _unwritten_kib() -> int:
     return n
 
 
+def cpu_seconds(pid: int | None, thread: int | None = None) -> float | None:
+    """User + system CPU time of process *pid* so far, or of its *thread* (a thread id;
+    the process's own id is its main thread) (None: no process, e.g. local disk)."""
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat" if thread is None
+                  else f"/proc/{pid}/task/{thread}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def stop_proc(proc: subprocess.Popen, timeout: float = 10.0) -> None:
     """SIGTERM the process group, SIGKILL after *timeout*; forget it."""
     if proc.poll() is None:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from _common import PROCS as _PROCS
-from _common import drop_caches, latency_proxy, local_s3, log, start_run
+from _common import cpu_seconds, drop_caches, latency_proxy, local_s3, log, start_run
 from _mounts import (
     Remote,
     cleanup_all,
@@ -224,20 +224,6 @@ def small_read(root: Path, ds: dict, threads: int) -> dict:
 
 def small_key(threads: int) -> str:
     return f"small_r{threads}"
-
-
-def cpu_seconds(pid: int | None, thread: int | None = None) -> float | None:
-    """User + system CPU time of process *pid* so far, or of its *thread* (a thread id;
-    the process's own id is its main thread) (None: no process, e.g. local disk)."""
-    if pid is None:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat" if thread is None
-                  else f"/proc/{pid}/task/{thread}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def two_passes(root: Path, ds: dict, expect: list[bytes], small_readers: list[int],

@@ -33,7 +33,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import PROCS, drop_caches, latency_proxy, local_s3, log, start_run  # noqa: E402
+from _common import (  # noqa: E402
+    PROCS,
+    cpu_seconds,
+    drop_caches,
+    latency_proxy,
+    local_s3,
+    log,
+    start_run,
+)
 from _mounts import (  # noqa: E402
     Remote,
     cleanup_all,
@@ -245,8 +253,11 @@ def prefetch(remote: Remote, cache: Path, datasets: dict) -> dict:
 
 
 def train_on(name: str, source_of: Callable[[str], Source], datasets: dict,
-             a: argparse.Namespace, accel, sampler) -> dict:
-    """Every dataset, *a.epochs* epochs each; page cache dropped before epoch 1."""
+             a: argparse.Namespace, accel, sampler, mount_pid: int | None = None) -> dict:
+    """Every dataset, *a.epochs* epochs each; page cache dropped before epoch 1. With
+    *mount_pid* (a FUSE mount's process) each epoch records that process's CPU seconds:
+    on a machine shared by the loader, the S3 server and the mount, a mount's CPU per
+    epoch is what its speed costs the rest."""
     out: dict = {"datasets": {}}
     for dsname, ds in datasets.items():
         loader = make_loader(a.loader, source_of(dsname), a.workers, a.batch_size,
@@ -255,11 +266,16 @@ def train_on(name: str, source_of: Callable[[str], Source], datasets: dict,
         epochs = []
         try:
             for e in range(a.epochs):
+                cpu0 = cpu_seconds(mount_pid)
                 st = run_epoch(loader, ds, accel, e, a.seed, sampler).as_dict()
+                cpu1 = cpu_seconds(mount_pid)
+                if cpu0 is not None and cpu1 is not None:
+                    st["mount_cpu_s"] = round(cpu1 - cpu0, 2)
                 epochs.append(st)
                 log(f"  {name:<19} {dsname:<6} epoch {e + 1}: {st['wall_s']:6.2f} s, "
                     f"{st['samples_per_s']:7.0f} samples/s, "
-                    f"util {st['accelerator_utilization']:.2f}")
+                    f"util {st['accelerator_utilization']:.2f}"
+                    + (f", mount CPU {st['mount_cpu_s']:.1f} s" if "mount_cpu_s" in st else ""))
         except (LoaderError, RuntimeError) as err:
             log(f"  {name} {dsname}: FAILED: {str(err).splitlines()[0]}")
             out["datasets"][dsname] = {"epochs": epochs, "error": str(err)}
@@ -284,7 +300,7 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
         mounter = mount_s3fs if c == "s3fs" else mount_rclone
         p, mp, cmd = mounter(remote, BUCKET, work)
         try:
-            res = train_on(c, under(mp), datasets, a, accel, sampler)
+            res = train_on(c, under(mp), datasets, a, accel, sampler, p.pid)
         finally:
             unmount_and_stop(mp, p)
         res["cmd"] = remote.mask(cmd)
@@ -311,7 +327,7 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
         spy = start_pyspy(p.pid, Path(f"{a.profile_prefix}-{c}.txt"),
                           work) if a.profile else None
         try:
-            res = train_on(c, under(mp), datasets, a, accel, sampler)
+            res = train_on(c, under(mp), datasets, a, accel, sampler, p.pid)
         finally:
             stop_pyspy(spy)
             unmount_and_stop(mp, p)  # its counters give mount_s3_bytes below

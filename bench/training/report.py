@@ -91,8 +91,8 @@ def markdown(res: dict) -> str:
                      f"{d['bytes'] / 1e6:.0f} MB")
         lines += [f"### {ds}: {what}", "",
                   "| contender | epoch | time s | samples/s | MB/s | accel. util. "
-                  "| data stall s | 1st batch s |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| data stall s | 1st batch s | mount CPU s |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for c, cres in res["contenders"].items():
             runs = cres.get("datasets", {}).get(ds)
             if not runs:
@@ -104,7 +104,8 @@ def markdown(res: dict) -> str:
                 lines.append(
                     f"| {LABELS.get(c, c)} | {e['epoch'] + 1} | {e['wall_s']:.2f} | "
                     f"{e['samples_per_s']:.0f} | {e['mb_per_s']:.0f} | {util} | "
-                    f"{e['stall_s']:.2f} | {e['first_batch_s']:.2f} |")
+                    f"{e['stall_s']:.2f} | {e['first_batch_s']:.2f} | "
+                    f"{e.get('mount_cpu_s', '')} |")
         lines.append("")
     pre = res["contenders"].get("fusecache-prefetch", {})
     if pre.get("warm"):

@@ -55,6 +55,15 @@ def test_small_run_of_every_contender(tmp_path: Path) -> None:
                 assert e["samples"] == info[ds]["samples"], (c, ds, e)
                 assert e["bytes"] == info[ds]["bytes"], (c, ds, e)
                 assert 0 < e["accelerator_utilization"] <= 1
+    # every FUSE mount's epochs carry its process's CPU; local disk and boto3 have no mount
+    for c, cres in res["contenders"].items():
+        for ds in ("files", "shards"):
+            cpus = [e.get("mount_cpu_s") for e in cres["datasets"][ds]["epochs"]]
+            if c in ("local", "boto3"):
+                assert cpus == [None, None], (c, ds)
+            else:
+                assert all(x is not None and x >= 0 for x in cpus), (c, ds, cpus)
+    assert res["contenders"]["fusecache"]["datasets"]["shards"]["epochs"][0]["mount_cpu_s"] > 0
     pre, cold = res["contenders"]["fusecache-prefetch"], res["contenders"]["fusecache"]
     total = info["files"]["bytes"] + info["shards"]["bytes"]
     # prefetchd warm fetched every byte before the mount; the mount fetched none
