@@ -197,6 +197,35 @@ def test_blocks_are_read_by_their_recorded_offset_with_the_map_as_fallback(
     c.close()
 
 
+def _mapped_kib(data_file: Path) -> int:
+    """KiB of *data_file* mapped into this process (its mappings' Rss in smaps)."""
+    total, ours = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if line[:1].isalnum() and "-" in line.split(" ", 1)[0]:  # a mapping's header
+                ours = line.rstrip().endswith(str(data_file))
+            elif ours and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+def test_stored_blocks_leave_no_pages_mapped_into_the_process(tmp_path: Path) -> None:
+    """Recording a block's offset maps its pages in (py-lmdb touches a value it hands
+    out); they are unmapped at once, so a cold pass does not grow the mount's RSS by
+    the blocks it stores (the page cache keeps them)."""
+    bs = 1 << 20
+    c = NodeCache.open(tmp_path, limit_bytes=64 * bs, block_size=bs)
+    o = oid("big", size=16 * bs)
+    assert c.put_blocks([(o, i, data_for(o, i, bs)) for i in range(8)]) == [True] * 8
+    for i in range(8, 16):
+        assert c.put_block(o, i, data_for(o, i, bs))
+    data_file = (c.path / "data.mdb").resolve()
+    assert _mapped_kib(data_file) < 1024  # B-tree pages only; 16 MiB of blocks were stored
+    assert c.get_block(o, 5) == data_for(o, 5, bs)  # read back by offset, not through the map
+    assert _mapped_kib(data_file) < 1024
+    c.close()
+
+
 def test_survives_reopen(tmp_path: Path) -> None:
     c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
     o = oid("a")
