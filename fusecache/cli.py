@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--readahead-budget", type=_size("--readahead-budget"), default=None,
                    metavar="SIZE", help=f"bytes of read-ahead in flight for the whole mount "
                                         f"(default {_human_default(md.readahead_budget)})")
+    m.add_argument("--max-connections", type=cliargs.int_range("--max-connections", 1, 512),
+                   default=None, metavar="N",
+                   help="ranged GETs to S3 in flight at once for the whole mount; folder "
+                        f"read-ahead uses at most half (default {md.max_connections})")
     m.add_argument("--folder-readahead", type=cliargs.int_range("--folder-readahead", 0, 256),
                    default=None, metavar="FILES",
                    help="once two files of a folder were opened, each open fetches up to "
@@ -228,6 +232,8 @@ def mount_config(a: argparse.Namespace) -> MountConfig:
         cfg.metadata_ttl = a.metadata_ttl
     if a.readahead_budget is not None:
         cfg.readahead_budget = a.readahead_budget
+    if a.max_connections is not None:
+        cfg.max_connections = a.max_connections
     if a.folder_readahead is not None:
         cfg.folder_readahead = a.folder_readahead
     if a.open_prefill is not None:

@@ -125,8 +125,12 @@ class MountConfig:
     readahead_budget: int = 96 * MiB
     # Largest read-ahead window of one sequential reader.
     readahead_max: int = 64 * MiB
-    # Parallel GETs to S3 across the whole mount (boto3 connection pool size).
-    max_connections: int = 24
+    # Parallel GETs to S3 across the whole mount (both clients' connection pools), folder
+    # read-ahead at most half of them. 48: behind a 1 Gbit/s link with 20 ms first-byte
+    # latency, cold small files (600 of 60-160 KiB, bench/run_bench.py, two rounds against
+    # 24) 655-717 against 540-550 files/s with 4 readers and 682-714 against 591-670 with
+    # 16; a small file's GET waits on latency, not bandwidth. No change on loopback.
+    max_connections: int = 48
     # Folder read-ahead (dirahead.py): once two files of a folder were opened, each open
     # fetches up to this many of its next small files (up to folder_readahead_max_file)
     # ahead, at most half of max_connections at once; 0 turns it off. 4: a folder read

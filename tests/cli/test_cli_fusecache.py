@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,8 @@ def _one_line_usage_error(r: subprocess.CompletedProcess, names: str) -> None:
     (["--block-size", "1KiB"], "--block-size"),
     (["--folder-readahead", "-1"], "--folder-readahead"),
     (["--folder-readahead", "many"], "--folder-readahead"),
+    (["--max-connections", "0"], "--max-connections"),
+    (["--max-connections", "many"], "--max-connections"),
 ])
 def test_bad_mount_arguments_are_one_line_and_exit_2(s3_env, bucket, tmp_path: Path,
                                                      extra: list[str], names: str) -> None:
@@ -54,6 +57,24 @@ def test_bad_mount_arguments_are_one_line_and_exit_2(s3_env, bucket, tmp_path: P
                  *extra], env=s3_env, timeout=60)
     _one_line_usage_error(r, names)
     assert not is_mounted(mp)
+
+
+@pytest.mark.fuse
+def test_one_connection_serves_a_folder_read_by_four_threads(local_s3, s3_env, bucket,
+                                                             tmp_path: Path) -> None:
+    """--max-connections 1: the readers and folder read-ahead share one GET at a time,
+    and every file still reads back whole."""
+    c = local_s3.client()
+    want = {f"f{i:02d}.bin": bytes([i]) * (1000 + 37 * i) for i in range(24)}
+    for name, body in want.items():
+        c.put_object(Bucket=bucket, Key=f"ds/{name}", Body=body)
+    mp = tmp_path / "m"
+    mp.mkdir()
+    with mounted(f"s3://{bucket}", mp, s3_env, "--cache-dir", str(tmp_path / "c"),
+                 "--max-connections", "1"), ThreadPoolExecutor(4) as pool:
+        got = dict(zip(want, pool.map(lambda n: (mp / "ds" / n).read_bytes(), want),
+                       strict=True))
+    assert got == want
 
 
 @pytest.mark.fuse
