@@ -574,8 +574,10 @@ class NodeCache:
         except lmdb.Error as e:  # an optimisation: the blocks are stored either way
             log.debug("could not record where %d block(s) lie: %s", len(keys), e)
             return
-        for address, n in recorded:  # after the commit: the map stays as LMDB left it
-            _unmap(address, n)
+        span = _map_span(self.path / "data.mdb") if recorded else None
+        for address, n in recorded:  # only ever inside the file's read-only map
+            if span is not None and span[0] <= address and address + n <= span[1]:
+                _unmap(address, n)
         self._count_mapped(touched)
 
     def _file_offset(self, buf: object) -> int | None:
