@@ -9,7 +9,8 @@ A volume is described by a flat string map, the same keys in three places:
 
 Keys (all values strings): ``bucket`` (required), ``prefix``, ``endpointUrl``,
 ``region``, ``metadataTtl`` (seconds or ``indefinite``), ``ramCacheSize``,
-``blockSize``, ``folderReadahead`` (files fetched ahead per file opened, 0-256; 0
+``blockSize``, ``maxConnections`` (GETs in flight for the mount, 1-512),
+``folderReadahead`` (files fetched ahead per file opened, 0-256; 0
 turns folder read-ahead off), ``openPrefill`` (a size: cached files up to it are handed
 to the kernel's page cache as they are opened; 0 turns it off). Keys containing a
 ``/`` belong to Kubernetes (``csi.storage.k8s.io/...``,
@@ -54,6 +55,7 @@ _KEYS = {
     "metadataTtl": "metadata_ttl",
     "ramCacheSize": "ram_cache_size",
     "blockSize": "block_size",
+    "maxConnections": "max_connections",
     "folderReadahead": "folder_readahead",
     "openPrefill": "open_prefill",
 }
@@ -88,6 +90,7 @@ class VolumeSource:
     metadata_ttl: str = ""
     ram_cache_size: str = ""
     block_size: str = ""
+    max_connections: str = ""
     folder_readahead: str = ""
     open_prefill: str = ""
 
@@ -119,6 +122,9 @@ class VolumeSource:
                           ("open_prefill", "openPrefill")):
             if kw[attr] and not _SIZE_RE.fullmatch(kw[attr]):
                 raise _invalid(f"{key} {kw[attr]!r} must be a size such as 256MiB")
+        conns = kw["max_connections"]
+        if conns and not (conns.isdigit() and 1 <= int(conns) <= 512):
+            raise _invalid(f"maxConnections {conns!r} must be a number of GETs, 1-512")
         ahead = kw["folder_readahead"]
         if ahead and not (ahead.isdigit() and int(ahead) <= 256):
             raise _invalid(f"folderReadahead {ahead!r} must be a number of files, 0-256")
@@ -139,6 +145,7 @@ class VolumeSource:
                             ("--metadata-ttl", self.metadata_ttl),
                             ("--ram-cache-size", self.ram_cache_size),
                             ("--block-size", self.block_size),
+                            ("--max-connections", self.max_connections),
                             ("--folder-readahead", self.folder_readahead),
                             ("--open-prefill", self.open_prefill)):
             if value:

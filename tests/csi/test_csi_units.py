@@ -37,6 +37,8 @@ def test_prefix_policies(policy: str, prefix: str) -> None:
     {"bucket": "data", "blockSize": "big", **PVC},
     {"bucket": "data", "folderReadahead": "-1", **PVC},
     {"bucket": "data", "folderReadahead": "999", **PVC},
+    {"bucket": "data", "maxConnections": "0", **PVC},
+    {"bucket": "data", "maxConnections": "lots", **PVC},
     {"bucket": "data", "openPrefill": "lots", **PVC},
     {"bucket": "data", "regoin": "eu-west-1", **PVC},
 ])
@@ -50,12 +52,14 @@ def test_context_round_trip_and_mount_options() -> None:
     src = volumes.VolumeSource.from_map({
         "bucket": "data", "prefix": "a//b/", "endpointUrl": "http://127.0.0.1:9000",
         "metadataTtl": "indefinite", "ramCacheSize": "256MiB", "folderReadahead": "0",
-        "openPrefill": "0", "storage.kubernetes.io/csiProvisionerIdentity": "x"})
+        "maxConnections": "96", "openPrefill": "0",
+        "storage.kubernetes.io/csiProvisionerIdentity": "x"})
     assert src.prefix == "a/b"
     assert volumes.VolumeSource.from_map(src.to_context()) == src
     assert src.mount_options() == ["--endpoint-url", "http://127.0.0.1:9000",
                                    "--metadata-ttl", "indefinite", "--ram-cache-size", "256MiB",
-                                   "--folder-readahead", "0", "--open-prefill", "0"]
+                                   "--max-connections", "96", "--folder-readahead", "0",
+                                   "--open-prefill", "0"]
 
 
 def test_volume_ids_are_deterministic_and_safe() -> None:
