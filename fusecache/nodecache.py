@@ -217,7 +217,9 @@ class NodeCache:
         self._pending_touch: OrderedDict[bytes, int] = OrderedDict()
         self._mapped_since = 0
         self._closed = False
-        self._map_base: int | None = None
+        # this process's mapping of data.mdb (_map_span), looked up again if a value
+        # lies outside it (remapped)
+        self._map: tuple[int, int, int] | None = None
         self._pending_offsets: OrderedDict[bytes, int] = OrderedDict()
         try:
             self._data_fd: int | None = os.open(path / "data.mdb", os.O_RDONLY | os.O_CLOEXEC)
@@ -416,10 +418,8 @@ class NodeCache:
         cache and a later read faults it back in (a minor fault).
         """
         span = _map_span(self.path / "data.mdb")
-        if span is None or _LIBC is None:
-            return
-        start, end, _ = span
-        _LIBC.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_DONTNEED)
+        if span is not None:
+            _unmap(span[0], span[1] - span[0])
 
     def contains_block(self, oid: ObjectId, index: int) -> bool:
         with self.env.begin(db=self._bmeta) as txn:
@@ -574,24 +574,26 @@ class NodeCache:
         except lmdb.Error as e:  # an optimisation: the blocks are stored either way
             log.debug("could not record where %d block(s) lie: %s", len(keys), e)
             return
-        span = _map_span(self.path / "data.mdb") if recorded else None
+        span = self._map  # what _file_offset just found the blocks in
         for address, n in recorded:  # only ever inside the file's read-only map
             if span is not None and span[0] <= address and address + n <= span[1]:
                 _unmap(address, n)
+            else:
+                touched += n  # left mapped: the next unmap of the whole map takes it
         self._count_mapped(touched)
 
     def _file_offset(self, buf: object) -> int | None:
         """The offset in data.mdb of a value LMDB handed out from its map."""
         for _ in range(2):
-            if self._map_base is None:
-                span = _map_span(self.path / "data.mdb")
-                if span is None:
+            if self._map is None:
+                self._map = _map_span(self.path / "data.mdb")
+                if self._map is None:
                     return None
-                self._map_base = span[0] - span[2]  # the address of file offset 0
-            off = _buffer_address(buf) - self._map_base
+            start, _end, offset = self._map
+            off = _buffer_address(buf) - (start - offset)  # start - offset: file offset 0
             if 0 <= off < _MAX_FILE_OFFSET:
                 return off
-            self._map_base = None  # remapped? look the base up again
+            self._map = None  # remapped? look the mapping up again
         return None
 
     def _pread(self, raw_off: object, length: int,
