@@ -99,7 +99,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     g.add_argument("--batch-size", type=int, default=32)
     g.add_argument("--prefetch-factor", type=int, default=2)
     g.add_argument("--step-ms", type=float, default=20.0,
-                   help="simulated accelerator time per batch (default 20: 1600 samples/s)")
+                   help="accelerator time per batch (default 20: 1600 samples/s); on a GPU, "
+                        "the real model runs as many passes per batch as fill it")
     g.add_argument("--epochs", type=int, default=2)
     g.add_argument("--loader", choices=["auto", "process", "torch"], default="auto",
                    help="auto: torch DataLoader when torch imports, else the process pool")
@@ -349,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run_train_bench: {why}", file=sys.stderr)
         return 2
     try:
-        accel, sampler, accel_why = choose(a.accelerator, a.step_ms / 1000)
+        accel, sampler, accel_why = choose(a.accelerator, a.step_ms / 1000, a.batch_size)
     except RuntimeError as e:
         print(f"run_train_bench: {e}", file=sys.stderr)
         return 2

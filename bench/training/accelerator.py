@@ -2,13 +2,18 @@
 
 ``SimulatedAccelerator`` is MLPerf Storage's approach: a fixed compute time per batch
 (a sleep, during which the loader's workers keep reading). ``TorchGpuAccelerator``
-runs a real forward/backward/optimizer step of a small convolutional network on the
-GPU, fed with the first bytes of every sample, and times it with a CUDA
-synchronise. ``NvmlSampler`` samples the GPU's own utilisation counter alongside.
+runs real forward/backward/optimizer steps of a small convolutional network on the
+GPU, fed with the first bytes of every sample, and times them with a CUDA
+synchronise. A modern GPU runs one such step of a 32-sample batch in a millisecond or
+two, which would make every contender data-bound; so it runs as many passes per batch
+as fill the same time per batch as the simulated accelerator (calibrated at start),
+and the data demand stays the experiment's. ``NvmlSampler`` samples the GPU's own
+utilisation counter alongside.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -43,11 +48,13 @@ class SimulatedAccelerator:
 
 
 class TorchGpuAccelerator:
-    """A real step on ``cuda:0`` (or *device*): conv net, cross-entropy, SGD."""
+    """Real steps on ``cuda:0`` (or *device*): conv net, cross-entropy, SGD; with
+    *step_s*, as many passes per batch as take about that long (at least one)."""
 
     feature_bytes = FEATURE_BYTES
 
-    def __init__(self, device: str = "cuda") -> None:
+    def __init__(self, device: str = "cuda", step_s: float | None = None,
+                 batch_size: int = 32) -> None:
         import torch
         from torch import nn
 
@@ -63,17 +70,39 @@ class TorchGpuAccelerator:
         self.loss = nn.CrossEntropyLoss()
         name = (torch.cuda.get_device_name(self.device) if self.device.type == "cuda"
                 else str(self.device))
-        self.name = f"torch conv net on {name}"
+        self.passes = 1
+        if step_s:
+            self.passes = max(1, round(step_s / self._calibrate(batch_size)))
+        self.name = f"torch conv net on {name}, {self.passes} pass(es) per batch"
+
+    def _calibrate(self, batch_size: int) -> float:
+        """Seconds of one pass over a random batch, after warm-up (cuDNN picks its kernels)."""
+        raw = os.urandom(batch_size * FEATURE_BYTES)
+        batch = Batch(index=-1, samples=batch_size, nbytes=len(raw), features=raw)
+        for _ in range(5):
+            self._pass(batch)
+        self._sync()
+        t0 = time.perf_counter()
+        for _ in range(20):
+            self._pass(batch)
+        self._sync()
+        return (time.perf_counter() - t0) / 20
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
     def step(self, batch: Batch) -> float:
-        torch = self.torch
         if batch.features is None:
             raise ValueError("a real model step needs sample bytes (feature_bytes > 0)")
         t0 = time.perf_counter()
+        for _ in range(self.passes):
+            self._pass(batch)
+        self._sync()
+        return time.perf_counter() - t0
+
+    def _pass(self, batch: Batch) -> None:
+        torch = self.torch
         raw = torch.frombuffer(bytearray(batch.features), dtype=torch.uint8)
         x = raw.view(batch.samples, *IMAGE_SHAPE).to(self.device, non_blocking=True)
         x = x.float().div_(255.0)
@@ -82,8 +111,6 @@ class TorchGpuAccelerator:
         loss = self.loss(self.model(x), y)
         loss.backward()
         self.opt.step()
-        self._sync()
-        return time.perf_counter() - t0
 
 
 class NvmlSampler:
@@ -140,7 +167,8 @@ def gpu_count() -> int:
         pynvml.nvmlShutdown()
 
 
-def choose(kind: str, step_s: float) -> tuple[Accelerator, NvmlSampler | None, str]:
+def choose(kind: str, step_s: float,
+           batch_size: int = 32) -> tuple[Accelerator, NvmlSampler | None, str]:
     """'sim', 'gpu' or 'auto' -> (accelerator, sampler or None, why this one)."""
     if kind == "sim":
         return SimulatedAccelerator(step_s), None, "asked for the simulated accelerator"
@@ -159,4 +187,5 @@ def choose(kind: str, step_s: float) -> tuple[Accelerator, NvmlSampler | None, s
         if kind == "gpu":
             raise RuntimeError("--accelerator gpu: torch.cuda.is_available() is False")
         return SimulatedAccelerator(step_s), None, "GPU found but torch has no CUDA"
-    return TorchGpuAccelerator(), NvmlSampler(), f"{n} GPU(s) found by NVML"
+    accel = TorchGpuAccelerator(step_s=step_s, batch_size=batch_size)
+    return accel, NvmlSampler(), f"{n} GPU(s) found by NVML"
