@@ -169,15 +169,17 @@ class RangeGetter:
         return bool(self._request(key, first_chunk))
 
     def list_chunks(self, key: str) -> Iterator[list[tuple[str, int, str, float]]]:
-        """Every object under ``key + "/"``, recursively, as chunks of at most LIST_CHUNK
-        (key, size, ETag, mtime), one LIST page each, fetched as the caller asks for them.
+        """Every object under ``key + "/"`` (the whole bucket for key ""), recursively, as
+        chunks of at most LIST_CHUNK (key, size, ETag, mtime), one LIST page each, fetched
+        as the caller asks for them.
 
         object_store names a key as a path: a trailing '/' is dropped (the folder marker
         ``a/b/`` is listed as ``a/b``), and a key with an empty or '.' segment or a
         control character ends the listing with NotNative. The caller decides what such
         names can stand for (``S3Store.list_dir``)."""
         stream = iter(self._request(
-            key, lambda: obstore.list(self._store, prefix=key, chunk_size=LIST_CHUNK)))
+            key, lambda: obstore.list(self._store, prefix=key or None,
+                                 chunk_size=LIST_CHUNK)))
         while True:
             chunk = self._request(key, lambda: next(stream, None))
             if not chunk:

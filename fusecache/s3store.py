@@ -334,14 +334,16 @@ class S3Store:
         """Every object whose key starts with *prefix*, in S3's order (a warm's listing).
 
         Through the native client, a page at a time, while its names are S3's keys
-        exactly: *prefix* a folder it can name, and no empty object in the page (a folder
-        marker ``a/`` would be named ``a``). From the first page that is not (or a key it
-        cannot name, or a failed page), boto3's pages take over after the last key given.
+        exactly: *prefix* a folder it can name (or the bucket's root), and no empty object
+        in the page (a folder marker ``a/`` would be named ``a``). From the first page that
+        is not (or a key it cannot name, or a failed page), boto3's pages take over after
+        the last key given.
         """
         after: str | None = None
         data = self._data
-        if data is not None and prefix.endswith("/") and s3data.native_key(prefix[:-1]):
-            chunks = data.list_chunks(prefix[:-1])
+        if data is not None and (prefix == "" or (prefix.endswith("/")
+                                                  and s3data.native_key(prefix[:-1]))):
+            chunks = data.list_chunks(prefix[:-1])  # "": the bucket's root
             what = f"LIST s3://{self.bucket}/{prefix}"
             while True:
                 t = time.monotonic()

@@ -313,7 +313,7 @@ def test_warm_listing_is_native_until_a_name_it_cannot_give_then_boto3_after_it(
     st._client.list_objects_v2 = counting_list
     try:
         for prefix, native_only in (("big/", True), ("mark/", False), ("odd/", False),
-                                    ("none/", True)):
+                                    ("none/", True), ("", False)):
             boto3_calls.clear()
             got = [(o.key, o.size, o.etag) for o in st.list_all(prefix)]
             native_pages = not boto3_calls
@@ -330,3 +330,26 @@ def test_warm_listing_is_native_until_a_name_it_cannot_give_then_boto3_after_it(
                 assert boto3_calls[0].get("StartAfter", "").startswith(prefix), boto3_calls
     finally:
         st.close()
+
+
+def test_a_bucket_root_is_listed_natively(local_s3: LocalS3, s3_env: dict, bucket: str) -> None:
+    """A mount of a whole bucket lists its tree from the root: through the native client
+    too (botocore's pages cost ten times the CPU), with boto3's keys, sizes and ETags."""
+    c = local_s3.client()
+    keys = [f"{d}/c{i % 7}/f{i:04d}" for d in ("imagenet", "shards") for i in range(1100)]
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda k: c.put_object(Bucket=bucket, Key=k, Body=k.encode()), keys))
+    st = _store(bucket)
+    calls: list[dict] = []
+    real_list = st._client.list_objects_v2
+    st._client.list_objects_v2 = lambda **kw: calls.append(kw) or real_list(**kw)
+    try:
+        got = [(o.key, o.size, o.etag) for o in st.list_all("")]
+    finally:
+        st._client.list_objects_v2 = real_list
+        st.close()
+    want = [(o["Key"], o["Size"], o["ETag"].strip('"'))
+            for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in page.get("Contents", ())]
+    assert got == want and len(got) == len(keys)
+    assert calls == []
