@@ -259,3 +259,23 @@ def test_torch_dataloader_gives_the_same_epochs(data) -> None:
     got = list(ts.shard_epoch(shards, [0, 1, 2]))
     assert sum(b.samples for b in got) == shards.samples
     assert all(isinstance(b, Batch) for b in got)
+
+
+def test_real_model_fills_the_step_time_with_whole_passes() -> None:
+    """The real model (here on the CPU) runs as many passes per batch as fill the asked
+    step time, at least one; a batch without sample bytes is refused."""
+    pytest.importorskip("torch")
+    import os
+
+    from bench.training.accelerator import FEATURE_BYTES, TorchGpuAccelerator
+
+    one = TorchGpuAccelerator(device="cpu", batch_size=4)
+    assert one.passes == 1
+    raw = os.urandom(4 * FEATURE_BYTES)
+    single = min(one.step(Batch(0, 4, len(raw), raw)) for _ in range(3))
+    many = TorchGpuAccelerator(device="cpu", step_s=single * 4, batch_size=4)
+    assert 2 <= many.passes <= 8, (single, many.passes)
+    assert f"{many.passes} pass(es) per batch" in many.name
+    assert many.step(Batch(1, 4, len(raw), raw)) >= single * (many.passes - 1)
+    with pytest.raises(ValueError, match="sample bytes"):
+        many.step(Batch(2, 4, len(raw), None))
