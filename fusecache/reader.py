@@ -18,6 +18,9 @@ Data flow for one block:
     ranged GET (a worker thread, under the connection limiter)│
         └─> RamCache.put, queue write-behind to the node cache <┘ ──> bytes
 
+Both worker threads come from one ``workers.WorkerPool``: at a cold small file a call
+each, cheaper there than ``trio.to_thread`` (see workers.py).
+
 Folder read-ahead loads a folder's small files from peers several at a time
 (``load_first_blocks``: one call per batch, each block then lands as above); a reader of
 one of them waits for that batch, and loads it itself if the batch did not get it.
@@ -84,6 +87,7 @@ from fusecache.offline_auth import OfflineGate
 from fusecache.peer_client import PeerClient, fetch_from_peers, first_blocks_from_peers
 from fusecache.ramcache import RamCache
 from fusecache.store import ObjectStore
+from fusecache.workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +221,8 @@ class BlockReader:
                                         // block_size)
         self._budget = trio.Semaphore(max(0, readahead_budget // block_size))
         self._connections = trio.CapacityLimiter(max_connections)
+        # the GETs' and the peer calls' threads (abandoned when their caller is cancelled)
+        self._calls = WorkerPool("fusecache-io", keep=min(max_connections, 16))
         self._disk_threads = trio.CapacityLimiter(_DISK_READ_THREADS)
         self._small_disk_threads = trio.CapacityLimiter(_SMALL_DISK_READ_THREADS)
         self._inflight: dict[bytes, _Flight] = {}
@@ -243,6 +249,7 @@ class BlockReader:
                 await trio.sleep_forever()  # read-ahead tasks start here until cancelled
         finally:
             self._writer.close()
+            self._calls.close()
 
     # -- public --------------------------------------------------------------------
 
@@ -485,8 +492,7 @@ class BlockReader:
         self._fail_fast(oid)  # before queueing for a connection held by a stuck request
         async with self._connections:
             self._fail_fast(oid)
-            data = await trio.to_thread.run_sync(
-                self.store.get_range, oid.key, start, end, oid.etag, abandon_on_cancel=True)
+            data = await self._calls.run(self.store.get_range, oid.key, start, end, oid.etag)
         if len(data) != end - start:  # the store checks too; never cache a short block
             raise errors.StoreError(f"short block {idx} of {oid.key}")
         self.metrics.add_pending("s3_bytes", len(data))
@@ -521,9 +527,9 @@ class BlockReader:
                 budget = min(self.read_timeout,
                              trio.current_effective_deadline() - trio.current_time())
                 async with self._peer_batch_slots:
-                    got = await trio.to_thread.run_sync(
+                    got = await self._calls.run(
                         first_blocks_from_peers, self.peers, list(mine), self.block_size,
-                        budget, abandon_on_cancel=True)
+                        budget)
             for oid, data in got.items():
                 key, flight = mine[oid]
                 flight.data = data
@@ -545,9 +551,9 @@ class BlockReader:
             return None
         budget = trio.current_effective_deadline() - trio.current_time()
         async with self._peer_slots:
-            return await trio.to_thread.run_sync(
+            return await self._calls.run(
                 fetch_from_peers, self.peers, oid, idx, self.block_size,
-                min(budget, self.read_timeout), abandon_on_cancel=True)
+                min(budget, self.read_timeout))
 
     async def _store_later(self, oid: ObjectId, idx: int, data: bytes) -> None:
         """Hand a fetched block to the write-behind thread for the node cache."""
