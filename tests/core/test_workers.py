@@ -45,15 +45,21 @@ def test_many_calls_each_get_their_own_result_or_exception() -> None:
     pool.close()
 
 
-def test_a_cancelled_call_is_abandoned_and_does_not_hold_up_the_next() -> None:
-    pool = WorkerPool("t", keep=1)
-    release = threading.Event()
-    finished = threading.Event()
+def _held_call(result: object):
+    """(release, finished, call): *call* blocks until *release* is set, then sets
+    *finished* and returns *result*."""
+    release, finished = threading.Event(), threading.Event()
 
-    def stuck() -> str:
+    def call() -> object:
         release.wait(10)
         finished.set()
-        return "late"
+        return result
+    return release, finished, call
+
+
+def test_a_cancelled_call_is_abandoned_and_does_not_hold_up_the_next() -> None:
+    pool = WorkerPool("t", keep=1)
+    release, finished, stuck = _held_call("late")
 
     async def main() -> tuple[float, str, float]:
         t0 = trio.current_time()
@@ -97,13 +103,7 @@ def test_idle_threads_beyond_the_kept_ones_leave_and_close_ends_the_rest() -> No
 def test_a_result_for_a_finished_trio_run_is_dropped() -> None:
     """A thread ending after its trio run is gone must not fail (nobody waits for it)."""
     pool = WorkerPool("t", keep=1)
-    release = threading.Event()
-    done = threading.Event()
-
-    def slow() -> int:
-        release.wait(5)
-        done.set()
-        return 1
+    release, done, slow = _held_call(1)
 
     async def main() -> None:
         with trio.move_on_after(0.05):
