@@ -22,6 +22,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import cpu_seconds, drop_caches  # noqa: E402
+
 DIRS, FILES, SIZE = 100, 40, 110 * 1024
 
 
@@ -91,11 +94,6 @@ def _read_all(paths: list[str]) -> int:
     return n
 
 
-def _cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--readers", type=int, default=4)
@@ -122,13 +120,16 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.05)
             paths = [f"{mp}/d{d}/f{f}" for d in range(DIRS) for f in range(FILES)]
             random.Random(1).shuffle(paths)
-            os.sync()
-            Path("/proc/sys/vm/drop_caches").write_text("3\n")
-            c0, t0 = _cpu_ticks(server.pid), time.perf_counter()
+            drop_caches()
+            c0, t0 = cpu_seconds(server.pid), time.perf_counter()
             with ProcessPoolExecutor(a.readers) as ex:
                 total = sum(ex.map(_read_all, [paths[i::a.readers] for i in range(a.readers)]))
             wall = time.perf_counter() - t0
-            cpu = (_cpu_ticks(server.pid) - c0) / os.sysconf("SC_CLK_TCK")
+            c1 = cpu_seconds(server.pid)
+            if c0 is None or c1 is None:
+                print("run_floor_bench: the file system's process is gone", file=sys.stderr)
+                return 1
+            cpu = c1 - c0
             if total != len(paths) * SIZE:
                 print(f"run_floor_bench: read {total} bytes, expected {len(paths) * SIZE}",
                       file=sys.stderr)

@@ -378,7 +378,7 @@ class NodeCache:
                 buf = txn.get(key, db=self._blocks)
                 data = bytes(buf) if buf is not None else b""
                 if len(data) >= _PREAD_MIN:
-                    heal = self._file_offset(buf)
+                    heal = self._file_offset(_buffer_address(buf))
         ok = length == len(data) == end - start and (not mapped or _crc32(data) == crc)
         if not ok:
             log.warning("cached block %d of s3://%s/%s failed verification; dropping it",
@@ -563,10 +563,11 @@ class NodeCache:
                 for key in keys:
                     buf = txn.get(key, db=self._blocks)
                     n = len(buf) if buf is not None else 0  # paged in through the map
-                    off = self._file_offset(buf) if n >= _PREAD_MIN else None
+                    address = _buffer_address(buf) if n >= _PREAD_MIN else -1
+                    off = self._file_offset(address) if address >= 0 else None
                     if off is not None:
                         txn.put(key, _U64.pack(off), db=self._boffs)
-                        recorded.append((_buffer_address(buf), n))
+                        recorded.append((address, n))
                     else:
                         touched += n
                 if _FAILPOINT is not None:
@@ -582,15 +583,16 @@ class NodeCache:
                 touched += n  # left mapped: the next unmap of the whole map takes it
         self._count_mapped(touched)
 
-    def _file_offset(self, buf: object) -> int | None:
-        """The offset in data.mdb of a value LMDB handed out from its map."""
+    def _file_offset(self, address: int) -> int | None:
+        """The offset in data.mdb of a value LMDB handed out from its map at *address*
+        (_buffer_address)."""
         for _ in range(2):
             if self._map is None:
                 self._map = _map_span(self.path / "data.mdb")
                 if self._map is None:
                     return None
             start, _end, offset = self._map
-            off = _buffer_address(buf) - (start - offset)  # start - offset: file offset 0
+            off = address - (start - offset)  # start - offset: file offset 0
             if 0 <= off < _MAX_FILE_OFFSET:
                 return off
             self._map = None  # remapped? look the mapping up again

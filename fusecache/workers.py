@@ -7,10 +7,10 @@ puts a job on a deque and wakes one waiting thread (or starts one), the thread r
 trio loop once (``run_sync_soon``) to hand every finished outcome to its caller.
 
 Why not ``trio.to_thread.run_sync``: a cold small file is one such call, and on 2 cores
-trio's costs 235-265 us of CPU per call against 132-142 for this pool (20,000 calls
-sleeping 0.5 ms, 16 at a time), CPU the FUSE loop shares: trio starts each job through
-its thread cache, renames the thread, and wakes the loop once per result; here threads
-wait on one condition and results come back in batches.
+trio's cost 200-241 us of CPU per call against 114-125 for this pool (20,000 calls
+sleeping 0.5 ms, 16 at a time: bench/run_handoff_bench.py), CPU the FUSE loop shares:
+trio starts each job through its thread cache, renames the thread, and wakes the loop
+once per result; here threads wait on one condition and results come back in batches.
 
 Like ``to_thread.run_sync(..., abandon_on_cancel=True)``: a cancelled caller stops
 waiting at once and the thread finishes its call (bounded by the call's own timeouts),
