@@ -40,6 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import lmdb
 
+from fusecache.workers import name_os_thread
+
 log = logging.getLogger(__name__)
 
 _SLOW = 0.002  # a lookup that took this long read the disk (a page cache hit is ~10 us)
@@ -99,6 +101,7 @@ class IndexWarmer:
             thread.join(timeout)
 
     def _walk(self) -> None:
+        name_os_thread()
         t0 = time.monotonic()
         keys = 0
         try:

@@ -87,7 +87,7 @@ from fusecache.offline_auth import OfflineGate
 from fusecache.peer_client import PeerClient, fetch_from_peers, first_blocks_from_peers
 from fusecache.ramcache import RamCache
 from fusecache.store import ObjectStore
-from fusecache.workers import WorkerPool
+from fusecache.workers import WorkerPool, name_os_thread
 
 log = logging.getLogger(__name__)
 
@@ -721,6 +721,7 @@ class _WriteBehind:
 
     def _run(self) -> None:
         assert self._disk is not None
+        name_os_thread()
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: self._items or self._closed)

@@ -153,3 +153,20 @@ def test_results_finishing_together_wake_the_loop_once(n: int) -> None:
     assert sorted(out) == list(range(n))
     assert deliveries == 1
     pool.close()
+
+
+def test_the_kernel_knows_each_worker_thread_by_its_name() -> None:
+    """ps -L / top -H tell the pool's threads apart (the first 15 bytes of the name)."""
+    pool = WorkerPool("fusecache-io", keep=1)
+
+    def comm() -> str:
+        with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+            return f.read().strip()
+
+    async def main() -> str:
+        return await pool.run(comm)
+
+    try:
+        assert trio.run(main) == "fusecache-io-1"
+    finally:
+        pool.close()
