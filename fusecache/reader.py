@@ -119,13 +119,15 @@ _FAILURE_MEMORY = 5.0
 _DISK_RETRY_AFTER = 30.0
 _PEER_THREADS = 16
 _PEER_BATCH_THREADS = 4
-# Buffers of blocks the RAM tier let go, kept for the next node-cache read of a full
-# block (see _recycle). A fresh 8 MiB buffer costs 2,048 page faults and zeroed pages:
-# measured on 2 cores (512 MiB from the node cache, page cache dropped), NodeCache.get_block
-# took 0.71-0.85 CPU-s with a fresh buffer per block, 0.18-0.27 s with reused ones.
-# Two are enough for a stream (each eviction is followed by the next block's read) and
-# bound what is kept beyond the RAM tier to 2 blocks.
-_SPARE_BUFFERS = 2
+# Buffers of blocks the RAM tier let go, kept for the next read of a full block from the
+# node cache or S3 (see _recycle). A fresh 8 MiB buffer costs 2,048 page faults and zeroed
+# pages: measured on 2 cores (512 MiB from the node cache, page cache dropped),
+# NodeCache.get_block took 0.71-0.85 CPU-s with a fresh buffer per block, 0.18-0.27 s with
+# reused ones. Read-ahead starts several GETs before the blocks they evict arrive, so a
+# stream from S3 needs more than two: 1.5 GiB read cold (page cache dropped, 2 cores,
+# alternating), the mount's CPU was 4.47 s with fresh buffers, 4.25-4.46 s keeping 2,
+# 3.36-3.74 s keeping 8. What is kept beyond the RAM tier: at most 8 blocks.
+_SPARE_BUFFERS = 8
 
 
 # A bytearray whose bytes are not initialised: malloc only, so a fresh 8 MiB buffer is
@@ -492,7 +494,12 @@ class BlockReader:
         self._fail_fast(oid)  # before queueing for a connection held by a stuck request
         async with self._connections:
             self._fail_fast(oid)
-            data = await self._calls.run(self.store.get_range, oid.key, start, end, oid.etag)
+            into = None
+            if end - start == self.block_size:  # the worker thread owns *into* from here
+                into = self._spare.pop() if self._spare else _uninitialised_bytearray(
+                    self.block_size)
+            data = await self._calls.run(partial(self.store.get_range, oid.key, start, end,
+                                                 oid.etag, into=into))
         if len(data) != end - start:  # the store checks too; never cache a short block
             raise errors.StoreError(f"short block {idx} of {oid.key}")
         self.metrics.add_pending("s3_bytes", len(data))

@@ -263,14 +263,16 @@ class S3Store:
         r = self._client.head_object(Bucket=self.bucket, Key=key)
         return int(r["ContentLength"]), r.get("ETag", "").strip('"'), _ts(r.get("LastModified"))
 
-    def get_range(self, key: str, start: int, end: int,
-                  etag: str | None = None) -> bytes | memoryview:
+    def get_range(self, key: str, start: int, end: int, etag: str | None = None,
+                  into: bytearray | None = None) -> bytes | memoryview | bytearray:
         want = end - start
         if want <= 0:
             return b""
+        if into is not None and len(into) != want:
+            into = None
         def go():
             t = time.monotonic()
-            data = self._plane(key, lambda d: d.get(key, start, end, etag),
+            data = self._plane(key, lambda d: d.get(key, start, end, etag, into),
                                lambda: self._boto3_get(key, start, end, etag))
             got = len(data)
             if got != want:

@@ -42,10 +42,13 @@ class ObjectStore(Protocol):
     def head(self, key: str) -> ObjectInfo:
         """Metadata of *key*; ObjectNotFound if absent."""
 
-    def get_range(self, key: str, start: int, end: int,
-                  etag: str | None = None) -> bytes | memoryview:
+    def get_range(self, key: str, start: int, end: int, etag: str | None = None,
+                  into: bytearray | None = None) -> bytes | memoryview | bytearray:
         """Bytes [start, end) of *key*, exactly; ObjectChanged if the ETag moved on.
-        A memoryview (of a native client's buffer) is read-only and never copied."""
+        A memoryview (of a native client's buffer) is read-only and never copied.
+        *into*: a buffer of end - start bytes the caller lends for the body; the result
+        may be it or other bytes, and the caller must not use *into* otherwise until
+        this returns (a store may ignore it)."""
 
     def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
                   max_keys: int = 1000) -> ListPage:

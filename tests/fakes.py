@@ -28,6 +28,9 @@ class FakeStore:
         self.calls: Counter[str] = Counter()
         self.fail_next: dict[str, list[BaseException]] = {}
         self.delay = 0.0
+        # id() of each buffer a GET was given to fill (into=); not the buffer itself, which
+        # would keep it from being reused
+        self.lent: list[int] = []
         self._lock = threading.Lock()
 
     def put(self, key: str, data: bytes) -> None:
@@ -53,13 +56,19 @@ class FakeStore:
             raise errors.ObjectNotFound(key)
         return ObjectInfo(key, len(self.objects[key]), self.etags[key], 1.0)
 
-    def get_range(self, key: str, start: int, end: int, etag: str | None = None) -> bytes:
+    def get_range(self, key: str, start: int, end: int, etag: str | None = None,
+                  into: bytearray | None = None) -> bytes:
         self._maybe_fail("get")
         if key not in self.objects:
             raise errors.ObjectNotFound(key)
         if etag is not None and etag != self.etags[key]:
             raise errors.ObjectChanged(key)
-        return self.objects[key][start:end]
+        data = self.objects[key][start:end]
+        if into is not None and len(into) == len(data):  # as S3Store streams a body in
+            self.lent.append(id(into))
+            into[:] = data
+            return into
+        return data
 
     def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
                   max_keys: int = 1000) -> ListPage:

@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from fusecache import errors
+from fusecache import reader as reader_module
 from fusecache.metrics import Metrics
 from fusecache.nodecache import NodeCache, ObjectId, block_key
 from fusecache.ramcache import RamCache
@@ -273,7 +274,7 @@ def _filled_disk(tmp_path: Path, store: FakeStore, key: str, blocks: int
     return disk, o, data
 
 
-def _big_reader(store: FakeStore, disk: NodeCache) -> BlockReader:
+def _big_reader(store: FakeStore, disk: NodeCache | None) -> BlockReader:
     # RAM tier of 8 blocks: the object (12 blocks) is streamed through 4 of them
     return BlockReader(store, RamCache(8 * BIG_BS), disk, Metrics(), block_size=BIG_BS,
                        readahead_budget=4 * BIG_BS, readahead_max=2 * BIG_BS,
@@ -330,6 +331,42 @@ def test_a_buffer_still_referred_to_is_never_reused(tmp_path: Path) -> None:
 
     trio.run(go)
     disk.close()
+
+
+def test_full_blocks_from_s3_fill_buffers_the_ram_tier_let_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sequential read of an object larger than the RAM tier: full blocks are fetched
+    into buffers of evicted blocks (not a fresh 8 MiB buffer per GET), never into one a
+    reader still holds, and every byte read is the object's."""
+    fresh: list[int] = []
+    new_buffer = reader_module._uninitialised_bytearray
+
+    def counted(n: int) -> bytearray:
+        fresh.append(n)
+        return new_buffer(n)
+    monkeypatch.setattr(reader_module, "_uninitialised_bytearray", counted)
+    store = FakeStore()
+    data = random.Random("s3-stream").randbytes(24 * BIG_BS + 1000)  # a short last block
+    store.put("s3-stream", data)
+    o = ObjectId(store.bucket, "s3-stream", store.etags["s3-stream"], len(data))
+
+    async def go():
+        r = _big_reader(store, None)  # no write-behind: nothing else holds a block
+        state = ReadState()
+
+        async def body():
+            held = memoryview(await r.read(o, 0, 1000, state))  # a reply not sent yet
+            for off in range(1000, len(data), 256 * 1024):
+                got = await r.read(o, off, 256 * 1024, state)
+                assert got == data[off:off + 256 * 1024]
+            assert held == data[:1000]
+            assert store.lent.count(id(held.obj)) == 1  # never filled again while held
+        await with_reader(r, body)
+
+    trio.run(go)
+    assert store.calls["get"] == 25
+    assert len(store.lent) == 24  # every full block had a buffer to fill, the last none
+    assert len(fresh) < 16, f"{len(fresh)} fresh buffers for 24 blocks"
 
 
 def test_cached_small_object_never_fetches(tmp_path: Path) -> None:

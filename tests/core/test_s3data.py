@@ -46,6 +46,28 @@ def test_native_get_is_exact_and_zero_copy(local_s3: LocalS3, s3_env: dict,
         st.close()
 
 
+def test_native_get_streams_into_a_lent_buffer(local_s3: LocalS3, s3_env: dict,
+                                               bucket: str) -> None:
+    """A whole block the mount lends a buffer for arrives in that buffer (streamed, in
+    chunks smaller than the block), byte for byte; a buffer of another size is not
+    used; a changed object is still refused."""
+    data = os.urandom(3 * s3data._STREAM_CHUNK + 12345)
+    local_s3.client().put_object(Bucket=bucket, Key="d/lent.bin", Body=data)
+    etag = _etag(local_s3, bucket, "d/lent.bin")
+    st = _store(bucket)
+    try:
+        into = bytearray(len(data) - 7)
+        got = st.get_range("d/lent.bin", 7, len(data), etag, into=into)
+        assert got is into and into == data[7:]
+        wrong = bytearray(10)
+        got = st.get_range("d/lent.bin", 0, 100, etag, into=wrong)
+        assert bytes(got) == data[:100] and wrong == bytearray(10)
+        with pytest.raises(errors.ObjectChanged):
+            st.get_range("d/lent.bin", 0, 100, "0" * 32, into=bytearray(100))
+    finally:
+        st.close()
+
+
 def test_native_errors_are_the_domain_errors(local_s3: LocalS3, s3_env: dict,
                                              bucket: str) -> None:
     c = local_s3.client()
