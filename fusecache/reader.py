@@ -125,8 +125,9 @@ _PEER_BATCH_THREADS = 4
 # NodeCache.get_block took 0.71-0.85 CPU-s with a fresh buffer per block, 0.18-0.27 s with
 # reused ones. Read-ahead starts several GETs before the blocks they evict arrive, so a
 # stream from S3 needs more than two: 1.5 GiB read cold (page cache dropped, 2 cores,
-# alternating), the mount's CPU was 4.47 s with fresh buffers, 4.25-4.46 s keeping 2,
-# 3.36-3.74 s keeping 8. What is kept beyond the RAM tier: at most 8 blocks.
+# alternating), the mount's CPU was 4.47 s with a fresh buffer per GET (obstore's),
+# 4.25-4.46 s keeping 2, 3.36-3.74 s keeping 8. What is kept beyond the RAM tier: at most
+# 8 blocks.
 _SPARE_BUFFERS = 8
 
 
@@ -494,12 +495,10 @@ class BlockReader:
         self._fail_fast(oid)  # before queueing for a connection held by a stuck request
         async with self._connections:
             self._fail_fast(oid)
-            into = None
-            if end - start == self.block_size:  # the worker thread owns *into* from here
-                into = self._spare.pop() if self._spare else _uninitialised_bytearray(
-                    self.block_size)
+            into = self._lend_buffer(end - start)  # the worker thread's until it returns
             data = await self._calls.run(partial(self.store.get_range, oid.key, start, end,
                                                  oid.etag, into=into))
+            self._unused(into, data)  # a store that ignores it, a body that did not fit
         if len(data) != end - start:  # the store checks too; never cache a short block
             raise errors.StoreError(f"short block {idx} of {oid.key}")
         self.metrics.add_pending("s3_bytes", len(data))
@@ -588,9 +587,7 @@ class BlockReader:
     async def _disk_get(self, oid: ObjectId, idx: int, length: int) -> bytes | None:
         assert self.disk is not None
         limiter = self._small_disk_threads if length <= _INLINE_DISK_READ else self._disk_threads
-        into = None
-        if length == self.block_size:  # a full block: read into a buffer that can be reused
-            into = self._spare.pop() if self._spare else _uninitialised_bytearray(length)
+        into = self._lend_buffer(length)
         try:
             async with limiter:  # the worker thread owns *into* until it returns
                 data = await trio.to_thread.run_sync(
@@ -598,9 +595,21 @@ class BlockReader:
         except lmdb.Error as e:
             log.warning("node cache read failed (%s); reading from S3", e)
             data = None
-        if into is not None and data is not into and len(self._spare) < _SPARE_BUFFERS:
-            self._spare.append(into)  # not used: a miss, or read through the map
+        self._unused(into, data)  # a miss, or read through the map
         return data
+
+    def _lend_buffer(self, length: int) -> bytearray | None:
+        """A buffer to read a full block into (one the RAM tier let go, else a new one);
+        None for a shorter read."""
+        if length != self.block_size:
+            return None
+        return self._spare.pop() if self._spare else _uninitialised_bytearray(length)
+
+    def _unused(self, into: bytearray | None, data: object) -> None:
+        """Keep a lent buffer the read returned without using, for the next one. Only
+        after the call returned: an abandoned call's thread may still write into it."""
+        if into is not None and data is not into and len(self._spare) < _SPARE_BUFFERS:
+            self._spare.append(into)
 
     def _recycle(self, block: bytes | bytearray) -> None:
         """RamCache.on_evict: keep the buffer of a full block read from disk for the next
