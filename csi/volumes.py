@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import grpc
 
 from csi.rpc import CsiError
+from fusecache.config import FOLDER_READAHEAD_RANGE, MAX_CONNECTIONS_RANGE
 
 PVC_NAME_KEY = "csi.storage.k8s.io/pvc/name"
 PVC_NAMESPACE_KEY = "csi.storage.k8s.io/pvc/namespace"
@@ -122,12 +123,12 @@ class VolumeSource:
                           ("open_prefill", "openPrefill")):
             if kw[attr] and not _SIZE_RE.fullmatch(kw[attr]):
                 raise _invalid(f"{key} {kw[attr]!r} must be a size such as 256MiB")
-        conns = kw["max_connections"]
-        if conns and not (conns.isdigit() and 1 <= int(conns) <= 512):
-            raise _invalid(f"maxConnections {conns!r} must be a number of GETs, 1-512")
-        ahead = kw["folder_readahead"]
-        if ahead and not (ahead.isdigit() and int(ahead) <= 256):
-            raise _invalid(f"folderReadahead {ahead!r} must be a number of files, 0-256")
+        for attr, key, (lo, hi), unit in (
+                ("max_connections", "maxConnections", MAX_CONNECTIONS_RANGE, "GETs"),
+                ("folder_readahead", "folderReadahead", FOLDER_READAHEAD_RANGE, "files")):
+            text = kw[attr]
+            if text and not (text.isdigit() and lo <= int(text) <= hi):
+                raise _invalid(f"{key} {text!r} must be a number of {unit}, {lo}-{hi}")
         return cls(**kw)
 
     def to_context(self) -> dict[str, str]:

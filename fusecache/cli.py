@@ -24,6 +24,8 @@ from pathlib import Path
 
 from fusecache import cliargs, errors
 from fusecache.config import (
+    FOLDER_READAHEAD_RANGE,
+    MAX_CONNECTIONS_RANGE,
     CacheConfig,
     MountConfig,
     S3Location,
@@ -107,11 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--readahead-budget", type=_size("--readahead-budget"), default=None,
                    metavar="SIZE", help=f"bytes of read-ahead in flight for the whole mount "
                                         f"(default {_human_default(md.readahead_budget)})")
-    m.add_argument("--max-connections", type=cliargs.int_range("--max-connections", 1, 512),
+    m.add_argument("--max-connections", type=cliargs.int_range("--max-connections",
+                                                                *MAX_CONNECTIONS_RANGE),
                    default=None, metavar="N",
                    help="ranged GETs to S3 in flight at once for the whole mount; folder "
                         f"read-ahead uses at most half (default {md.max_connections})")
-    m.add_argument("--folder-readahead", type=cliargs.int_range("--folder-readahead", 0, 256),
+    m.add_argument("--folder-readahead", type=cliargs.int_range("--folder-readahead",
+                                                                 *FOLDER_READAHEAD_RANGE),
                    default=None, metavar="FILES",
                    help="once two files of a folder were opened, each open fetches up to "
                         "FILES of its next small files ahead; 0: off "

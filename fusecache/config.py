@@ -15,6 +15,10 @@ from fusecache.errors import ConfigError
 
 KiB = 1024
 MiB = 1024 * KiB
+# What a mount accepts for --max-connections and --folder-readahead (the CLI and a CSI
+# volume's maxConnections and folderReadahead check against the same bounds).
+MAX_CONNECTIONS_RANGE = (1, 512)
+FOLDER_READAHEAD_RANGE = (0, 256)
 GiB = 1024 * MiB
 
 _UNITS = {
