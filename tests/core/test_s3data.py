@@ -375,3 +375,27 @@ def test_a_bucket_root_is_listed_natively(local_s3: LocalS3, s3_env: dict, bucke
             for o in page.get("Contents", ())]
     assert got == want and len(got) == len(keys)
     assert calls == []
+
+
+class _Body:
+    """What obstore.get returns, as far as _stream_into uses it: a body in chunks."""
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = chunks
+        self.asked: list[int] = []
+
+    def stream(self, min_chunk_size: int):
+        self.asked.append(min_chunk_size)
+        return iter(self.chunks)
+
+
+def test_a_streamed_body_fills_the_buffer_or_shows_its_true_length() -> None:
+    """Exactly the range: the lent buffer itself. Shorter or longer: bytes of another
+    length, which S3Store.get_range then refuses as a short or long body."""
+    body = _Body(b"ab", b"cd", b"e")
+    into = bytearray(5)
+    assert s3data._stream_into(body, into) is into and into == b"abcde"
+    assert body.asked == [s3data._STREAM_CHUNK]
+    assert s3data._stream_into(_Body(b"ab"), bytearray(5)) == b"ab"
+    longer = s3data._stream_into(_Body(b"abc", b"def"), bytearray(5))
+    assert len(longer) > 5 and longer.startswith(b"abc")
