@@ -126,9 +126,9 @@ _PEER_BATCH_THREADS = 4
 # reused ones. Read-ahead starts several GETs before the blocks they evict arrive, so a
 # stream from S3 needs more than two: 1.5 GiB read cold (page cache dropped, 2 cores,
 # alternating), the mount's CPU was 4.47 s with a fresh buffer per GET (obstore's),
-# 4.25-4.46 s keeping 2, 3.36-3.74 s keeping 8. What is kept beyond the RAM tier: at most
-# 8 blocks.
-_SPARE_BUFFERS = 8
+# 4.25-4.46 s keeping 2, 3.36-3.74 s keeping 8 (of 8 MiB). What is kept beyond the RAM
+# tier: at most _SPARE_BYTES, and never fewer than 2 blocks.
+_SPARE_BYTES = 64 * 1024 * 1024
 
 
 # A bytearray whose bytes are not initialised: malloc only, so a fresh 8 MiB buffer is
@@ -235,6 +235,7 @@ class BlockReader:
         self._failure_memory = failure_memory
         self._stream_threshold = ram.limit_bytes // 8
         self._spare: list[bytearray] = []
+        self._spare_max = max(2, _SPARE_BYTES // block_size)
         self._unshared_refs = _unshared_refs()
         ram.on_evict = self._recycle
         self._ram_hits = metrics.tier_counter("ram", hit=True)
@@ -608,7 +609,7 @@ class BlockReader:
     def _unused(self, into: bytearray | None, data: object) -> None:
         """Keep a lent buffer the read returned without using, for the next one. Only
         after the call returned: an abandoned call's thread may still write into it."""
-        if into is not None and data is not into and len(self._spare) < _SPARE_BUFFERS:
+        if into is not None and data is not into and len(self._spare) < self._spare_max:
             self._spare.append(into)
 
     def _recycle(self, block: bytes | bytearray) -> None:
@@ -616,7 +617,7 @@ class BlockReader:
         read, unless anything else still refers to it (a reply's or a waiter's view, a
         task about to slice it): such a buffer is left to the garbage collector."""
         if (type(block) is bytearray and len(block) == self.block_size
-                and len(self._spare) < _SPARE_BUFFERS
+                and len(self._spare) < self._spare_max
                 and sys.getrefcount(block) <= self._unshared_refs):
             self._spare.append(block)
 
