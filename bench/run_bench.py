@@ -28,7 +28,15 @@ import time
 from pathlib import Path
 
 from _common import PROCS as _PROCS
-from _common import cpu_seconds, drop_caches, latency_proxy, local_s3, log, start_run
+from _common import (
+    cpu_seconds,
+    drop_caches,
+    latency_proxy,
+    local_s3,
+    log,
+    minor_faults,
+    start_run,
+)
 from _mounts import (
     Remote,
     cleanup_all,
@@ -231,16 +239,19 @@ def two_passes(root: Path, ds: dict, expect: list[bytes], small_readers: list[in
                pid: int | None = None) -> dict:
     """Per pass: the large object, then each small-file set. *spy(pass, workload)* is a
     context manager that profiles one workload (``--profile``). With the *pid* of the
-    mount process, each workload also records that process's CPU seconds."""
+    mount process, each workload also records that process's CPU seconds and minor page
+    faults."""
     out = {}
     spy = spy or (lambda p, w: contextlib.nullcontext())
 
     def timed(fn, *args) -> dict:
-        c0 = cpu_seconds(pid)
+        c0, f0 = cpu_seconds(pid), minor_faults(pid)
         r = fn(*args)
-        c1 = cpu_seconds(pid)
+        c1, f1 = cpu_seconds(pid), minor_faults(pid)
         if c0 is not None and c1 is not None:
             r["mount_cpu_s"] = round(c1 - c0, 2)
+        if f0 is not None and f1 is not None:
+            r["mount_minor_faults"] = f1 - f0
         return r
     for p in passes:
         with spy(p, "seq"):

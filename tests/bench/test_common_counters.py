@@ -1,0 +1,30 @@
+"""The per-process counters the benchmarks report beside their speeds (bench/_common.py):
+a mount's CPU seconds and its minor page faults, read from /proc."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from _common import cpu_seconds, minor_faults  # noqa: E402
+
+
+def test_minor_faults_count_the_pages_a_fresh_buffer_is_written_into() -> None:
+    pages = 4096
+    buf = mmap.mmap(-1, pages * mmap.PAGESIZE)  # fresh anonymous memory, not touched yet
+    before = minor_faults(os.getpid())
+    for i in range(pages):
+        buf[i * mmap.PAGESIZE] = 1
+    after = minor_faults(os.getpid())
+    buf.close()
+    assert before is not None and after is not None
+    # a huge page (THP) would take fewer faults; this machine's THP is madvise-only
+    assert pages // 512 <= after - before <= pages + 1000
+
+
+def test_counters_of_no_process_are_none() -> None:
+    assert minor_faults(None) is None and cpu_seconds(None) is None
+    assert minor_faults(2 ** 22 + 12345) is None  # no such pid
