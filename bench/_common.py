@@ -62,29 +62,38 @@ def _unwritten_kib() -> int:
     return n
 
 
-def cpu_seconds(pid: int | None, thread: int | None = None) -> float | None:
-    """User + system CPU time of process *pid* so far, or of its *thread* (a thread id;
-    the process's own id is its main thread) (None: no process, e.g. local disk)."""
-    if pid is None:
-        return None
+def _stat_fields(pid: int, thread: int | None = None) -> list[str] | None:
+    """The fields of /proc/PID/stat (or of its *thread*'s) after the command name, or None
+    when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat" if thread is None
                   else f"/proc/{pid}/task/{thread}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
+            return f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
+def cpu_seconds(pid: int | None, thread: int | None = None) -> float | None:
+    """User + system CPU time of process *pid* so far, or of its *thread* (a thread id;
+    the process's own id is its main thread) (None: no process, e.g. local disk)."""
+    fields = _stat_fields(pid, thread) if pid is not None else None
+    if fields is None:
+        return None
+    try:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
+    except (IndexError, ValueError):
         return None
 
 
 def minor_faults(pid: int | None) -> int | None:
     """Minor page faults of process *pid* so far, all its threads (None: no process). A
     fresh buffer costs one per page it is written into: how a mount's copies show."""
-    if pid is None:
+    fields = _stat_fields(pid) if pid is not None else None
+    if fields is None:
         return None
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rpartition(")")[2].split()[7])
-    except (OSError, IndexError, ValueError):
+        return int(fields[7])
+    except (IndexError, ValueError):
         return None
 
 

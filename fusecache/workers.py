@@ -33,8 +33,16 @@ import trio
 
 T = TypeVar("T")
 
-_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_SETNAME = getattr(_LIBC, "pthread_setname_np", None)
+def _thread_namer() -> Any:
+    """libc's pthread_setname_np, or None where there is none to load."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    return getattr(libc, "pthread_setname_np", None)
+
+
+_SETNAME = _thread_namer()
 
 
 def name_os_thread() -> None:
