@@ -60,6 +60,10 @@ class Metrics:
             registry=r)
         self.readahead_bytes = Gauge("fusecache_readahead_inflight_bytes",
                                      "Bytes reserved by read-ahead", registry=r)
+        self.streamed_reads = Counter(
+            "fusecache_streamed_reads",
+            "Reads answered from a block still arriving from S3 (the bytes they asked for "
+            "had come): they did not wait for the whole block", registry=r)
         self.folder_readahead = Counter(
             "fusecache_folder_readahead_files",
             "Small files fetched ahead because their folder was being read file by file "

@@ -21,6 +21,13 @@ Data flow for one block:
 Both worker threads come from one ``workers.WorkerPool``: at a cold small file a call
 each, cheaper there than ``trio.to_thread`` (see workers.py).
 
+A block on its way from S3 is read before it has all come: the GET streams the body
+into the block's buffer and says how far it got, and a read whose bytes are there is
+answered from them (``_while_arriving``; a read of a cold block that wants less than
+all of it has the block loaded beside it for that). The first bytes of a cold file, and
+a reader that caught up with its read-ahead, then wait for their own bytes, not for
+the last of an 8 MiB block.
+
 Folder read-ahead loads a folder's small files from peers several at a time
 (``load_first_blocks``: one call per batch, each block then lands as above); a reader of
 one of them waits for that batch, and loads it itself if the batch did not get it.
@@ -183,12 +190,24 @@ def _slice(block: bytes, start: int, end: int) -> bytes | memoryview:
 
 
 class _Flight:
-    __slots__ = ("done", "data", "error")
+    """One block being loaded; later readers of the block wait for it.
+
+    A block coming from S3 into a lent buffer (``buf``) is readable in part before it
+    has all come: the GET's worker thread records in ``filled`` how many of its first
+    bytes are final, and wakes the loop (``moved``) once that reaches ``need``, the
+    least a waiting reader wants (0: nobody waits)."""
+
+    __slots__ = ("done", "data", "error", "buf", "filled", "need", "moved", "viewed")
 
     def __init__(self) -> None:
         self.done = trio.Event()
         self.data: bytes | None = None
         self.error: BaseException | None = None
+        self.buf: bytearray | None = None
+        self.filled = 0
+        self.need = 0
+        self.moved = trio.Event()
+        self.viewed = False  # a reader was given a view of buf
 
 
 class BlockReader:
@@ -237,6 +256,7 @@ class BlockReader:
         self._spare: list[bytearray] = []
         self._spare_max = max(2, _SPARE_BYTES // block_size)
         self._unshared_refs = _unshared_refs()
+        self._token: trio.lowlevel.TrioToken | None = None
         ram.on_evict = self._recycle
         self._ram_hits = metrics.tier_counter("ram", hit=True)
         self._ram_misses = metrics.tier_counter("ram", hit=False)
@@ -246,6 +266,7 @@ class BlockReader:
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Own the background work (read-ahead, write-behind) until cancelled."""
         self._writer.start()
+        self._token = trio.lowlevel.current_trio_token()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -283,8 +304,13 @@ class BlockReader:
                 return _slice(block, offset - first * bs, end - first * bs)
         with trio.move_on_after(self.read_timeout) as scope:
             if first == last:
+                lo, hi = offset - first * bs, end - first * bs
+                if not on_disk:
+                    part = await self._while_arriving(oid, first, lo, hi)
+                    if part is not None:
+                        return part
                 block = await self.get_block(oid, first, on_disk=on_disk)
-                return _slice(block, offset - first * bs, end - first * bs)
+                return _slice(block, lo, hi)
             parts = []
             for idx in range(first, last + 1):
                 block = await self.get_block(oid, idx)
@@ -416,14 +442,24 @@ class BlockReader:
             if data is not None:
                 return data
             flight = self._inflight.get(key)
+        return await self._fly(oid, idx, key, self._take_off(key), on_disk, ask_peers)
+
+    def _take_off(self, key: bytes) -> _Flight:
+        """Register the load of a block nobody is loading (raising at once what it failed
+        with a moment ago, see _remember_failure)."""
         failed = self._recent_failures.get(key)
         if failed is not None:
             if trio.current_time() < failed[0]:
                 raise failed[1]
             del self._recent_failures[key]
         flight = self._inflight[key] = _Flight()
+        return flight
+
+    async def _fly(self, oid: ObjectId, idx: int, key: bytes, flight: _Flight,
+                   on_disk: bool = False, ask_peers: bool = True) -> bytes:
+        """Load the block of *flight* (registered by _take_off), answer its waiters."""
         try:
-            data, keep = await self._load(oid, idx, on_disk, ask_peers)
+            data, keep = await self._load(oid, idx, on_disk, ask_peers, flight)
             flight.data = data
             if keep:
                 self.ram.put(key, data, self._streamed(oid))
@@ -440,7 +476,74 @@ class BlockReader:
             raise
         finally:
             del self._inflight[key]
+            flight.buf = None
             flight.done.set()
+            flight.moved.set()
+
+    async def _while_arriving(self, oid: ObjectId, idx: int, lo: int, hi: int
+                              ) -> bytes | memoryview | None:
+        """Bytes [lo, hi) of block *idx* as soon as they have come, while the rest of the
+        block is still arriving from S3; None: read the block whole (``get_block``).
+
+        What a reader of a stream waits for is then its own bytes, not the last of an
+        8 MiB block (the first batch of a cold shard, a reader that caught up with its
+        read-ahead). A full block not loading yet is loaded in a task of its own for
+        this, when the read wants less than all of it. The bytes come from the buffer
+        the GET writes into (``_Flight``), sliced without a yield, so the buffer cannot be
+        handed to another GET in between."""
+        key = block_key(oid, idx, self.block_size)
+        flight = self._inflight.get(key)
+        if flight is None:
+            start, end = oid.block_span(idx, self.block_size)
+            if (self._nursery is None or not oid.etag or hi >= end - start
+                    or end - start != self.block_size or key in self.ram):
+                return None
+            flight = self._take_off(key)
+            self._nursery.start_soon(self._fly_for_reader, oid, idx, key, flight)
+        while not flight.done.is_set():
+            buf = flight.buf
+            if buf is not None and flight.filled >= hi:
+                self.metrics.streamed_reads.inc()
+                flight.viewed = True
+                return memoryview(buf)[lo:hi]
+            if not flight.need or hi < flight.need:
+                flight.need = hi
+            if buf is not None and flight.filled >= hi:  # came while need was set
+                continue
+            moved = flight.moved
+            await moved.wait()
+            if flight.moved is moved and not flight.done.is_set():
+                flight.moved = trio.Event()
+        if flight.error is not None:
+            raise flight.error
+        return None if flight.data is None else _slice(flight.data, lo, hi)
+
+    async def _fly_for_reader(self, oid: ObjectId, idx: int, key: bytes,
+                              flight: _Flight) -> None:
+        """A reader's block, loaded beside it (``_while_arriving``): what fails is the
+        reader's to raise (``flight.error``), within the same bound."""
+        try:
+            with trio.move_on_after(self.read_timeout) as scope:
+                await self._fly(oid, idx, key, flight)
+            if scope.cancelled_caught:
+                self._no_answer()
+        except Exception as e:  # noqa: BLE001 - the waiting reader raises it
+            log.debug("block %d of %s failed: %s", idx, oid.key, e)
+
+    def _arrived(self, flight: _Flight) -> Callable[[int], None]:
+        """The GET's progress callback for *flight* (called in its worker thread)."""
+        token = self._token
+
+        def progress(n: int) -> None:
+            flight.filled = max(flight.filled, n)  # a retry rewrites the same bytes
+            need = flight.need
+            if need and flight.filled >= need and token is not None:
+                flight.need = 0
+                try:
+                    token.run_sync_soon(flight.moved.set)
+                except trio.RunFinishedError:
+                    pass
+        return progress
 
     def _streamed(self, oid: ObjectId) -> bool:
         """Objects too big to keep whole in RAM go to the stream segment."""
@@ -465,7 +568,8 @@ class BlockReader:
     # -- loading -------------------------------------------------------------------
 
     async def _load(self, oid: ObjectId, idx: int, on_disk: bool = False,
-                    ask_peers: bool = True) -> tuple[bytes, bool]:
+                    ask_peers: bool = True, flight: _Flight | None = None
+                    ) -> tuple[bytes, bool]:
         """(the block, whether the RAM tier should keep it): not a small one from the
         node cache (see _block_nowait)."""
         start, end = oid.block_span(idx, self.block_size)
@@ -497,9 +601,18 @@ class BlockReader:
         async with self._connections:
             self._fail_fast(oid)
             into = self._lend_buffer(end - start)  # the worker thread's until it returns
-            data = await self._calls.run(partial(self.store.get_range, oid.key, start, end,
-                                                 oid.etag, into=into))
-            self._unused(into, data)  # a store that ignores it, a body that did not fit
+            progress = None
+            if flight is not None and into is not None and oid.etag:
+                flight.buf, progress = into, self._arrived(flight)
+            try:
+                data = await self._calls.run(partial(
+                    self.store.get_range, oid.key, start, end, oid.etag, into=into,
+                    progress=progress))
+            finally:
+                if flight is not None:
+                    flight.buf = None  # readers now take the block, or its error
+            if flight is None or not flight.viewed:  # else a reply may still refer to it
+                self._unused(into, data)  # a store that ignores it, a body that did not fit
         if len(data) != end - start:  # the store checks too; never cache a short block
             raise errors.StoreError(f"short block {idx} of {oid.key}")
         self.metrics.add_pending("s3_bytes", len(data))

@@ -130,9 +130,11 @@ def _credential_provider(session: Any) -> Callable[[], dict]:
 _STREAM_CHUNK = 256 * 1024
 
 
-def _stream_into(result: Any, into: bytearray) -> bytearray:
+def _stream_into(result: Any, into: bytearray,
+                 progress: Callable[[int], None] | None = None) -> bytearray:
     """The body of *result* copied into *into* as it arrives; *into* when it fills it
-    exactly, else the bytes that came (the caller's length check rejects them)."""
+    exactly, else the bytes that came (the caller's length check rejects them).
+    *progress(n)*: after each chunk, the first n bytes of *into* are the body's."""
     view = memoryview(into)
     pos = 0
     for chunk in result.stream(min_chunk_size=_STREAM_CHUNK):
@@ -141,6 +143,8 @@ def _stream_into(result: Any, into: bytearray) -> bytearray:
             return into[:pos] + bytes(chunk)
         view[pos:pos + n] = chunk
         pos += n
+        if progress is not None:
+            progress(pos)
     return into if pos == len(into) else into[:pos]
 
 
@@ -170,10 +174,12 @@ class RangeGetter:
         )
 
     def get(self, key: str, start: int, end: int, etag: str | None,
-            into: bytearray | None = None) -> memoryview | bytearray:
+            into: bytearray | None = None,
+            progress: Callable[[int], None] | None = None) -> memoryview | bytearray:
         """Bytes [start, end) of *key* (the body as sent; the caller checks its length):
         a view of obstore's buffer, or, given *into* (a buffer of end - start bytes),
-        the body streamed into it (*into* itself when the body fills it exactly)."""
+        the body streamed into it (*into* itself when the body fills it exactly), with
+        *progress* told how much of it has arrived (``_stream_into``)."""
         opts: dict[str, Any] = {"range": (start, end)}
         if etag:
             opts["if_match"] = f'"{etag}"'
@@ -181,7 +187,7 @@ class RangeGetter:
             return memoryview(self._request(
                 key, lambda: obstore.get(self._store, key, options=opts).bytes()))
         return self._request(key, lambda: _stream_into(
-            obstore.get(self._store, key, options=opts), into))
+            obstore.get(self._store, key, options=opts), into, progress))
 
     def head(self, key: str) -> tuple[int, str, float]:
         """(size, ETag without quotes, mtime) of *key*: one HEAD, as ``get`` its GETs."""

@@ -264,7 +264,9 @@ class S3Store:
         return int(r["ContentLength"]), r.get("ETag", "").strip('"'), _ts(r.get("LastModified"))
 
     def get_range(self, key: str, start: int, end: int, etag: str | None = None,
-                  into: bytearray | None = None) -> bytes | memoryview | bytearray:
+                  into: bytearray | None = None,
+                  progress: Callable[[int], None] | None = None
+                  ) -> bytes | memoryview | bytearray:
         want = end - start
         if want <= 0:
             return b""
@@ -272,7 +274,7 @@ class S3Store:
             into = None
         def go():
             t = time.monotonic()
-            data = self._plane(key, lambda d: d.get(key, start, end, etag, into),
+            data = self._plane(key, lambda d: d.get(key, start, end, etag, into, progress),
                                lambda: self._boto3_get(key, start, end, etag))
             got = len(data)
             if got != want:

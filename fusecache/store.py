@@ -7,7 +7,7 @@ blocking and are called from worker threads (``trio.to_thread.run_sync``), never
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -43,12 +43,16 @@ class ObjectStore(Protocol):
         """Metadata of *key*; ObjectNotFound if absent."""
 
     def get_range(self, key: str, start: int, end: int, etag: str | None = None,
-                  into: bytearray | None = None) -> bytes | memoryview | bytearray:
+                  into: bytearray | None = None,
+                  progress: Callable[[int], None] | None = None
+                  ) -> bytes | memoryview | bytearray:
         """Bytes [start, end) of *key*, exactly; ObjectChanged if the ETag moved on.
         A memoryview (of a native client's buffer) is read-only and never copied.
         *into*: a buffer of end - start bytes the caller lends for the body; the result
         may be it or other bytes, and the caller must not use *into* otherwise until
-        this returns (a store may ignore it)."""
+        this returns (a store may ignore it). *progress(n)*, called from the calling
+        thread while the body arrives: the first n bytes of *into* are the object's (of
+        *etag*) and stay so; n may start over lower when a try is retried."""
 
     def list_page(self, prefix: str, token: str | None = None, delimiter: str | None = "/",
                   max_keys: int = 1000) -> ListPage:

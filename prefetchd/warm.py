@@ -499,7 +499,8 @@ class _BoundedStore:
         self._warmer = warmer
 
     def get_range(self, key: str, start: int, end: int, etag: str | None = None,
-                  into: bytearray | None = None) -> bytes:
+                  into: bytearray | None = None,
+                  progress: Callable[[int], None] | None = None) -> bytes:
         # --bandwidth-limit is spent before the GET: at a low rate the bytes in flight stay
         # about one second's worth (a stop then ends the warm at once), not every
         # worker's block
@@ -507,7 +508,7 @@ class _BoundedStore:
         if self._warmer.stop.is_set():
             raise Interrupted()
         with self._slots:
-            data = self._store.get_range(key, start, end, etag, into)
+            data = self._store.get_range(key, start, end, etag, into, progress)
         with self._warmer._lock:
             self._warmer.gets += 1
         return data

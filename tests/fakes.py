@@ -6,7 +6,7 @@ import hashlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from fusecache import errors
 from fusecache.store import ListPage, ObjectInfo
@@ -31,6 +31,10 @@ class FakeStore:
         # id() of each buffer a GET was given to fill (into=); not the buffer itself, which
         # would keep it from being reused
         self.lent: list[int] = []
+        # set: a GET into a lent buffer delivers half the body, then waits for this
+        # threading.Event (at most 10 s) before the rest (early serving)
+        self.body_gate: threading.Event | None = None
+        self.body_error: BaseException | None = None  # raised at the gate instead
         self._lock = threading.Lock()
 
     def put(self, key: str, data: bytes) -> None:
@@ -57,7 +61,8 @@ class FakeStore:
         return ObjectInfo(key, len(self.objects[key]), self.etags[key], 1.0)
 
     def get_range(self, key: str, start: int, end: int, etag: str | None = None,
-                  into: bytearray | None = None) -> bytes:
+                  into: bytearray | None = None,
+                  progress: Callable[[int], None] | None = None) -> bytes:
         self._maybe_fail("get")
         if key not in self.objects:
             raise errors.ObjectNotFound(key)
@@ -66,7 +71,20 @@ class FakeStore:
         data = self.objects[key][start:end]
         if into is not None and len(into) == len(data):  # as S3Store streams a body in
             self.lent.append(id(into))
-            into[:] = data
+            gate = self.body_gate
+            if gate is None:
+                into[:] = data
+            else:  # the first half, then wait for the test to let the rest come
+                half = len(data) // 2
+                into[:half] = data[:half]
+                if progress is not None:
+                    progress(half)
+                gate.wait(10)
+                if self.body_error is not None:
+                    raise self.body_error
+                into[half:] = data[half:]
+            if progress is not None:
+                progress(len(data))
             return into
         return data
 

@@ -420,3 +420,78 @@ def test_write_behind_batches_are_bounded_in_blocks_and_bytes() -> None:
     assert [i for _, i, _ in _next_write_batch(large, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [0, 1]
     huge = deque([(o, 7, bytes(_WRITE_BATCH_BYTES + 1)), (o, 8, b"y")])
     assert [i for _, i, _ in _next_write_batch(huge, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [7]
+
+
+def _gated(store: FakeStore, key: str, blocks: int) -> tuple[ObjectId, bytes]:
+    """An object of full blocks whose GETs deliver half a block, then wait for the test."""
+    data = random.Random(key).randbytes(blocks * BIG_BS)
+    store.put(key, data)
+    store.body_gate = threading.Event()
+    return ObjectId(store.bucket, key, store.etags[key], len(data)), data
+
+
+def test_a_read_is_answered_while_its_block_still_arrives() -> None:
+    """A read of the first bytes of a cold block is answered once they have come, not
+    after the whole block; a read further on waits for its own bytes, and gets them
+    exactly when the rest arrives; the block then serves from RAM as usual."""
+    store = FakeStore()
+    o, data = _gated(store, "arriving", 2)
+
+    async def go():
+        r = _big_reader(store, None)
+        late: list[bytes] = []
+
+        async def body():
+            with trio.fail_after(5):  # the GET waits at the gate up to 10 s
+                first = await r.read(o, 100, 4096, ReadState())
+            assert first == data[100:4196]
+            assert not store.body_gate.is_set() and r._inflight  # still arriving
+
+            async def further() -> None:
+                late.append(bytes(await r.read(o, BIG_BS - 4096, 4096)))
+            async with trio.open_nursery() as n:
+                n.start_soon(further)
+                await trio.sleep(0.2)
+                assert late == []  # its bytes have not come
+                store.body_gate.set()
+            assert late == [data[BIG_BS - 4096:BIG_BS]]
+            assert await r.read(o, 0, 2 * BIG_BS) == data
+        await with_reader(r, body)
+        streamed = r.metrics.registry.get_sample_value("fusecache_streamed_reads_total")
+        assert streamed >= 1
+
+    trio.run(go)
+
+
+def test_a_block_failing_mid_body_fails_the_reads_still_waiting() -> None:
+    """The bytes that came before a GET broke were served; a read waiting for the rest
+    gets the error (EIO for the caller), not partial bytes, and a later read fetches the
+    block again, whole."""
+    store = FakeStore()
+    o, data = _gated(store, "broken", 1)
+    store.body_error = errors.StoreError("connection reset")
+
+    async def go():
+        r = _big_reader(store, None)
+
+        async def body():
+            with trio.fail_after(5):
+                assert await r.read(o, 0, 1000) == data[:1000]
+            failed: list[BaseException] = []
+
+            async def rest() -> None:
+                try:
+                    await r.read(o, BIG_BS - 1000, 1000)
+                except errors.StoreError as e:
+                    failed.append(e)
+            async with trio.open_nursery() as n:
+                n.start_soon(rest)
+                await trio.sleep(0.1)
+                store.body_gate.set()
+            assert len(failed) == 1
+            store.body_error = None
+            assert await r.read(o, BIG_BS - 1000, 1000) == data[-1000:]
+            assert store.calls["get"] == 2
+        await with_reader(r, body)
+
+    trio.run(go)

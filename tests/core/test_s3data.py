@@ -68,6 +68,28 @@ def test_native_get_streams_into_a_lent_buffer(local_s3: LocalS3, s3_env: dict,
         st.close()
 
 
+def test_native_get_says_how_much_of_the_lent_buffer_has_come(
+        local_s3: LocalS3, s3_env: dict, bucket: str) -> None:
+    """*progress* is told, chunk by chunk, how many first bytes of the lent buffer are
+    the body's: rising, each time those bytes already in place, ending at the whole."""
+    data = os.urandom(5 * s3data._STREAM_CHUNK + 777)
+    local_s3.client().put_object(Bucket=bucket, Key="d/progress.bin", Body=data)
+    etag = _etag(local_s3, bucket, "d/progress.bin")
+    st = _store(bucket)
+    into = bytearray(len(data))
+    seen: list[int] = []
+
+    def progress(n: int) -> None:
+        assert into[:n] == data[:n]  # in place when announced
+        seen.append(n)
+    try:
+        assert st.get_range("d/progress.bin", 0, len(data), etag, into=into,
+                            progress=progress) is into
+    finally:
+        st.close()
+    assert seen == sorted(seen) and len(seen) >= 2 and seen[-1] == len(data)
+
+
 def test_native_errors_are_the_domain_errors(local_s3: LocalS3, s3_env: dict,
                                              bucket: str) -> None:
     c = local_s3.client()

@@ -13,7 +13,9 @@ not touched), read the whole response and send it back, spoiled as the rule says
 - ``reset``: headers and the first ``after_bytes`` bytes of the body, then a TCP RST;
 - ``truncate``: the original Content-Length but ``after_bytes`` fewer body bytes, then FIN;
 - ``stall``: headers, then nothing for ``seconds`` (None: until the proxy stops), then FIN;
-- ``delay``: the whole correct response, ``seconds`` late.
+- ``delay``: the whole correct response, ``seconds`` late;
+- ``pause``: headers and the first ``after_bytes`` bytes of the body, then nothing for
+  ``seconds``, then the rest (a correct response whose body stops half-way a while).
 
 A rule applies ``times`` times (None: for ever). Counters say how many requests each
 (method, key, range start) saw and how many were spoiled, which is what a test compares
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field
 MAX_HEADER_BYTES = 64 * 1024
 _ERRORS = {500: ("Internal Server Error", "InternalError", "We encountered an internal error."),
            503: ("Slow Down", "SlowDown", "Please reduce your request rate.")}
-FAULTS = ("status", "reset", "truncate", "stall", "delay")
+FAULTS = ("status", "reset", "truncate", "stall", "delay", "pause")
 
 
 @dataclass
@@ -194,6 +196,11 @@ class FaultProxy:
                     client.sendall(rbody[:max(0, len(rbody) - max(1, rule.after_bytes))])
                     client.shutdown(socket.SHUT_WR)
                     return
+                if rule.fault == "pause":
+                    client.sendall(rbody[:rule.after_bytes])
+                    self._stopping.wait(rule.seconds or 0)
+                    client.sendall(rbody[rule.after_bytes:])
+                    continue
                 self._stopping.wait(rule.seconds)  # stall
                 return
         except OSError:
