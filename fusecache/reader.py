@@ -21,12 +21,11 @@ Data flow for one block:
 Both worker threads come from one ``workers.WorkerPool``: at a cold small file a call
 each, cheaper there than ``trio.to_thread`` (see workers.py).
 
-A block on its way from S3 is read before it has all come: the GET streams the body
-into the block's buffer and says how far it got, and a read whose bytes are there is
-answered from them (``_while_arriving``; a read of a cold block that wants less than
-all of it has the block loaded beside it for that). The first bytes of a cold file, and
-a reader that caught up with its read-ahead, then wait for their own bytes, not for
-the last of an 8 MiB block.
+A cold block that a read wants part of is read before it has all come: it is loaded
+beside the read, the GET streams the body into the block's buffer and says how far it
+got, and the read is answered as soon as its bytes are there (``_while_arriving``). The
+first bytes of a cold file, or a random read, then wait for their own bytes, not for the
+last of an 8 MiB block.
 
 Folder read-ahead loads a folder's small files from peers several at a time
 (``load_first_blocks``: one call per batch, each block then lands as above); a reader of
@@ -197,7 +196,8 @@ class _Flight:
     bytes are final, and wakes the loop (``moved``) once that reaches ``need``, the
     least a waiting reader wants (0: nobody waits)."""
 
-    __slots__ = ("done", "data", "error", "buf", "filled", "need", "moved", "viewed")
+    __slots__ = ("done", "data", "error", "buf", "filled", "need", "moved", "viewed",
+                 "for_reader")
 
     def __init__(self) -> None:
         self.done = trio.Event()
@@ -208,6 +208,7 @@ class _Flight:
         self.need = 0
         self.moved = trio.Event()
         self.viewed = False  # a reader was given a view of buf
+        self.for_reader = False  # started by a read that takes bytes as they come
 
 
 class BlockReader:
@@ -485,12 +486,14 @@ class BlockReader:
         """Bytes [lo, hi) of block *idx* as soon as they have come, while the rest of the
         block is still arriving from S3; None: read the block whole (``get_block``).
 
-        What a reader of a stream waits for is then its own bytes, not the last of an
-        8 MiB block (the first batch of a cold shard, a reader that caught up with its
-        read-ahead). A full block not loading yet is loaded in a task of its own for
-        this, when the read wants less than all of it. The bytes come from the buffer
-        the GET writes into (``_Flight``), sliced without a yield, so the buffer cannot be
-        handed to another GET in between."""
+        What the first read of a cold block waits for is then its own bytes, not the last
+        of an 8 MiB block (the first bytes of a file, a random read, the first batch of a
+        cold shard). Such a block is loaded in a task of its own for this, when the read
+        wants less than all of it. Only those: blocks that read-ahead loads are waited for
+        whole, since a reader of a stream woken chunk by chunk cost the 2-core bench VM a
+        tenth of its cold sequential throughput. The bytes come from the buffer the GET
+        writes into (``_Flight``), sliced without a yield, so the buffer cannot be handed
+        to another GET in between."""
         key = block_key(oid, idx, self.block_size)
         flight = self._inflight.get(key)
         if flight is None:
@@ -499,7 +502,10 @@ class BlockReader:
                     or end - start != self.block_size or key in self.ram):
                 return None
             flight = self._take_off(key)
+            flight.for_reader = True
             self._nursery.start_soon(self._fly_for_reader, oid, idx, key, flight)
+        elif not flight.for_reader:
+            return None
         while not flight.done.is_set():
             buf = flight.buf
             if buf is not None and flight.filled >= hi:
@@ -602,7 +608,7 @@ class BlockReader:
             self._fail_fast(oid)
             into = self._lend_buffer(end - start)  # the worker thread's until it returns
             progress = None
-            if flight is not None and into is not None and oid.etag:
+            if flight is not None and flight.for_reader and into is not None:
                 flight.buf, progress = into, self._arrived(flight)
             try:
                 data = await self._calls.run(partial(
