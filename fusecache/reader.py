@@ -503,7 +503,12 @@ class BlockReader:
                 return None
             flight = self._take_off(key)
             flight.for_reader = True
-            self._nursery.start_soon(self._fly_for_reader, oid, idx, key, flight)
+            try:
+                self._nursery.start_soon(self._fly_for_reader, oid, idx, key, flight)
+            except RuntimeError:  # the mount is stopping: load it in this task
+                del self._inflight[key]
+                flight.done.set()
+                return None
         elif not flight.for_reader:
             return None
         while not flight.done.is_set():
