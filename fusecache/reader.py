@@ -490,10 +490,10 @@ class BlockReader:
         of an 8 MiB block (the first bytes of a file, a random read, the first batch of a
         cold shard). Such a block is loaded in a task of its own for this, when the read
         wants less than all of it. Only those: blocks that read-ahead loads are waited for
-        whole, since a reader of a stream woken chunk by chunk cost the 2-core bench VM a
-        tenth of its cold sequential throughput. The bytes come from the buffer the GET
-        writes into (``_Flight``), sliced without a yield, so the buffer cannot be handed
-        to another GET in between."""
+        whole (a reader that caught up with its stream, woken as the bytes came, gained
+        nothing measurable for a wake-up of the loop per read). The bytes come from the
+        buffer the GET writes into (``_Flight``), sliced without a yield, so the buffer
+        cannot be handed to another GET in between."""
         key = block_key(oid, idx, self.block_size)
         flight = self._inflight.get(key)
         if flight is None:
