@@ -55,6 +55,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BUCKET = "fcbench"
 BIG_KEY = "big/large.bin"
+# read at random places (random_read): half the large object's size, a folder of its own
+RAND_KEY = "rand/random.bin"
 
 
 def small_prefix(readers: int) -> str:
@@ -120,6 +122,10 @@ def make_dataset(d: Path, big_mib: int, n_small: int, seed: int,
     with open(big, "wb") as f:
         for _ in range(big_mib):
             f.write(os.urandom(MiB))
+    (d / RAND_KEY).parent.mkdir(parents=True, exist_ok=True)
+    with open(d / RAND_KEY, "wb") as f:
+        for _ in range(max(1, big_mib // 2)):
+            f.write(os.urandom(MiB))
     sets = {}
     for n in small_readers:
         folder = d / small_prefix(n)
@@ -157,6 +163,7 @@ def upload(s3, data: Path, ds: dict) -> None:
     cfg = TransferConfig(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB,
                          max_concurrency=16)
     c.upload_file(str(data / BIG_KEY), BUCKET, BIG_KEY, Config=cfg)
+    c.upload_file(str(data / RAND_KEY), BUCKET, RAND_KEY, Config=cfg)
     keys = [st["prefix"] + n for st in ds["small"].values() for n in st["sizes"]]
     with ThreadPoolExecutor(16) as ex:
         list(ex.map(lambda k: c.put_object(Bucket=BUCKET, Key=k, Body=(data / k).read_bytes()),
@@ -190,6 +197,38 @@ def seq_read(root: Path, ds: dict, expect: list[bytes]) -> dict:
     ok = total == ds["big_bytes"] and heads == expect
     return {"seconds": round(dt, 3), "MB_s": round(total / dt / 1e6, 1), "bytes": total,
             "first_read_ms": round((first or 0.0) * 1000, 1), "verified": ok}
+
+
+RANDOM_READS = 32
+RANDOM_SIZE = 64 * KiB
+
+
+def random_read(root: Path, ds: dict) -> dict:
+    """One reader, up to RANDOM_READS reads of 64 KiB of RAND_KEY, each at the start of a
+    MiB chosen at random, one in each of as many 8 MiB stretches (the same MiBs for every
+    reader): the latency of a read that wants a little of a cold block (a header, a
+    random sample)."""
+    drop_caches()
+    expect = ds["rand_expect"]
+    rnd = random.Random(7)
+    stretches = rnd.sample(range(max(1, len(expect) // 8)), min(RANDOM_READS,
+                                                               max(1, len(expect) // 8)))
+    mibs = [min(len(expect) - 1, k * 8 + rnd.randrange(8)) for k in stretches]
+    took = []
+    ok = True
+    fd = os.open(root / RAND_KEY, os.O_RDONLY)
+    try:
+        for i in mibs:
+            t = time.perf_counter()
+            got = os.pread(fd, RANDOM_SIZE, i * MiB)
+            took.append(time.perf_counter() - t)
+            ok = ok and len(got) == RANDOM_SIZE and got[:16] == expect[i]
+    finally:
+        os.close(fd)
+    took.sort()
+    return {"reads": len(took), "reads_s": round(len(took) / sum(took), 1),
+            "p50_ms": round(took[len(took) // 2] * 1000, 1),
+            "p90_ms": round(took[int(len(took) * 0.9)] * 1000, 1), "verified": ok}
 
 
 def small_read(root: Path, ds: dict, threads: int) -> dict:
@@ -260,6 +299,8 @@ def two_passes(root: Path, ds: dict, expect: list[bytes], small_readers: list[in
     for p in passes:
         with spy(p, "seq"):
             out[p] = {"seq": timed(seq_read, root, ds, expect)}
+        with spy(p, "random"):
+            out[p]["random"] = timed(random_read, root, ds)
         for n in small_readers:
             with spy(p, small_key(n)):
                 out[p][small_key(n)] = timed(small_read, root, ds, n)
@@ -268,7 +309,8 @@ def two_passes(root: Path, ds: dict, expect: list[bytes], small_readers: list[in
                            for n in small_readers)
         cpu = ", ".join(f"{w} {v['mount_cpu_s']}" for w, v in out[p].items()
                         if "mount_cpu_s" in v)
-        log(f"    {p}: seq {out[p]['seq']['MB_s']} MB/s, small files/s: {smalls} "
+        log(f"    {p}: seq {out[p]['seq']['MB_s']} MB/s, random 64 KiB reads p50 "
+            f"{out[p]['random']['p50_ms']} ms, small files/s: {smalls} "
             f"(verified {ok})" + (f"; mount process CPU s: {cpu}" if cpu else ""))
     return out
 
@@ -522,6 +564,7 @@ def main() -> int:
         res["params"]["small_bytes_avg_kib"] = round(
             ds["small_bytes"] / (a.small_files * len(small_readers)) / KiB, 1)
         expect = fingerprint_big(data / BIG_KEY)
+        ds["rand_expect"] = fingerprint_big(data / RAND_KEY)
         log("uploading to S3")
         upload(s3, data, ds)
         log(f"dataset ready ({time.monotonic() - t_start:.0f}s)")
