@@ -502,11 +502,23 @@ class BlockReader:
                     or end - start != self.block_size or key in self.ram
                     or self._in_node_cache(oid, idx)):
                 return None
-            flight = self._take_off(key)
+            # The block's buffer is the read-ahead budget's while it arrives: a reader
+            # answered early reads on, and would otherwise have any number of blocks in
+            # flight beside it (a random reader: past the RSS bound in the bench).
+            try:
+                self._budget.acquire_nowait()
+            except trio.WouldBlock:
+                return None
+            try:
+                flight = self._take_off(key)
+            except BaseException:
+                self._budget.release()
+                raise
             flight.for_reader = True
             try:
                 self._nursery.start_soon(self._fly_for_reader, oid, idx, key, flight)
             except RuntimeError:  # the mount is stopping: load it in this task
+                self._budget.release()
                 del self._inflight[key]
                 flight.done.set()
                 return None
@@ -549,7 +561,8 @@ class BlockReader:
     async def _fly_for_reader(self, oid: ObjectId, idx: int, key: bytes,
                               flight: _Flight) -> None:
         """A reader's block, loaded beside it (``_while_arriving``): what fails is the
-        reader's to raise (``flight.error``), within the same bound."""
+        reader's to raise (``flight.error``), within the same bound. Holds a block of the
+        read-ahead budget (taken by _while_arriving) until the block has landed."""
         try:
             with trio.move_on_after(self.read_timeout) as scope:
                 await self._fly(oid, idx, key, flight)
@@ -557,6 +570,8 @@ class BlockReader:
                 self._no_answer()
         except Exception as e:  # noqa: BLE001 - the waiting reader raises it
             log.debug("block %d of %s failed: %s", idx, oid.key, e)
+        finally:
+            self._budget.release()
 
     def _arrived(self, flight: _Flight) -> Callable[[int], None]:
         """The GET's progress callback for *flight* (called in its worker thread)."""

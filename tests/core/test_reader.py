@@ -495,3 +495,37 @@ def test_a_block_failing_mid_body_fails_the_reads_still_waiting() -> None:
         await with_reader(r, body)
 
     trio.run(go)
+
+
+def test_blocks_loaded_beside_their_readers_are_bounded_by_the_read_ahead_budget() -> None:
+    """A random reader answered early reads on: the blocks still arriving beside it are
+    held to the read-ahead budget (here 4 blocks); a read past it waits for its whole
+    block, as without early answers, and every byte is exact."""
+    store = FakeStore()
+    o, data = _gated(store, "random", 8)
+
+    async def go():
+        r = _big_reader(store, None)
+        fifth: list[bytes] = []
+
+        async def body():
+            with trio.fail_after(5):
+                for i in range(4):
+                    assert await r.read(o, i * BIG_BS + 10, 100) == data[i * BIG_BS + 10:
+                                                                        i * BIG_BS + 110]
+            assert r._budget.value == 0
+
+            async def past_the_budget() -> None:
+                fifth.append(bytes(await r.read(o, 4 * BIG_BS + 10, 100)))
+            async with trio.open_nursery() as n:
+                n.start_soon(past_the_budget)
+                await trio.sleep(0.2)
+                assert fifth == []  # not answered early: its block had no budget
+                store.body_gate.set()
+            assert fifth == [data[4 * BIG_BS + 10:4 * BIG_BS + 110]]
+            assert await r.read(o, 0, 8 * BIG_BS) == data
+        await with_reader(r, body)
+        assert r.metrics.registry.get_sample_value("fusecache_streamed_reads_total") == 4
+        assert r._budget.value == 4
+
+    trio.run(go)
