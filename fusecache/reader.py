@@ -503,8 +503,8 @@ class BlockReader:
                     or self._in_node_cache(oid, idx)):
                 return None
             # The block's buffer is the read-ahead budget's while it arrives: a reader
-            # answered early reads on, and would otherwise have any number of blocks in
-            # flight beside it (a random reader: past the RSS bound in the bench).
+            # answered early reads on, and would otherwise have as many blocks in flight
+            # beside it as there are connections (a random reader).
             try:
                 self._budget.acquire_nowait()
             except trio.WouldBlock:
