@@ -113,19 +113,21 @@ class RssSampler:
 # ---------------------------------------------------------------------------------------
 # dataset
 
+def _write_random(path: Path, mib: int) -> None:
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(os.urandom(MiB))
+
+
 def make_dataset(d: Path, big_mib: int, n_small: int, seed: int,
                  small_readers: list[int]) -> dict:
-    """One large object and, per reader count, *n_small* files of 60-160 KiB."""
+    """One large object, one of half its size for random reads, and, per reader count,
+    *n_small* files of 60-160 KiB."""
     rnd = random.Random(seed)
     (d / "big").mkdir(parents=True, exist_ok=True)
-    big = d / BIG_KEY
-    with open(big, "wb") as f:
-        for _ in range(big_mib):
-            f.write(os.urandom(MiB))
+    _write_random(d / BIG_KEY, big_mib)
     (d / RAND_KEY).parent.mkdir(parents=True, exist_ok=True)
-    with open(d / RAND_KEY, "wb") as f:
-        for _ in range(max(1, big_mib // 2)):
-            f.write(os.urandom(MiB))
+    _write_random(d / RAND_KEY, max(1, big_mib // 2))
     sets = {}
     for n in small_readers:
         folder = d / small_prefix(n)
@@ -211,8 +213,8 @@ def random_read(root: Path, ds: dict) -> dict:
     drop_caches()
     expect = ds["rand_expect"]
     rnd = random.Random(7)
-    stretches = rnd.sample(range(max(1, len(expect) // 8)), min(RANDOM_READS,
-                                                               max(1, len(expect) // 8)))
+    n = max(1, len(expect) // 8)
+    stretches = rnd.sample(range(n), min(RANDOM_READS, n))
     mibs = [min(len(expect) - 1, k * 8 + rnd.randrange(8)) for k in stretches]
     took = []
     ok = True

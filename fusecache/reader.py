@@ -477,7 +477,6 @@ class BlockReader:
             raise
         finally:
             del self._inflight[key]
-            flight.buf = None
             flight.done.set()
             flight.moved.set()
 
@@ -493,14 +492,14 @@ class BlockReader:
         whole (a reader that caught up with its stream, woken as the bytes came, gained
         nothing measurable for a wake-up of the loop per read). The bytes come from the
         buffer the GET writes into (``_Flight``), sliced without a yield, so the buffer
-        cannot be handed to another GET in between."""
+        cannot be handed to another GET in between. The caller (``read``) has just found
+        the block not in RAM (``_block_nowait``), with no yield since."""
         key = block_key(oid, idx, self.block_size)
         flight = self._inflight.get(key)
         if flight is None:
             start, end = oid.block_span(idx, self.block_size)
             if (self._nursery is None or not oid.etag or hi >= end - start
-                    or end - start != self.block_size or key in self.ram
-                    or self._in_node_cache(oid, idx)):
+                    or end - start != self.block_size or self._in_node_cache(oid, idx)):
                 return None
             # The block's buffer is the read-ahead budget's while it arrives: a reader
             # answered early reads on, and would otherwise have as many blocks in flight
