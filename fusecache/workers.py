@@ -127,6 +127,9 @@ class WorkerPool:
             job.result = outcome.capture(job.fn, *job.args)
             job.fn = job.args = None  # type: ignore[assignment]  # nothing kept alive
             self._finish(job)
+            # nor the result: an idle thread would hold its last one (an 8 MiB block the
+            # RAM tier has let go) until its next job
+            del job
 
     def _finish(self, job: _Job) -> None:
         with self._finished_lock:

@@ -170,3 +170,29 @@ def test_the_kernel_knows_each_worker_thread_by_its_name() -> None:
         assert trio.run(main) == "fusecache-io-1"
     finally:
         pool.close()
+
+
+def test_a_result_is_not_kept_alive_by_the_thread_that_made_it() -> None:
+    """An idle thread must not hold the last result it returned: the read path's results
+    are 8 MiB blocks, and a block the RAM tier lets go must be freed (or reused as a
+    spare buffer), not kept by each of up to 16 idle GET threads."""
+    import weakref
+
+    class Block:
+        pass
+
+    pool = WorkerPool("t", keep=4)
+    refs: list[weakref.ref] = []
+
+    async def main() -> None:
+        for _ in range(3):
+            block = await pool.run(Block)
+            refs.append(weakref.ref(block))
+            del block
+        deadline = time.monotonic() + 2
+        while any(r() is not None for r in refs) and time.monotonic() < deadline:
+            await trio.sleep(0.01)
+
+    trio.run(main)
+    pool.close()
+    assert [r() for r in refs] == [None, None, None]
