@@ -42,7 +42,9 @@ to ``readahead_max``. Every read-ahead block first reserves its size from one
 per-mount byte budget (``readahead_budget``) and gives it back when the block has
 landed in the RAM tier; when the budget is spent, read-ahead simply does not
 start more. That bounds memory regardless of the number of open files: RSS stays
-within RAM tier + budget + write-behind queue (64 MiB) + two spare block buffers.
+within RAM tier + budget + write-behind queue (64 MiB) + spare block buffers (32 MiB).
+No thread keeps a block once it has handed it over (workers.py, ``_WriteBehind``): a
+block the RAM tier lets go is freed or reused, not held until the thread's next job.
 Blocks of objects larger than an eighth of the RAM tier go to its stream segment (at
 most half of it), so a pass over a big shard cannot evict the small hot files. A large
 cold object read from the start therefore turns into up to budget/block_size parallel
@@ -133,8 +135,11 @@ _PEER_BATCH_THREADS = 4
 # stream from S3 needs more than two: 1.5 GiB read cold (page cache dropped, 2 cores,
 # alternating), the mount's CPU was 4.47 s with a fresh buffer per GET (obstore's),
 # 4.25-4.46 s keeping 2, 3.36-3.74 s keeping 8 (of 8 MiB). What is kept beyond the RAM
-# tier: at most _SPARE_BYTES, and never fewer than 2 blocks.
-_SPARE_BYTES = 64 * 1024 * 1024
+# tier: at most _SPARE_BYTES, and never fewer than 2 blocks. 32 MiB, not 64, for the peak-RSS
+# bound (RAM tier + 200 MiB): bench/run_bench.py's mount peaked at 447-462 MiB keeping 8,
+# 446-449 keeping 4, 436-441 keeping 2 (three runs each, alternated), cold sequential
+# 488-566, 525-557 and 472-526 MB/s.
+_SPARE_BYTES = 32 * 1024 * 1024
 
 
 # A bytearray whose bytes are not initialised: malloc only, so a fresh 8 MiB buffer is
@@ -642,7 +647,7 @@ class BlockReader:
         self._fail_fast(oid)  # before queueing for a connection held by a stuck request
         async with self._connections:
             self._fail_fast(oid)
-            into = self._lend_buffer(end - start)  # the worker thread's until it returns
+            into = self._get_buffer(end - start)  # the worker thread's until it returns
             progress = None
             if flight is not None and flight.for_reader and into is not None:
                 flight.buf, progress = into, self._arrived(flight)
@@ -761,10 +766,18 @@ class BlockReader:
             return None
         return self._spare.pop() if self._spare else _uninitialised_bytearray(length)
 
+    def _get_buffer(self, length: int) -> bytearray:
+        """The buffer a GET of *length* bytes streams its body into: a full block's as
+        ``_lend_buffer``, else one of exactly that size. Not the client's own body
+        buffer: obstore's held 21-24 KiB more per 60-160 KiB body (measured with
+        mallinfo2 over 400 bodies), memory the RAM tier's bound does not see."""
+        return self._lend_buffer(length) or _uninitialised_bytearray(length)
+
     def _unused(self, into: bytearray | None, data: object) -> None:
         """Keep a lent buffer the read returned without using, for the next one. Only
         after the call returned: an abandoned call's thread may still write into it."""
-        if into is not None and data is not into and len(self._spare) < self._spare_max:
+        if into is not None and data is not into and len(into) == self.block_size \
+                and len(self._spare) < self._spare_max:
             self._spare.append(into)
 
     def _recycle(self, block: bytes | bytearray) -> None:
@@ -892,7 +905,6 @@ class _WriteBehind:
             self._thread = None
 
     def _run(self) -> None:
-        assert self._disk is not None
         name_os_thread()
         while True:
             with self._cond:
@@ -900,23 +912,32 @@ class _WriteBehind:
                 if not self._items:
                     return  # closed and drained
                 batch = _next_write_batch(self._items, _WRITE_BATCH, _WRITE_BATCH_BYTES)
-            try:
-                if not self.off():
-                    for (oid, idx, _), ok in zip(batch, self._disk.put_blocks(batch),
-                                                 strict=True):
-                        if not ok:
-                            log.debug("node cache full of pinned data; block %d of %s not "
-                                      "cached", idx, oid.key)
-            except (lmdb.Error, OSError) as e:
-                self._off_until = time.monotonic() + _DISK_RETRY_AFTER
-                log.warning("cannot write to the node cache (%s); serving from S3 only, "
-                            "retrying in %.0fs", e, _DISK_RETRY_AFTER)
-            except Exception:  # noqa: BLE001 - the thread must outlive one bad block
-                log.exception("node cache write of %d block(s) failed", len(batch))
+            n = self._store(batch)
+            del batch  # not held while the thread waits for more
             with self._cond:
-                for _ in batch:
+                for _ in range(n):
                     self._bytes -= len(self._items.popleft()[2])
                 self._cond.notify_all()
+
+    def _store(self, batch: list[tuple[ObjectId, int, bytes]]) -> int:
+        """Write *batch* to the node cache; how many blocks it had. A function of its
+        own so that nothing of the batch outlives it (no loop variable): the thread must
+        not hold blocks the RAM tier has let go while it waits for more."""
+        assert self._disk is not None
+        try:
+            if not self.off():
+                for (oid, idx, _), ok in zip(batch, self._disk.put_blocks(batch),
+                                             strict=True):
+                    if not ok:
+                        log.debug("node cache full of pinned data; block %d of %s not "
+                                  "cached", idx, oid.key)
+        except (lmdb.Error, OSError) as e:
+            self._off_until = time.monotonic() + _DISK_RETRY_AFTER
+            log.warning("cannot write to the node cache (%s); serving from S3 only, "
+                        "retrying in %.0fs", e, _DISK_RETRY_AFTER)
+        except Exception:  # noqa: BLE001 - the thread must outlive one bad block
+            log.exception("node cache write of %d block(s) failed", len(batch))
+        return len(batch)
 
 
 def _next_write_batch(items: deque[tuple[ObjectId, int, bytes]], most: int,

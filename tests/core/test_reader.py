@@ -365,8 +365,10 @@ def test_full_blocks_from_s3_fill_buffers_the_ram_tier_let_go(
 
     trio.run(go)
     assert store.calls["get"] == 25
-    assert len(store.lent) == 24  # every full block had a buffer to fill, the last none
-    assert len(fresh) < 16, f"{len(fresh)} fresh buffers for 24 blocks"
+    assert len(store.lent) == 25  # every block had a buffer to fill
+    full = [n for n in fresh if n == BIG_BS]
+    assert len(full) < 16, f"{len(full)} fresh buffers for 24 full blocks"
+    assert fresh.count(1000) == 1  # the short last block's, of its own size
 
 
 def test_cached_small_object_never_fetches(tmp_path: Path) -> None:
@@ -420,6 +422,39 @@ def test_write_behind_batches_are_bounded_in_blocks_and_bytes() -> None:
     assert [i for _, i, _ in _next_write_batch(large, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [0, 1]
     huge = deque([(o, 7, bytes(_WRITE_BATCH_BYTES + 1)), (o, 8, b"y")])
     assert [i for _, i, _ in _next_write_batch(huge, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [7]
+
+
+def test_write_behind_holds_no_block_once_stored(tmp_path: Path) -> None:
+    """Once stored, a block is the RAM tier's alone: the write-behind thread, waiting for
+    more, must not hold the last batch it wrote (with 8 MiB blocks, up to 16 MiB kept
+    past the RAM tier's bound, and a buffer that cannot be reused as a spare)."""
+    import time
+    import weakref
+
+    from fusecache.reader import _WriteBehind
+
+    class Block(bytearray):  # a bytearray that can be watched with a weak reference
+        pass
+
+    disk = NodeCache.open(tmp_path, limit_bytes=64 * BS, block_size=BS)
+    o = ObjectId("b", "wb", "e", 3 * BS)
+    writer = _WriteBehind(disk, 8 * BS)
+    writer.start()
+    refs = []
+    for i in range(3):
+        block = Block(bytes([i]) * BS)
+        refs.append(weakref.ref(block))
+        assert writer.offer(o, i, block)
+        del block
+    deadline = time.monotonic() + 5
+    while any(r() is not None for r in refs) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    freed = [r() is None for r in refs]  # while the thread still runs
+    stored = [disk.get_block(o, i) for i in range(3)]
+    writer.close()
+    assert freed == [True, True, True]
+    assert stored == [bytes([i]) * BS for i in range(3)]
+    disk.close()
 
 
 def _gated(store: FakeStore, key: str, blocks: int) -> tuple[ObjectId, bytes]:
