@@ -73,6 +73,7 @@ before they are served or cached.
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import logging
 import math
@@ -169,6 +170,18 @@ def _unshared_refs() -> int:
     ram.put(b"a", bytearray(2))
     ram.put(b"b", bytearray(2))  # evicts the first, referred to by nothing else
     return seen[0]
+
+
+def _detached(e: Exception) -> Exception:
+    """A copy of *e* with no traceback, cause or context: what a failed load keeps (its
+    waiters' error, the failure remembered for ``failure_memory`` seconds) and what each
+    waiter raises. The original's traceback holds the frames of the load, and with them
+    the block's 8 MiB buffer; raising one shared object from many tasks would also chain
+    all their frames onto it. An exception that cannot be copied is kept as it is."""
+    try:
+        return copy.copy(e)
+    except Exception:  # noqa: BLE001 - a class whose __init__ does not take its args
+        return e
 
 
 class _OnDisk:
@@ -439,7 +452,7 @@ class BlockReader:
         while flight is not None:
             await flight.done.wait()
             if flight.error is not None:
-                raise flight.error
+                raise _detached(flight.error)
             if flight.data is not None:
                 return flight.data
             # a batch from peers that did not get it (load_first_blocks): load it here,
@@ -456,7 +469,7 @@ class BlockReader:
         failed = self._recent_failures.get(key)
         if failed is not None:
             if trio.current_time() < failed[0]:
-                raise failed[1]
+                raise _detached(failed[1])
             del self._recent_failures[key]
         flight = self._inflight[key] = _Flight()
         return flight
@@ -471,14 +484,15 @@ class BlockReader:
                 self.ram.put(key, data, self._streamed(oid))
             return data
         except BaseException as e:
-            flight.error = e if isinstance(e, Exception) else errors.StoreError("cancelled")
+            flight.error = _detached(e) if isinstance(e, Exception) \
+                else errors.StoreError("cancelled")
             # A block S3 answered for but would not serve (5xx, resets, short bodies until
             # the deadline) fails again at once for a while, so the kernel's re-sent read
             # does not wait a second bound. An unreachable S3 is the circuit breaker's:
             # it fails fast there and recovers as soon as its probe gets an answer.
             if isinstance(e, errors.StoreUnavailable | errors.DeadlineExceeded) and (
                     self.breaker is None or not self.breaker.is_open):
-                self._remember_failure(key, e)
+                self._remember_failure(key, flight.error)
             raise
         finally:
             del self._inflight[key]
@@ -543,7 +557,7 @@ class BlockReader:
             if flight.moved is moved and not flight.done.is_set():
                 flight.moved = trio.Event()
         if flight.error is not None:
-            raise flight.error
+            raise _detached(flight.error)
         return None if flight.data is None else _slice(flight.data, lo, hi)
 
     def _in_node_cache(self, oid: ObjectId, idx: int) -> bool:

@@ -216,6 +216,49 @@ def test_failed_fetch_fails_fast_for_a_while_then_recovers() -> None:
     trio.run(go)
 
 
+def test_a_remembered_failure_holds_no_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed fetch is remembered for a while (the kernel's re-sent reads fail at once)
+    and raised to every waiter; neither may keep the block's buffer alive through the
+    error's traceback (8 MiB per failed block, for as long as failures are remembered)."""
+    import gc
+    import weakref
+
+    class Buf(bytearray):  # a lent buffer that can be watched
+        pass
+
+    lent: list[weakref.ref] = []
+
+    def watched(n: int) -> bytearray:
+        b = Buf(n)
+        lent.append(weakref.ref(b))
+        return b
+    monkeypatch.setattr(reader_module, "_uninitialised_bytearray", watched)
+    store = FakeStore()
+    o = put(store, "f", BS)
+    store.fail_next["get"] = [errors.StoreUnavailable("boom")]
+
+    async def go():
+        r = BlockReader(store, RamCache(16 * BS), None, Metrics(), block_size=BS,
+                        readahead_budget=0, readahead_max=0, max_connections=4,
+                        read_timeout=10, failure_memory=60)
+
+        async def body():
+            for _ in range(3):  # the first fetches; the others fail at once, remembered
+                with pytest.raises(errors.StoreUnavailable, match="boom"):
+                    await r.read(o, 0, BS)
+            assert store.calls["get"] == 1 and r._recent_failures
+            # the GET's worker thread lets go of its call a moment after handing it over
+            for _ in range(100):
+                gc.collect()
+                if all(w() is None for w in lent):
+                    break
+                await trio.sleep(0.02)
+            assert lent and [w() for w in lent] == [None] * len(lent)
+        await with_reader(r, body)
+
+    trio.run(go)
+
+
 def test_read_deadline_gives_error_not_hang() -> None:
     store = FakeStore()
     o = put(store, "slow", BS)
