@@ -195,15 +195,26 @@ def test_small_cached_block_off_the_page_cache_is_read_off_the_loop(disk_tmp_pat
     disk.close()
 
 
-def test_failed_fetch_fails_fast_for_a_while_then_recovers() -> None:
+def _failing_once() -> tuple[FakeStore, ObjectId]:
+    """A one-block object whose first GET fails with StoreUnavailable('boom')."""
     store = FakeStore()
     o = put(store, "f", BS)
     store.fail_next["get"] = [errors.StoreUnavailable("boom")]
+    return store, o
+
+
+def _reader_without_readahead(store: FakeStore, failure_memory: float) -> BlockReader:
+    return BlockReader(store, RamCache(16 * BS), None, Metrics(), block_size=BS,
+                       readahead_budget=0, readahead_max=0, max_connections=4,
+                       read_timeout=10, failure_memory=failure_memory)
+
+
+def test_failed_fetch_fails_fast_for_a_while_then_recovers() -> None:
+    store, o = _failing_once()
 
     async def go():
-        r = BlockReader(store, RamCache(16 * BS), None, Metrics(), block_size=BS,
-                        readahead_budget=0, readahead_max=0, max_connections=4,
-                        read_timeout=10, failure_memory=0.3)
+        r = _reader_without_readahead(store, 0.3)
+
         async def body():
             with pytest.raises(errors.StoreUnavailable):
                 await r.read(o, 0, 10)
@@ -233,14 +244,10 @@ def test_a_remembered_failure_holds_no_buffer(monkeypatch: pytest.MonkeyPatch) -
         lent.append(weakref.ref(b))
         return b
     monkeypatch.setattr(reader_module, "_uninitialised_bytearray", watched)
-    store = FakeStore()
-    o = put(store, "f", BS)
-    store.fail_next["get"] = [errors.StoreUnavailable("boom")]
+    store, o = _failing_once()
 
     async def go():
-        r = BlockReader(store, RamCache(16 * BS), None, Metrics(), block_size=BS,
-                        readahead_budget=0, readahead_max=0, max_connections=4,
-                        read_timeout=10, failure_memory=60)
+        r = _reader_without_readahead(store, 60)
 
         async def body():
             for _ in range(3):  # the first fetches; the others fail at once, remembered
