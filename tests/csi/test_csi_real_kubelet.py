@@ -434,8 +434,11 @@ def fault_and_check(node: Node, pod: str, fault: Callable[[], None], label: str)
                              f"last: {after[-3:]}") from None
     rs = reads(node, pod)
     assert_all_good(rs)  # no wrong sha and no failed read, before, during or after
-    first_good = min(r.at for r in rs
-                     if r.at > t_fault and r.file == "a.bin" and r.result == SHAS["a.bin"])
+    # the first good read of a.bin that began after the fault: the line before it (the
+    # reader's previous read; the next dd starts only after it) is logged after the fault
+    # too. A read that had its bytes before the fault may be logged just after it.
+    first_good = min(r.at for prev, r in zip(rs, rs[1:], strict=False)
+                     if prev.at > t_fault and r.file == "a.bin" and r.result == SHAS["a.bin"])
     assert container_id(node, pod) == before, "the pod's container restarted"
     print(f"[real-kubelet] {pod}: {label}: fault to first good read {first_good - t_fault:.2f} s; "
           f"{len(rs)} reads, none bad")
