@@ -194,7 +194,10 @@ class S3Store:
                     self.breaker.record_success()  # S3 answered
                     if isinstance(err, errors.AccessDenied):
                         self.denied_at = time.time()
-                raise err from None
+                try:
+                    raise err from None
+                finally:  # else err, in this frame of its own traceback, is a cycle
+                    del err
             self.breaker.record_success()
             self.authorised_at = time.time()
             return result

@@ -100,7 +100,13 @@ class WorkerPool:
                                  daemon=True).start()
         await job.done.wait()  # a cancelled caller abandons the job here
         assert job.result is not None
-        return job.result.unwrap()
+        try:
+            return job.result.unwrap()
+        finally:
+            # An error raised here has this frame in its traceback, and the frame's job
+            # holds the error: a cycle that kept the failed call's frames (a GET's 8 MiB
+            # buffer) until the cyclic collector ran, dozens at once in an error storm.
+            del job
 
     def close(self) -> None:
         """Let the threads end once the queued jobs are done (a later call still runs, in a

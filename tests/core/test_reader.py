@@ -230,7 +230,9 @@ def test_failed_fetch_fails_fast_for_a_while_then_recovers() -> None:
 def test_a_remembered_failure_holds_no_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
     """A failed fetch is remembered for a while (the kernel's re-sent reads fail at once)
     and raised to every waiter; neither may keep the block's buffer alive through the
-    error's traceback (8 MiB per failed block, for as long as failures are remembered)."""
+    error's traceback (8 MiB per failed block, for as long as failures are remembered).
+    With the cyclic collector off: a reference cycle through the error would keep it
+    until the collector runs, dozens of buffers at once in an error storm."""
     import gc
     import weakref
 
@@ -256,14 +258,18 @@ def test_a_remembered_failure_holds_no_buffer(monkeypatch: pytest.MonkeyPatch) -
             assert store.calls["get"] == 1 and r._recent_failures
             # the GET's worker thread lets go of its call a moment after handing it over
             for _ in range(100):
-                gc.collect()
                 if all(w() is None for w in lent):
                     break
                 await trio.sleep(0.02)
             assert lent and [w() for w in lent] == [None] * len(lent)
         await with_reader(r, body)
 
-    trio.run(go)
+    gc.collect()
+    gc.disable()
+    try:
+        trio.run(go)
+    finally:
+        gc.enable()
 
 
 def test_read_deadline_gives_error_not_hang() -> None:
