@@ -525,7 +525,12 @@ class Namespace:
             nursery.start_soon(do_head)
             nursery.start_soon(do_list)
         if failed:
-            raise failed[0]
+            error = failed[0]
+            failed.clear()
+            try:
+                raise error
+            finally:  # not a cycle through this frame's locals
+                del error
         if is_dir:
             return self._child(parent, name, True)
         if head is not None:

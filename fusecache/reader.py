@@ -184,6 +184,18 @@ def _detached(e: Exception) -> Exception:
         return e
 
 
+def _disk_read(disk: NodeCache, oid: ObjectId, idx: int, into: bytearray | None
+               ) -> bytes | None:
+    """NodeCache.get_block in a worker thread; None on a miss or a failure, said here: an
+    error raised through trio.to_thread is a reference cycle (trio's frame holds it),
+    which kept the call's frames and the lent buffer until the cyclic collector ran."""
+    try:
+        return disk.get_block(oid, idx, into=into)
+    except lmdb.Error as e:
+        log.warning("node cache read failed (%s); reading from S3", e)
+        return None
+
+
 class _OnDisk:
     """The type of _ON_DISK: in the node cache, not in the page cache."""
 
@@ -763,14 +775,10 @@ class BlockReader:
         assert self.disk is not None
         limiter = self._small_disk_threads if length <= _INLINE_DISK_READ else self._disk_threads
         into = self._lend_buffer(length)
-        try:
-            async with limiter:  # the worker thread owns *into* until it returns
-                data = await trio.to_thread.run_sync(
-                    partial(self.disk.get_block, oid, idx, into=into))
-        except lmdb.Error as e:
-            log.warning("node cache read failed (%s); reading from S3", e)
-            data = None
-        self._unused(into, data)  # a miss, or read through the map
+        async with limiter:  # the worker thread owns *into* until it returns
+            data = await trio.to_thread.run_sync(
+                partial(_disk_read, self.disk, oid, idx, into))
+        self._unused(into, data)  # a miss, a failure, or read through the map
         return data
 
     def _lend_buffer(self, length: int) -> bytearray | None:

@@ -75,7 +75,11 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
                 for fut in done:
                     idx = window.pop(fut)
                     moved += store_block(idx, fut.result())
-                for idx in _take(todo, len(done)):
+                n = len(done)
+                # the stored blocks (results of these futures) are not held while the
+                # next round is waited for: at most *parallel* blocks in memory
+                del done, fut
+                for idx in _take(todo, n):
                     window[pool.submit(get, idx)] = idx
         finally:
             for fut in window:
