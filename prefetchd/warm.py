@@ -479,7 +479,13 @@ class Warmer:
                 window.acquire()
                 futs.append(pool.submit(one, o))
                 if len(futs) > 4 * self.concurrency:
-                    futs = [f for f in futs if not f.done()]
+                    running = []
+                    for f in futs:
+                        if f.done():
+                            f.result()  # an unexpected error ends the warm, as below
+                        else:
+                            running.append(f)
+                    futs = running
             for f in futs:
                 f.result()
         return full.is_set()

@@ -262,3 +262,27 @@ def test_resume_after_kill(local_s3, s3_env, bucket, tmp_path, capsys):
         assert st.used_bytes == total
     finally:
         cache.close()
+
+
+def test_an_unexpected_failure_of_an_early_object_is_not_lost(
+    local_s3, s3_env, bucket, tmp_path, capsys, monkeypatch
+):
+    """Finished fetches are pruned as the warm goes (bounded memory); one that failed with
+    an error nobody expected (a disk error, a bug) must still end the warm with an error,
+    not be dropped with the pruned ones and reported as a success."""
+    _put(local_s3, bucket, 30, 1_000)
+    real = fusecache.fetch_object
+
+    def failing_once(store, cache, info, *a, **kw):
+        if info.key.endswith("00.bin"):
+            raise OSError("node cache disk gone")
+        return real(store, cache, info, *a, **kw)
+    monkeypatch.setattr(fusecache, "fetch_object", failing_once)
+    cache_dir = str(tmp_path / "cache")
+    try:
+        rc, _ = warm_json(capsys, f"s3://{bucket}/ds/", "--cache-dir", cache_dir,
+                          "--concurrency", "1")
+    except OSError as e:
+        assert "node cache disk gone" in str(e)
+    else:
+        assert rc != 0
