@@ -182,8 +182,11 @@ class Plugin:
         self.config = config
         self.readiness = Readiness()
         self.stopping = threading.Event()
+        # RPCs past maximum_concurrent_rpcs get RESOURCE_EXHAUSTED (the kubelet retries)
+        # instead of waiting in the executor's unbounded queue
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=16,
-                                                             thread_name_prefix="csi-rpc"))
+                                                             thread_name_prefix="csi-rpc"),
+                                  maximum_concurrent_rpcs=64)
         self.node: NodeServicer | None = None
         csi_pb2_grpc.add_IdentityServicer_to_server(
             IdentityServicer(self.readiness, controller=config.serves_controller), self.server)

@@ -48,6 +48,10 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 CHOSEN_WEIGHT = 80
 HOLDS_WEIGHT = 20
 MAX_BODY = 4 * 1024 * 1024  # AdmissionReviews of pods are far smaller; refuse absurd bodies
+# Connections served at once (a thread and up to MAX_BODY each); one past it is closed at
+# once. The API server sends a handful at a time; a flood of idle connections must not
+# grow threads and memory without bound (each waits at most its 10 s socket timeout).
+MAX_CONNECTIONS = 64
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -195,10 +199,29 @@ class WebhookServer:
         self.view, self.config = view, config
         self.tls = _ReloadingContext(certfile, keyfile)
         outer = self
+        slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
 
         class Httpd(ThreadingHTTPServer):
             daemon_threads = True  # a stuck client must not block shutdown
             allow_reuse_address = True
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                if not slots.acquire(blocking=False):
+                    log.warning("webhook: %d connections open; closing one from %s",
+                                MAX_CONNECTIONS, client_address[0])
+                    self.shutdown_request(request)
+                    return
+                try:
+                    super().process_request(request, client_address)
+                except BaseException:
+                    slots.release()  # no thread started to release it
+                    raise
+
+            def process_request_thread(self, request: Any, client_address: Any) -> None:
+                try:
+                    super().process_request_thread(request, client_address)
+                finally:
+                    slots.release()
 
             def get_request(self) -> Any:
                 sock, addr = self.socket.accept()

@@ -321,3 +321,39 @@ def test_pod_dataset_resolution_narrows_by_args_and_subpath():
         ]}}
     assert dsm.pod_datasets(pod, View()) == [
         "s3://bkt/base/sub/shards/0", "s3://bkt/base/", "s3://b2/"]
+
+
+def test_idle_connections_beyond_the_cap_are_closed_and_service_goes_on(
+        fake, api, certs, monkeypatch):
+    """A flood of idle connections holds at most MAX_CONNECTIONS threads (each waits for
+    its TLS handshake until the socket timeout); past that a connection is closed at
+    once; once the flood goes, a review is answered again."""
+    import socket
+    import threading
+    import time
+
+    cap = 4
+    monkeypatch.setattr(wh, "MAX_CONNECTIONS", cap)
+    add_cluster(fake)
+    with wh.WebhookServer(dsm.ApiClusterView(api, ttl=0.0), wh.WebhookConfig(), *certs,
+                          host="127.0.0.1", port=0) as srv:
+        before = threading.active_count()
+        flood = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(cap + 4)]
+        try:
+            closed = 0
+            for s in flood[cap:]:  # past the cap: closed by the server at once
+                s.settimeout(3)
+                try:
+                    closed += s.recv(1) == b""
+                except ConnectionResetError:
+                    closed += 1
+            assert closed == 4
+            assert threading.active_count() <= before + cap
+        finally:
+            for s in flood:
+                s.close()
+        deadline = time.monotonic() + 10
+        while threading.active_count() > before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status, _ = post(srv, certs[0], json.dumps({"request": {"uid": "u1"}}).encode())
+        assert status == 200
