@@ -357,6 +357,7 @@ def infinite_watch(
         failures += 1
         log.warning("watch of %s: %s; retrying in %.1fs (attempt %d)",
                     resource, what, delay, failures)
+        event = None  # the last one is not kept through the backoff (up to an etcd object)
         stop.wait(delay)
 
 
