@@ -33,6 +33,7 @@ import logging
 import os
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -200,6 +201,7 @@ class WebhookServer:
         self.tls = _ReloadingContext(certfile, keyfile)
         outer = self
         slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        refused = [0.0]  # when the last refusal was logged: one line a minute in a flood
 
         class Httpd(ThreadingHTTPServer):
             daemon_threads = True  # a stuck client must not block shutdown
@@ -207,8 +209,10 @@ class WebhookServer:
 
             def process_request(self, request: Any, client_address: Any) -> None:
                 if not slots.acquire(blocking=False):
-                    log.warning("webhook: %d connections open; closing one from %s",
-                                MAX_CONNECTIONS, client_address[0])
+                    if time.monotonic() - refused[0] > 60:
+                        refused[0] = time.monotonic()
+                        log.warning("webhook: %d connections open; closing new ones (this "
+                                    "one from %s)", MAX_CONNECTIONS, client_address[0])
                     self.shutdown_request(request)
                     return
                 try:
