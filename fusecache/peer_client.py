@@ -70,6 +70,9 @@ DEFAULT_TIMEOUT = 1.5
 _MIN_TRY = 0.05  # less budget than this left: do not start a try
 _COOLDOWN = 2.0
 _MAX_COOLDOWN = 60.0
+# Breaker states kept (one per member that failed); members come and go over a node's
+# life, so the oldest is forgotten past this (it is then asked again sooner, no more).
+_MAX_STATES = 1024
 _BUSY_COOLDOWN = 0.5
 # Requests in flight to one peer. A few overlap the server's cache read and checksum with
 # the transfer; more only share its link and CPU and push every one of them towards its
@@ -423,6 +426,8 @@ class PeerClient:
 
     def _failed(self, name: str, base: float) -> None:
         with self._lock:
+            if name not in self._states and len(self._states) >= _MAX_STATES:
+                del self._states[next(iter(self._states))]
             st = self._states.setdefault(name, _PeerState())
             st.failures += 1
             st.skip_until = self._clock() + min(_MAX_COOLDOWN, base * 2 ** (st.failures - 1))

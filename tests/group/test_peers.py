@@ -477,3 +477,19 @@ def test_mount_bad_group_flags_are_one_line_exit_2(tmp_path):
     _one_line_exit_2(r, "replicas")
     r = run_cli(["mount", "s3://bkt/x", str(mp), "--peer-timeout", "0"])
     _one_line_exit_2(r, "--peer-timeout")
+
+
+def test_breaker_states_stay_bounded_as_members_come_and_go(tmp_path: Path) -> None:
+    """One breaker state per member that failed; over a node's life members come and go,
+    so the states are bounded (the oldest forgotten) and the newest still count."""
+    from fusecache import peer_client
+
+    client = PeerClient(GroupWatcher(tmp_path / "group.json"))
+    try:
+        for i in range(peer_client._MAX_STATES + 500):
+            client._failed(f"node-{i}", 5.0)
+        assert len(client._states) == peer_client._MAX_STATES
+        assert not client._may_ask(f"node-{peer_client._MAX_STATES + 499}")  # still skipped
+        assert client._may_ask("node-0")  # forgotten: asked again
+    finally:
+        client.close()
