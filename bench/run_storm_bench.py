@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -41,6 +42,7 @@ from _mounts import Remote, cleanup_all, mount_fusecache, unmount_and_stop  # no
 from run_bench import MiB, RssSampler  # noqa: E402
 from s3_fault_proxy import FaultProxy, Rule  # noqa: E402
 
+from fusecache.config import parse_size  # noqa: E402
 from fusecache.locals3 import LocalS3  # noqa: E402
 
 BUCKET = "fcstorm"
@@ -135,15 +137,12 @@ def main(argv: list[str] | None = None) -> int:
                 with contextlib.suppress(Exception):
                     rss.stop()
                 unmount_and_stop(mp, p)
-        ram = int(a.ram_cache_size.removesuffix("MiB")) if a.ram_cache_size.endswith("MiB") \
-            else None
-        out["bound_mib"] = ram + 200 if ram else None
+        out["bound_mib"] = round(parse_size(a.ram_cache_size) / MiB + 200, 1)
         out["verified"] = ok and out["storm"]["succeeded"] == 0
         print(json.dumps(out, indent=1))
         return 0 if out["verified"] else 1
     finally:
         cleanup_all()
-        import shutil
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -675,7 +675,7 @@ class BlockReader:
             self._fail_fast(oid)
             into = self._get_buffer(end - start)  # the worker thread's until it returns
             progress = None
-            if flight is not None and flight.for_reader and into is not None:
+            if flight is not None and flight.for_reader:  # a full block: a lent buffer
                 flight.buf, progress = into, self._arrived(flight)
             try:
                 data = await self._calls.run(partial(
