@@ -34,7 +34,7 @@ from pathlib import Path
 
 import trio
 
-from fusecache import errors, fuseloop
+from fusecache import blockmem, errors, fuseloop
 from fusecache.config import MountConfig, S3Location
 from fusecache.dirahead import FolderReadAhead
 from fusecache.indexwarm import IndexWarmer
@@ -134,24 +134,6 @@ async def set_kernel_readahead(path: Path, kib: int, init_done: trio.Event) -> N
         except (OSError, ValueError) as e:
             log.debug("could not set read_ahead_kb for %s: %s", dev, e)
             return
-
-
-def limit_malloc_arenas() -> None:
-    """Keep glibc from hoarding freed 4 MiB buffers in per-thread arenas.
-
-    Measured in the bench: RSS 700 MiB of anonymous memory with a 256 MiB RAM tier
-    under default malloc settings, 348 MiB with 2 arenas and blocks >= 1 MiB
-    mmapped (returned to the OS when freed). Reusing freed block buffers from the
-    heap instead (what prefetchd does, fusecache/blockmem.py) broke the RSS bound here
-    (fragmentation: see there); the reader reuses its node-cache read buffers itself.
-    """
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-8, 2)          # M_ARENA_MAX
-        libc.mallopt(-3, 1 << 20)    # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):
-        pass
 
 
 def empty_source_warnings(store: S3Store, loc: S3Location) -> list[str]:
@@ -431,13 +413,13 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
                 if last:
                     os.close(ready_fd)
 
-    limit_malloc_arenas()
     try:
         # /dev/fd/N: an already-mounted FUSE connection handed to us (fusecache.relay)
         relayed = re.fullmatch(r"/dev/fd/[0-9]+", str(cfg.mountpoint)) is not None
         mountpoint = cfg.mountpoint if relayed else check_mountpoint(cfg.mountpoint)
         fs = MountedFilesystem(cfg)
         fs.prepare()
+        blockmem.tune_for_mount(fs.reader.block_size)
         if relayed and os.environ.get("FUSECACHE_RESTORE"):
             fs.ops.restore(json.loads(Path(os.environ["FUSECACHE_RESTORE"]).read_text()))
         if cfg.metrics_port:

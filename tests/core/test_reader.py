@@ -245,7 +245,7 @@ def test_a_remembered_failure_holds_no_buffer(monkeypatch: pytest.MonkeyPatch) -
         b = Buf(n)
         lent.append(weakref.ref(b))
         return b
-    monkeypatch.setattr(reader_module, "_uninitialised_bytearray", watched)
+    monkeypatch.setattr(reader_module, "block_buffer", watched)
     store, o = _failing_once()
 
     async def go():
@@ -395,12 +395,12 @@ def test_full_blocks_from_s3_fill_buffers_the_ram_tier_let_go(
     into buffers of evicted blocks (not a fresh 8 MiB buffer per GET), never into one a
     reader still holds, and every byte read is the object's."""
     fresh: list[int] = []
-    new_buffer = reader_module._uninitialised_bytearray
+    new_buffer = reader_module.block_buffer
 
     def counted(n: int) -> bytearray:
         fresh.append(n)
         return new_buffer(n)
-    monkeypatch.setattr(reader_module, "_uninitialised_bytearray", counted)
+    monkeypatch.setattr(reader_module, "block_buffer", counted)
     store = FakeStore()
     data = random.Random("s3-stream").randbytes(24 * BIG_BS + 1000)  # a short last block
     store.put("s3-stream", data)
@@ -464,20 +464,22 @@ def test_cached_small_object_never_fetches(tmp_path: Path) -> None:
 
 def test_write_behind_batches_are_bounded_in_blocks_and_bytes() -> None:
     """What the write-behind stores in one transaction: the queue's first blocks, at most
-    _WRITE_BATCH of them and _WRITE_BATCH_BYTES (one block even if larger), in order."""
+    _WRITE_BATCH of them and a block's bytes (one block even if larger), in order."""
     from collections import deque
 
-    from fusecache.reader import _WRITE_BATCH, _WRITE_BATCH_BYTES, _next_write_batch
+    from fusecache.reader import _WRITE_BATCH, _next_write_batch
+
+    most_bytes = 8 << 20  # the mount's: one block
 
     o = ObjectId("b", "k", "e", 1 << 40)
     small = deque((o, i, b"x" * 1000) for i in range(3 * _WRITE_BATCH))
-    assert [i for _, i, _ in _next_write_batch(small, _WRITE_BATCH, _WRITE_BATCH_BYTES)] \
+    assert [i for _, i, _ in _next_write_batch(small, _WRITE_BATCH, most_bytes)] \
         == list(range(_WRITE_BATCH))
-    big = _WRITE_BATCH_BYTES // 2
+    big = most_bytes // 2
     large = deque((o, i, bytes(big)) for i in range(5))
-    assert [i for _, i, _ in _next_write_batch(large, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [0, 1]
-    huge = deque([(o, 7, bytes(_WRITE_BATCH_BYTES + 1)), (o, 8, b"y")])
-    assert [i for _, i, _ in _next_write_batch(huge, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [7]
+    assert [i for _, i, _ in _next_write_batch(large, _WRITE_BATCH, most_bytes)] == [0, 1]
+    huge = deque([(o, 7, bytes(most_bytes + 1)), (o, 8, b"y")])
+    assert [i for _, i, _ in _next_write_batch(huge, _WRITE_BATCH, most_bytes)] == [7]
 
 
 def test_write_behind_holds_no_block_once_stored(tmp_path: Path) -> None:
@@ -494,7 +496,7 @@ def test_write_behind_holds_no_block_once_stored(tmp_path: Path) -> None:
 
     disk = NodeCache.open(tmp_path, limit_bytes=64 * BS, block_size=BS)
     o = ObjectId("b", "wb", "e", 3 * BS)
-    writer = _WriteBehind(disk, 8 * BS)
+    writer = _WriteBehind(disk, 8 * BS, batch_bytes=BS)
     writer.start()
     refs = []
     for i in range(3):
