@@ -67,19 +67,28 @@ def reuse_block_buffers() -> bool:
         return False
 
 
-def tune_for_mount(block_size: int) -> bool:
+def tune_for_mount(block_size: int, peers: bool = False) -> bool:
     """The mount's settings (see above) for blocks of *block_size*: two arenas (with
     glibc's default, a thread's arena hoarded freed blocks: RSS 700 MiB with a 256 MiB
     RAM tier, 348 MiB with two), the mmap threshold just above a block as LMDB stores it,
-    the heap trimmed past one block and 4 MiB free. False where this is not glibc, or a
-    block is too large for the heap (past 32 MiB: then buffers of 1 MiB and more are
-    mapped, LMDB's copies included)."""
+    the heap trimmed past one block and 4 MiB free.
+
+    False, and every buffer of 1 MiB or more mapped (LMDB's copies included), where this
+    is not glibc, where a block is too large for the heap (past 32 MiB), and in a mount
+    of a cache group (*peers*): there blocks also arrive as gRPC messages of a block's
+    size, which would come from the heap too, several at once. Measured with
+    bench/run_group_bench.py (the mount reading 256 MiB from peers, RAM tier 256 MiB):
+    VmHWM 424 and 435 MiB with the heap settings, 417 and 418 with large buffers mapped
+    (398, 405 and 412 before, when blocks from peers never became spare buffers). A
+    group file that appears after the mount started leaves the heap settings: within
+    the bound still, by those figures."""
     global _map_at
     threshold = block_size + 2 * _PAGE
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(_M_ARENA_MAX, 2)
-        if threshold <= _MMAP_THRESHOLD and libc.mallopt(_M_MMAP_THRESHOLD, threshold) \
+        if not peers and threshold <= _MMAP_THRESHOLD \
+                and libc.mallopt(_M_MMAP_THRESHOLD, threshold) \
                 and libc.mallopt(_M_TRIM_THRESHOLD, block_size + (4 << 20)):
             _map_at = threshold
             return True

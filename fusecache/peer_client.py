@@ -97,12 +97,14 @@ class _PeerState:
 
 
 
-def _kept(view: memoryview) -> bytearray:
-    """A block a peer sent, copied out of its message into a buffer as the mount keeps
-    blocks (blockmem.block_buffer: an 8 MiB one mapped apart, not left in the heap)."""
-    buf = block_buffer(len(view))
+def _kept(view: memoryview, into: bytearray | None = None) -> bytearray:
+    """A block a peer sent, copied out of its message into *into* (a buffer the caller
+    lends, of the block's length) or else into one as the mount keeps blocks
+    (blockmem.block_buffer: an 8 MiB one mapped apart, not left in the heap)."""
+    buf = into if into is not None and len(into) == len(view) else block_buffer(len(view))
     buf[:] = view
     return buf
+
 
 class PeerClient:
     """Pooled channels and breakers for the group's peers. Thread-safe."""
@@ -165,10 +167,12 @@ class PeerClient:
         return group
 
     def fetch(self, oid: ObjectId, idx: int, block_size: int,
-              budget: float | None = None) -> bytes | None:
+              budget: float | None = None, into: bytearray | None = None) -> bytes | None:
         """The verified block from a peer, or None (then read it from S3).
 
-        *budget*: seconds left of the caller's deadline; no try runs past it.
+        *budget*: seconds left of the caller's deadline; no try runs past it. *into*: a
+        buffer of the block's length to copy it into (the result is then *into*); written
+        only once a block has passed verification.
         """
         group = self._usable_group()
         if group is None:
@@ -195,7 +199,7 @@ class PeerClient:
                 continue  # its requests in flight are not done: ask another, or S3
             try:
                 data = self._try(group, member, oid, idx, block_size,
-                                 min(allowance, end_by - self._clock()))
+                                 min(allowance, end_by - self._clock()), into)
             finally:
                 slot.release()
             if data is not None:
@@ -289,7 +293,7 @@ class PeerClient:
     # -- one try -------------------------------------------------------------------
 
     def _try(self, group: Group, member: Member, oid: ObjectId, idx: int, block_size: int,
-             timeout: float) -> bytes | None:
+             timeout: float, into: bytearray | None = None) -> bytes | None:
         t0 = self._clock()
         result, nbytes, data = "error", 0, None
         try:
@@ -310,7 +314,7 @@ class PeerClient:
                             oid.bucket, oid.key, len(got), end - start)
                 self._failed(member.name, _COOLDOWN)
             else:
-                result, nbytes, data = "hit", len(got), _kept(got)
+                result, nbytes, data = "hit", len(got), _kept(got, into)
                 self._answered(member.name)
         except grpc.RpcError as e:
             result = self._rpc_failed(member.name, e)
@@ -564,12 +568,14 @@ def open_peer_client(cache_dir: str | os.PathLike, group_file: str | os.PathLike
 
 
 def fetch_from_peers(peers: PeerClient | None, oid: ObjectId, idx: int, block_size: int,
-                     budget: float | None = None) -> bytes | None:
-    """The block from the group, or None: the one call the warm path makes."""
+                     budget: float | None = None, into: bytearray | None = None
+                     ) -> bytes | None:
+    """The block from the group, or None: the one call the warm path and the mount's
+    reader make (*into* as in ``PeerClient.fetch``)."""
     if peers is None:
         return None
     try:
-        return peers.fetch(oid, idx, block_size, budget)
+        return peers.fetch(oid, idx, block_size, budget, into)
     except Exception as e:  # noqa: BLE001 - peers are an optimisation; S3 stays the source
         log.debug("peer fetch of block %d of %s failed: %s", idx, oid.key, e)
         return None

@@ -733,10 +733,14 @@ class BlockReader:
         if not self.peers.active():
             return None
         budget = trio.current_effective_deadline() - trio.current_time()
+        start, end = oid.block_span(idx, self.block_size)
+        into = self._lend_buffer(end - start)  # a full block: a spare, as a GET's
         async with self._peer_slots:
-            return await self._calls.run(
+            data = await self._calls.run(
                 fetch_from_peers, self.peers, oid, idx, self.block_size,
-                min(budget, self.read_timeout))
+                min(budget, self.read_timeout), into)
+        self._unused(into, data)  # a miss: kept for the next read
+        return data
 
     async def _store_later(self, oid: ObjectId, idx: int, data: bytes) -> None:
         """Hand a fetched block to the write-behind thread for the node cache."""

@@ -27,6 +27,8 @@ libc.mallinfo2.restype = MallInfo2
 mode, cache_dir, bs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if mode == "tuned":
     assert blockmem.tune_for_mount(bs)
+elif mode == "peers":  # a node of a cache group keeps every large buffer mapped
+    assert not blockmem.tune_for_mount(bs, peers=True)
 else:  # the mount's settings before: every allocation of 1 MiB or more mapped
     libc.mallopt(-8, 2)
     libc.mallopt(-3, 1 << 20)
@@ -92,3 +94,12 @@ def test_a_tuned_mount_maps_large_buffers_apart_and_returns_them(tmp_path: Path)
     assert got[f"mapped_{BS}"] >= BS
     assert 3 << 20 <= got[f"mapped_{3 << 20}"] < BS  # shrunk to its length
     assert got[f"mapped_{100 << 10}"] == 0
+
+
+def test_a_cache_group_mount_keeps_large_buffers_mapped(tmp_path: Path) -> None:
+    """In a mount of a cache group, block-sized gRPC messages would share the heap with
+    LMDB's copies (several in flight: a higher peak), so every buffer of 1 MiB or more
+    stays a mapping of its own, LMDB's copies included, as before the tuning."""
+    got = _probe("peers", tmp_path)
+    assert min(got["faults"][2:]) >= 2048, got["faults"]
+    assert got[f"mapped_{3 << 20}"] >= 3 << 20

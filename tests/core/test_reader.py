@@ -427,6 +427,56 @@ def test_full_blocks_from_s3_fill_buffers_the_ram_tier_let_go(
     assert fresh.count(1000) == 1  # the short last block's, of its own size
 
 
+def test_full_blocks_from_peers_fill_buffers_the_ram_tier_let_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks a cache group's peer sends are copied into the buffers of evicted blocks,
+    as GETs are (a buffer that only ever grew the spares would be dead memory in a mount
+    that reads from peers alone), and a miss gives its buffer back."""
+    fresh: list[int] = []
+    new_buffer = reader_module.block_buffer
+
+    def counted(n: int) -> bytearray:
+        fresh.append(n)
+        return new_buffer(n)
+    monkeypatch.setattr(reader_module, "block_buffer", counted)
+    store = FakeStore()
+    data = random.Random("peer-stream").randbytes(24 * BIG_BS)
+    store.put("peer-stream", data)
+    o = ObjectId(store.bucket, "peer-stream", store.etags["peer-stream"], len(data))
+    lent: list[int] = []
+
+    class Peers:  # PeerClient's interface as the reader uses it
+        def active(self) -> bool:
+            return True
+
+        def fetch(self, oid, idx, block_size, budget=None, into=None):
+            if idx % 6 == 5:
+                return None  # a miss: read from S3
+            lent.append(id(into))
+            block = data[idx * block_size:(idx + 1) * block_size]
+            if into is None:
+                return bytes(block)
+            into[:] = block
+            return into
+
+    async def go():
+        r = BlockReader(store, RamCache(8 * BIG_BS), None, Metrics(), block_size=BIG_BS,
+                        readahead_budget=4 * BIG_BS, readahead_max=2 * BIG_BS,
+                        max_connections=4, read_timeout=30.0, peers=Peers())
+        state = ReadState()
+
+        async def body():
+            for off in range(0, len(data), 256 * 1024):
+                got = await r.read(o, off, 256 * 1024, state)
+                assert got == data[off:off + 256 * 1024]
+        await with_reader(r, body)
+
+    trio.run(go)
+    assert store.calls["get"] == 4  # the misses
+    assert len(lent) == 20 and id(None) not in lent  # every hit had a buffer to fill
+    assert len(fresh) < 16, f"{len(fresh)} fresh buffers for 24 full blocks"
+
+
 def test_cached_small_object_never_fetches(tmp_path: Path) -> None:
     """What an open hands the kernel: a small object's bytes from RAM, from the node cache,
     or from a fetch already under way; nothing (and no GET) when it is not cached, or is
