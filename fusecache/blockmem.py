@@ -19,17 +19,22 @@ dropped): ``prefetchd warm`` 2.81-3.10 CPU-s -> 2.49-2.68 s.
 The mount: blocks live on in the RAM tier between small files' buffers, and a later
 8 MiB buffer no longer fits the holes they leave (with prefetchd's settings the heap
 grew by ~115 MiB in bench/run_bench.py's second sequential pass, peak RSS 455-498 MiB
-against the 456 MiB bound). So what the RAM tier keeps is mapped, and returned to the
-system when it lets the block go: ``block_buffer`` asks for at least the threshold
-and shrinks the buffer to its length (CPython keeps the allocation; glibc shrinks a
-mapping in place). What is freed soon after use comes from the heap: the threshold
-is just above one block and LMDB's page header, so the copy LMDB makes of each block
-it stores (the write-behind thread, one block per write transaction) reuses the last
-one's memory. Measured with bench/run_pair_bench.py (cold 512 MiB read through the mount,
-page cache dropped, 12 rounds alternated, 2 shared cores): page faults per pass 186-209 ->
-63-88 thousand; MB/s per round new/old 0.66-1.61x (median 1.13x: the host's noise is
-larger than the gain); VmHWM 398-417 -> 413-433 MiB (the kept copy, and the heap above it
-up to the trim threshold).
+against the 456 MiB bound). So every buffer of 1 MiB or more is mapped, and returned to
+the system when freed; the reader reuses the buffers of blocks its RAM tier lets go
+itself (reader.BlockReader._recycle). What that costs: LMDB's copy of each block it
+stores is a fresh 8 MiB mapping, 2,049 page faults.
+
+Tried and not kept (2026-12-05): the threshold just above one block as LMDB stores it
+(block + 8 KiB, heap trimmed past block + 4 MiB free, one block per write transaction,
+and the RAM tier's buffers mapped apart by asking for at least the threshold), so that
+LMDB's copy reused the last one's heap memory. Cold 512 MiB read through the mount, 16
+rounds alternated on 2 shared cores (12 of them bench/run_pair_bench.py): page faults
+per pass 186-209 -> 63-88 thousand, mount CPU lower in 12 of 16 rounds, MB/s per round
+0.66-1.61x (median 1.13x). But the mount's VmHWM rose by 9-17 MiB in every benchmark, to
+within 5 MiB of the bound: bench/run_storm_bench.py's fill 432-437 -> 443-451 MiB,
+1,500-file folders 428 -> 443, run_bench.py 429-430 -> 438-439;
+bench/run_group_bench.py's mount reading from peers 417-418 -> 424-435 (block-sized gRPC
+messages in the heap too).
 """
 
 from __future__ import annotations
@@ -41,12 +46,6 @@ _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
 _MMAP_THRESHOLD = 32 << 20   # glibc's largest: an 8 MiB block buffer comes from the heap
 _TRIM_THRESHOLD = 256 << 20
-_PAGE = 4096
-# A buffer at least this long is one block_buffer maps apart (when the mount is tuned):
-# smaller ones are small files' blocks, which the heap serves well.
-_MAPPED_FROM = 1 << 20
-# What the mount's threshold was set to (None: not tuned, every buffer plain malloc).
-_map_at: int | None = None
 
 # A bytearray whose bytes are not initialised: malloc only, so a fresh 8 MiB buffer is
 # not zeroed page by page while the caller holds the GIL (bytearray(n) would); the read
@@ -67,44 +66,18 @@ def reuse_block_buffers() -> bool:
         return False
 
 
-def tune_for_mount(block_size: int, peers: bool = False) -> bool:
-    """The mount's settings (see above) for blocks of *block_size*: two arenas (with
-    glibc's default, a thread's arena hoarded freed blocks: RSS 700 MiB with a 256 MiB
-    RAM tier, 348 MiB with two), the mmap threshold just above a block as LMDB stores it,
-    the heap trimmed past one block and 4 MiB free.
-
-    False, and every buffer of 1 MiB or more mapped (LMDB's copies included), where this
-    is not glibc, where a block is too large for the heap (past 32 MiB), and in a mount
-    of a cache group (*peers*): there blocks also arrive as gRPC messages of a block's
-    size, which would come from the heap too, several at once. Measured with
-    bench/run_group_bench.py (the mount reading 256 MiB from peers, RAM tier 256 MiB):
-    VmHWM 424 and 435 MiB with the heap settings, 417 and 418 with large buffers mapped
-    (398, 405 and 412 before, when blocks from peers never became spare buffers). A
-    group file that appears after the mount started leaves the heap settings: within
-    the bound still, by those figures."""
-    global _map_at
-    threshold = block_size + 2 * _PAGE
+def tune_for_mount() -> bool:
+    """The mount's settings (above): two arenas (with glibc's default, a thread's arena
+    hoarded freed blocks: RSS 700 MiB with a 256 MiB RAM tier, 348 MiB with two) and
+    every allocation of 1 MiB or more mapped. False where this is not glibc."""
     try:
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_ARENA_MAX, 2)
-        if not peers and threshold <= _MMAP_THRESHOLD \
-                and libc.mallopt(_M_MMAP_THRESHOLD, threshold) \
-                and libc.mallopt(_M_TRIM_THRESHOLD, block_size + (4 << 20)):
-            _map_at = threshold
-            return True
-        libc.mallopt(_M_MMAP_THRESHOLD, _MAPPED_FROM)
+        return bool(libc.mallopt(_M_ARENA_MAX, 2) and libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20))
     except (OSError, AttributeError):
-        pass
-    _map_at = None
-    return False
+        return False
 
 
 def block_buffer(n: int) -> bytearray:
-    """An uninitialised buffer of *n* bytes, mapped apart from the heap when it is 1 MiB
-    or more in a mount (``tune_for_mount``): one the RAM tier keeps, returned whole to the
-    system when it is let go."""
-    if _map_at is None or n < _MAPPED_FROM:
-        return _new_bytearray(None, n)
-    buf = _new_bytearray(None, max(n, _map_at) + _PAGE)
-    del buf[n:]
-    return buf
+    """An uninitialised buffer of *n* bytes (in a mount, one of 1 MiB or more is a mapping
+    of its own: returned whole to the system when the RAM tier lets it go)."""
+    return _new_bytearray(None, n)

@@ -413,14 +413,13 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
                 if last:
                     os.close(ready_fd)
 
+    blockmem.tune_for_mount()
     try:
         # /dev/fd/N: an already-mounted FUSE connection handed to us (fusecache.relay)
         relayed = re.fullmatch(r"/dev/fd/[0-9]+", str(cfg.mountpoint)) is not None
         mountpoint = cfg.mountpoint if relayed else check_mountpoint(cfg.mountpoint)
         fs = MountedFilesystem(cfg)
         fs.prepare()
-        # a node of a cache group (its group file is there at mount time)
-        blockmem.tune_for_mount(fs.reader.block_size, peers=fs.peers.group() is not None)
         if relayed and os.environ.get("FUSECACHE_RESTORE"):
             fs.ops.restore(json.loads(Path(os.environ["FUSECACHE_RESTORE"]).read_text()))
         if cfg.metrics_port:

@@ -56,7 +56,7 @@ the node cache does not map and zero a fresh 8 MiB buffer per block.
 
 Write-behind: fetched blocks go to the node cache from one thread of its own
 (``_WriteBehind``), handed over without a trio task switch, and stored whatever is queued
-at once (up to _WRITE_BATCH blocks and one block's bytes) in one write transaction; the
+at once (up to _WRITE_BATCH blocks and _WRITE_BATCH_BYTES) in one write transaction; the
 queue is bounded in bytes (64 MiB) and a fetch waits for room, up to _WRITE_STALL, when
 the disk is slower.
 
@@ -119,11 +119,10 @@ _START_WINDOW = 4
 _WRITE_QUEUE_BYTES = 64 * 1024 * 1024
 _WRITE_STALL = 10.0
 # Blocks the write-behind thread stores in one write transaction at most (whatever is
-# queued, up to this many and one block's bytes, at least one block): a commit per small
-# block cost more than the block's copy. One full block at most, so that LMDB's copy of it
-# reuses the heap memory of the last one's (blockmem.tune_for_mount); that also bounds
-# how long other writers wait for the lock.
+# queued, up to this many and these bytes, at least one block): a commit per block cost
+# more than the block's copy; the bytes bound how long other writers wait for the lock.
 _WRITE_BATCH = 16
+_WRITE_BATCH_BYTES = 16 * 1024 * 1024
 # How long a block whose fetch failed for good fails again at once.
 _FAILURE_MEMORY = 5.0
 _DISK_RETRY_AFTER = 30.0
@@ -269,8 +268,7 @@ class BlockReader:
         self._small_disk_threads = trio.CapacityLimiter(_SMALL_DISK_READ_THREADS)
         self._inflight: dict[bytes, _Flight] = {}
         self._nursery: trio.Nursery | None = None
-        self._writer = _WriteBehind(disk, max(_WRITE_QUEUE_BYTES, 2 * block_size),
-                                    batch_bytes=block_size)
+        self._writer = _WriteBehind(disk, max(_WRITE_QUEUE_BYTES, 2 * block_size))
         self._recent_failures: OrderedDict[bytes, tuple[float, Exception]] = OrderedDict()
         self._failure_memory = failure_memory
         self._stream_threshold = ram.limit_bytes // 8
@@ -777,8 +775,8 @@ class BlockReader:
         return data
 
     def _lend_buffer(self, length: int) -> bytearray | None:
-        """A buffer to read a full block into (one the RAM tier let go, else a new one
-        mapped apart: blockmem.block_buffer); None for a shorter read."""
+        """A buffer to read a full block into (one the RAM tier let go, else a new one);
+        None for a shorter read."""
         if length != self.block_size:
             return None
         return self._spare.pop() if self._spare else block_buffer(length)
@@ -786,7 +784,7 @@ class BlockReader:
     def _get_buffer(self, length: int) -> bytearray:
         """The buffer a GET of *length* bytes streams its body into, or a large read
         from the node cache: a full block's as ``_lend_buffer``, else one of exactly that
-        size (mapped apart from 1 MiB, as blocks are). Not the client's own body
+        size. Not the client's own body
         buffer: obstore's held 21-24 KiB more per 60-160 KiB body (measured with
         mallinfo2 over 400 bodies), memory the RAM tier's bound does not see."""
         return self._lend_buffer(length) or block_buffer(length)
@@ -878,10 +876,9 @@ class _WriteBehind:
     what is queued (bounded by the same wait) and stops it.
     """
 
-    def __init__(self, disk: NodeCache | None, max_bytes: int, batch_bytes: int) -> None:
+    def __init__(self, disk: NodeCache | None, max_bytes: int) -> None:
         self._disk = disk
         self._max = max_bytes
-        self._batch_bytes = batch_bytes
         self._cond = threading.Condition()
         self._items: deque[tuple[ObjectId, int, bytes]] = deque()
         self._bytes = 0
@@ -930,7 +927,7 @@ class _WriteBehind:
                 self._cond.wait_for(lambda: self._items or self._closed)
                 if not self._items:
                     return  # closed and drained
-                batch = _next_write_batch(self._items, _WRITE_BATCH, self._batch_bytes)
+                batch = _next_write_batch(self._items, _WRITE_BATCH, _WRITE_BATCH_BYTES)
             n = self._store(batch)
             del batch  # not held while the thread waits for more
             with self._cond:

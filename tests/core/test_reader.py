@@ -514,22 +514,20 @@ def test_cached_small_object_never_fetches(tmp_path: Path) -> None:
 
 def test_write_behind_batches_are_bounded_in_blocks_and_bytes() -> None:
     """What the write-behind stores in one transaction: the queue's first blocks, at most
-    _WRITE_BATCH of them and a block's bytes (one block even if larger), in order."""
+    _WRITE_BATCH of them and _WRITE_BATCH_BYTES (one block even if larger), in order."""
     from collections import deque
 
-    from fusecache.reader import _WRITE_BATCH, _next_write_batch
-
-    most_bytes = 8 << 20  # the mount's: one block
+    from fusecache.reader import _WRITE_BATCH, _WRITE_BATCH_BYTES, _next_write_batch
 
     o = ObjectId("b", "k", "e", 1 << 40)
     small = deque((o, i, b"x" * 1000) for i in range(3 * _WRITE_BATCH))
-    assert [i for _, i, _ in _next_write_batch(small, _WRITE_BATCH, most_bytes)] \
+    assert [i for _, i, _ in _next_write_batch(small, _WRITE_BATCH, _WRITE_BATCH_BYTES)] \
         == list(range(_WRITE_BATCH))
-    big = most_bytes // 2
+    big = _WRITE_BATCH_BYTES // 2
     large = deque((o, i, bytes(big)) for i in range(5))
-    assert [i for _, i, _ in _next_write_batch(large, _WRITE_BATCH, most_bytes)] == [0, 1]
-    huge = deque([(o, 7, bytes(most_bytes + 1)), (o, 8, b"y")])
-    assert [i for _, i, _ in _next_write_batch(huge, _WRITE_BATCH, most_bytes)] == [7]
+    assert [i for _, i, _ in _next_write_batch(large, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [0, 1]
+    huge = deque([(o, 7, bytes(_WRITE_BATCH_BYTES + 1)), (o, 8, b"y")])
+    assert [i for _, i, _ in _next_write_batch(huge, _WRITE_BATCH, _WRITE_BATCH_BYTES)] == [7]
 
 
 def test_write_behind_holds_no_block_once_stored(tmp_path: Path) -> None:
@@ -546,7 +544,7 @@ def test_write_behind_holds_no_block_once_stored(tmp_path: Path) -> None:
 
     disk = NodeCache.open(tmp_path, limit_bytes=64 * BS, block_size=BS)
     o = ObjectId("b", "wb", "e", 3 * BS)
-    writer = _WriteBehind(disk, 8 * BS, batch_bytes=BS)
+    writer = _WriteBehind(disk, 8 * BS)
     writer.start()
     refs = []
     for i in range(3):
