@@ -389,11 +389,8 @@ def test_a_buffer_still_referred_to_is_never_reused(tmp_path: Path) -> None:
     disk.close()
 
 
-def test_full_blocks_from_s3_fill_buffers_the_ram_tier_let_go(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A sequential read of an object larger than the RAM tier: full blocks are fetched
-    into buffers of evicted blocks (not a fresh 8 MiB buffer per GET), never into one a
-    reader still holds, and every byte read is the object's."""
+def _count_fresh_buffers(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The lengths of the new buffers the reader allocates from now on."""
     fresh: list[int] = []
     new_buffer = reader_module.block_buffer
 
@@ -401,6 +398,15 @@ def test_full_blocks_from_s3_fill_buffers_the_ram_tier_let_go(
         fresh.append(n)
         return new_buffer(n)
     monkeypatch.setattr(reader_module, "block_buffer", counted)
+    return fresh
+
+
+def test_full_blocks_from_s3_fill_buffers_the_ram_tier_let_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sequential read of an object larger than the RAM tier: full blocks are fetched
+    into buffers of evicted blocks (not a fresh 8 MiB buffer per GET), never into one a
+    reader still holds, and every byte read is the object's."""
+    fresh = _count_fresh_buffers(monkeypatch)
     store = FakeStore()
     data = random.Random("s3-stream").randbytes(24 * BIG_BS + 1000)  # a short last block
     store.put("s3-stream", data)
@@ -432,13 +438,7 @@ def test_full_blocks_from_peers_fill_buffers_the_ram_tier_let_go(
     """Blocks a cache group's peer sends are copied into the buffers of evicted blocks,
     as GETs are (a buffer that only ever grew the spares would be dead memory in a mount
     that reads from peers alone), and a miss gives its buffer back."""
-    fresh: list[int] = []
-    new_buffer = reader_module.block_buffer
-
-    def counted(n: int) -> bytearray:
-        fresh.append(n)
-        return new_buffer(n)
-    monkeypatch.setattr(reader_module, "block_buffer", counted)
+    fresh = _count_fresh_buffers(monkeypatch)
     store = FakeStore()
     data = random.Random("peer-stream").randbytes(24 * BIG_BS)
     store.put("peer-stream", data)
