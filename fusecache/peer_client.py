@@ -96,11 +96,10 @@ class _PeerState:
     skip_until: float = 0.0
 
 
-
 def _kept(view: memoryview, into: bytearray | None = None) -> bytearray:
     """A block a peer sent, copied out of its message into *into* (a buffer the caller
-    lends, of the block's length) or else into one as the mount keeps blocks
-    (blockmem.block_buffer: an 8 MiB one mapped apart, not left in the heap)."""
+    lends, of the block's length) or a new one: a bytearray, so that the mount's reader
+    can reuse its buffer once the RAM tier lets it go, as it does a GET's."""
     buf = into if into is not None and len(into) == len(view) else block_buffer(len(view))
     buf[:] = view
     return buf
@@ -362,7 +361,7 @@ class PeerClient:
                             or key != block_key(o, 0, block_size)):
                         bad += 1
                         continue
-                    out[o] = _kept(data)
+                    out[o] = bytes(data)
                 if bad:
                     result = "bad"
                     log.warning("peer %s sent %d blocks that failed verification; reading "

@@ -766,8 +766,7 @@ class BlockReader:
     async def _disk_get(self, oid: ObjectId, idx: int, length: int) -> bytes | None:
         assert self.disk is not None
         limiter = self._small_disk_threads if length <= _INLINE_DISK_READ else self._disk_threads
-        # a small block: the bytes the read returns (no buffer wasted on a miss)
-        into = self._get_buffer(length) if length > _INLINE_DISK_READ else None
+        into = self._lend_buffer(length)
         async with limiter:  # the worker thread owns *into* until it returns
             data = await trio.to_thread.run_sync(
                 partial(_disk_read, self.disk, oid, idx, into))
@@ -782,9 +781,8 @@ class BlockReader:
         return self._spare.pop() if self._spare else block_buffer(length)
 
     def _get_buffer(self, length: int) -> bytearray:
-        """The buffer a GET of *length* bytes streams its body into, or a large read
-        from the node cache: a full block's as ``_lend_buffer``, else one of exactly that
-        size. Not the client's own body
+        """The buffer a GET of *length* bytes streams its body into: a full block's as
+        ``_lend_buffer``, else one of exactly that size. Not the client's own body
         buffer: obstore's held 21-24 KiB more per 60-160 KiB body (measured with
         mallinfo2 over 400 bodies), memory the RAM tier's bound does not see."""
         return self._lend_buffer(length) or block_buffer(length)
