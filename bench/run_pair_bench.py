@@ -96,6 +96,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
+    if a.rounds < 1 or a.size_mib < 1 or a.mid_files < 0:
+        ap.error("--rounds and --size-mib must be at least 1, --mid-files at least 0")
     if os.geteuid() != 0:
         print("run_pair_bench: needs root (drop_caches, FUSE mounts)", file=sys.stderr)
         return 2
