@@ -52,6 +52,30 @@ def drop_caches(settle_s: float = 60.0) -> None:
         f.write("3\n")
 
 
+def page_cache_fill(folder: Path, mib: int = 128) -> dict[str, float]:
+    """How fast this machine fills page cache right now: *mib* MiB written to a new file
+    in *folder* in 8 MiB writes, right after a drop (pages from the dropped cache), then
+    again into pages just freed. On the 2-core VM the first took 10-50x the second at
+    times (bench/README.md, "Noise"): a cold pass through a caching mount writes two page
+    caches (the FUSE file's, its disk cache's), boto3 to /dev/null none, so a high
+    ``fresh_s`` makes every cold ratio against boto3 lower. Seconds, each."""
+    chunk = os.urandom(8 << 20)
+    path = folder / ".page-cache-probe"
+    out: dict[str, float] = {}
+    drop_caches()
+    for name in ("fresh_s", "reused_s"):
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+        try:
+            t0 = time.perf_counter()
+            for i in range(max(1, mib // 8)):
+                os.pwrite(fd, chunk, i * len(chunk))
+            out[name] = round(time.perf_counter() - t0, 3)
+        finally:
+            os.close(fd)
+            path.unlink()
+    return out
+
+
 def _unwritten_kib() -> int:
     """Dirty + Writeback, KiB."""
     n = 0

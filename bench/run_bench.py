@@ -35,6 +35,7 @@ from _common import (
     local_s3,
     log,
     minor_faults,
+    page_cache_fill,
     start_run,
 )
 from _mounts import (
@@ -548,6 +549,7 @@ def main() -> int:
     stamp = res["started"]
     out_path = a.out or results_dir / f"bench-{stamp}.json"
     res["machine"]["loadavg_start"] = os.getloadavg()
+    res["machine"]["page_cache_fill_start"] = page_cache_fill(work.parent)
     res.update({
         "params": {"size_mib": a.size_mib, "small_files": a.small_files,
                    "small_readers": small_readers, "read_size": READ_SIZE,
@@ -698,6 +700,7 @@ def main() -> int:
             log(f"kept {work}")
 
     res["machine"]["loadavg_end"] = os.getloadavg()
+    res["machine"]["page_cache_fill_end"] = page_cache_fill(work.parent)
     res["elapsed_s"] = round(time.monotonic() - t_start, 1)
     res["ratios"] = ratios_and_targets(res, ram_bytes, small_readers)
     out_path.write_text(json.dumps(res, indent=2))
@@ -819,6 +822,8 @@ def print_table(res: dict, small_readers: list[int]) -> None:
           + (f", {p['latency_ms']:g} ms added to each request" if p.get("latency_ms") else "")
           + ".")
     print(f"load average at start {m.get('loadavg_start')}, at end {m.get('loadavg_end')}")
+    print(f"page cache fill, 128 MiB, after a drop / into pages just freed (s): at start "
+          f"{m.get('page_cache_fill_start')}, at end {m.get('page_cache_fill_end')}")
     print(f"metadata caching: {res['metadata_caching']}")
     cols = ["seq"] + [small_key(n) for n in small_readers]
     names = {"seq": "seq MB/s"} | {small_key(n): f"{n}rd f/s" for n in small_readers}
