@@ -1,5 +1,6 @@
 """The per-process counters the benchmarks report beside their speeds (bench/_common.py):
-a mount's CPU seconds and its minor page faults, read from /proc."""
+a mount's CPU seconds and its minor page faults, read from /proc; and the machine's
+page-cache fill probe."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from _common import cpu_seconds, minor_faults  # noqa: E402
+from _common import cpu_seconds, minor_faults, page_cache_fill  # noqa: E402
 
 
 def test_minor_faults_count_the_pages_a_fresh_buffer_is_written_into() -> None:
@@ -28,3 +29,10 @@ def test_minor_faults_count_the_pages_a_fresh_buffer_is_written_into() -> None:
 def test_counters_of_no_process_are_none() -> None:
     assert minor_faults(None) is None and cpu_seconds(None) is None
     assert minor_faults(2 ** 22 + 12345) is None  # no such pid
+
+
+def test_page_cache_fill_times_both_writes_and_leaves_nothing(tmp_path: Path) -> None:
+    got = page_cache_fill(tmp_path, mib=16)
+    assert set(got) == {"fresh_s", "reused_s"}
+    assert all(0 < v < 60 for v in got.values()), got
+    assert list(tmp_path.iterdir()) == []
