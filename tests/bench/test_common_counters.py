@@ -34,5 +34,5 @@ def test_counters_of_no_process_are_none() -> None:
 def test_page_cache_fill_times_both_writes_and_leaves_nothing(tmp_path: Path) -> None:
     got = page_cache_fill(tmp_path, mib=16)
     assert set(got) == {"fresh_s", "reused_s"}
-    assert all(0 < v < 60 for v in got.values()), got
+    assert all(0 <= v < 60 for v in got.values()), got
     assert list(tmp_path.iterdir()) == []
