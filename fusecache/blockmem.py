@@ -3,7 +3,8 @@
 Who calls it: prefetchd's ``warm`` and ``run`` commands (``reuse_block_buffers``) and
 the mount (``tune_for_mount``), each once at start; the settings are process-wide, so a
 library user of the API keeps its own. ``block_buffer``: the mount's reader, for every
-buffer a block is read into, and the cache group's client for every block a peer sent.
+new buffer a block is read into, and the cache group's client, for a block a peer sent
+when it was lent no buffer (``peer_client._kept``).
 
 Data flow: none. Blocks are 8 MiB buffers by default. glibc maps a buffer that large
 afresh (its mmap threshold), and each fresh 8 MiB mapping costs 2,048 page faults and
