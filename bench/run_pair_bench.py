@@ -39,10 +39,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from _common import cpu_seconds, drop_caches, local_s3, log, minor_faults  # noqa: E402
 from _mounts import Remote, cleanup_all, mount_fusecache, unmount_and_stop  # noqa: E402
-from run_bench import RssSampler  # noqa: E402
-
-MiB = 1 << 20
-BUCKET = "pairbench"
+from run_bench import BIG_KEY, BUCKET, MiB, RssSampler, boto3_parallel  # noqa: E402
 
 
 def _variants(specs: list[str]) -> list[tuple[str, Path]]:
@@ -61,7 +58,7 @@ def _variants(specs: list[str]) -> list[tuple[str, Path]]:
 def _seq(mp: Path, big: bytes) -> tuple[float, bool]:
     t0 = time.perf_counter()
     ok, off = True, 0
-    with open(mp / "big.bin", "rb", buffering=0) as f:
+    with open(mp / BIG_KEY, "rb", buffering=0) as f:
         while chunk := f.read(MiB):
             ok = ok and chunk == big[off:off + len(chunk)]
             off += len(chunk)
@@ -115,19 +112,13 @@ def main() -> int:
             remote = Remote(s3.endpoint_url, s3)
             client = s3.client(s3.endpoint_url)
             client.create_bucket(Bucket=BUCKET)
-            client.put_object(Bucket=BUCKET, Key="big.bin", Body=big)
+            client.put_object(Bucket=BUCKET, Key=BIG_KEY, Body=big)
             with ThreadPoolExecutor(8) as ex:
                 list(ex.map(lambda kv: client.put_object(Bucket=BUCKET, Key=kv[0], Body=kv[1]),
                             mids.items()))
-            from boto3.s3.transfer import TransferConfig
-            cfg = TransferConfig(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB,
-                                 max_concurrency=16)
             for r in range(a.rounds):
-                drop_caches()
-                t0 = time.perf_counter()
-                with open("/dev/null", "wb") as f:
-                    client.download_fileobj(BUCKET, "big.bin", f, Config=cfg)
-                res["boto3_MB_s"].append(round(len(big) / (time.perf_counter() - t0) / 1e6, 1))
+                res["boto3_MB_s"].append(
+                    boto3_parallel(remote, {"big_bytes": len(big)}, 1)["MB_s"])
                 for name, path in (variants if r % 2 == 0 else variants[::-1]):
                     cache = work / "cache"
                     shutil.rmtree(cache, ignore_errors=True)
