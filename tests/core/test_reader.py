@@ -227,13 +227,13 @@ def test_failed_fetch_fails_fast_for_a_while_then_recovers() -> None:
     trio.run(go)
 
 
-def test_a_remembered_failure_holds_no_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_remembered_failure_holds_no_buffer(monkeypatch: pytest.MonkeyPatch,
+                                              no_cyclic_gc: None) -> None:
     """A failed fetch is remembered for a while (the kernel's re-sent reads fail at once)
     and raised to every waiter; neither may keep the block's buffer alive through the
     error's traceback (8 MiB per failed block, for as long as failures are remembered).
     With the cyclic collector off: a reference cycle through the error would keep it
     until the collector runs, dozens of buffers at once in an error storm."""
-    import gc
     import weakref
 
     class Buf(bytearray):  # a lent buffer that can be watched
@@ -264,12 +264,7 @@ def test_a_remembered_failure_holds_no_buffer(monkeypatch: pytest.MonkeyPatch) -
             assert lent and [w() for w in lent] == [None] * len(lent)
         await with_reader(r, body)
 
-    gc.collect()
-    gc.disable()
-    try:
-        trio.run(go)
-    finally:
-        gc.enable()
+    trio.run(go)
 
 
 def test_read_deadline_gives_error_not_hang() -> None:

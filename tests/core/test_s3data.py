@@ -123,12 +123,11 @@ def test_native_errors_are_the_domain_errors(local_s3: LocalS3, s3_env: dict,
 
 
 def test_a_refused_get_leaves_its_buffer_to_be_freed(local_s3: LocalS3, s3_env: dict,
-                                                   bucket: str) -> None:
+                                                   bucket: str, no_cyclic_gc: None) -> None:
     """A GET S3 refuses (a changed object: 412; a missing key: 404) raises the domain
     error without a reference cycle through it: with the cyclic collector off, the
     buffer lent for the body is freed as soon as the caller lets go of the error (a cycle
     kept each failed GET's 8 MiB buffer until the collector ran)."""
-    import gc
     import weakref
 
     class Buf(bytearray):
@@ -137,8 +136,6 @@ def test_a_refused_get_leaves_its_buffer_to_be_freed(local_s3: LocalS3, s3_env: 
     data = os.urandom(100_000)
     local_s3.client().put_object(Bucket=bucket, Key="d/refused.bin", Body=data)
     st = _store(bucket)
-    gc.collect()
-    gc.disable()
     try:
         for key, etag, error in (("d/refused.bin", "0" * 32, errors.ObjectChanged),
                                  ("d/absent.bin", None, errors.ObjectNotFound)):
@@ -149,7 +146,6 @@ def test_a_refused_get_leaves_its_buffer_to_be_freed(local_s3: LocalS3, s3_env: 
             del into
             assert ref() is None, f"{error.__name__}: the lent buffer is still referred to"
     finally:
-        gc.enable()
         st.close()
 
 
