@@ -30,6 +30,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,6 +88,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--profile", action="store_true",
                     help="py-spy each variant's timed pass of the last round (threads, "
                          "collapsed stacks) into the --out folder")
+    ap.add_argument("--perf", action="store_true",
+                    help="'perf record -g' the loop thread (kernel and native frames) in "
+                         "each variant's timed pass of the last round, into the --out folder")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=HERE / "results")
     a = ap.parse_args(argv)
@@ -120,6 +124,27 @@ def _timed_pass(paths: list[str], readers: int) -> tuple[float, int]:
         t = time.perf_counter()
         n = sum(pool.map(_read_whole, shares))
         return time.perf_counter() - t, n
+
+
+def _start_perf(tid: int, out: Path) -> subprocess.Popen | None:
+    """``perf record -g`` of one thread until _stop_perf; None (and a log line) without perf."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.Popen(["perf", "record", "-g", "-F", "4000", "-t", str(tid),
+                                 "-o", str(out)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        log("--perf: no perf on PATH; the pass runs without it")
+        return None
+    time.sleep(0.5)  # attached before the pass starts
+    return proc
+
+
+def _stop_perf(proc: subprocess.Popen | None) -> None:
+    if proc is not None:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        log(f"perf: {proc.args[-1]} ('perf report -i FILE --no-children')")
 
 
 def _thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
@@ -219,11 +244,16 @@ def main(argv: list[str] | None = None) -> int:
                             spy = start_pyspy(p.pid, a.out / f"profile-files-"
                                               f"{record['started']}-{name}.txt", work)
                             time.sleep(0.5)  # attached before the pass starts
+                        perf = None
+                        if a.perf and rnd_no == a.rounds - 1:
+                            perf = _start_perf(p.pid, a.out / f"perf-files-"
+                                               f"{record['started']}-{name}.data")
                         busy0, all0 = _machine_ticks()
                         try:
                             seconds, n = _timed_pass(paths, a.readers)
                         finally:
                             stop_pyspy(spy)
+                            _stop_perf(perf)
                         busy1, all1 = _machine_ticks()
                         cpu = (cpu_seconds(p.pid) or 0.0) - cpu0
                         loop = (cpu_seconds(p.pid, p.pid) or 0.0) - loop0
