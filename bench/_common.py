@@ -99,7 +99,20 @@ def _stat_fields(pid: int, thread: int | None = None) -> list[str] | None:
 
 def cpu_seconds(pid: int | None, thread: int | None = None) -> float | None:
     """User + system CPU time of process *pid* so far, or of its *thread* (a thread id;
-    the process's own id is its main thread) (None: no process, e.g. local disk)."""
+    the process's own id is its main thread) (None: no process, e.g. local disk).
+
+    A thread's comes from /proc/PID/task/TID/schedstat (nanoseconds) where the kernel
+    has it: /proc's stat counts whole clock ticks (10 ms) per thread, so dozens of GET
+    threads of a few ms each read as 0 and their CPU went missing from a breakdown
+    (0.3-0.4 of a 1.1 s cold pass's mount CPU)."""
+    if pid is not None and thread is not None:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/schedstat") as f:
+                ns = int(f.read().split()[0])
+            if ns > 0:
+                return ns / 1e9
+        except (OSError, IndexError, ValueError):
+            pass
     fields = _stat_fields(pid, thread) if pid is not None else None
     if fields is None:
         return None
