@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = [("default", {}), *a.variant]
     results: dict[str, dict[str, list[float]]] = {
         name: {"files_s": [], "mount_cpu_s": [], "loop_cpu_s": [], "machine_busy": [],
-               "cpu_by_thread": []}
+               "cpu_by_thread": [], "s3_cpu_s": []}
         for name, _ in variants}
     try:
         with LocalS3(data_dir=work / "s3") as s3:
@@ -236,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                             time.sleep(a.ttl + 0.5)
                         drop_caches()
                         cpu0 = cpu_seconds(p.pid) or 0.0
+                        s3_cpu0 = cpu_seconds(s3.proc.pid if s3.proc else None) or 0.0
                         loop0 = cpu_seconds(p.pid, p.pid) or 0.0
                         threads0 = _thread_cpu(p.pid)
                         spy = None
@@ -256,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
                             _stop_perf(perf)
                         busy1, all1 = _machine_ticks()
                         cpu = (cpu_seconds(p.pid) or 0.0) - cpu0
+                        s3_cpu = (cpu_seconds(s3.proc.pid if s3.proc else None)
+                                  or 0.0) - s3_cpu0
                         loop = (cpu_seconds(p.pid, p.pid) or 0.0) - loop0
                         by_group = _cpu_by_group(threads0, _thread_cpu(p.pid))
                     finally:
@@ -269,10 +272,11 @@ def main(argv: list[str] | None = None) -> int:
                     busy = (busy1 - busy0) / max(1, all1 - all0)
                     results[name]["machine_busy"].append(round(busy, 2))
                     results[name]["cpu_by_thread"].append(by_group)
+                    results[name]["s3_cpu_s"].append(round(s3_cpu, 2))
                     log(f"round {rnd_no + 1} {name}: {a.files / seconds:.0f} files/s, "
                         f"mount CPU {cpu:.2f} s, of it the loop thread {loop:.2f} s "
                         f"({loop / seconds:.0%} of the pass; by thread {by_group}); "
-                        f"machine {busy:.0%} busy "
+                        f"S3 server CPU {s3_cpu:.2f} s; machine {busy:.0%} busy "
                         f"(load {os.getloadavg()[0]:.1f})")
     finally:
         cleanup_all()
@@ -284,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(record, indent=1))
     for name, r in results.items():
         print(f"{name:12s} files/s {r['files_s']}  mount CPU s {r['mount_cpu_s']}  "
-              f"loop thread CPU s {r['loop_cpu_s']}  machine busy {r['machine_busy']}")
+              f"loop thread CPU s {r['loop_cpu_s']}  S3 server CPU s {r['s3_cpu_s']}  "
+              f"machine busy {r['machine_busy']}")
     log(f"JSON: {out}")
     return 0
 
