@@ -36,3 +36,26 @@ def test_page_cache_fill_times_both_writes_and_leaves_nothing(tmp_path: Path) ->
     assert set(got) == {"fresh_s", "reused_s"}
     assert all(0 <= v < 60 for v in got.values()), got
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_threads_cpu_is_read_finer_than_clock_ticks() -> None:
+    """A thread that ran 5 ms reads as about 5 ms, not as 0 or 10 (whole clock ticks):
+    dozens of short-lived GET threads once went missing from a breakdown that way."""
+    import threading
+    import time
+
+    seen: list[float | None] = []
+
+    def spin() -> None:
+        tid = threading.get_native_id()
+        before = cpu_seconds(os.getpid(), tid)
+        end = time.thread_time() + 0.005
+        while time.thread_time() < end:
+            pass
+        after = cpu_seconds(os.getpid(), tid)
+        seen.append(None if before is None or after is None else after - before)
+
+    t = threading.Thread(target=spin)
+    t.start()
+    t.join()
+    assert seen[0] is not None and 0.004 <= seen[0] < 0.009, seen
