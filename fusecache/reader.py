@@ -732,8 +732,10 @@ class BlockReader:
             return None
         budget = trio.current_effective_deadline() - trio.current_time()
         start, end = oid.block_span(idx, self.block_size)
-        into = self._lend_buffer(end - start)  # a full block: a spare, as a GET's
         async with self._peer_slots:
+            # a full block: a spare, as a GET's; taken once a slot is, so that a task
+            # waiting for one holds no buffer
+            into = self._lend_buffer(end - start)
             data = await self._calls.run(
                 fetch_from_peers, self.peers, oid, idx, self.block_size,
                 min(budget, self.read_timeout), into)
