@@ -47,6 +47,7 @@ _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
 _MMAP_THRESHOLD = 32 << 20   # glibc's largest: an 8 MiB block buffer comes from the heap
 _TRIM_THRESHOLD = 256 << 20
+_MOUNT_MMAP_THRESHOLD = 1 << 20  # the mount: a buffer of 1 MiB or more is a mapping
 
 # A bytearray whose bytes are not initialised: malloc only, so a fresh 8 MiB buffer is
 # not zeroed page by page while the caller holds the GIL (bytearray(n) would); the read
@@ -58,22 +59,22 @@ _new_bytearray.restype = ctypes.py_object
 
 def reuse_block_buffers() -> bool:
     """prefetchd's settings (above) for this process; False where this is not glibc."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_ARENA_MAX, 1)
-                    and libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-                    and libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
-    except (OSError, AttributeError):
-        return False
+    return _mallopt((_M_ARENA_MAX, 1), (_M_MMAP_THRESHOLD, _MMAP_THRESHOLD),
+                    (_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
 
 
 def tune_for_mount() -> bool:
     """The mount's settings (above): two arenas (with glibc's default, a thread's arena
     hoarded freed blocks: RSS 700 MiB with a 256 MiB RAM tier, 348 MiB with two) and
     every allocation of 1 MiB or more mapped. False where this is not glibc."""
+    return _mallopt((_M_ARENA_MAX, 2), (_M_MMAP_THRESHOLD, _MOUNT_MMAP_THRESHOLD))
+
+
+def _mallopt(*settings: tuple[int, int]) -> bool:
+    """glibc's mallopt for each (parameter, value), in order, until one is refused."""
     try:
         libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_ARENA_MAX, 2) and libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20))
+        return all(libc.mallopt(param, value) for param, value in settings)
     except (OSError, AttributeError):
         return False
 
