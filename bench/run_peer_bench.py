@@ -15,7 +15,9 @@ One run, one SeaweedFS on 127.0.0.1 (``fusecache.locals3``), the dataset of
    certificates made with the ``openssl`` CLI); a mount on an empty cache dir B, whose group
    file names A, reads everything. S3 GETs of B (``fusecache stats``) must be 0.
 4. **peer client**: ``PeerClient.fetch`` of every block of the large object from A, in this
-   process, 1 and 4 in flight: the transfer without FUSE and without the mount's reader.
+   process, 1 and 4 in flight: the transfer without FUSE and without the mount's reader,
+   first with A's LMDB file read from disk (page cache dropped), then with it in A's
+   page cache ("hot": the transfer alone).
 5. With ``--plaintext``: passes 3-4 again without TLS (``--peer-insecure``), to show what
    TLS costs.
 
@@ -41,7 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _common import PROCS, drop_caches, log, start_run, stop_proc
+from _common import PROCS, drop_caches, log, minor_faults, start_run, stop_proc
 from _mounts import (
     Remote,
     cleanup_all,
@@ -125,18 +127,21 @@ def start_peer_serve(cache: Path, work: Path, tag: str, insecure: bool
 
 def reads(mp: Path, ds: dict, expect: list, threads: int, pids: dict[str, int] | None = None
           ) -> dict:
-    """Both workloads; with *pids*, each process's CPU seconds per GB read in each."""
+    """Both workloads; with *pids*, each process's CPU seconds and minor page faults per
+    GB read in each."""
     load = os.getloadavg()[0]
     pids = pids or {}
     out: dict = {"load_1min": round(load, 2)}
     for what, run, nbytes in (("seq", lambda: seq_read(mp, ds, expect), ds["big_bytes"]),
                               ("small", lambda: small_read(mp, ds, threads),
                                ds["small_bytes"])):
-        before = {k: cpu_seconds(v) or 0.0 for k, v in pids.items()}
+        before = {k: (cpu_seconds(v) or 0.0, minor_faults(v) or 0) for k, v in pids.items()}
         out[what] = run()
         for k, v in pids.items():
-            used = (cpu_seconds(v) or 0.0) - before[k]
+            used = (cpu_seconds(v) or 0.0) - before[k][0]
             out[what][f"{k}_cpu_s_per_gb"] = round(used / (nbytes / 1e9), 2)
+            out[what][f"{k}_faults_per_gb"] = round(((minor_faults(v) or 0) - before[k][1])
+                                                   / (nbytes / 1e9))
     log(f"    seq {out['seq']['MB_s']} MB/s, small {out['small']['files_s']} files/s "
         f"(verified {out['seq']['verified'] and out['small']['verified']}, load {load:.1f})")
     return out
@@ -156,18 +161,24 @@ def client_pass(group_file: Path, insecure: bool, s3, in_flight: tuple[int, ...]
     out = {}
     try:
         for k in in_flight:
-            drop_caches()
-            load = os.getloadavg()[0]
-            t0 = time.perf_counter()
-            with ThreadPoolExecutor(k) as pool:
-                got = list(pool.map(lambda i: client.fetch(oid, i, bs, budget=60), range(n)))
-            dt = time.perf_counter() - t0
-            ok = all(g is not None and len(g) == oid.block_span(i, bs)[1] - i * bs
-                     for i, g in enumerate(got))
-            out[f"in_flight_{k}"] = {"MB_s": round(oid.size / dt / 1e6, 1), "verified": ok,
-                                     "load_1min": round(load, 2)}
-            log(f"    peer client, {k} in flight: {out[f'in_flight_{k}']['MB_s']} MB/s "
-                f"(all blocks {ok}, load {load:.1f})")
+            # first with A's LMDB file on disk (as after a drop), then again with it in
+            # A's page cache: the transfer alone
+            for hot in (False, True):
+                if not hot:
+                    drop_caches()
+                load = os.getloadavg()[0]
+                t0 = time.perf_counter()
+                with ThreadPoolExecutor(k) as pool:
+                    got = list(pool.map(lambda i: client.fetch(oid, i, bs, budget=60),
+                                        range(n)))
+                dt = time.perf_counter() - t0
+                ok = all(g is not None and len(g) == oid.block_span(i, bs)[1] - i * bs
+                         for i, g in enumerate(got))
+                name = f"in_flight_{k}" + ("_hot" if hot else "")
+                out[name] = {"MB_s": round(oid.size / dt / 1e6, 1), "verified": ok,
+                             "load_1min": round(load, 2)}
+                log(f"    peer client, {k} in flight{', server hot' if hot else ''}: "
+                    f"{out[name]['MB_s']} MB/s (all blocks {ok}, load {load:.1f})")
     finally:
         client.close()
     return out
@@ -293,16 +304,19 @@ def print_table(res: dict) -> None:
     rows = [("local disk", res.get("local")), ("cold S3", res.get("cold_s3")),
             ("peer mTLS", res.get("peer_mtls")), ("peer plaintext", res.get("peer_plaintext"))]
     print(f"\n{'reader':<16}{'seq MB/s':>10}{'small files/s':>15}{'S3 GETs':>9}"
-          f"{'client 1/4 in flight MB/s':>28}{'seq CPU s/GB mount/server':>27}{'load':>7}")
+          f"{'client 1/4 in flight MB/s':>40}{'seq CPU s/GB mount/server':>27}"
+          f"{'seq faults/GB mount':>21}{'load':>7}")
     for name, r in rows:
         if r is None:
             continue
         c = r.get("client")
-        cl = f"{c['in_flight_1']['MB_s']}/{c['in_flight_4']['MB_s']}" if c else "-"
+        cl = (f"{c['in_flight_1']['MB_s']}/{c['in_flight_4']['MB_s']} (hot "
+              f"{c['in_flight_1_hot']['MB_s']}/{c['in_flight_4_hot']['MB_s']})" if c else "-")
         sq = r["seq"]
         cpu = f"{sq.get('mount_cpu_s_per_gb', '-')}/{sq.get('server_cpu_s_per_gb', '-')}"
         print(f"{name:<16}{r['seq']['MB_s']:>10}{r['small']['files_s']:>15}"
-              f"{r.get('s3_gets', '-')!s:>9}{cl:>28}{cpu:>27}{r['load_1min']:>7}")
+              f"{r.get('s3_gets', '-')!s:>9}{cl:>40}{cpu:>27}"
+              f"{sq.get('mount_faults_per_gb', '-')!s:>21}{r['load_1min']:>7}")
     print()
 
 

@@ -12,10 +12,12 @@ Data flow of one block::
          node, never a peer whose breaker is open; at most ``max_tries`` of them
       -> one of the peer's ``_PER_PEER`` request slots (waited for at most ``timeout``;
          a peer whose slots stay taken is passed over, not penalised)
-      -> GetBlock over the peer's pooled channel (mutual TLS with the group's CA and
+      -> ReadBlock over the peer's pooled channel (mutual TLS with the group's CA and
          this node's certificate; the server must present the member's name), each try
          bounded by ``timeout`` plus the block's size at ``_FLOOR_RATE`` and by what is
-         left of the caller's budget
+         left of the caller's budget; its chunks copied into one buffer (the caller's
+         lent one, or a new one once the first arrives); GetBlock from a peer that has
+         no ReadBlock (an older version: UNIMPLEMENTED), asked again after a while
       -> verified (length = the block's span, crc32, and the block key of the request's
          bucket/key/etag/size/block size) -> bytes; else None: the caller goes to S3
 
@@ -49,6 +51,7 @@ from fusecache.group import Group, GroupWatcher, Member, TlsFiles
 from fusecache.metrics import Metrics
 from fusecache.nodecache import ObjectId, block_key
 from fusecache.peer_server import (
+    HTTP2_FLOW_OPTIONS,
     MAX_BATCH,
     MAX_BATCH_BYTES,
     MAX_MESSAGE,
@@ -62,6 +65,10 @@ log = logging.getLogger(__name__)
 
 _GET_BLOCK = "/fusecache.peer.v1.Peer/GetBlock"
 _GET_BLOCKS = "/fusecache.peer.v1.Peer/GetBlocks"
+_READ_BLOCK = "/fusecache.peer.v1.Peer/ReadBlock"
+# A peer without ReadBlock (an older version, mid-upgrade of the group) is asked with
+# GetBlock for this long, then with ReadBlock again: one refused call per peer and period.
+_UNARY_PERIOD = 300.0
 
 # 1.5 s: a block from a peer on a 10 Gbit/s LAN takes ~10 ms (8 MiB) on the wire and
 # 40-80 ms of CPU at each end (Python, TLS); on busy nodes 0.75 s sent a third of the
@@ -96,6 +103,19 @@ class _PeerState:
     skip_until: float = 0.0
 
 
+@dataclass
+class _Channel:
+    """One peer's pooled channel and its methods (replies come as raw bytes, parsed by
+    peer_wire: no protobuf copies)."""
+
+    creds_key: tuple | None
+    channel: grpc.Channel
+    get_block: grpc.UnaryUnaryMultiCallable
+    get_blocks: grpc.UnaryUnaryMultiCallable
+    read_block: grpc.UnaryStreamMultiCallable
+    unary_until: float = -1e18  # GetBlock instead of ReadBlock until then
+
+
 def _kept(view: memoryview, into: bytearray | None = None) -> bytearray:
     """A block a peer sent, copied out of its message into *into* (a buffer the caller
     lends, of the block's length) or a new one: a bytearray, so that the mount's reader
@@ -118,9 +138,7 @@ class PeerClient:
         self.max_tries = max_tries
         self._clock = clock
         self._lock = threading.Lock()
-        self._channels: dict[tuple[str, str], tuple[tuple | None, grpc.Channel,
-                                                    grpc.UnaryUnaryMultiCallable,
-                                                    grpc.UnaryUnaryMultiCallable]] = {}
+        self._channels: dict[tuple[str, str], _Channel] = {}
         self._states: dict[str, _PeerState] = {}
         self._inflight: dict[tuple[str, bool], threading.BoundedSemaphore] = {}
         self._creds: grpc.ChannelCredentials | None = None
@@ -170,8 +188,8 @@ class PeerClient:
         """The verified block from a peer, or None (then read it from S3).
 
         *budget*: seconds left of the caller's deadline; no try runs past it. *into*: a
-        buffer of the block's length to copy it into (the result is then *into*); written
-        only once a block has passed verification.
+        buffer of the block's length to receive it in (the result is then *into*); when
+        the result is not *into*, *into* may hold part of a block that failed.
         """
         group = self._usable_group()
         if group is None:
@@ -273,9 +291,7 @@ class PeerClient:
                         key=lambda m: not m.datasets)
         for member in others[:most]:
             try:
-                self._stub(group, member)
-                with self._lock:
-                    ch = self._channels[(member.name, member.endpoint)][1]
+                ch = self._channel(group, member).channel
                 grpc.channel_ready_future(ch).result(
                     timeout=max(0.01, end_by - self._clock()))
                 ready += 1
@@ -286,8 +302,8 @@ class PeerClient:
     def close(self) -> None:
         with self._lock:
             chans, self._channels = list(self._channels.values()), {}
-        for _, ch, _, _ in chans:
-            ch.close()
+        for ch in chans:
+            ch.channel.close()
 
     # -- one try -------------------------------------------------------------------
 
@@ -296,15 +312,10 @@ class PeerClient:
         t0 = self._clock()
         result, nbytes, data = "error", 0, None
         try:
-            get_block = self._stub(group, member)
-            raw = get_block(peer_pb2.GetBlockRequest(
-                bucket=oid.bucket, key=oid.key, etag=oid.etag, size=oid.size,
-                block_size=block_size, index=idx), timeout=timeout)
             start, end = oid.block_span(idx, block_size)
-            try:
-                got, crc, key = decode_response(raw)
-            except WireError:
-                got, crc, key = memoryview(b""), 0, b""
+            got, crc, key = self._receive(group, member, peer_pb2.GetBlockRequest(
+                bucket=oid.bucket, key=oid.key, etag=oid.etag, size=oid.size,
+                block_size=block_size, index=idx), end - start, t0 + timeout, into)
             if (len(got) != end - start or crc32(got) != crc
                     or key != block_key(oid, idx, block_size)):
                 result = "bad"
@@ -313,7 +324,8 @@ class PeerClient:
                             oid.bucket, oid.key, len(got), end - start)
                 self._failed(member.name, _COOLDOWN)
             else:
-                result, nbytes, data = "hit", len(got), _kept(got, into)
+                data = got if isinstance(got, bytearray) else _kept(got, into)
+                result, nbytes = "hit", len(data)
                 self._answered(member.name)
         except grpc.RpcError as e:
             result = self._rpc_failed(member.name, e)
@@ -321,6 +333,48 @@ class PeerClient:
             self._unusable(member.name, e)
         self._observe(member.name, result, self._clock() - t0, nbytes)
         return data
+
+    def _receive(self, group: Group, member: Member, req: peer_pb2.GetBlockRequest,
+                 span: int, end_by: float, into: bytearray | None
+                 ) -> tuple[bytearray | memoryview, int, bytes]:
+        """(data, crc32, block key) as the peer sent them, unverified: by ReadBlock into
+        *into* (when it has the block's length) or a new buffer, or by GetBlock (a view of
+        its reply) from a peer that has no ReadBlock. An empty answer for a malformed one;
+        grpc.RpcError as the call failed."""
+        ch = self._channel(group, member)
+        if self._clock() >= ch.unary_until:
+            call = ch.read_block(req, timeout=max(_MIN_TRY, end_by - self._clock()))
+            buf: bytearray | None = None
+            pos, crc, key = 0, 0, b""
+            try:
+                for raw in call:
+                    part, c, k = decode_response(raw)
+                    if buf is None:  # the first message: the block's sum and key
+                        crc, key = c, k
+                        buf = into if into is not None and len(into) == span \
+                            else block_buffer(span)
+                    if pos + len(part) > span:
+                        raise WireError("more bytes than the block has")
+                    buf[pos:pos + len(part)] = part
+                    pos += len(part)
+            except WireError:
+                call.cancel()
+                return memoryview(b""), 0, b""
+            except grpc.RpcError as e:
+                if e.code() is not grpc.StatusCode.UNIMPLEMENTED:
+                    raise
+                log.info("peer %s has no ReadBlock (an older version): asking it with "
+                         "GetBlock for %.0f s", member.name, _UNARY_PERIOD)
+                ch.unary_until = self._clock() + _UNARY_PERIOD
+            else:
+                if buf is None:
+                    return memoryview(b""), 0, b""
+                return (buf if pos == span else memoryview(buf)[:pos]), crc, key
+        raw = ch.get_block(req, timeout=max(_MIN_TRY, end_by - self._clock()))
+        try:
+            return decode_response(raw)
+        except WireError:
+            return memoryview(b""), 0, b""
 
     def _try_many(self, group: Group, member: Member, oids: list[ObjectId], block_size: int,
                   budget: float) -> dict[ObjectId, bytes]:
@@ -337,7 +391,7 @@ class PeerClient:
         out: dict[ObjectId, bytes] = {}
         result = "error"
         try:
-            get_blocks = self._stub(group, member, batch=True)
+            get_blocks = self._channel(group, member).get_blocks
             req = peer_pb2.GetBlocksRequest(blocks=[peer_pb2.GetBlockRequest(
                 bucket=o.bucket, key=o.key, etag=o.etag, size=o.size, block_size=block_size,
                 index=0) for o in oids])
@@ -456,39 +510,39 @@ class PeerClient:
 
     # -- channels --------------------------------------------------------------------
 
-    def _stub(self, group: Group, member: Member,
-              batch: bool = False) -> grpc.UnaryUnaryMultiCallable:
-        """GetBlock (GetBlocks with *batch*) over the peer's channel: one channel per
-        peer, rebuilt when its endpoint or this node's certificate files change; channels
-        of members that left are closed."""
+    def _channel(self, group: Group, member: Member) -> _Channel:
+        """The peer's channel: one per peer, rebuilt when its endpoint or this node's
+        certificate files change; channels of members that left are closed."""
         creds, creds_key = self._credentials(group)
         ck = (member.name, member.endpoint)
         stale = []
         with self._lock:
             live = {(m.name, m.endpoint) for m in group.members}
             for k in [k for k, v in self._channels.items() if k not in live
-                      or (k == ck and v[0] != creds_key)]:
+                      or (k == ck and v.creds_key != creds_key)]:
                 stale.append(self._channels.pop(k))
             entry = self._channels.get(ck)
             if entry is None:
                 opts = [("grpc.max_receive_message_length", MAX_MESSAGE),
                         ("grpc.enable_retries", 0),
                         ("grpc.initial_reconnect_backoff_ms", 500),
-                        ("grpc.max_reconnect_backoff_ms", 5000)]
+                        ("grpc.max_reconnect_backoff_ms", 5000), *HTTP2_FLOW_OPTIONS]
                 if creds is None:
                     ch = grpc.insecure_channel(member.endpoint, options=opts)
                 else:  # the server must present a certificate for the member's name
                     opts.append(("grpc.ssl_target_name_override", member.name))
                     ch = grpc.secure_channel(member.endpoint, creds, options=opts)
-                # the reply comes as raw bytes, parsed by peer_wire (no protobuf copies)
-                entry = self._channels[ck] = (creds_key, ch, ch.unary_unary(
-                    _GET_BLOCK, request_serializer=peer_pb2.GetBlockRequest.SerializeToString,
-                    _registered_method=True), ch.unary_unary(
-                    _GET_BLOCKS, request_serializer=peer_pb2.GetBlocksRequest.SerializeToString,
-                    _registered_method=True))
-        for _, ch, _, _ in stale:
-            ch.close()
-        return entry[3] if batch else entry[2]
+                entry = self._channels[ck] = _Channel(
+                    creds_key, ch,
+                    ch.unary_unary(_GET_BLOCK, request_serializer=_ask_one,
+                                   _registered_method=True),
+                    ch.unary_unary(_GET_BLOCKS, request_serializer=_ask_many,
+                                   _registered_method=True),
+                    ch.unary_stream(_READ_BLOCK, request_serializer=_ask_one,
+                                    _registered_method=True))
+        for old in stale:
+            old.channel.close()
+        return entry
 
     def _credentials(self, group: Group) -> tuple[grpc.ChannelCredentials | None, tuple | None]:
         """This node's client credentials, re-read when the files change (renewals)."""
@@ -519,6 +573,9 @@ class PeerClient:
             self._warned.add(key)
         log.warning(msg, *args)
 
+
+_ask_one = peer_pb2.GetBlockRequest.SerializeToString
+_ask_many = peer_pb2.GetBlocksRequest.SerializeToString
 
 _RESULTS = {
     grpc.StatusCode.NOT_FOUND: "miss",

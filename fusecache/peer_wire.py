@@ -1,9 +1,10 @@
 """The peer protocol's block replies in protobuf wire format, without protobuf.
 
-Who calls it: the peer server (``encode_response``, its GetBlock reply; ``encode_batch``,
-its GetBlocks reply) and the peer client (``decode_response``, ``decode_batch``). The
-messages are ``GetBlockResponse`` and ``GetBlocksResponse`` of
-``fusecache/proto/peer.proto``; requests stay ordinary protobuf messages.
+Who calls it: the peer server (``encode_response``, its GetBlock reply; ``encode_chunks``,
+its ReadBlock replies; ``encode_batch``, its GetBlocks reply) and the peer client
+(``decode_response``, ``decode_batch``). The messages are ``GetBlockResponse`` and
+``GetBlocksResponse`` of ``fusecache/proto/peer.proto``; requests stay ordinary protobuf
+messages.
 
 Why by hand: protobuf copies a block into its message and again when it serialises
 (server), and returns a new copy of ``data`` at every attribute access (client). Per
@@ -14,6 +15,8 @@ protobuf peers (older servers, the tests' fakes) still interoperate.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 _CRC = 0x10   # field 2, varint
 _KEY = 0x1A   # field 3, length-delimited
@@ -34,7 +37,7 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-def _head(data: bytes, crc: int, key: bytes) -> bytes:
+def _head(data: bytes | memoryview, crc: int, key: bytes) -> bytes:
     """A GetBlockResponse up to its data: fields crc32, block_key, then data's tag and
     length (any order of fields is valid)."""
     return b"".join((bytes((_CRC,)), _varint(crc), bytes((_KEY,)), _varint(len(key)), key,
@@ -44,6 +47,16 @@ def _head(data: bytes, crc: int, key: bytes) -> bytes:
 def encode_response(data: bytes, crc: int, key: bytes) -> bytes:
     """A GetBlockResponse."""
     return b"".join((_head(data, crc, key), data))
+
+
+def encode_chunks(data: bytes, crc: int, key: bytes, chunk: int) -> Iterator[bytes]:
+    """ReadBlock's replies for a block: GetBlockResponse messages of at most *chunk* bytes
+    of data, crc32 and block_key in the first only (one message for an empty block)."""
+    view = memoryview(data)
+    yield b"".join((_head(view[:chunk], crc, key), view[:chunk]))
+    for pos in range(chunk, len(view), chunk):
+        part = view[pos:pos + chunk]
+        yield b"".join((bytes((_DATA,)), _varint(len(part)), part))
 
 
 def encode_batch(blocks: list[tuple[bytes, int, bytes] | None]) -> bytes:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66usecache/_proto/peer.proto\x12\x11\x66usecache.peer.v1\"F\n\x10GetBlocksRequest\x12\x32\n\x06\x62locks\x18\x01 \x03(\x0b\x32\".fusecache.peer.v1.GetBlockRequest\"H\n\x11GetBlocksResponse\x12\x33\n\x06\x62locks\x18\x01 \x03(\x0b\x32#.fusecache.peer.v1.GetBlockResponse\"m\n\x0fGetBlockRequest\x12\x0e\n\x06\x62ucket\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0c\n\x04\x65tag\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x12\n\nblock_size\x18\x05 \x01(\r\x12\r\n\x05index\x18\x06 \x01(\r\"B\n\x10GetBlockResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\r\n\x05\x63rc32\x18\x02 \x01(\r\x12\x11\n\tblock_key\x18\x03 \x01(\x0c\x32\xb7\x01\n\x04Peer\x12U\n\x08GetBlock\x12\".fusecache.peer.v1.GetBlockRequest\x1a#.fusecache.peer.v1.GetBlockResponse\"\x00\x12X\n\tGetBlocks\x12#.fusecache.peer.v1.GetBlocksRequest\x1a$.fusecache.peer.v1.GetBlocksResponse\"\x00\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x66usecache/_proto/peer.proto\x12\x11\x66usecache.peer.v1\"F\n\x10GetBlocksRequest\x12\x32\n\x06\x62locks\x18\x01 \x03(\x0b\x32\".fusecache.peer.v1.GetBlockRequest\"H\n\x11GetBlocksResponse\x12\x33\n\x06\x62locks\x18\x01 \x03(\x0b\x32#.fusecache.peer.v1.GetBlockResponse\"m\n\x0fGetBlockRequest\x12\x0e\n\x06\x62ucket\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x0c\n\x04\x65tag\x18\x03 \x01(\t\x12\x0c\n\x04size\x18\x04 \x01(\x04\x12\x12\n\nblock_size\x18\x05 \x01(\r\x12\r\n\x05index\x18\x06 \x01(\r\"B\n\x10GetBlockResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\r\n\x05\x63rc32\x18\x02 \x01(\r\x12\x11\n\tblock_key\x18\x03 \x01(\x0c\x32\x91\x02\n\x04Peer\x12U\n\x08GetBlock\x12\".fusecache.peer.v1.GetBlockRequest\x1a#.fusecache.peer.v1.GetBlockResponse\"\x00\x12X\n\tReadBlock\x12\".fusecache.peer.v1.GetBlockRequest\x1a#.fusecache.peer.v1.GetBlockResponse\"\x00\x30\x01\x12X\n\tGetBlocks\x12#.fusecache.peer.v1.GetBlocksRequest\x1a$.fusecache.peer.v1.GetBlocksResponse\"\x00\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,5 +40,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETBLOCKRESPONSE']._serialized_start=307
   _globals['_GETBLOCKRESPONSE']._serialized_end=373
   _globals['_PEER']._serialized_start=376
-  _globals['_PEER']._serialized_end=559
+  _globals['_PEER']._serialized_end=649
 # @@protoc_insertion_point(module_scope)

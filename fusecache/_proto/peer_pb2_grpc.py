@@ -39,6 +39,11 @@ class PeerStub:
                 request_serializer=fusecache_dot___proto_dot_peer__pb2.GetBlockRequest.SerializeToString,
                 response_deserializer=fusecache_dot___proto_dot_peer__pb2.GetBlockResponse.FromString,
                 _registered_method=True)
+        self.ReadBlock = channel.unary_stream(
+                '/fusecache.peer.v1.Peer/ReadBlock',
+                request_serializer=fusecache_dot___proto_dot_peer__pb2.GetBlockRequest.SerializeToString,
+                response_deserializer=fusecache_dot___proto_dot_peer__pb2.GetBlockResponse.FromString,
+                _registered_method=True)
         self.GetBlocks = channel.unary_unary(
                 '/fusecache.peer.v1.Peer/GetBlocks',
                 request_serializer=fusecache_dot___proto_dot_peer__pb2.GetBlocksRequest.SerializeToString,
@@ -59,6 +64,17 @@ class PeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadBlock(self, request, context):
+        """GetBlock's answer as a stream of GetBlockResponse messages of at most 512 KiB of
+        data each, in order: crc32 and block_key in the first, data only in the rest; the
+        block is the data of all of them. Why: the receiver assembles them into a buffer it
+        reuses, where one message of the whole block is a fresh allocation of its size at
+        every layer of the receiving end. Same codes as GetBlock, before the first message.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetBlocks(self, request, context):
         """Several blocks in one call (folder read-ahead of small files: one call per file
         cost both ends more than the bytes). Answer i is for request i; a block not cached
@@ -74,6 +90,11 @@ def add_PeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'GetBlock': grpc.unary_unary_rpc_method_handler(
                     servicer.GetBlock,
+                    request_deserializer=fusecache_dot___proto_dot_peer__pb2.GetBlockRequest.FromString,
+                    response_serializer=fusecache_dot___proto_dot_peer__pb2.GetBlockResponse.SerializeToString,
+            ),
+            'ReadBlock': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadBlock,
                     request_deserializer=fusecache_dot___proto_dot_peer__pb2.GetBlockRequest.FromString,
                     response_serializer=fusecache_dot___proto_dot_peer__pb2.GetBlockResponse.SerializeToString,
             ),
@@ -108,6 +129,33 @@ class Peer:
             request,
             target,
             '/fusecache.peer.v1.Peer/GetBlock',
+            fusecache_dot___proto_dot_peer__pb2.GetBlockRequest.SerializeToString,
+            fusecache_dot___proto_dot_peer__pb2.GetBlockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadBlock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/fusecache.peer.v1.Peer/ReadBlock',
             fusecache_dot___proto_dot_peer__pb2.GetBlockRequest.SerializeToString,
             fusecache_dot___proto_dot_peer__pb2.GetBlockResponse.FromString,
             options,

@@ -26,6 +26,7 @@ from fusecache.group import GroupWatcher, Member
 from fusecache.metrics import Metrics
 from fusecache.nodecache import NodeCache, ObjectId, block_key
 from fusecache.peer_client import PeerClient
+from fusecache.peer_server import STREAM_CHUNK
 
 from mounting import mounted, run_cli
 from peering import (
@@ -198,15 +199,18 @@ def test_with_s3_down_blocks_still_come_from_the_group(private_s3, tmp_path):
 
 
 class _LyingPeer(peer_pb2_grpc.PeerServicer):
-    """A peer (a real gRPC server in this process) that serves wrong blocks."""
+    """A peer (a real gRPC server in this process) that serves wrong blocks: through
+    ReadBlock in chunks of 300 KiB (*stream*), or only through GetBlock, as a peer of a
+    version before ReadBlock (its ReadBlock answers UNIMPLEMENTED, as gRPC does for a
+    method a server lacks)."""
 
-    def __init__(self, truth: dict[tuple[str, int], bytes], mode: str) -> None:
-        self.truth, self.mode, self.calls = truth, mode, 0
+    def __init__(self, truth: dict[tuple[str, int], bytes], mode: str,
+                 stream: bool = False) -> None:
+        self.truth, self.mode, self.stream = truth, mode, stream
+        self.calls = self.read_calls = 0
         self.lock = threading.Lock()
 
-    def GetBlock(self, req, context):  # noqa: N802
-        with self.lock:
-            self.calls += 1
+    def _answer(self, req) -> tuple[bytes, int, bytes]:
         data = self.truth[(req.key, req.index)]
         oid = ObjectId(req.bucket, req.key, req.etag, req.size)
         key = block_key(oid, req.index, req.block_size)
@@ -215,13 +219,33 @@ class _LyingPeer(peer_pb2_grpc.PeerServicer):
         elif self.mode == "short":
             data = data[:-1]
             crc = zlib.crc32(data)
+        elif self.mode == "long":  # more bytes than the block has, summed right
+            data += b"x" * 1000
+            crc = zlib.crc32(data)
         elif self.mode == "other-version":  # consistent, but another block key
             crc, key = zlib.crc32(data), block_key(
                 ObjectId(req.bucket, req.key, "other-etag", req.size), req.index,
                 req.block_size)
         else:
             crc = zlib.crc32(data)
+        return data, crc, key
+
+    def GetBlock(self, req, context):  # noqa: N802
+        with self.lock:
+            self.calls += 1
+        data, crc, key = self._answer(req)
         return peer_pb2.GetBlockResponse(data=data, crc32=crc, block_key=key)
+
+    def ReadBlock(self, req, context):  # noqa: N802
+        with self.lock:
+            self.read_calls += 1
+        if not self.stream:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        data, crc, key = self._answer(req)
+        step = 300 * 1024
+        yield peer_pb2.GetBlockResponse(data=data[:step], crc32=crc, block_key=key)
+        for pos in range(step, len(data), step):
+            yield peer_pb2.GetBlockResponse(data=data[pos:pos + step])
 
 
 def _serve_liar(liar: _LyingPeer) -> tuple[grpc.Server, int]:
@@ -234,31 +258,70 @@ def _serve_liar(liar: _LyingPeer) -> tuple[grpc.Server, int]:
 
 
 @pytest.mark.s3
-@pytest.mark.parametrize("mode", ["flipped", "short", "other-version", "honest"])
-def test_client_refuses_a_block_that_fails_verification(local_s3, bucket, tmp_path, mode):
+@pytest.mark.parametrize("stream", [True, False], ids=["ReadBlock", "older-GetBlock-only"])
+@pytest.mark.parametrize("mode", ["flipped", "short", "long", "other-version", "honest"])
+def test_client_refuses_a_block_that_fails_verification(local_s3, bucket, tmp_path, mode,
+                                                         stream):
     data = os.urandom(3 * MiB)
     upload(local_s3, bucket, {"x.bin": data})
     oid = oid_of(local_s3, bucket, "x.bin")
-    liar = _LyingPeer({("x.bin", 0): data[:2 * MiB], ("x.bin", 1): data[2 * MiB:]}, mode)
+    liar = _LyingPeer({("x.bin", 0): data[:2 * MiB], ("x.bin", 1): data[2 * MiB:]}, mode,
+                      stream)
     server, port = _serve_liar(liar)
     try:
         gf = group_file(tmp_path / "group.json", "me", [
             Member("liar", f"127.0.0.1:{port}", buckets=(bucket,)), Member("me", "x:1")])
         metrics = Metrics()
         client = PeerClient(GroupWatcher(gf), insecure=True, metrics=metrics)
+        lent = bytearray(MiB)  # a reader's spare buffer of the block's length
         try:
-            got = client.fetch(oid, 1, 2 * MiB, budget=5.0)
+            got = client.fetch(oid, 1, 2 * MiB, budget=5.0, into=lent)
+            again = client.fetch(oid, 1, 2 * MiB, budget=5.0)
         finally:
             client.close()
-        assert liar.calls == 1
         if mode == "honest":
-            assert got == data[2 * MiB:]
+            assert got == again == data[2 * MiB:]
+            assert got is lent
+            # one ReadBlock call each; an older peer is asked with GetBlock after
+            # refusing it once, and not asked for ReadBlock again
+            assert (liar.read_calls, liar.calls) == ((2, 0) if stream else (1, 2))
         else:
-            assert got is None
+            assert got is None and again is None  # the second: the peer's breaker is open
+            assert (liar.read_calls, liar.calls) == ((1, 0) if stream else (1, 1))
             assert metrics.peer_requests.labels("liar", "bad")._value.get() == 1
             assert metrics.peer_fallbacks._value.get() == 1
     finally:
         server.stop(0)
+
+
+@pytest.mark.s3
+def test_read_block_sends_a_block_in_chunks_with_its_sum_and_key_first(
+        local_s3, s3_env, bucket, tmp_path):
+    """The real server's ReadBlock, read with a stock protobuf stub: chunks of at most
+    STREAM_CHUNK bytes that add up to the block, crc32 and block key in the first only;
+    the codes of GetBlock before the first chunk."""
+    data = os.urandom(STREAM_CHUNK * 2 + 12345)
+    upload(local_s3, bucket, {"r/x.bin": data, "r/gone.bin": b"not warmed"})
+    a = tmp_path / "a"
+    warm(a, f"s3://{bucket}/r/x.bin")
+    oid, gone = oid_of(local_s3, bucket, "r/x.bin"), oid_of(local_s3, bucket, "r/gone.bin")
+    bs = NodeCache.open(a).block_size
+    with peer_serve(a, "--peer-insecure") as (_, port), \
+            grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = peer_pb2_grpc.PeerStub(ch)
+
+        def ask(o: ObjectId) -> list:
+            return list(stub.ReadBlock(peer_pb2.GetBlockRequest(
+                bucket=o.bucket, key=o.key, etag=o.etag, size=o.size, block_size=bs,
+                index=0), timeout=20))
+        msgs = ask(oid)
+        assert [len(m.data) for m in msgs] == [STREAM_CHUNK, STREAM_CHUNK, 12345]
+        assert b"".join(m.data for m in msgs) == data
+        assert (msgs[0].crc32, msgs[0].block_key) == (zlib.crc32(data), block_key(oid, 0, bs))
+        assert all((m.crc32, m.block_key) == (0, b"") for m in msgs[1:])
+        with pytest.raises(grpc.RpcError) as e:
+            ask(gone)
+        assert e.value.code() is grpc.StatusCode.NOT_FOUND
 
 
 @pytest.mark.fuse
