@@ -65,15 +65,20 @@ MAX_BATCH_BYTES = 16 << 20
 # ReadBlock's messages carry at most this much of a block. Each lands at the receiver as
 # an allocation of its own size; under glibc's mmap threshold as the mount sets it (1 MiB,
 # blockmem) it comes from the heap and is reused, where GetBlock's whole 8 MiB block was
-# a fresh mapping at each layer: 3,300-7,400 page faults per block in a process with the
-# mount's malloc settings, 270-370 MB/s from a peer with mutual TLS on loopback.
+# a fresh mapping at each layer (3,300-7,400 page faults per block in a process with the
+# mount's malloc settings). A mount reading a 256 MiB object from a peer with mutual TLS
+# on loopback (bench/run_peer_bench.py, 2026-12-05, four pairs alternated): 0.83-1.06
+# million page faults per GB -> 0.38-0.51, 3.4-4.7 -> 2.6-3.1 s of mount CPU per GB,
+# 245-333 -> 348-409 MB/s.
 STREAM_CHUNK = 512 * 1024
 # HTTP/2 flow control of both ends: a fixed 16 MiB window per stream (more than a 10-100
-# Gbit/s LAN's bandwidth-delay product) instead of gRPC's BDP probing. The probing's pings
-# and window updates cost more than the transfer on a busy node: an 8 MiB reply over TLS
-# on loopback moved at 400-430 MB/s with 2.6-2.9 s of CPU per GB (both ends), and with
-# these at 770-870 MB/s with 1.3-1.6 s (a gRPC echo of 8 MiB, 2026-12-05; the receiving
-# end's setting is the one that counts).
+# Gbit/s LAN's bandwidth-delay product) instead of gRPC's BDP probing, whose pings and
+# window updates cost more than the transfer of a large unary reply on a busy node: an
+# 8 MiB gRPC echo over TLS on loopback moved 400-430 MB/s with 2.6-2.9 s of CPU per GB
+# (both ends), and 770-870 MB/s with 1.3-1.6 s with these (the receiving end's setting
+# is the one that counts). Through the mount (bench/run_peer_bench.py, 2026-12-05, six
+# pairs): small files from a peer (GetBlocks) 1,857-2,233 files/s against 1,732-1,982
+# without, higher in every pair; ReadBlock's 512 KiB messages gain nothing measurable.
 HTTP2_FLOW_OPTIONS = [("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 16 << 20)]
 # 16 concurrent blocks: with 8 MiB blocks that is 128 MiB in flight at most, which a
 # 10 Gbit/s link drains in ~0.1 s; more would only queue in memory.
