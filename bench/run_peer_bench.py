@@ -147,6 +147,18 @@ def reads(mp: Path, ds: dict, expect: list, threads: int, pids: dict[str, int] |
     return out
 
 
+def vm_hwm_mib(pid: int) -> float | None:
+    """The process's peak resident set (VmHWM) in MiB, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
 def client_pass(group_file: Path, insecure: bool, s3, in_flight: tuple[int, ...]) -> dict:
     """PeerClient.fetch of every block of the large object (no FUSE, no reader)."""
     from fusecache.group import GroupWatcher
@@ -209,6 +221,7 @@ def peer_passes(tag: str, work: Path, remote: Remote, ds: dict, expect: list, a,
                      for what, pid in (("mount", p.pid), ("server", server.pid))]
         try:
             out = reads(mp, ds, expect, a.threads, {"mount": p.pid, "server": server.pid})
+            out["mount_vmhwm_mib"] = vm_hwm_mib(p.pid)
         finally:
             for spy in spies:
                 stop_pyspy(spy)
@@ -267,6 +280,7 @@ def main() -> int:
                                           "cold", [])
             try:
                 res["cold_s3"] = reads(mp, ds, expect, a.threads, {"mount": pm.pid})
+                res["cold_s3"]["mount_vmhwm_mib"] = vm_hwm_mib(pm.pid)
             finally:
                 unmount_and_stop(mp, pm)
             res["cold_s3"]["mount_command"] = remote.mask(cmd)
@@ -305,7 +319,7 @@ def print_table(res: dict) -> None:
             ("peer mTLS", res.get("peer_mtls")), ("peer plaintext", res.get("peer_plaintext"))]
     print(f"\n{'reader':<16}{'seq MB/s':>10}{'small files/s':>15}{'S3 GETs':>9}"
           f"{'client 1/4 in flight MB/s':>40}{'seq CPU s/GB mount/server':>27}"
-          f"{'seq faults/GB mount':>21}{'load':>7}")
+          f"{'seq faults/GB mount':>21}{'VmHWM MiB':>11}{'load':>7}")
     for name, r in rows:
         if r is None:
             continue
@@ -316,7 +330,8 @@ def print_table(res: dict) -> None:
         cpu = f"{sq.get('mount_cpu_s_per_gb', '-')}/{sq.get('server_cpu_s_per_gb', '-')}"
         print(f"{name:<16}{r['seq']['MB_s']:>10}{r['small']['files_s']:>15}"
               f"{r.get('s3_gets', '-')!s:>9}{cl:>40}{cpu:>27}"
-              f"{sq.get('mount_faults_per_gb', '-')!s:>21}{r['load_1min']:>7}")
+              f"{sq.get('mount_faults_per_gb', '-')!s:>21}"
+              f"{r.get('mount_vmhwm_mib') or '-'!s:>11}{r['load_1min']:>7}")
     print()
 
 
