@@ -2,7 +2,8 @@
 
 Run (root, /dev/fuse): ``python bench/run_pair_bench.py --variant new=<worktree>
 --variant old=<worktree> [--rounds 4] [--mid-files 40]``; a worktree is a folder that
-holds a ``fusecache`` package (a copy of one, or a ``git worktree``).
+holds a ``fusecache`` package (a copy of one, or a ``git worktree``);
+``--variant NAME=<worktree>,KEY=VALUE`` also sets KEY in that mount's environment.
 
 Why: on a shared 2-core machine a pass's speed moves by a third from one minute to the
 next, so a change to the data path is judged by rounds in which each version reads the
@@ -42,15 +43,19 @@ from _mounts import Remote, cleanup_all, mount_fusecache, unmount_and_stop  # no
 from run_bench import BIG_KEY, BUCKET, MiB, RssSampler, boto3_parallel  # noqa: E402
 
 
-def _variants(specs: list[str]) -> list[tuple[str, Path]]:
+def _variants(specs: list[str]) -> list[tuple[str, Path, dict[str, str]]]:
+    """(name, code folder, extra environment) of each ``NAME=FOLDER[,KEY=VALUE...]``."""
     out = []
     for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not (Path(path) / "fusecache" / "__init__.py").is_file():
-            raise SystemExit(f"run_pair_bench: --variant {spec!r}: expected NAME=FOLDER, "
-                             "a folder holding a fusecache package")
-        out.append((name, Path(path).resolve()))
-    if len({n for n, _ in out}) != len(out):
+        name, sep, rest = spec.partition("=")
+        path, *settings = rest.split(",")
+        env = dict(kv.partition("=")[::2] for kv in settings)
+        if not sep or not name or not (Path(path) / "fusecache" / "__init__.py").is_file() \
+                or any(not k or not v for k, v in env.items()):
+            raise SystemExit(f"run_pair_bench: --variant {spec!r}: expected "
+                             "NAME=FOLDER[,KEY=VALUE...], FOLDER holding a fusecache package")
+        out.append((name, Path(path).resolve(), env))
+    if len({n for n, _, _ in out}) != len(out):
         raise SystemExit("run_pair_bench: variant names must differ")
     return out
 
@@ -105,7 +110,7 @@ def main() -> int:
             for i in range(a.mid_files)}
     work = Path(tempfile.mkdtemp(prefix="fcpair-", dir="/var/tmp"))
     res: dict = {"params": {**vars(a), "out": str(a.out)}, "boto3_MB_s": [],
-                 "variants": {n: [] for n, _ in variants}}
+                 "variants": {n: [] for n, _, _ in variants}}
     try:
         with contextlib.ExitStack() as stack:
             s3 = stack.enter_context(local_s3(work / "s3", None, stack, {}))
@@ -119,11 +124,11 @@ def main() -> int:
             for r in range(a.rounds):
                 res["boto3_MB_s"].append(
                     boto3_parallel(remote, {"big_bytes": len(big)}, 1)["MB_s"])
-                for name, path in (variants if r % 2 == 0 else variants[::-1]):
+                for name, path, env in (variants if r % 2 == 0 else variants[::-1]):
                     cache = work / "cache"
                     shutil.rmtree(cache, ignore_errors=True)
                     p, mp, _ = mount_fusecache(remote, BUCKET, work, cache, a.ram_cache_size,
-                                               name, [], {"PYTHONPATH": str(path)})
+                                               name, [], {"PYTHONPATH": str(path), **env})
                     rss = RssSampler(p.pid)
                     os.listdir(mp)
                     row = {"seq": _pass(p.pid, lambda mp=mp: _seq(mp, big))}

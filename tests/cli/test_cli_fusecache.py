@@ -272,3 +272,73 @@ def test_fusecache_s3_keeps_a_given_data_dir_but_not_its_keys(tmp_path: Path) ->
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=60) == 0
     assert data.is_dir() and not (data / "s3.json").exists() and not _weed_pids(data)
+
+
+def _environ(pid: int) -> dict[str, str]:
+    """The environment *pid* started with. (glibc rewrites GLIBC_TUNABLES there in place:
+    of several tunables only the first shows, though all apply.)"""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(kv.decode().partition("=")[::2] for kv in raw if kv)
+
+
+def _huge_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_huge_page_env_adds_the_tunable_once_and_keeps_the_users() -> None:
+    from fusecache.blockmem import huge_page_env
+
+    assert huge_page_env({"A": "1"}) == {"A": "1", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+    assert huge_page_env({"GLIBC_TUNABLES": "glibc.malloc.arena_max=4"}) == {
+        "GLIBC_TUNABLES": "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=1"}
+    assert huge_page_env({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0"}) is None
+    assert huge_page_env({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}) is None
+
+
+@pytest.mark.fuse
+def test_a_mount_runs_with_malloc_on_huge_pages_unless_told_otherwise(
+        local_s3, s3_env, bucket, tmp_path: Path) -> None:
+    """The mount process runs with glibc's malloc on transparent huge pages (blockmem: a
+    fresh block buffer then costs a quarter of the page faults), started detached or in
+    the foreground (re-executed once: the same process serves); a hugetlb setting of the
+    user's in GLIBC_TUNABLES is theirs. Where the kernel's THP mode is "madvise" (Debian's
+    default), the blocks a read leaves in the RAM tier are then on huge pages, and with
+    the user's hugetlb=0 they are not."""
+    from mounting import mount_pids
+
+    body = os.urandom(24 << 20)
+    local_s3.client().put_object(Bucket=bucket, Key="f.bin", Body=body)
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    madvise = thp.exists() and "[madvise]" in thp.read_text()
+    env = {k: v for k, v in s3_env.items() if k != "GLIBC_TUNABLES"}
+    for case, tunables in (("default", None), ("users", "glibc.malloc.hugetlb=0")):
+        with mounted(f"s3://{bucket}", tmp_path / f"m-{case}",
+                     {**env, **({"GLIBC_TUNABLES": tunables} if tunables else {})},
+                     "--cache-dir", str(tmp_path / f"c-{case}")) as mp:
+            assert (mp / "f.bin").read_bytes() == body
+            [pid] = mount_pids(mp)
+            assert _environ(pid)["GLIBC_TUNABLES"] == (tunables or "glibc.malloc.hugetlb=1")
+            if madvise:
+                assert (_huge_kib(pid) > 0) == (tunables is None), case
+
+    mp = tmp_path / "m-fg"
+    mp.mkdir()
+    full_env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    full_env.update(env)
+    p = subprocess.Popen([*FUSECACHE, "mount", f"s3://{bucket}", str(mp), "--cache-dir",
+                          str(tmp_path / "c-fg"), "--foreground"], env=full_env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not is_mounted(mp):
+            assert p.poll() is None and time.monotonic() < deadline, p.stderr.read()
+            time.sleep(0.1)
+        assert (mp / "f.bin").read_bytes() == body
+        assert mount_pids(mp) == [p.pid]
+        assert _environ(p.pid)["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
+    finally:
+        run_cli(["umount", str(mp)], env=env)
+        p.wait(timeout=30)
