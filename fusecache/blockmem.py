@@ -2,11 +2,9 @@
 
 Who calls it: prefetchd's ``warm`` and ``run`` commands (``reuse_block_buffers``) and
 the mount (``tune_for_mount``), each once at start; the settings are process-wide, so a
-library user of the API keeps its own. ``huge_page_env``: the mount command, for the
-environment its process starts with (cli.cmd_mount re-executes a foreground mount once
-with it; mount.spawn_background starts the detached one with it). ``block_buffer``: the
-mount's reader, for every new buffer a block is read into, and the cache group's client,
-for a block a peer sent when it was lent no buffer (``peer_client._kept``).
+library user of the API keeps its own. ``block_buffer``: the mount's reader, for every
+new buffer a block is read into, and the cache group's client, for a block a peer sent
+when it was lent no buffer (``peer_client._kept``).
 
 Data flow: none. Blocks are 8 MiB buffers by default. glibc maps a buffer that large
 afresh (its mmap threshold), and each fresh 8 MiB mapping costs 2,048 page faults and
@@ -27,15 +25,16 @@ the system when freed; the reader reuses the buffers of blocks its RAM tier lets
 itself (reader.BlockReader._recycle). What that costs: LMDB's copy of each block it
 stores is a fresh 8 MiB mapping, 2,049 page faults.
 
-Transparent huge pages for those mappings (glibc's ``glibc.malloc.hugetlb=1`` tunable:
-malloc advises MADV_HUGEPAGE on what it maps, where the kernel's THP mode is "madvise",
-as on Debian): a fresh 8 MiB buffer then costs ~1,000 page faults instead of ~4,100 and
-filling one ran at 2.6-2.7 GB/s instead of 0.9-1.0 on the bench VM. A cold 512 MiB read
-through the mount (bench/run_pair_bench.py, four rounds alternated, 2026-12-05): mount
-CPU 1.08-2.31 -> 0.81-1.52 s, page faults 200-211 -> 50-63 thousand, 1.11-1.58x the
-MB/s in every round, VmHWM 395-406 -> 403-411 MiB. glibc reads tunables only when a
-process starts, hence the environment; an unknown tunable (an older glibc) is ignored,
-and a ``glibc.malloc.hugetlb`` the user set is kept.
+Tried and not kept (2026-12-05): glibc's malloc on transparent huge pages for the mount
+(``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` in its environment at start; THP mode
+"madvise"): a fresh 8 MiB buffer costs ~1,000 page faults instead of ~4,100 and was
+filled at 2.6-2.7 GB/s instead of 0.9-1.0 in a loop, and a cold 512 MiB read through the
+mount in bench/run_pair_bench.py (four rounds alternated) took 0.81-1.52 s of mount CPU
+instead of 1.08-2.31 s. But in bench/run_bench.py, after the other readers had filled the
+page cache, the same read took 2.31-2.64 s against 1.78-2.42 s (not looked into; the
+kernel finding free huge pages in a full page cache is a guess) at 211-241 against
+226-301 MB/s, and the mount's VmHWM rose to
+442-449 MiB from 429-431, within 7 MiB of the bound (two runs each, alternated).
 
 Tried and not kept (2026-12-05): the threshold just above one block as LMDB stores it
 (block + 8 KiB, heap trimmed past block + 4 MiB free, one block per write transaction,
@@ -53,8 +52,6 @@ messages in the heap too).
 from __future__ import annotations
 
 import ctypes
-import os
-from collections.abc import Mapping
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -82,25 +79,6 @@ def tune_for_mount() -> bool:
     hoarded freed blocks: RSS 700 MiB with a 256 MiB RAM tier, 348 MiB with two) and
     every allocation of 1 MiB or more mapped. False where this is not glibc."""
     return _mallopt((_M_ARENA_MAX, 2), (_M_MMAP_THRESHOLD, _MOUNT_MMAP_THRESHOLD))
-
-
-_HUGETLB = "glibc.malloc.hugetlb"
-
-
-def huge_page_env(env: Mapping[str, str]) -> dict[str, str] | None:
-    """*env* with glibc's malloc told to use transparent huge pages for its mappings
-    (above), or None when *env* already says what it wants of them or this is not glibc."""
-    tunables = env.get("GLIBC_TUNABLES", "")
-    if _HUGETLB in tunables or not _is_glibc():
-        return None
-    return {**env, "GLIBC_TUNABLES": ":".join(filter(None, (tunables, f"{_HUGETLB}=1")))}
-
-
-def _is_glibc() -> bool:
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")
-    except (ValueError, OSError):  # not a GNU libc
-        return False
 
 
 def _mallopt(*settings: tuple[int, int]) -> bool:

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fusecache import blockmem, cliargs, errors
+from fusecache import cliargs, errors
 from fusecache.config import (
     FOLDER_READAHEAD_RANGE,
     MAX_CONNECTIONS_RANGE,
@@ -307,11 +307,6 @@ def cmd_mount(a: argparse.Namespace, argv: list[str]) -> int:
     from fusecache import mount
 
     cfg = mount_config(a)
-    if a.foreground and argv == sys.argv[1:] \
-            and (env := blockmem.huge_page_env(os.environ)) is not None:
-        # a mount process, once, before it allocates blocks: glibc reads its tunables at
-        # start only (blockmem); file descriptors handed to it stay open across the exec
-        os.execve(sys.executable, sys.orig_argv, env)
     if a.ready_fd is None:  # the detached child of a mount: its parent checked all this
         check_before_mount(cfg, a.nonempty)
     if not a.foreground:

@@ -474,8 +474,7 @@ def spawn_background(argv: list[str], log_file: Path, timeout: float = 120.0) ->
             [sys.executable, "-m", "fusecache.cli", *argv, "--foreground",
              "--ready-fd", str(w), "--log-file", str(log_file)],
             stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, pass_fds=(w,),
-            start_new_session=True, close_fds=True,
-            env=blockmem.huge_page_env(os.environ))  # None: as this process's
+            start_new_session=True, close_fds=True)
     os.close(w)
     line = wait_ready(r, timeout, lambda w: print(f"fusecache: warning: {w}", file=sys.stderr))
     if line is None:
