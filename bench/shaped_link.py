@@ -41,7 +41,7 @@ def shaped_namespace(mbit: int) -> Iterator[tuple[str, list[str]]]:
         _run(*ns, "ip", "link", "set", NS_IF, "up")
         _run(*ns, "ip", "link", "set", "lo", "up")
         # Shape both directions: server -> client data and client -> server requests.
-        burst = max(64 * 1024, mbit * 1000 // 8 // 100)  # ~10 ms of traffic
+        burst = max(64 * 1024, mbit * 1_000_000 // 8 // 100)  # 10 ms of traffic
         for prefix, dev in ((ns, NS_IF), ([], HOST_IF)):
             _run(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
                  f"{mbit}mbit", "burst", str(burst), "latency", "50ms")

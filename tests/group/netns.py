@@ -57,7 +57,7 @@ def _run(*cmd: str) -> None:
 
 
 def _shape(prefix: list[str], dev: str, mbit: int) -> None:
-    burst = max(64 * 1024, mbit * 1000 // 8 // 100)  # ~10 ms of traffic
+    burst = max(64 * 1024, mbit * 1_000_000 // 8 // 100)  # 10 ms of traffic
     _run(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
          "burst", str(burst), "latency", "50ms")
 
