@@ -18,7 +18,8 @@ latency proxy) on a ``--s3-mbit`` tbf link, every node on a ``--peer-mbit`` link
 Prints one JSON object: both speeds, the peer link's speed in MB/s (``peer_mbit / 8``), their
 ratio, and the GET counts. On a machine short of CPU the peer path (TLS, gRPC, FUSE) is
 CPU-bound before a 10 Gbit/s link is full; ``--peer-mbit 1000`` shows whether it fills a link
-the CPU can keep up with.
+the CPU can keep up with. The scratch dir (node caches: 1-3 GB) is removed at the end
+unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import argparse
 import concurrent.futures as cf
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -111,11 +113,24 @@ def main() -> int:
                    help="the reading mount's --peer-timeout (default: the mount's own)")
     p.add_argument("--striping", action="store_true",
                    help="warm the dataset striped over n1..n3 (default: whole on n1)")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the scratch dir (node caches, logs; 1-3 GB a run)")
     a = p.parse_args()
     why = netns.available()
     if why:
         raise SystemExit(f"run_group_bench: {why}")
     work = Path(tempfile.mkdtemp(prefix="fusecache-group-bench-"))
+    try:
+        return _measure(a, work)
+    finally:
+        if a.keep:
+            log(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _measure(a: argparse.Namespace, work: Path) -> int:
+    """Steps 1-5 of the module docstring in *work*; prints the JSON result."""
     names = ["n1", "n2", "n3", "n4", "n5"]
     result: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
                     "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
