@@ -36,6 +36,9 @@ from fusecache.locals3 import LocalS3
 
 ROOT = Path(__file__).resolve().parents[2]
 PROXY = ROOT / "bench" / "training" / "latency_proxy.py"
+if str(ROOT / "bench") not in sys.path:  # the benchmarks' links are shaped the same way
+    sys.path.insert(0, str(ROOT / "bench"))
+from shaped_link import tbf_args  # noqa: E402
 
 
 def available() -> str | None:
@@ -57,9 +60,7 @@ def _run(*cmd: str) -> None:
 
 
 def _shape(prefix: list[str], dev: str, mbit: int) -> None:
-    burst = max(64 * 1024, mbit * 1_000_000 // 8 // 100)  # 10 ms of traffic
-    _run(*prefix, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
-         "burst", str(burst), "latency", "50ms")
+    _run(*prefix, "tc", "qdisc", "add", "dev", dev, "root", *tbf_args(mbit))
 
 
 @dataclass
