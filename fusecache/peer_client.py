@@ -120,9 +120,14 @@ def _kept(view: memoryview, into: bytearray | None = None) -> bytearray:
     """A block a peer sent, copied out of its message into *into* (a buffer the caller
     lends, of the block's length) or a new one: a bytearray, so that the mount's reader
     can reuse its buffer once the RAM tier lets it go, as it does a GET's."""
-    buf = into if into is not None and len(into) == len(view) else block_buffer(len(view))
+    buf = _buffer(len(view), into)
     buf[:] = view
     return buf
+
+
+def _buffer(n: int, into: bytearray | None) -> bytearray:
+    """*into* if the caller lent one of *n* bytes, else a new buffer of *n* bytes."""
+    return into if into is not None and len(into) == n else block_buffer(n)
 
 
 class PeerClient:
@@ -351,8 +356,7 @@ class PeerClient:
                     part, c, k = decode_response(raw)
                     if buf is None:  # the first message: the block's sum and key
                         crc, key = c, k
-                        buf = into if into is not None and len(into) == span \
-                            else block_buffer(span)
+                        buf = _buffer(span, into)
                     if pos + len(part) > span:
                         raise WireError("more bytes than the block has")
                     buf[pos:pos + len(part)] = part
