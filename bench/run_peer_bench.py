@@ -56,6 +56,7 @@ from _mounts import (
 from run_bench import (
     BIG_KEY,
     BUCKET,
+    RssSampler,
     cpu_seconds,
     fingerprint_big,
     make_dataset,
@@ -147,18 +148,6 @@ def reads(mp: Path, ds: dict, expect: list, threads: int, pids: dict[str, int] |
     return out
 
 
-def vm_hwm_mib(pid: int) -> float | None:
-    """The process's peak resident set (VmHWM) in MiB, or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
-
-
 def client_pass(group_file: Path, insecure: bool, s3, in_flight: tuple[int, ...]) -> dict:
     """PeerClient.fetch of every block of the large object (no FUSE, no reader)."""
     from fusecache.group import GroupWatcher
@@ -219,14 +208,16 @@ def peer_passes(tag: str, work: Path, remote: Remote, ds: dict, expect: list, a,
             a.profile.mkdir(parents=True, exist_ok=True)
             spies = [start_pyspy(pid, a.profile / f"{what}-{tag}.txt", work)
                      for what, pid in (("mount", p.pid), ("server", server.pid))]
+        rss = RssSampler(p.pid)
         try:
             out = reads(mp, ds, expect, a.threads, {"mount": p.pid, "server": server.pid})
-            out["mount_vmhwm_mib"] = vm_hwm_mib(p.pid)
         finally:
+            hwm = rss.stop()["vmhwm_mib"]
             for spy in spies:
                 stop_pyspy(spy)
             unmount_and_stop(mp, p)
         st = node_stats(cache_b)
+        out["mount_vmhwm_mib"] = hwm
         out["mount_command"] = remote.mask(cmd)
         out["s3_gets"], out["peer_hits"] = st["s3_gets"], st["peer_hits"]
         out["peer_fallbacks"] = st.get("peer_fallbacks", 0)
@@ -278,11 +269,13 @@ def main() -> int:
             cache_a = work / "cache-a"
             pm, mp, cmd = mount_fusecache(remote, BUCKET, work, cache_a, a.ram_cache_size,
                                           "cold", [])
+            rss = RssSampler(pm.pid)
             try:
                 res["cold_s3"] = reads(mp, ds, expect, a.threads, {"mount": pm.pid})
-                res["cold_s3"]["mount_vmhwm_mib"] = vm_hwm_mib(pm.pid)
             finally:
+                hwm = rss.stop()["vmhwm_mib"]
                 unmount_and_stop(mp, pm)
+            res["cold_s3"]["mount_vmhwm_mib"] = hwm
             res["cold_s3"]["mount_command"] = remote.mask(cmd)
             res["cold_s3"]["s3_gets"] = node_stats(cache_a)["s3_gets"]
             env = dict(os.environ, **s3.env())
