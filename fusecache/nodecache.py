@@ -7,13 +7,22 @@ gives readers a consistent snapshot without locks.
 
 Layout (named databases in one environment):
 
-- ``blocks``  block key -> the block's bytes
+- ``blocks``  block key -> the block's bytes (blocks shorter than a slot, see below)
 - ``bmeta``   block key -> (last access ns, length, crc32)
 - ``boffs``   block key -> offset of the block's bytes in data.mdb (read with pread)
+- ``bslot``   block key -> slot (8 bytes) in ``slots.dat`` holding the block's bytes
+- ``freeslots`` slot (8 bytes, big-endian) -> b''    (slots below ``slots`` holding nothing)
 - ``lru``     access ns (8 bytes, big-endian) + block key -> b''   (eviction order)
 - ``pins``    object digest or block key -> JSON {owner: expiry (0 = never)}
 - ``objects`` object digest -> JSON {bucket, key, etag, size}       (for status)
-- ``meta``    format version, used bytes, limit, shared counters
+- ``meta``    format version, used bytes, limit, slots, shared counters
+
+A full block of the cache's own block size (the bulk of the bytes: every block of a
+large object but its last) is not an LMDB value: its bytes lie in one slot of
+``slots.dat`` beside data.mdb, written past the page cache (``slots.py`` says why), and
+``bslot`` says which. Everything else (small files, last blocks, blocks of another block
+size) is a value in ``blocks``, as before slots existed; a cache written before then
+opens as it is and fills its new full blocks into slots.
 
 A block key is ``digest(bucket, key, etag, size)[16] + block size[4] + index[4]``, so a
 changed object (new ETag) can never be served from an old block, and mounts with
@@ -22,6 +31,10 @@ different block sizes never mix blocks.
 Invariants:
 - ``used`` in ``meta`` equals the sum of the lengths in ``bmeta``: every put and every
   eviction updates both in the same write transaction.
+- Every block in ``bmeta`` has its bytes in ``blocks`` or in a slot (``bslot``), never
+  both; a slot belongs to at most one block, and a slot below ``slots`` that none holds
+  is in ``freeslots``. A slot is taken and written in the transaction that records its
+  block, so a process killed before the commit leaves it free.
 - Writes are short transactions (a block, or the few a mount's write-behind has queued,
   at most 16 MiB, plus the evictions they need, scanning at most ``_MAX_EVICT_SCAN`` LRU
   entries per block) so no process waits long on another.
@@ -29,7 +42,9 @@ Invariants:
   pinned data is refused (returns False).
 - Reads verify the crc32 and the length; a bad block is deleted and reported as a
   miss, so wrong bytes are never returned. A recorded offset is only a hint: bytes
-  read there that fail the crc32 are read again through the map before judging.
+  read there that fail the crc32 are read again through the map before judging. A
+  slot read that fails it is a miss without blame when the block no longer holds that
+  slot (evicted, the slot written again, while the read was under way).
 - Access times of hits are recorded in memory and written in batches
   (``flush_touches``), so a cache hit never takes the write lock.
 
@@ -71,7 +86,8 @@ import lmdb
 # for Debian's zlib 1.2.13, on every block read from and written to the cache.
 from zlib_ng.zlib_ng import crc32 as _crc32
 
-from fusecache import errors
+from fusecache import errors, slots
+from fusecache.slots import SlotFile
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +131,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 8)
 _BMETA = struct.Struct("<QII")  # atime ns, length, crc32
 _U64 = struct.Struct("<Q")
+_SLOT = struct.Struct(">Q")  # freeslots keys: big-endian, so the lowest slot comes first
 _ATIME = struct.Struct(">Q")
 _BKEY_TAIL = struct.Struct(">II")  # block size, index
 # The map is a reservation of address space, not disk: 1 TiB, or twice the limit
@@ -187,7 +204,7 @@ class NodeCache:
     """The LMDB tier. Thread-safe; every method blocks briefly (call from a thread)."""
 
     def __init__(self, env: lmdb.Environment, path: Path, limit_bytes: int,
-                 block_size: int) -> None:
+                 block_size: int, slot_size: int | None = None) -> None:
         self.env = env
         self.path = path
         self.limit_bytes = limit_bytes
@@ -209,6 +226,8 @@ class NodeCache:
             # Where each block's bytes lie in data.mdb, recorded right after the block is
             # stored (see _record_offsets). Absent for a block: it is read through the map.
             self._boffs = env.open_db(b"boffs", txn=txn)
+            self._bslot = env.open_db(b"bslot", txn=txn)
+            self._freeslots = env.open_db(b"freeslots", txn=txn)
             self._lru = env.open_db(b"lru", txn=txn)
             self._pins = env.open_db(b"pins", txn=txn)
             self._objects = env.open_db(b"objects", txn=txn)
@@ -225,6 +244,8 @@ class NodeCache:
             self._data_fd: int | None = os.open(path / "data.mdb", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self._data_fd = None
+        # the cache's own block size: its full blocks go to slots (None: none do)
+        self._slots = SlotFile.open(path, slot_size) if slot_size else None
 
     # -- opening ---------------------------------------------------------------
 
@@ -310,7 +331,7 @@ class NodeCache:
                 limit_bytes = _U64.unpack(raw)[0] if raw else 20 << 30
         # Readers left behind by killed processes pin old pages; clear them now.
         env.reader_check()
-        return cls(env, path, limit_bytes, block_size)
+        return cls(env, path, limit_bytes, block_size, _U64.unpack(raw_bs)[0])
 
     def close(self) -> None:
         if not self._closed:
@@ -322,6 +343,8 @@ class NodeCache:
             if self._data_fd is not None:
                 os.close(self._data_fd)
                 self._data_fd = None
+            if self._slots is not None:
+                self._slots.close()
             _release_env(self.path)
 
     # -- blocks ----------------------------------------------------------------
@@ -361,16 +384,20 @@ class NodeCache:
         """
         key = self.block_key(oid, index)
         start, end = oid.block_span(index, self.block_size)
+        slot = None
         with self.env.begin(buffers=True) as txn:
             raw = txn.get(key, db=self._bmeta)
             if raw is None:
                 return None
             _, length, crc = _BMETA.unpack(bytes(raw))
-            if nowait:
+            raw_slot = txn.get(key, db=self._bslot)
+            if raw_slot is not None:
+                slot = _U64.unpack(bytes(raw_slot))[0]
+            elif nowait:
                 data = self._pread_nowait(txn.get(key, db=self._boffs), length)
             else:
                 data = self._pread(txn.get(key, db=self._boffs), length, into)
-            mapped = data is None or _crc32(data) != crc
+            mapped = slot is None and (data is None or _crc32(data) != crc)
             heal = None
             if mapped and nowait:  # the map may fault in from disk: the caller's thread
                 raise NotInMemory(key)
@@ -379,7 +406,17 @@ class NodeCache:
                 data = bytes(buf) if buf is not None else b""
                 if len(data) >= _PREAD_MIN:
                     heal = self._file_offset(_buffer_address(buf))
-        ok = length == len(data) == end - start and (not mapped or _crc32(data) == crc)
+        if slot is not None:  # outside the transaction: a disk read holds no reader slot
+            data = self._read_slot(key, slot, length, nowait, into)
+            if data is None:
+                return None
+        # bytes read from a slot are checked here; from data.mdb, above (or here if mapped)
+        ok = length == len(data) == end - start and (
+            _crc32(data) == crc if slot is not None or mapped else True)
+        if not ok and nowait:  # judged by the verifying read, in a thread: a drop writes
+            raise NotInMemory(key)
+        if not ok and slot is not None and self._slot_of(key) != slot:
+            return None  # the block left that slot while it was read: a plain miss
         if not ok:
             log.warning("cached block %d of s3://%s/%s failed verification; dropping it",
                         index, oid.bucket, oid.key)
@@ -397,6 +434,42 @@ class NodeCache:
         if mapped:
             self._count_mapped(len(data))
         return data, crc
+
+    def _read_slot(self, key: bytes, slot: int, length: int, nowait: bool,
+                   into: bytearray | None) -> bytes | bytearray | None:
+        """A slot's bytes (checked by the caller), b"" when they cannot be read (the
+        caller then judges the block), None when this process has no slot file."""
+        if self._slots is None:
+            return None
+        if nowait:
+            try:
+                data = self._slots.read_nowait(slot, length, _RWF_NOWAIT)
+            except BlockingIOError:
+                raise NotInMemory(key) from None
+        else:
+            data = self._slots.read(slot, length, into)
+        return b"" if data is None else data
+
+    def _slot_of(self, key: bytes) -> int | None:
+        with self.env.begin(db=self._bslot) as txn:
+            raw = txn.get(key)
+        return None if raw is None else _U64.unpack(raw)[0]
+
+    def block_location(self, oid: ObjectId, index: int) -> tuple[Path, int, int] | None:
+        """(file, offset, length) of a cached block's bytes where a read finds them, None
+        when not cached or not yet placed (tests drop exactly these pages)."""
+        key = self.block_key(oid, index)
+        with self.env.begin() as txn:
+            raw = txn.get(key, db=self._bmeta)
+            raw_slot, raw_off = txn.get(key, db=self._bslot), txn.get(key, db=self._boffs)
+        if raw is None:
+            return None
+        length = _BMETA.unpack(raw)[1]
+        if raw_slot is not None and self._slots is not None:
+            return self._slots.path, self._slots.offset(_U64.unpack(raw_slot)[0]), length
+        if raw_off is not None:
+            return self.path / "data.mdb", _U64.unpack(raw_off)[0], length
+        return None
 
     def _count_mapped(self, nbytes: int) -> None:
         """Every _UNMAP_EVERY bytes touched through the map, unmap what was touched."""
@@ -437,18 +510,23 @@ class NodeCache:
         in memory and is served on the mount's loop (``get_block(nowait=True)``), or waits
         for a read already under way. Only a hint: nothing happens without a recorded
         offset. Returns how many were asked for."""
-        if self._data_fd is None:
-            return 0
         asked = 0
-        with self.env.begin(db=self._boffs, buffers=True) as txn:
+        with self.env.begin(buffers=True) as txn:
             for oid in oids:
-                raw = txn.get(self.block_key(oid, 0))
-                if raw is None:
-                    continue
+                key = self.block_key(oid, 0)
                 start, end = oid.block_span(0, self.block_size)
                 try:
-                    os.posix_fadvise(self._data_fd, _U64.unpack(bytes(raw))[0], end - start,
-                                     os.POSIX_FADV_WILLNEED)
+                    raw_slot = txn.get(key, db=self._bslot)
+                    if raw_slot is not None:
+                        if self._slots is None:
+                            continue
+                        self._slots.advise(_U64.unpack(bytes(raw_slot))[0], end - start)
+                    else:
+                        raw = txn.get(key, db=self._boffs)
+                        if raw is None or self._data_fd is None:
+                            continue
+                        os.posix_fadvise(self._data_fd, _U64.unpack(bytes(raw))[0],
+                                         end - start, os.POSIX_FADV_WILLNEED)
                 except (OSError, struct.error):
                     continue
                 asked += 1
@@ -487,7 +565,9 @@ class NodeCache:
             checked.append((oid, self.block_key(oid, index), data, _crc32(data)))
         now = time.time_ns()
         stored: list[bool] = []
-        fresh: list[bytes] = []
+        fresh: list[bytes] = []  # stored as LMDB values: their offsets are recorded after
+        added = 0
+        freed: set[int] = set()  # slots this transaction frees: not written again in it
         with self.env.begin(write=True) as txn:
             if _FAILPOINT is not None:
                 _failpoint("put:begin", len(checked))
@@ -497,11 +577,21 @@ class NodeCache:
                     stored.append(True)  # another process stored it first: same bytes
                     continue
                 if used + len(data) > self._fill_limit:
-                    used, _ = self._evict(txn, used, len(data), now)
+                    used, _ = self._evict(txn, used, len(data), now, freed)
                     if used + len(data) > self._fill_limit:
                         stored.append(False)
                         continue
-                txn.put(key, data, db=self._blocks)
+                if self._slots is not None and len(data) == self._slots.slot_size:
+                    slot = self._take_slot(txn, freed)
+                    try:
+                        self._slots.write(slot, data)
+                    except OSError as e:  # callers handle a disk error as LMDB's own
+                        raise lmdb.DiskError(f"{self._slots.path}: {e.strerror or e}") \
+                            from None
+                    txn.put(key, _U64.pack(slot), db=self._bslot)
+                else:
+                    txn.put(key, data, db=self._blocks)
+                    fresh.append(key)
                 if _FAILPOINT is not None:
                     _failpoint("put:data")
                 txn.put(key, _BMETA.pack(now, len(data), crc), db=self._bmeta)
@@ -512,13 +602,13 @@ class NodeCache:
                         {"bucket": oid.bucket, "key": oid.key, "etag": oid.etag,
                          "size": oid.size}).encode(), db=self._objects)
                 stored.append(True)
-                fresh.append(key)
+                added += 1
             if used != was_used:  # nothing stored or evicted: a commit that writes nothing
                 txn.put(b"used", _U64.pack(used), db=self._meta)
             if _FAILPOINT is not None:
-                _failpoint("put:commit", len(fresh))
+                _failpoint("put:commit", added)
         if _FAILPOINT is not None:
-            _failpoint("put:committed", len(fresh))
+            _failpoint("put:committed", added)
         self._record_offsets(fresh)
         return stored
 
@@ -640,8 +730,10 @@ class NodeCache:
             raise NotInMemory(raw_off)
         return buf
 
-    def _evict(self, txn: lmdb.Transaction, used: int, need: int, now: int) -> tuple[int, int]:
-        """Evict LRU unpinned blocks until *need* fits; pinned ones move to the tail."""
+    def _evict(self, txn: lmdb.Transaction, used: int, need: int, now: int,
+               freed: set[int]) -> tuple[int, int]:
+        """Evict LRU unpinned blocks until *need* fits; pinned ones move to the tail.
+        The slots of evicted blocks are added to *freed*."""
         evicted = 0
         rotate: list[tuple[bytes, bytes]] = []
         cur = txn.cursor(db=self._lru)
@@ -661,6 +753,7 @@ class NodeCache:
             txn.delete(key, db=self._blocks)
             txn.delete(key, db=self._bmeta)
             txn.delete(key, db=self._boffs)
+            self._free_slot(txn, key, freed)
             ok = cur.delete()
             evicted += 1
             if _FAILPOINT is not None:
@@ -676,6 +769,30 @@ class NodeCache:
         if evicted:
             _add_counter(txn, self._meta, "evictions", evicted)
         return used, evicted
+
+    def _take_slot(self, txn: lmdb.Transaction, freed: set[int]) -> int:
+        """The lowest free slot not freed by this transaction (a reader that looked its
+        block up before the commit may still be reading it), else a new one at the end."""
+        cur = txn.cursor(db=self._freeslots)
+        ok = cur.first()
+        while ok:
+            slot = _SLOT.unpack(cur.key())[0]
+            if slot not in freed:
+                cur.delete()
+                return slot
+            ok = cur.next()
+        raw = txn.get(b"slots", db=self._meta)
+        slot = _U64.unpack(raw)[0] if raw else 0
+        txn.put(b"slots", _U64.pack(slot + 1), db=self._meta)
+        return slot
+
+    def _free_slot(self, txn: lmdb.Transaction, key: bytes, freed: set[int]) -> None:
+        raw = txn.get(key, db=self._bslot)
+        if raw is not None:
+            slot = _U64.unpack(raw)[0]
+            txn.put(_SLOT.pack(slot), b"", db=self._freeslots)
+            txn.delete(key, db=self._bslot)
+            freed.add(slot)
 
     def _forget_object_if_empty(self, txn: lmdb.Transaction, digest: bytes) -> None:
         """Keep ``objects`` bounded: drop the record when its last block is gone."""
@@ -694,6 +811,7 @@ class NodeCache:
             txn.delete(key, db=self._bmeta)
             txn.delete(key, db=self._blocks)
             txn.delete(key, db=self._boffs)
+            self._free_slot(txn, key, set())
             self._forget_object_if_empty(txn, key[:16])
             _add_counter(txn, self._meta, "integrity_errors", 1)
 
@@ -820,10 +938,12 @@ class NodeCache:
             blocks = txn.stat(self._bmeta)["entries"]
             objects = txn.stat(self._objects)["entries"]
             pins = txn.stat(self._pins)["entries"]
-        try:
-            file_bytes = (self.path / "data.mdb").stat().st_size
-        except OSError:
-            file_bytes = 0
+        file_bytes = 0
+        for name in ("data.mdb", slots.FILE_NAME):  # what the cache takes on disk
+            try:
+                file_bytes += (self.path / name).stat().st_size
+            except OSError:
+                pass
         return CacheStats(str(self.path), used, self.limit_bytes, blocks, objects, pins,
                           file_bytes, counters)
 

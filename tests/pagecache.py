@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from fusecache.nodecache import _BMETA, _U64, NodeCache, ObjectId
+from fusecache import slots
+from fusecache.nodecache import NodeCache, ObjectId
 
 _MEMORY_FILE_SYSTEMS = {"tmpfs", "ramfs", "devtmpfs", "hugetlbfs"}
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -94,26 +95,29 @@ def resident_pages(path: Path, start: int = 0, length: int | None = None) -> int
 
 
 def evict_node_cache(cache: NodeCache, cache_dir: Path) -> None:
-    """Write the cache out and drop its data file's pages (pages this process has mapped
-    are released first: mapped pages cannot be evicted); skip the test, naming the file
-    system, if the kernel keeps them."""
-    data = cache_dir / "cache.lmdb" / "data.mdb"
+    """Write the cache out and drop its files' pages (data.mdb and the slot file; pages
+    this process has mapped are released first: mapped pages cannot be evicted); skip the
+    test, naming the file system, if the kernel keeps them."""
+    env_dir = cache_dir / "cache.lmdb"
+    files = [f for f in (env_dir / "data.mdb", env_dir / slots.FILE_NAME) if f.exists()]
     cache.env.sync(True)
     left = -1
     for _ in range(20):
         cache._release_mapped_pages()
-        fd = os.open(data, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-        left = resident_pages(data)
+        left = 0
+        for data in files:
+            fd = os.open(data, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+            left += resident_pages(data)
         if left == 0:
             return
         time.sleep(0.05)
-    pytest.skip(f"{left} pages of {data} stayed in memory after POSIX_FADV_DONTNEED "
-                f"(file system {file_system_type(data)}): a cold read cannot be made here")
+    pytest.skip(f"{left} pages of {env_dir} stayed in memory after POSIX_FADV_DONTNEED "
+                f"(file system {file_system_type(env_dir)}): a cold read cannot be made here")
 
 
 def evict_block(cache: NodeCache, cache_dir: Path, oid: ObjectId, index: int) -> None:
@@ -127,15 +131,14 @@ def evict_block(cache: NodeCache, cache_dir: Path, oid: ObjectId, index: int) ->
     the cause was not pinned down). Only the block is left cold, and that is checked.
     (Dropping only the block's pages does not work here: a page of its range stayed,
     likely a large folio straddling the range's edge.)"""
-    data = cache_dir / "cache.lmdb" / "data.mdb"
     key = cache.block_key(oid, index)
-    with cache.env.begin() as txn:
-        raw_off, raw_meta = txn.get(key, db=cache._boffs), txn.get(key, db=cache._bmeta)
-    assert raw_off is not None and raw_meta is not None, f"block {index} of {oid} not held"
-    off, length = _U64.unpack(raw_off)[0], _BMETA.unpack(raw_meta)[1]
+    where = cache.block_location(oid, index)
+    assert where is not None, f"block {index} of {oid} not held"
+    data, off, length = where
     evict_node_cache(cache, cache_dir)
     with cache.env.begin() as txn:  # the lookup get_block makes, copied out of the map
-        txn.get(key, db=cache._bmeta), txn.get(key, db=cache._boffs)
+        txn.get(key, db=cache._bmeta), txn.get(key, db=cache._bslot)
+        txn.get(key, db=cache._boffs)
     cache._release_mapped_pages()
     left = resident_pages(data, off, length)
     if left:

@@ -118,11 +118,10 @@ def test_blocks_stored_together_keep_the_books_of_blocks_stored_alone(
     assert c.put_blocks([(refused, 0, data_for(refused, 0)), (pinned[1], 0,
                          data_for(pinned[1], 0))]) == [False, True], "evicted pinned data"
     for o, i in ((pinned[0], 0), (pinned[1], 0), (a, 1), (b, 0)):
-        with c.env.begin(db=c._boffs) as txn:
-            off = struct.unpack("<Q", txn.get(c.block_key(o, i)))[0]
-        with open(c.path / "data.mdb", "rb") as f:  # each one's offset was recorded
+        file, off, length = c.block_location(o, i)  # each one's place was recorded
+        with open(file, "rb") as f:
             f.seek(off)
-            assert f.read(BS) == data_for(o, i)
+            assert f.read(length) == data_for(o, i)
     with pytest.raises(ValueError, match="block 0 of short"):
         c.put_blocks([(b, 0, data_for(b, 0)), (oid("short"), 0, b"x")])
     assert c.stats().used_bytes == 4 * BS
@@ -152,37 +151,49 @@ def test_pin_owners_and_expiry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     c.close()
 
 
-def test_corrupt_block_is_dropped_not_served(tmp_path: Path,
-                                             caplog: pytest.LogCaptureFixture) -> None:
-    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
-    o = oid("a")
-    c.put_block(o, 0, data_for(o, 0))
-    key = c.block_key(o, 0)
-    with c.env.begin(db=c._boffs) as txn:
-        off = struct.unpack("<Q", txn.get(key))[0]
-    with open(c.path / "data.mdb", "r+b") as f:  # bit rot in the file, under the map too
+def _rot_a_byte(c: NodeCache, o: ObjectId, index: int) -> None:
+    """Flip a byte of a stored block where it lies (data.mdb: under the map too)."""
+    file, off, _ = c.block_location(o, index)
+    with open(file, "r+b") as f:
         f.seek(off + 100)
         byte = f.read(1)
         f.seek(off + 100)
         f.write(bytes([byte[0] ^ 0xFF]))
+
+
+@pytest.mark.parametrize("size", [BS, BS - 1000], ids=["slot", "lmdb-value"])
+def test_corrupt_block_is_dropped_not_served(tmp_path: Path, size: int,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    o = oid("a", size=size)
+    c.put_block(o, 0, data_for(o, 0))
+    _rot_a_byte(c, o, 0)
     with caplog.at_level(logging.WARNING):
         assert c.get_block(o, 0) is None
     assert "failed verification" in caplog.text
     assert c.stats().used_bytes == 0 and c.stats().counters["integrity_errors"] == 1
+    if size == BS:  # its slot is free again, and taken by the next full block
+        with c.env.begin(db=c._freeslots) as txn:
+            assert txn.stat()["entries"] == 1
+        o2 = oid("b")
+        assert c.put_block(o2, 0, data_for(o2, 0)) and c.get_block(o2, 0) == data_for(o2, 0)
+        assert c.block_location(o2, 0)[1] == 0
     c.close()
 
 
 def test_blocks_are_read_by_their_recorded_offset_with_the_map_as_fallback(
         tmp_path: Path) -> None:
+    """A block shorter than a slot is an LMDB value: read at its recorded offset in
+    data.mdb, through the map when that is missing or wrong."""
     c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
-    o = oid("a")
+    o = oid("a", size=BS - 1000)
     c.put_block(o, 0, data_for(o, 0))
     key = c.block_key(o, 0)
     with c.env.begin(db=c._boffs) as txn:  # recorded by put_block
         off = struct.unpack("<Q", txn.get(key))[0]
     with open(c.path / "data.mdb", "rb") as f:  # the recorded offset is where the bytes are
         f.seek(off)
-        assert f.read(BS) == data_for(o, 0)
+        assert f.read(o.size) == data_for(o, 0)
     for bad in (off + 4096, 1 << 40):  # a wrong offset: the CRC sends the read to the map
         with c.env.begin(write=True, db=c._boffs) as txn:
             txn.put(key, struct.pack("<Q", bad))
@@ -291,7 +302,9 @@ def test_concurrent_writer_processes_keep_the_books(tmp_path: Path) -> None:
     with c.env.begin() as txn:
         for key, raw in txn.cursor(db=c._bmeta):
             total += int.from_bytes(raw[8:12], "little")
-            assert txn.get(key, db=c._blocks) is not None
+            assert (txn.get(key, db=c._blocks) is None) != (txn.get(key, db=c._bslot) is None)
+        slots_held = [bytes(v) for _, v in txn.cursor(db=c._bslot)]
+        assert len(set(slots_held)) == len(slots_held), "two blocks in one slot"
         lru_entries = txn.stat(c._lru)["entries"]
     assert st.used_bytes == total <= 40 * BS
     assert lru_entries == st.blocks
@@ -345,7 +358,8 @@ def test_nowait_read_serves_only_bytes_already_in_memory(disk_tmp_path: Path) ->
     c = NodeCache.open(disk_tmp_path, limit_bytes=32 * bs, block_size=bs)
     o = oid("cold", size=bs)
     assert c.put_block(o, 0, data_for(o, 0, bs))
-    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0, bs)  # just written
+    assert c.get_block(o, 0) == data_for(o, 0, bs)  # in memory now (written past it)
+    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0, bs)
     # Probed before the eviction: the probe's own failed nowait read starts the kernel's
     # read-ahead on ext4, which could page the block back in before the read below.
     if c._pread_nowait_supported():
@@ -377,17 +391,13 @@ def test_advise_first_blocks_asks_those_blocks_alone_into_the_page_cache(
     held = [oid(f"a{i}", size=BS - 100 * i) for i in range(8)]
     for o in held:
         assert c.put_block(o, 0, data_for(o, 0))
-    data_file = disk_tmp_path / "cache.lmdb" / "data.mdb"
-    spans = {}
-    with c.env.begin(db=c._boffs) as txn:
-        for o in held:
-            spans[o] = (struct.unpack("<Q", txn.get(c.block_key(o, 0)))[0], o.size)
+    spans = {o: c.block_location(o, 0) for o in held}  # held[0] in a slot, the rest values
 
     def cached(o: ObjectId) -> bool:
-        off, size = spans[o]
+        file, off, size = spans[o]
         page = os.sysconf("SC_PAGE_SIZE")
         pages = (off + size - 1) // page - off // page + 1
-        return resident_pages(data_file, off, size) == pages
+        return resident_pages(file, off, size) == pages
 
     evict_node_cache(c, disk_tmp_path)
     absent = oid("absent")
@@ -395,9 +405,9 @@ def test_advise_first_blocks_asks_those_blocks_alone_into_the_page_cache(
     c.advise_first_blocks([absent])
     time.sleep(0.2)
     assert not any(cached(o) for o in held)
-    c.advise_first_blocks([held[3]])
+    c.advise_first_blocks([held[3], held[0]])
     deadline = time.monotonic() + 10
-    while not cached(held[3]):
+    while not (cached(held[3]) and cached(held[0])):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert sum(cached(o) for o in held) < len(held) / 2
@@ -406,21 +416,158 @@ def test_advise_first_blocks_asks_those_blocks_alone_into_the_page_cache(
     c.close()
 
 
-def test_nowait_read_leaves_a_bad_block_to_the_verifying_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [BS, BS - 1000], ids=["slot", "lmdb-value"])
+def test_nowait_read_leaves_a_bad_block_to_the_verifying_read(tmp_path: Path,
+                                                              size: int) -> None:
     """Bytes that fail the crc32 on the nowait path are never served: the block is
-    reported NotInMemory, and the full read finds it bad, drops it and misses."""
+    reported NotInMemory (the FUSE loop does not drop blocks), and the full read finds it
+    bad, drops it and misses."""
     c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
-    o = oid("bad", size=BS)
+    o = oid("bad", size=size)
     assert c.put_block(o, 0, data_for(o, 0))
-    with c.env.begin(db=c._boffs) as txn:
-        off = struct.unpack("<Q", txn.get(c.block_key(o, 0)))[0]
-    with open(c.path / "data.mdb", "r+b") as f:  # bit rot in the file, under the map too
-        f.seek(off + 100)
-        byte = f.read(1)
-        f.seek(off + 100)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    _rot_a_byte(c, o, 0)
     with pytest.raises(nodecache_mod.NotInMemory):
         c.get_block(o, 0, nowait=True)
     assert c.get_block(o, 0) is None
     assert c.stats().counters["integrity_errors"] == 1
+    c.close()
+
+
+# -- slots: full blocks in slots.dat ------------------------------------------------------
+
+def _slot_books(c: NodeCache) -> tuple[list[int], set[int], int]:
+    """(slots held, free slots, slots in all) as the cache records them."""
+    with c.env.begin() as txn:
+        held = [struct.unpack("<Q", v)[0] for _, v in txn.cursor(db=c._bslot)]
+        free = {struct.unpack(">Q", k)[0] for k, _ in txn.cursor(db=c._freeslots)}
+        raw = txn.get(b"slots", db=c._meta)
+    return held, free, struct.unpack("<Q", raw)[0] if raw else 0
+
+
+def test_full_blocks_lie_in_slots_written_past_the_page_cache(disk_tmp_path: Path) -> None:
+    """A large object's full blocks go to slots of slots.dat (O_DIRECT: none of their
+    pages stays in the page cache), its short last block to LMDB; all read back exact."""
+    c = NodeCache.open(disk_tmp_path, limit_bytes=16 * BS, block_size=BS)
+    o = oid("big", size=3 * BS + 20_000)
+    assert c.put_blocks([(o, i, data_for(o, i)) for i in range(4)]) == [True] * 4
+    slot_file = c.path / nodecache_mod.slots.FILE_NAME
+    assert [c.block_location(o, i)[:2] for i in range(3)] == [
+        (slot_file, 0), (slot_file, BS), (slot_file, 2 * BS)]
+    assert c.block_location(o, 3)[0] == c.path / "data.mdb"
+    assert slot_file.stat().st_size == 3 * BS
+    if c._slots.direct:
+        assert resident_pages(slot_file) == 0
+    assert [c.get_block(o, i) for i in range(4)] == [data_for(o, i) for i in range(4)]
+    assert c.stats().used_bytes == 3 * BS + 20_000
+    c.close()
+
+
+def test_evicted_slots_are_written_again_and_the_file_stays_within_the_limit(
+        tmp_path: Path) -> None:
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    objs = [oid(f"churn{i}") for i in range(20)]
+    for o in objs:
+        assert c.put_block(o, 0, data_for(o, 0))
+    held, free, n = _slot_books(c)
+    assert len(held) == 4 and set(held) | free == set(range(n)) and not set(held) & free
+    assert n <= 5  # a transaction never writes the slot it frees: one slot of slack
+    assert (c.path / nodecache_mod.slots.FILE_NAME).stat().st_size <= 5 * BS
+    assert [c.get_block(o, 0) for o in objs[-4:]] == [data_for(o, 0) for o in objs[-4:]]
+    assert all(c.get_block(o, 0) is None for o in objs[:-4])
+    assert c.stats().counters["integrity_errors"] == 0
+    c.close()
+
+
+def test_a_slot_written_again_under_a_read_is_a_miss_not_corruption(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A reader looked a block up, then (before its pread) the block was evicted and its
+    slot given to another block by a later transaction: the bytes fail the crc32, the
+    cache sees the block has left that slot, and the read is a plain miss: no warning,
+    no integrity error, the other block untouched."""
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    first = [oid(f"f{i}") for i in range(4)]
+    for o in first:
+        assert c.put_block(o, 0, data_for(o, 0))
+    target = first[0]
+    slot = c.block_location(target, 0)[1] // BS
+    newcomers = [oid("newcomer-1"), oid("newcomer-22")]  # other bytes (data_for)
+    read = c._slots.read
+
+    def read_after_reuse(*args, **kwargs):
+        if c._slots.read is read_after_reuse:
+            c._slots.read = read
+            for o in newcomers:  # two transactions: the second takes the freed slot
+                assert c.put_block(o, 0, data_for(o, 0))
+            assert c.block_location(newcomers[1], 0)[1] // BS == slot
+        return read(*args, **kwargs)
+
+    c._slots.read = read_after_reuse
+    with caplog.at_level(logging.WARNING):
+        assert c.get_block(target, 0) is None
+    assert "failed verification" not in caplog.text
+    assert c.stats().counters["integrity_errors"] == 0
+    assert c.get_block(newcomers[1], 0) == data_for(newcomers[1], 0)
+    c.close()
+
+
+def test_a_cache_from_before_slots_keeps_serving_its_blocks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full blocks stored as LMDB values (a cache written before slots existed) are read
+    and evicted as before; new full blocks go to slots beside them."""
+    with monkeypatch.context() as m:
+        m.setattr(nodecache_mod.SlotFile, "open", classmethod(lambda cls, d, size: None))
+        old = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+        before = [oid(f"old{i}") for i in range(3)]
+        for o in before:
+            assert old.put_block(o, 0, data_for(o, 0))
+        old.close()
+    c = NodeCache.open(tmp_path, block_size=BS)
+    assert c.block_location(before[0], 0)[0] == c.path / "data.mdb"
+    assert [c.get_block(o, 0) for o in before] == [data_for(o, 0) for o in before]
+    after = [oid(f"new{i}") for i in range(3)]
+    for o in after:  # evicts two of the old ones
+        assert c.put_block(o, 0, data_for(o, 0))
+        assert c.block_location(o, 0)[0] == c.path / nodecache_mod.slots.FILE_NAME
+    assert c.stats().used_bytes == 4 * BS
+    assert sum(c.get_block(o, 0) is not None for o in before) == 1
+    assert [c.get_block(o, 0) for o in after] == [data_for(o, 0) for o in after]
+    c.close()
+
+
+def test_slot_writes_go_through_the_page_cache_where_o_direct_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_open = os.open
+
+    def no_direct(path, flags, *args):
+        if flags & os.O_DIRECT:
+            raise OSError(22, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(nodecache_mod.slots.os, "open", no_direct)
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    assert not c._slots.direct
+    o = oid("a", size=2 * BS)
+    assert c.put_blocks([(o, 0, data_for(o, 0)), (o, 1, data_for(o, 1))]) == [True, True]
+    assert [c.get_block(o, i) for i in range(2)] == [data_for(o, i) for i in range(2)]
+    c.close()
+
+
+def test_a_failed_slot_write_is_a_disk_error_and_changes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk refusing a slot write (full) reaches the caller as LMDB's own disk error
+    (the mount's write-behind then pauses, as for data.mdb), and the transaction that
+    took the slot is not committed: no block recorded, no slot taken, nothing used."""
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    o = oid("a")
+
+    def full(slot: int, data: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(c._slots, "write", full)
+    with pytest.raises(lmdb.Error, match="No space left"):
+        c.put_block(o, 0, data_for(o, 0))
+    assert c.get_block(o, 0) is None and c.stats().used_bytes == 0
+    assert _slot_books(c) == ([], set(), 0)
+    monkeypatch.undo()
+    assert c.put_block(o, 0, data_for(o, 0)) and c.get_block(o, 0) == data_for(o, 0)
     c.close()

@@ -101,12 +101,22 @@ def check_cache(cache_dir: Path, objs: dict[str, Obj]) -> int:
             def keys(db: object) -> set[bytes]:
                 return set(txn.cursor(db=db).iternext(keys=True, values=False))
             blocks, bmeta, boffs = keys(c._blocks), keys(c._bmeta), keys(c._boffs)
+            slot_of = {k: nodecache._U64.unpack(v)[0]
+                       for k, v in txn.cursor(db=c._bslot).iternext()}
+            free = {nodecache._SLOT.unpack(k)[0] for k in keys(c._freeslots)}
+            raw_slots = txn.get(b"slots", db=c._meta)
+            n_slots = nodecache._U64.unpack(raw_slots)[0] if raw_slots else 0
             lru = {k[8:] for k in keys(c._lru)}
             objects = keys(c._objects)
             used = nodecache._U64.unpack(txn.get(b"used", db=c._meta))[0]
             lengths = sum(nodecache._BMETA.unpack(txn.get(k, db=c._bmeta))[1] for k in bmeta)
             n_lru = txn.stat(c._lru)["entries"]
-        assert blocks == bmeta, "blocks without metadata or metadata without block"
+        assert not blocks & set(slot_of), "a block both in data.mdb and in a slot"
+        assert blocks | set(slot_of) == bmeta, "blocks without metadata or metadata without block"
+        held = list(slot_of.values())
+        assert len(set(held)) == len(held), "two blocks in one slot"
+        assert set(held) | free == set(range(n_slots)) and not set(held) & free, \
+            f"slots: {sorted(held)} held, {sorted(free)} free, {n_slots} in all"
         assert lru == bmeta and n_lru == len(bmeta), "LRU order disagrees with the blocks"
         assert boffs <= bmeta, "an offset recorded for a block that is not there"
         assert objects == {k[:16] for k in bmeta}, "object records disagree with the blocks"
