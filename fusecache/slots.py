@@ -17,7 +17,7 @@ as plain pwrites and 0.01 s as O_DIRECT pwrites (the disk copies them by DMA).
 
 Data flow. Write: the block's bytes are copied into one page-aligned staging buffer
 (O_DIRECT needs aligned memory; blocks arrive in buffers malloc placed 16 bytes into a
-page) and written with one ``pwrite`` at ``slot * slot_size``, inside the LMDB write
+page), a MiB at a time, and written with ``pwrite`` at ``slot * slot_size``, inside the LMDB write
 transaction that records the slot, so that a process killed before the commit leaves
 the slot free. Read: a plain ``pread`` (the page cache keeps what is read back, as for
 any file) into the caller's buffer; the CRC the caller has decides whether the bytes
@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = "slots.dat"
 ALIGN = 4096  # O_DIRECT: offsets, lengths and memory aligned to the logical block
+# A block is staged and written this much at a time: the staging buffer stays resident
+# in every process that stores blocks (the mount's RSS bound), eight pwrites per 8 MiB
+# block cost nothing next to the copy.
+STAGE_BYTES = 1 << 20
 
 
 class SlotFile:
@@ -104,23 +108,34 @@ class SlotFile:
             raise ValueError(f"{len(data)} bytes for a slot of {self.slot_size}")
         with self._lock:
             if self.direct:
-                if self._stage is None:
-                    self._stage = mmap.mmap(-1, self.slot_size)
-                self._stage[:] = data
                 try:
-                    n = os.pwrite(self._write_fd, self._stage, self.offset(slot))
+                    self._write_direct(slot, data)
+                    return
                 except OSError as e:
                     if e.errno != errno.EINVAL:
                         raise
                     # the file system took the open but not the write: write through the
                     # page cache from now on
                     self._buffered_from_now("O_DIRECT write refused")
-                    n = os.pwrite(self._write_fd, data, self.offset(slot))
-            else:
-                n = os.pwrite(self._write_fd, data, self.offset(slot))
+            n = os.pwrite(self._write_fd, data, self.offset(slot))
         if n != self.slot_size:
             raise OSError(errno.EIO, f"short write to {self.path}: {n} of "
                                      f"{self.slot_size} bytes")
+
+    def _write_direct(self, slot: int, data: bytes | bytearray | memoryview) -> None:
+        step = min(STAGE_BYTES, self.slot_size)
+        if self._stage is None:
+            self._stage = mmap.mmap(-1, step)
+        src, base = memoryview(data), self.offset(slot)
+        for pos in range(0, self.slot_size, step):
+            chunk = src[pos:pos + step]
+            stage = memoryview(self._stage)[:len(chunk)]
+            stage[:] = chunk
+            n = os.pwrite(self._write_fd, stage, base + pos)
+            stage.release()
+            if n != len(chunk):
+                raise OSError(errno.EIO, f"short write to {self.path}: {n} of "
+                                         f"{len(chunk)} bytes at {base + pos}")
 
     def _buffered_from_now(self, why: str) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
