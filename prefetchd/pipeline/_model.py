@@ -20,7 +20,14 @@ SUPPORTED_SCHEMES = frozenset({"s3", "s3a"})
 
 
 class PipelineError(ValueError):
-    """Input is not a pipeline we can analyse; the message names the file and field."""
+    """Input is not a pipeline we can analyse; the message names the file and field.
+
+    Always one line: names and values from the document are put into messages as they
+    are, so line breaks in them (a task named "a\nb") are shown escaped here, once for
+    every message, instead of at each place a message is built."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message.replace("\r", "\\r").replace("\n", "\\n"))
 
 
 @dataclass
