@@ -194,8 +194,9 @@ class MountedFilesystem:
         """Checks that need the network and the cache dir; raises on bad input."""
         c = self.cfg.cache
         try:
+            # slots written past the page cache: the write-behind's CPU is the job's
             self.disk = NodeCache.open(c.cache_dir, limit_bytes=c.disk_cache_size,
-                                       block_size=c.block_size)
+                                       block_size=c.block_size, direct_slot_writes=True)
             self.cache_env = self.disk
         except CacheUnavailable as e:
             log.warning("%s: serving from S3 without the disk cache", e)

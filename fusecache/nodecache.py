@@ -204,7 +204,8 @@ class NodeCache:
     """The LMDB tier. Thread-safe; every method blocks briefly (call from a thread)."""
 
     def __init__(self, env: lmdb.Environment, path: Path, limit_bytes: int,
-                 block_size: int, slot_size: int | None = None) -> None:
+                 block_size: int, slot_size: int | None = None,
+                 direct_slot_writes: bool = False) -> None:
         self.env = env
         self.path = path
         self.limit_bytes = limit_bytes
@@ -245,13 +246,13 @@ class NodeCache:
         except OSError:
             self._data_fd = None
         # the cache's own block size: its full blocks go to slots (None: none do)
-        self._slots = SlotFile.open(path, slot_size) if slot_size else None
+        self._slots = SlotFile.open(path, slot_size, direct_slot_writes) if slot_size else None
 
     # -- opening ---------------------------------------------------------------
 
     @classmethod
     def open(cls, cache_dir: str | os.PathLike, *, limit_bytes: int | None = None,
-             block_size: int | None = None) -> NodeCache:
+             block_size: int | None = None, direct_slot_writes: bool = False) -> NodeCache:
         """Open (or create) the node cache in *cache_dir*.
 
         *block_size* None means the cache's own (set when it was created,
@@ -262,6 +263,9 @@ class NodeCache:
         A corrupt or incompatible environment is moved aside (``cache.lmdb.bad-<ts>``)
         with a warning and a fresh one created. Raises ``errors.CacheUnavailable`` when
         the directory cannot be created or written.
+
+        *direct_slot_writes*: write full blocks' slots past the page cache (the mount;
+        slots.py says when that pays).
         """
         root = Path(cache_dir)
         try:
@@ -278,7 +282,7 @@ class NodeCache:
             error = e
         else:
             try:
-                return cls._init(env, path, limit_bytes, block_size)
+                return cls._init(env, path, limit_bytes, block_size, direct_slot_writes)
             except (lmdb.Error, struct.error, IncompatibleCache) as e:
                 if _release_env(path):  # others in this process use it: not ours to move
                     raise CacheUnavailable(f"cache {path} not usable: {e}") from None
@@ -296,14 +300,14 @@ class NodeCache:
             raise CacheUnavailable(f"cannot move aside bad cache {path}: {e2}") from None
         env = _acquire_env(path, limit_bytes)
         try:
-            return cls._init(env, path, limit_bytes, block_size)
+            return cls._init(env, path, limit_bytes, block_size, direct_slot_writes)
         except BaseException:
             _release_env(path)
             raise
 
     @classmethod
     def _init(cls, env: lmdb.Environment, path: Path, limit_bytes: int | None,
-              block_size: int | None) -> NodeCache:
+              block_size: int | None, direct_slot_writes: bool = False) -> NodeCache:
         with env.begin(write=True) as txn:  # open_db with txn=: see __init__
             meta = env.open_db(b"meta", txn=txn)
         with env.begin(write=True, db=meta) as txn:
@@ -331,7 +335,8 @@ class NodeCache:
                 limit_bytes = _U64.unpack(raw)[0] if raw else 20 << 30
         # Readers left behind by killed processes pin old pages; clear them now.
         env.reader_check()
-        return cls(env, path, limit_bytes, block_size, _U64.unpack(raw_bs)[0])
+        return cls(env, path, limit_bytes, block_size, _U64.unpack(raw_bs)[0],
+                   direct_slot_writes)
 
     def close(self) -> None:
         if not self._closed:

@@ -64,23 +64,24 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
 
     if parallel <= 1 or len(missing) <= 1:
         return sum(store_block(idx, get(idx)) for idx in missing)
+
+    def fetch_and_store(idx: int) -> int:
+        # Each worker stores its own block: while one waits for the cache's write lock or
+        # its disk write (a full block's slot is written past the page cache, see
+        # nodecache.py), the others' GETs go on. Each holds one block: at most *parallel*.
+        return store_block(idx, get(idx))
+
     moved = 0
     todo = iter(missing)
     with cf.ThreadPoolExecutor(min(parallel, len(missing)),
                                thread_name_prefix="fusecache-fetch") as pool:
-        window = {pool.submit(get, idx): idx for idx in _take(todo, parallel)}
+        window = {pool.submit(fetch_and_store, idx) for idx in _take(todo, parallel)}
         try:
             while window:
-                done, _ = cf.wait(window, return_when=cf.FIRST_COMPLETED)
+                done, window = cf.wait(window, return_when=cf.FIRST_COMPLETED)
                 for fut in done:
-                    idx = window.pop(fut)
-                    moved += store_block(idx, fut.result())
-                n = len(done)
-                # the stored blocks (results of these futures) are not held while the
-                # next round is waited for: at most *parallel* blocks in memory
-                del done, fut
-                for idx in _take(todo, n):
-                    window[pool.submit(get, idx)] = idx
+                    moved += fut.result()
+                window |= {pool.submit(fetch_and_store, idx) for idx in _take(todo, len(done))}
         finally:
             for fut in window:
                 fut.cancel()

@@ -446,8 +446,10 @@ def _slot_books(c: NodeCache) -> tuple[list[int], set[int], int]:
 
 def test_full_blocks_lie_in_slots_written_past_the_page_cache(disk_tmp_path: Path) -> None:
     """A large object's full blocks go to slots of slots.dat (O_DIRECT: none of their
-    pages stays in the page cache), its short last block to LMDB; all read back exact."""
-    c = NodeCache.open(disk_tmp_path, limit_bytes=16 * BS, block_size=BS)
+    pages stays in the page cache: the mount's way), its short last block to LMDB; all
+    read back exact. Other openers write slots through the page cache."""
+    c = NodeCache.open(disk_tmp_path, limit_bytes=16 * BS, block_size=BS,
+                       direct_slot_writes=True)
     o = oid("big", size=3 * BS + 20_000)
     assert c.put_blocks([(o, i, data_for(o, i)) for i in range(4)]) == [True] * 4
     slot_file = c.path / nodecache_mod.slots.FILE_NAME
@@ -455,8 +457,11 @@ def test_full_blocks_lie_in_slots_written_past_the_page_cache(disk_tmp_path: Pat
         (slot_file, 0), (slot_file, BS), (slot_file, 2 * BS)]
     assert c.block_location(o, 3)[0] == c.path / "data.mdb"
     assert slot_file.stat().st_size == 3 * BS
-    if c._slots.direct:
+    if c._slots.direct:  # else this file system refused O_DIRECT
         assert resident_pages(slot_file) == 0
+    other = NodeCache.open(disk_tmp_path)
+    assert not other._slots.direct
+    other.close()
     assert [c.get_block(o, i) for i in range(4)] == [data_for(o, i) for i in range(4)]
     assert c.stats().used_bytes == 3 * BS + 20_000
     c.close()
@@ -515,7 +520,7 @@ def test_a_cache_from_before_slots_keeps_serving_its_blocks(
     """Full blocks stored as LMDB values (a cache written before slots existed) are read
     and evicted as before; new full blocks go to slots beside them."""
     with monkeypatch.context() as m:
-        m.setattr(nodecache_mod.SlotFile, "open", classmethod(lambda cls, d, size: None))
+        m.setattr(nodecache_mod.SlotFile, "open", classmethod(lambda cls, *args: None))
         old = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
         before = [oid(f"old{i}") for i in range(3)]
         for o in before:
@@ -544,7 +549,7 @@ def test_slot_writes_go_through_the_page_cache_where_o_direct_is_refused(
         return real_open(path, flags, *args)
 
     monkeypatch.setattr(nodecache_mod.slots.os, "open", no_direct)
-    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS, direct_slot_writes=True)
     assert not c._slots.direct
     o = oid("a", size=2 * BS)
     assert c.put_blocks([(o, 0, data_for(o, 0)), (o, 1, data_for(o, 1))]) == [True, True]
