@@ -7,7 +7,8 @@ cannot evict the small hot files of the same job (measured in the bench: with
 one LRU, a 512 MiB stream through a 256 MiB tier pushed 600 small files out and
 their next pass fell from ~5,500 to ~3,500 files/s). Used from the trio thread
 only, so it needs no lock. ``on_evict`` (set by the reader) sees each block the
-bound pushes out, so that its buffer can serve the next block read from disk.
+bound pushes out, with its key: its buffer can serve the next block read from disk, and
+a block fetched ahead that goes unread gives its read-ahead budget back.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 
 class RamCache:
     def __init__(self, limit_bytes: int, stream_share: float = 0.5) -> None:
-        self.on_evict: Callable[[bytes | bytearray], None] | None = None
+        self.on_evict: Callable[[bytes, bytes | bytearray], None] | None = None
         self.limit_bytes = limit_bytes
         self.stream_limit = int(limit_bytes * stream_share)
         self.used_bytes = 0
@@ -60,12 +61,19 @@ class RamCache:
                 self._pop(self._main, stream=False)
 
     def _pop(self, segment: OrderedDict[bytes, bytes], stream: bool) -> None:
-        _, evicted = segment.popitem(last=False)
+        key, evicted = segment.popitem(last=False)
         self.used_bytes -= len(evicted)
         if stream:
             self._stream_bytes -= len(evicted)
         if self.on_evict is not None:
-            self.on_evict(evicted)
+            self.on_evict(key, evicted)
+
+    def demote(self, key: bytes) -> None:
+        """A streamed block its reader has read past goes first when room is needed:
+        by access time alone, the blocks several readers of shards just read would stay
+        and the blocks fetched ahead for them, older, would go before anyone read them."""
+        if key in self._stream:
+            self._stream.move_to_end(key, last=False)
 
     def discard(self, key: bytes) -> None:
         old = self._main.pop(key, None)

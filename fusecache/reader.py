@@ -39,10 +39,17 @@ in the node cache like one from S3 (unless ``peer_store`` is off).
 Read-ahead: a reader whose reads follow each other gets the next blocks fetched
 in the background, in parallel, with a window that doubles per sequential read up
 to ``readahead_max``. Every read-ahead block first reserves its size from one
-per-mount byte budget (``readahead_budget``) and gives it back when the block has
-landed in the RAM tier; when the budget is spent, read-ahead simply does not
-start more. That bounds memory regardless of the number of open files: RSS stays
-within RAM tier + budget + write-behind queue (64 MiB) + spare block buffers (32 MiB).
+per-mount byte budget (``readahead_budget``) and gives it back when a read reaches it
+(or the RAM tier lets it go unread, or it has waited unread for _UNREAD_MAX_AGE);
+when the budget is spent, read-ahead simply does not start more. That bounds memory
+regardless of the number of open files: RSS stays within RAM tier + budget +
+write-behind queue (64 MiB) + spare block buffers (32 MiB), and blocks fetched ahead
+stay in RAM until read (the budget, 96 MiB, is under the stream segment, 128 MiB, by
+default). Until 2026-12-05 the budget came back when a block landed: four shards read
+side by side (the training experiment's shard epoch) then had 4 x 8 blocks fetched ahead
+for a stream segment of 16, and half the blocks of the epoch were pushed out of RAM
+before their reader came, to be read back from the node cache (88 of 176 blocks,
+``fusecache stats``).
 No thread keeps a block once it has handed it over (workers.py, ``_WriteBehind``): a
 block the RAM tier lets go is freed or reused, not held until the thread's next job.
 Blocks of objects larger than an eighth of the RAM tier go to its stream segment (at
@@ -112,6 +119,9 @@ _DISK_READ_THREADS = 4
 _SMALL_DISK_READ_THREADS = 16
 _INLINE_DISK_READ = 256 * 1024
 _SEQUENTIAL_SLACK = 8 * 1024 * 1024
+# A block fetched ahead that no read has reached for this long gives its budget back (a
+# reader that stopped, a file closed half read): the next reader is not starved of it.
+_UNREAD_MAX_AGE = 10.0
 _START_WINDOW = 4
 # Write-behind holds blocks that are mostly also in the RAM tier; it is bounded
 # in bytes so a slow disk cannot grow RSS past the bound; when it is full,
@@ -150,7 +160,7 @@ def _unshared_refs() -> int:
     seen: list[int] = []
 
     class Probe:
-        def on_evict(self, block: bytes | bytearray) -> None:
+        def on_evict(self, key: bytes, block: bytes | bytearray) -> None:
             seen.append(sys.getrefcount(block))
 
     ram = RamCache(2)
@@ -198,6 +208,7 @@ class ReadState:
     next_offset: int = 0
     window: int = 0          # blocks of read-ahead
     ahead_until: int = 0     # first block index not yet scheduled for read-ahead
+    last_block: int = -1     # the last block a sequential read reached
 
 
 def _slice(block: bytes, start: int, end: int) -> bytes | memoryview:
@@ -261,6 +272,9 @@ class BlockReader:
         self.readahead_max_blocks = max(0, min(readahead_max, ram.stream_limit // 2)
                                         // block_size)
         self._budget = trio.Semaphore(max(0, readahead_budget // block_size))
+        # blocks read ahead that landed and no read has reached yet: key -> landing time
+        # (time.monotonic); each holds one block of the budget
+        self._unread: OrderedDict[bytes, float] = OrderedDict()
         self._connections = trio.CapacityLimiter(max_connections)
         # the GETs' and the peer calls' threads (abandoned when their caller is cancelled)
         self._calls = WorkerPool("fusecache-io", keep=min(max_connections, 16))
@@ -312,6 +326,9 @@ class BlockReader:
             self.offline.check()  # S3 unreachable: only what this credential may read
         bs = self.block_size
         first, last = offset // bs, (end - 1) // bs
+        if self._unread:  # reached: what was read ahead for this read frees its budget
+            for idx in range(first, last + 1):
+                self._unread_gone(block_key(oid, idx, bs))
         if state is not None:
             self._plan_readahead(oid, state, offset, end, first, last)
         on_disk = False
@@ -796,10 +813,13 @@ class BlockReader:
                 and len(self._spare) < self._spare_max:
             self._spare.append(into)
 
-    def _recycle(self, block: bytes | bytearray) -> None:
+    def _recycle(self, key: bytes, block: bytes | bytearray) -> None:
         """RamCache.on_evict: keep the buffer of a full block read from disk for the next
         read, unless anything else still refers to it (a reply's or a waiter's view, a
-        task about to slice it): such a buffer is left to the garbage collector."""
+        task about to slice it): such a buffer is left to the garbage collector. A block
+        read ahead and let go unread gives its budget back."""
+        if self._unread:
+            self._unread_gone(key)
         if (type(block) is bytearray and len(block) == self.block_size
                 and len(self._spare) < self._spare_max
                 and sys.getrefcount(block) <= self._unshared_refs):
@@ -834,15 +854,17 @@ class BlockReader:
         # pass (a shard, a checkpoint): open with a 4-block window, not 1.
         start = _START_WINDOW if offset == 0 and state.window == 0 else 1
         state.window = min(self.readahead_max_blocks, max(start, state.window * 2))
+        if 0 <= state.last_block < first:  # read past: first to go from the RAM tier
+            for idx in range(max(state.last_block, first - 2), first):
+                self.ram.demote(block_key(oid, idx, self.block_size))
+        state.last_block = last
         total = math.ceil(oid.size / self.block_size)
         target = min(total, last + 1 + state.window)
         idx = max(state.ahead_until, last + 1)
         while idx < target:
             key = block_key(oid, idx, self.block_size)
             if key not in self.ram and key not in self._inflight:
-                try:
-                    self._budget.acquire_nowait()
-                except trio.WouldBlock:
+                if not self._take_budget():
                     break  # budget spent: do not queue more, the reader catches up
                 self.metrics.readahead_bytes.inc(self.block_size)
                 self._nursery.start_soon(self._prefetch, oid, idx)
@@ -850,16 +872,49 @@ class BlockReader:
         state.ahead_until = idx
 
     async def _prefetch(self, oid: ObjectId, idx: int) -> None:
+        held = False  # landed in RAM: the budget stays taken until a read reaches it
         try:
             with trio.move_on_after(self.read_timeout) as scope:
                 await self.get_block(oid, idx)
             if scope.cancelled_caught:
                 self._no_answer()
+            else:
+                key = block_key(oid, idx, self.block_size)
+                if key in self.ram and key not in self._unread:
+                    self._unread[key] = time.monotonic()
+                    held = True
         except Exception as e:  # noqa: BLE001 - read-ahead is best effort; the reader retries
             log.debug("read-ahead of block %d of %s failed: %s", idx, oid.key, e)
         finally:
-            self._budget.release()
-            self.metrics.readahead_bytes.dec(self.block_size)
+            if not held:
+                self._give_back()
+
+    def _take_budget(self) -> bool:
+        """One block of the read-ahead budget, if there is one; blocks read ahead and
+        left unread for _UNREAD_MAX_AGE give theirs back first."""
+        try:
+            self._budget.acquire_nowait()
+            return True
+        except trio.WouldBlock:
+            pass
+        old = time.monotonic() - _UNREAD_MAX_AGE
+        while self._unread and next(iter(self._unread.values())) < old:
+            self._unread.popitem(last=False)
+            self._give_back()
+        try:
+            self._budget.acquire_nowait()
+            return True
+        except trio.WouldBlock:
+            return False
+
+    def _unread_gone(self, key: bytes) -> None:
+        """A block read ahead was reached by a read, or left the RAM tier unread."""
+        if self._unread.pop(key, None) is not None:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        self._budget.release()
+        self.metrics.readahead_bytes.dec(self.block_size)
 
 
 class _WriteBehind:

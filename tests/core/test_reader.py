@@ -665,3 +665,59 @@ def test_blocks_loaded_beside_their_readers_are_bounded_by_the_read_ahead_budget
         assert r._budget.value == 4
 
     trio.run(go)
+
+
+def test_blocks_read_ahead_stay_in_ram_until_their_readers_come() -> None:
+    """Four files read side by side, block by block in turn (a loader's workers on four
+    shards): what is read ahead for them holds the budget until a read reaches it, so
+    the stream segment is never asked to hold more than the budget and no block is let go
+    before its reader comes: each is fetched exactly once. (With the budget given back on
+    landing, 4 x 4 blocks ahead pushed each other out of an 8-block segment.)"""
+    store = FakeStore()
+    store.delay = 0.002
+    objs = [put(store, f"shard{i}", 16 * BS) for i in range(4)]
+
+    async def go():
+        # stream segment 8 blocks: the budget (4) and the 4 blocks being read fill it,
+        # as the defaults do with 4 readers (12 + 4 of 16)
+        r = make_reader(store, ram=16 * BS, budget=4 * BS)
+        states = [ReadState() for _ in objs]
+
+        async def body():
+            for off in range(0, 16 * BS, BS // 2):
+                for o, state in zip(objs, states, strict=True):
+                    data = await r.read(o, off, BS // 2, state)
+                    assert data == store.objects[o.key][off:off + BS // 2]
+                    await trio.sleep(0.001)  # the reader's own work between reads
+            assert 4 - r._budget.value == len(r._unread) == 0  # all reached, all given back
+        await with_reader(r, body)
+    trio.run(go)
+    assert store.calls["get"] == 4 * 16, "blocks read ahead were let go before their readers"
+
+
+def test_blocks_read_ahead_and_left_unread_give_their_budget_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that stops (a file closed half read) leaves blocks read ahead in RAM; once
+    they have waited past _UNREAD_MAX_AGE the next reader's read-ahead takes their budget,
+    instead of finding it spent."""
+    monkeypatch.setattr(reader_module, "_UNREAD_MAX_AGE", 0.2)
+    store = FakeStore()
+    a, b = put(store, "a", 16 * BS), put(store, "b", 16 * BS)
+
+    async def go():
+        r = make_reader(store, ram=64 * BS, budget=4 * BS)
+
+        async def body():
+            await r.read(a, 0, BS // 2, ReadState())  # then never again
+            await trio.sleep(0.1)
+            assert len(r._unread) == 4 and r._budget.value == 0
+            state = ReadState()
+            await r.read(b, 0, BS // 2, state)  # too early: nothing to take
+            assert r._budget.value == 0 and store.calls["get"] == 6  # a: 1 + 4 ahead; b: 1
+            await trio.sleep(0.2)
+            await r.read(b, BS // 2, BS // 2, state)
+            await trio.sleep(0.1)
+            assert not any(k.startswith(a.digest) for k in r._unread)
+            assert store.calls["get"] > 6  # b is read ahead again
+        await with_reader(r, body)
+    trio.run(go)
