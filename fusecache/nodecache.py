@@ -201,7 +201,8 @@ class CacheStats:
 
 
 class NodeCache:
-    """The LMDB tier. Thread-safe; every method blocks briefly (call from a thread)."""
+    """The node cache: LMDB, and the slot file for full blocks. Thread-safe; every method
+    blocks briefly (call from a thread)."""
 
     def __init__(self, env: lmdb.Environment, path: Path, limit_bytes: int,
                  block_size: int, slot_size: int | None = None,

@@ -66,9 +66,9 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
         return sum(store_block(idx, get(idx)) for idx in missing)
 
     def fetch_and_store(idx: int) -> int:
-        # Each worker stores its own block: while one waits for the cache's write lock or
-        # its disk write (a full block's slot is written past the page cache, see
-        # nodecache.py), the others' GETs go on. Each holds one block: at most *parallel*.
+        # Each worker stores its own block: while one waits for the cache's write lock
+        # (held by another store, or another process), the others' GETs go on. Each
+        # holds one block: at most *parallel* in memory.
         return store_block(idx, get(idx))
 
     moved = 0
