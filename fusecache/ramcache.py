@@ -54,8 +54,13 @@ class RamCache:
             self._main[key] = data
         self.used_bytes += len(data)
         while self.used_bytes > self.limit_bytes:
-            # The stream segment gives way first: it is re-read from disk cheaply.
-            if self._stream:
+            # The stream segment gives way first: it is re-read from disk cheaply. But a
+            # stream takes back the share plain blocks borrowed while no stream ran: with
+            # the tier full of small files (an epoch over them), each block a shard's
+            # reader had fetched ahead was pushed out by the next, before it was read.
+            main_bytes = self.used_bytes - self._stream_bytes
+            if self._stream and not (
+                    stream and main_bytes > self.limit_bytes - self.stream_limit):
                 self._pop(self._stream, stream=True)
             else:
                 self._pop(self._main, stream=False)

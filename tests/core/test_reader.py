@@ -307,6 +307,11 @@ def test_ram_tier_streams_cannot_evict_hot_small_blocks() -> None:
     for i in range(30):  # plain blocks still use the whole tier, streams give way first
         ram.put(b"big%d" % i, b"b" * BS)
     assert ram.used_bytes <= ram.limit_bytes and ram.get(b"stream39") is None
+    for i in range(40, 60):  # a stream takes back its share from them, and keeps it
+        ram.put(b"stream%d" % i, b"x" * BS, stream=True)
+        assert ram.used_bytes <= ram.limit_bytes
+    assert all(ram.get(b"stream%d" % i) is not None for i in range(55, 60))
+    assert sum(ram.get(b"big%d" % i) is not None for i in range(30)) == 5
 
 
 BIG_BS = 512 * 1024  # above the inline limit: node-cache reads of full blocks take the
