@@ -21,8 +21,10 @@ A full block of the cache's own block size (the bulk of the bytes: every block o
 large object but its last) is not an LMDB value: its bytes lie in one slot of
 ``slots.dat`` beside data.mdb, written past the page cache (``slots.py`` says why), and
 ``bslot`` says which. Everything else (small files, last blocks, blocks of another block
-size) is a value in ``blocks``, as before slots existed; a cache written before then
-opens as it is and fills its new full blocks into slots.
+size) is a value in ``blocks``. A cache created before slots existed (no ``slots`` in
+``meta``) keeps every block an LMDB value: its data.mdb has grown to its bound already and
+never shrinks, so slots beside it would take up to twice the disk the bound allows.
+Removing its directory starts a cache with slots.
 
 A block key is ``digest(bucket, key, etag, size)[16] + block size[4] + index[4]``, so a
 changed object (new ETag) can never be served from an old block, and mounts with
@@ -318,6 +320,7 @@ class NodeCache:
                     raise IncompatibleCache("no fusecache format marker")
                 txn.put(b"format", FORMAT)
                 txn.put(b"used", _U64.pack(0))
+                txn.put(b"slots", _U64.pack(0))  # this cache keeps full blocks in slots
             elif fmt != FORMAT:
                 raise IncompatibleCache(f"format {fmt!r}, expected {FORMAT!r}")
             raw_bs = txn.get(b"block_size")
@@ -334,10 +337,11 @@ class NodeCache:
             else:
                 raw = txn.get(b"limit")
                 limit_bytes = _U64.unpack(raw)[0] if raw else 20 << 30
+            with_slots = txn.get(b"slots") is not None
         # Readers left behind by killed processes pin old pages; clear them now.
         env.reader_check()
-        return cls(env, path, limit_bytes, block_size, _U64.unpack(raw_bs)[0],
-                   direct_slot_writes)
+        return cls(env, path, limit_bytes, block_size,
+                   _U64.unpack(raw_bs)[0] if with_slots else None, direct_slot_writes)
 
     def close(self) -> None:
         if not self._closed:

@@ -515,28 +515,37 @@ def test_a_slot_written_again_under_a_read_is_a_miss_not_corruption(
     c.close()
 
 
-def test_a_cache_from_before_slots_keeps_serving_its_blocks(
+def test_a_cache_from_before_slots_keeps_its_blocks_in_lmdb(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Full blocks stored as LMDB values (a cache written before slots existed) are read
-    and evicted as before; new full blocks go to slots beside them."""
+    """A cache created before slots existed (full blocks stored as LMDB values, no
+    ``slots`` in meta) is read and evicted as before and keeps storing LMDB values: its
+    data.mdb never shrinks, so a slot file beside it would double the disk it takes. A new
+    cache in a fresh directory has slots."""
     with monkeypatch.context() as m:
         m.setattr(nodecache_mod.SlotFile, "open", classmethod(lambda cls, *args: None))
         old = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
         before = [oid(f"old{i}") for i in range(3)]
         for o in before:
             assert old.put_block(o, 0, data_for(o, 0))
+        with old.env.begin(write=True, db=old._meta) as txn:
+            txn.delete(b"slots")  # as a cache written by a fusecache without slots
         old.close()
-    c = NodeCache.open(tmp_path, block_size=BS)
+    c = NodeCache.open(tmp_path, block_size=BS, direct_slot_writes=True)
+    assert c._slots is None
     assert c.block_location(before[0], 0)[0] == c.path / "data.mdb"
     assert [c.get_block(o, 0) for o in before] == [data_for(o, 0) for o in before]
     after = [oid(f"new{i}") for i in range(3)]
     for o in after:  # evicts two of the old ones
         assert c.put_block(o, 0, data_for(o, 0))
-        assert c.block_location(o, 0)[0] == c.path / nodecache_mod.slots.FILE_NAME
+        assert c.block_location(o, 0)[0] == c.path / "data.mdb"
     assert c.stats().used_bytes == 4 * BS
     assert sum(c.get_block(o, 0) is not None for o in before) == 1
     assert [c.get_block(o, 0) for o in after] == [data_for(o, 0) for o in after]
+    assert not (c.path / nodecache_mod.slots.FILE_NAME).exists()
     c.close()
+    fresh = NodeCache.open(tmp_path / "new", block_size=BS)
+    assert fresh._slots is not None
+    fresh.close()
 
 
 def test_slot_writes_go_through_the_page_cache_where_o_direct_is_refused(
