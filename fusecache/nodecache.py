@@ -451,13 +451,9 @@ class NodeCache:
         caller then judges the block), None when this process has no slot file."""
         if self._slots is None:
             return None
-        if nowait:
-            try:
-                data = self._slots.read_nowait(slot, length, _RWF_NOWAIT)
-            except BlockingIOError:
-                raise NotInMemory(key) from None
-        else:
-            data = self._slots.read(slot, length, into)
+        fd, off = self._slots.read_fd, self._slots.offset(slot)
+        data = (_read_cached(fd, off, length, key) if nowait
+                else _read_exact(fd, off, length, into))
         return b"" if data is None else data
 
     def _slot_of(self, key: bytes) -> int | None:
@@ -530,13 +526,14 @@ class NodeCache:
                     if raw_slot is not None:
                         if self._slots is None:
                             continue
-                        self._slots.advise(_U64.unpack(bytes(raw_slot))[0], end - start)
+                        fd = self._slots.read_fd
+                        off = self._slots.offset(_U64.unpack(bytes(raw_slot))[0])
                     else:
                         raw = txn.get(key, db=self._boffs)
                         if raw is None or self._data_fd is None:
                             continue
-                        os.posix_fadvise(self._data_fd, _U64.unpack(bytes(raw))[0],
-                                         end - start, os.POSIX_FADV_WILLNEED)
+                        fd, off = self._data_fd, _U64.unpack(bytes(raw))[0]
+                    os.posix_fadvise(fd, off, end - start, os.POSIX_FADV_WILLNEED)
                 except (OSError, struct.error):
                     continue
                 asked += 1
@@ -704,12 +701,9 @@ class NodeCache:
             return None
         try:
             off = _U64.unpack(bytes(raw_off))[0]
-            if into is not None and len(into) == length:
-                return into if os.preadv(self._data_fd, [into], off) == length else None
-            data = os.pread(self._data_fd, length, off)
-        except (OSError, struct.error):
+        except struct.error:
             return None
-        return data if len(data) == length else None
+        return _read_exact(self._data_fd, off, length, into)
 
     def _pread_nowait_supported(self) -> bool:
         """Whether this kernel and file system answer RWF_NOWAIT reads (else every
@@ -729,16 +723,11 @@ class NodeCache:
         NotInMemory (None: no recorded offset, or the read failed)."""
         if raw_off is None or self._data_fd is None:
             return None
-        buf = bytearray(length)
         try:
-            n = os.preadv(self._data_fd, [buf], _U64.unpack(bytes(raw_off))[0], _RWF_NOWAIT)
-        except BlockingIOError:
-            raise NotInMemory(raw_off) from None
-        except (OSError, struct.error):
+            off = _U64.unpack(bytes(raw_off))[0]
+        except struct.error:
             return None
-        if n != length:  # partly cached: the rest would wait for the disk
-            raise NotInMemory(raw_off)
-        return buf
+        return _read_cached(self._data_fd, off, length, raw_off)
 
     def _evict(self, txn: lmdb.Transaction, used: int, need: int, now: int,
                freed: set[int]) -> tuple[int, int]:
@@ -1107,6 +1096,34 @@ def _buffer_address(obj: object) -> int:
         return int(view.buf or 0) or -1
     finally:
         ctypes.pythonapi.PyBuffer_Release(ctypes.byref(view))
+
+
+def _read_exact(fd: int, off: int, length: int, into: bytearray | None = None
+                ) -> bytes | bytearray | None:
+    """*length* bytes at *off* of data.mdb or slots.dat (into *into* when it has that
+    length); None if they cannot all be read."""
+    try:
+        if into is not None and len(into) == length:
+            return into if os.preadv(fd, [into], off) == length else None
+        data = os.pread(fd, length, off)
+    except OSError:
+        return None
+    return data if len(data) == length else None
+
+
+def _read_cached(fd: int, off: int, length: int, what: object) -> bytearray | None:
+    """As _read_exact, but only bytes all in the page cache (``preadv2(RWF_NOWAIT)``):
+    NotInMemory(*what*) if any of them would wait for the disk."""
+    buf = bytearray(length)
+    try:
+        n = os.preadv(fd, [buf], off, _RWF_NOWAIT)
+    except BlockingIOError:
+        raise NotInMemory(what) from None
+    except OSError:
+        return None
+    if n != length:  # partly cached: the rest would wait for the disk
+        raise NotInMemory(what)
+    return buf
 
 
 def _pin_live(raw: bytes | None, now: int) -> bool:

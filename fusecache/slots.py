@@ -2,8 +2,9 @@
 
 Who calls it: ``nodecache.NodeCache`` only. Its LMDB environment records which slot holds
 which block (``bslot``), which slots are free (``freeslots``) and how many exist
-(``slots`` in ``meta``); this module only moves bytes in and out of ``slots.dat``, which
-lies beside ``data.mdb`` (so a cache moved aside takes it along).
+(``slots`` in ``meta``) and reads slots with the same preads as data.mdb (through
+``read_fd``); this module opens ``slots.dat``, which lies beside ``data.mdb`` (so a cache
+moved aside takes it along), and writes blocks into it.
 
 Why: a full 8 MiB block stored as an LMDB value cost the thread that stores it a fresh
 8 MiB buffer (LMDB copies a value into pages it mallocs, which the mount's malloc
@@ -19,9 +20,9 @@ Data flow. Write: the block's bytes are copied into one page-aligned staging buf
 (O_DIRECT needs aligned memory; blocks arrive in buffers malloc placed 16 bytes into a
 page), a MiB at a time, and written with ``pwrite`` at ``slot * slot_size``, inside the LMDB write
 transaction that records the slot, so that a process killed before the commit leaves
-the slot free. Read: a plain ``pread`` (the page cache keeps what is read back, as for
-any file) into the caller's buffer; the CRC the caller has decides whether the bytes
-are the block's (a slot freed and written again under a reader is caught there).
+the slot free. Read (nodecache.py): a plain ``pread`` (the page cache keeps what is read
+back, as for any file) into the caller's buffer; the CRC the caller has decides whether
+the bytes are the block's (a slot freed and written again under a reader is caught there).
 
 Who writes past the page cache: the mount (``NodeCache.open(direct_slot_writes=True)``),
 whose CPU the training job on the node needs: a cold 512 MiB read on loopback moved
@@ -63,7 +64,7 @@ class SlotFile:
         self.slot_size = slot_size
         self.direct = direct
         self._write_fd = write_fd
-        self._read_fd = read_fd
+        self.read_fd = read_fd  # nodecache reads and advises slots through it
         self._lock = threading.Lock()
         self._stage: mmap.mmap | None = None
 
@@ -100,10 +101,10 @@ class SlotFile:
 
     def close(self) -> None:
         with self._lock:
-            for fd in (self._write_fd, self._read_fd):
+            for fd in (self._write_fd, self.read_fd):
                 if fd >= 0:
                     os.close(fd)
-            self._write_fd = self._read_fd = -1
+            self._write_fd = self.read_fd = -1
             if self._stage is not None:
                 self._stage.close()
                 self._stage = None
@@ -155,34 +156,3 @@ class SlotFile:
             self._stage.close()
             self._stage = None
         log.info("%s for %s: writing it through the page cache", why, self.path)
-
-    def read(self, slot: int, length: int, into: bytearray | None = None
-             ) -> bytes | bytearray | None:
-        """The first *length* bytes of *slot* (into *into* when it has that length);
-        None if they cannot all be read."""
-        try:
-            if into is not None and len(into) == length:
-                return into if os.preadv(self._read_fd, [into], self.offset(slot)) == length \
-                    else None
-            data = os.pread(self._read_fd, length, self.offset(slot))
-        except OSError:
-            return None
-        return data if len(data) == length else None
-
-    def read_nowait(self, slot: int, length: int, flag: int) -> bytearray | None:
-        """As ``read``, but only from the page cache (``preadv2`` with *flag*,
-        RWF_NOWAIT): BlockingIOError if any of it would wait for the disk."""
-        buf = bytearray(length)
-        try:
-            n = os.preadv(self._read_fd, [buf], self.offset(slot), flag)
-        except BlockingIOError:
-            raise
-        except OSError:
-            return None
-        if n != length:  # partly cached: the rest would wait for the disk
-            raise BlockingIOError(errno.EAGAIN, "partly in memory")
-        return buf
-
-    def advise(self, slot: int, length: int) -> None:
-        """Ask the kernel to start reading a slot into the page cache."""
-        os.posix_fadvise(self._read_fd, self.offset(slot), length, os.POSIX_FADV_WILLNEED)

@@ -496,17 +496,17 @@ def test_a_slot_written_again_under_a_read_is_a_miss_not_corruption(
     target = first[0]
     slot = c.block_location(target, 0)[1] // BS
     newcomers = [oid("newcomer-1"), oid("newcomer-22")]  # other bytes (data_for)
-    read = c._slots.read
+    read = c._read_slot
 
     def read_after_reuse(*args, **kwargs):
-        if c._slots.read is read_after_reuse:
-            c._slots.read = read
+        if c._read_slot is read_after_reuse:
+            c._read_slot = read
             for o in newcomers:  # two transactions: the second takes the freed slot
                 assert c.put_block(o, 0, data_for(o, 0))
             assert c.block_location(newcomers[1], 0)[1] // BS == slot
         return read(*args, **kwargs)
 
-    c._slots.read = read_after_reuse
+    c._read_slot = read_after_reuse
     with caplog.at_level(logging.WARNING):
         assert c.get_block(target, 0) is None
     assert "failed verification" not in caplog.text
