@@ -14,7 +14,9 @@ The public Python API (used by prefetchd and the CSI plugin):
   ``has_under``, ``list_dir`` and ``get_range`` through obstore, which returns a
   ``memoryview``; boto3 for ``list_page`` and for what obstore cannot name); raises the
   ``errors`` family.
-- ``fetch_object(store, cache, info)``: fill the cache with one object's missing blocks.
+- ``fetch_object(store, cache, info)``: fill the cache with one object's missing blocks;
+  ``fetch_small_from_peers(peers, cache, bucket, infos)``: many one-block objects from the
+  cache group, a call per batch.
 - ``offline_auth.record_authorised(cache, store, bucket, prefix)``: after a warm, let
   mounts with the same credential serve that prefix while S3 is unreachable.
 """
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from fusecache.store import ObjectInfo as ObjectInfo
     from fusecache.warm import CacheFull as CacheFull
     from fusecache.warm import fetch_object as fetch_object
+    from fusecache.warm import fetch_small_from_peers as fetch_small_from_peers
 
 # The names are imported when first used (PEP 562), so that a command line that only
 # needs a submodule (fusecache.cliargs for `prefetchd plan`) does not pay for boto3 and LMDB.
@@ -46,7 +49,7 @@ _EXPORTS = {
     "CacheStats": "fusecache.nodecache", "NodeCache": "fusecache.nodecache",
     "ObjectId": "fusecache.nodecache", "S3Store": "fusecache.s3store",
     "ObjectInfo": "fusecache.store", "CacheFull": "fusecache.warm",
-    "fetch_object": "fusecache.warm",
+    "fetch_object": "fusecache.warm", "fetch_small_from_peers": "fusecache.warm",
 }
 
 
@@ -64,6 +67,6 @@ def __getattr__(name: str) -> object:
 __version__ = "0.1.0"
 __all__ = [
     "CacheConfig", "CacheFull", "CacheStats", "ListingCache", "MountConfig", "NodeCache",
-    "ObjectId", "ObjectInfo", "S3Location", "S3Store", "errors", "fetch_object", "parse_size",
-    "parse_ttl",
+    "ObjectId", "ObjectInfo", "S3Location", "S3Store", "errors", "fetch_object",
+    "fetch_small_from_peers", "parse_size", "parse_ttl",
 ]

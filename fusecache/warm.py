@@ -1,12 +1,18 @@
 """Filling the node cache without a mount: the primitive prefetchd builds on.
 
-Blocks come from the cache group's peers when one serves them (peer_client.py), else
-from S3 (ranged GETs), and are stored in the node cache.
+Who calls it: prefetchd's warmer (``prefetchd/warm.py``; also under the node agent) and
+tests. Data flow: blocks come from the cache group's peers when one serves them
+(peer_client.py), else from S3 (ranged GETs), and are stored in the node cache.
+``fetch_object`` moves one object (its blocks in parallel); ``fetch_small_from_peers``
+asks the group for many one-block objects in one call (GetBlocks) and stores them in one
+write transaction, so a warm of a small-file dataset from a peer costs a call per batch,
+not per file; what the group did not give is then fetched with ``fetch_object``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -15,6 +21,9 @@ from fusecache.store import ObjectInfo, ObjectStore
 
 if TYPE_CHECKING:
     from fusecache.peer_client import PeerClient
+
+
+log = logging.getLogger(__name__)
 
 
 class CacheFull(Exception):
@@ -86,6 +95,51 @@ def fetch_object(store: ObjectStore, cache: NodeCache, info: ObjectInfo,
             for fut in window:
                 fut.cancel()
     return moved
+
+
+def fetch_small_from_peers(peers: PeerClient, cache: NodeCache, bucket: str,
+                           infos: list[ObjectInfo], pin_owner: str | None = None,
+                           pin_ttl: float | None = None, *,
+                           on_block: Callable[[int], None] | None = None
+                           ) -> list[int | None]:
+    """Fill the cache with these one-block objects from the cache group, many per call.
+
+    Blocking (a worker thread). Per object, in order: the bytes stored (0: it was cached
+    already), or None: no peer gave it (fetch it with ``fetch_object``, from S3). Pins
+    each object first when *pin_owner* is given, as ``fetch_object`` does. The objects
+    still lacking are asked of the group together (``PeerClient.fetch_first_blocks``: one
+    GetBlocks call per peer and round, each block verified) and what came is stored in
+    one write transaction. Raises ValueError for an object of more than one block, and
+    CacheFull, after storing the others, when one does not fit without evicting pinned
+    data.
+    """
+    bs = cache.block_size
+    oids = [ObjectId(bucket, i.key, i.etag, i.size) for i in infos]
+    for oid in oids:
+        if oid.block_count(bs) != 1:
+            raise ValueError(f"s3://{bucket}/{oid.key}: {oid.size} bytes is not one block")
+    if pin_owner is not None:
+        for oid in oids:
+            cache.pin_object(oid, pin_owner, pin_ttl)
+    lacking = cache.lacking_first_blocks(oids)
+    got: dict[ObjectId, bytes] = {}
+    if lacking:
+        try:
+            got = peers.fetch_first_blocks(lacking, bs)
+        except Exception as e:  # noqa: BLE001 - peers are an optimisation; S3 stays the source
+            log.debug("asking the group for %d small objects failed: %s", len(lacking), e)
+    given = list(got.items())
+    stored = cache.put_blocks([(oid, 0, data) for oid, data in given]) if given else []
+    full = [oid for (oid, _), ok in zip(given, stored, strict=True) if not ok]
+    if on_block is not None:
+        for (_, data), ok in zip(given, stored, strict=True):
+            if ok:
+                on_block(len(data))
+    if full:
+        raise CacheFull(f"node cache full of pinned data; s3://{bucket}/{full[0].key} "
+                        f"and {len(full) - 1} more not cached")
+    missing = set(lacking)
+    return [len(got[o]) if o in got else (None if o in missing else 0) for o in oids]
 
 
 def _from_peers(peers: PeerClient | None, oid: ObjectId, idx: int, bs: int) -> bytes | None:

@@ -202,3 +202,54 @@ def test_folder_read_ahead_takes_a_warmed_folder_from_the_peer_in_batches(
                 if line.startswith('fusecache_peer_request_seconds_count{peer="node-a"}'))
     # 40 files: the first ones read on demand, the rest fetched ahead 16 at a time
     assert 1 <= calls <= len(files) // 2, prom
+
+
+def _served_calls(metrics_port: int) -> float:
+    prom = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics",
+                                  timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in prom.splitlines()
+               if line.startswith('fusecache_peer_requests_served_total{result="ok"}'))
+
+
+@pytest.mark.s3
+def test_prefetchd_warm_takes_small_files_from_a_peer_in_batches(
+        local_s3, s3_env, bucket, tmp_path):
+    """``prefetchd warm`` on node C of a dataset of small files node A holds: a GetBlocks
+    call per batch of files, not a call per file; a file A lacks comes from S3; the large
+    object's blocks are asked one by one as before; every byte lands in C's cache."""
+    small = {f"ds/c{i % 3}/{i:03d}.jpg": os.urandom(20 * KiB + 31 * i) for i in range(150)}
+    big = {"ds/big.bin": os.urandom(9 * 1024 * KiB)}  # two blocks
+    upload(local_s3, bucket, {**small, **big})
+    a, c = tmp_path / "a", tmp_path / "c"
+    warm(a, f"s3://{bucket}/ds/")
+    late = {"ds/c0/late.jpg": os.urandom(40 * KiB)}  # uploaded after A's warm
+    upload(local_s3, bucket, late)
+    pki = Pki(tmp_path / "pki")
+    ta, tc = pki.node("node-a"), pki.node("node-c")
+    members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
+               Member("node-c", "127.0.0.1:1", buckets=(bucket,))]
+    group_file(a / "group.json", "node-a", members, ta)
+    metrics_port = free_port()
+    with peer_serve(a, "--metrics-port", str(metrics_port)) as (_, port):
+        c.mkdir()
+        group_file(c / "group.json", "node-c", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)), members[1]], tc)
+        assert _served_calls(metrics_port) == 0
+        warm(c, f"s3://{bucket}/ds/")
+        calls = _served_calls(metrics_port)
+    # 151 small files in three batches of at most 64 (the late one asked, not given),
+    # the big object's two blocks one call each
+    assert 3 <= calls <= 5, calls
+    st = node_stats(c)
+    assert st["s3_gets"] == 1, st  # the late file only
+    assert st["by_mount"]["prefetchd"]["peer_bytes"] == sum(
+        len(v) for v in (*small.values(), *big.values()))
+    cache = NodeCache.open(c)
+    try:
+        for k, v in {**small, **big, **late}.items():
+            oid = oid_of(local_s3, bucket, k)
+            assert b"".join(cache.get_block(oid, i) or b"!"
+                            for i in range(oid.block_count(cache.block_size))) == v, k
+            assert cache.is_pinned(oid), k
+    finally:
+        cache.close()
