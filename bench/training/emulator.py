@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from .accelerator import Accelerator, NvmlSampler
 from .datasets import FilesDataset, ShardDataset
@@ -29,6 +29,9 @@ class EpochStats:
     samples: int
     bytes: int
     nvml_util_pct: float | None = None
+    # the data stall in each tenth of the epoch's batches: at the start (a cold fill, a
+    # first batch) or spread over the epoch (every read slower)
+    stall_by_tenth: list[float] = field(default_factory=list)
 
     @property
     def utilization(self) -> float:
@@ -41,6 +44,7 @@ class EpochStats:
         d["mb_per_s"] = round(self.bytes / self.wall_s / 1e6, 1) if self.wall_s else None
         for k in ("wall_s", "compute_s", "stall_s", "first_batch_s"):
             d[k] = round(d[k], 4)
+        d["stall_by_tenth"] = [round(x, 3) for x in self.stall_by_tenth]
         return d
 
 
@@ -64,12 +68,14 @@ def run_epoch(loader: ProcessLoader | TorchLoader, ds: FilesDataset | ShardDatas
     if sampler is not None:
         sampler.window()  # start a fresh window
     compute = stall = 0.0
+    stalls: list[float] = []
     first = None
     n_batches = n_samples = n_bytes = 0
     t_start = t_prev = time.perf_counter()
     for batch in batches:
         t_ready = time.perf_counter()
         stall += t_ready - t_prev
+        stalls.append(t_ready - t_prev)
         if first is None:
             first = t_ready - t_start
         compute += accel.step(batch)
@@ -80,5 +86,6 @@ def run_epoch(loader: ProcessLoader | TorchLoader, ds: FilesDataset | ShardDatas
     wall = t_prev - t_start
     if n_samples != expected:
         raise RuntimeError(f"epoch {epoch} delivered {n_samples} samples, expected {expected}")
+    tenths = [sum(stalls[len(stalls) * i // 10:len(stalls) * (i + 1) // 10]) for i in range(10)]
     return EpochStats(epoch, wall, compute, stall, first or 0.0, n_batches, n_samples,
-                      n_bytes, sampler.window() if sampler else None)
+                      n_bytes, sampler.window() if sampler else None, tenths)
