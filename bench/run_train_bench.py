@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -71,8 +72,12 @@ BUCKET = "fctrain"
 PREFIXES = {"files": "imagenet", "shards": "shards"}
 CONTENDERS = ["local", "boto3", "s3fs", "rclone", "fusecache", "fusecache-prefetch"]
 # Run only when named in --contenders: a pod on an unwarmed node of a warmed cache group
-# (a peer node on 127.0.0.1 holds the warmed datasets; bench/training/group_peer.py).
-OPTIONAL_CONTENDERS = ["fusecache-group"]
+# (a peer node on 127.0.0.1 holds the warmed datasets; bench/training/group_peer.py);
+# -agent: the same, with that node's agent warming the pod's datasets from the group as
+# the pod starts (prefetchd's last chance for a pod bound where its data is not; no
+# lead time: the warm starts with the epoch).
+GROUP_CONTENDERS = ["fusecache-group", "fusecache-group-agent"]
+OPTIONAL_CONTENDERS = GROUP_CONTENDERS
 NEEDS = {"s3fs": "s3fs", "rclone": "rclone"}
 PIPELINE = HERE / "training" / "kfp_pipeline.yaml"
 
@@ -311,7 +316,7 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
     shutil.rmtree(cache, ignore_errors=True)
     warm = None
     group = contextlib.ExitStack()
-    if c == "fusecache-group":
+    if c in GROUP_CONTENDERS:
         from bench.training.group_peer import warmed_peer
 
         log("  prefetchd warm --pipeline on a peer node; this node's cache stays cold")
@@ -327,17 +332,32 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
                                      a.fusecache_opt)
         spy = start_pyspy(p.pid, Path(f"{a.profile_prefix}-{c}.txt"),
                           work) if a.profile else None
+        agent: dict = {}
+        side = None
+        if c == "fusecache-group-agent":
+            log("  this node's agent: prefetchd warm --pipeline, started with the epoch")
+            side = threading.Thread(target=lambda: agent.update(prefetch(remote, cache, datasets)),
+                                    daemon=True)
+            side.start()
         try:
             res = train_on(c, under(mp), datasets, a, accel, sampler, p.pid)
         finally:
+            if side is not None:
+                side.join()
             stop_pyspy(spy)
             unmount_and_stop(mp, p)  # its counters give mount_s3_bytes below
+        if agent:
+            log(f"  the agent's warm: {agent['bytes'] / 1e6:.0f} MB in {agent['seconds']:.1f} s")
+            res["agent_warm"] = agent
     res["cmd"] = remote.mask(cmd)
     res["mount_s3_bytes"] = fusecache_s3_bytes(cache)
-    if c == "fusecache-group":  # what the mount took from the warmed peer
+    if c in GROUP_CONTENDERS:  # what the mount (and the agent) took from the warmed peer
         st = subprocess.run([sys.executable, "-m", "fusecache.cli", "stats", "--cache-dir",
                              str(cache), "--json"], capture_output=True, text=True, check=True)
-        res["peer_bytes"] = json.loads(st.stdout).get("peer_bytes", 0)
+        doc = json.loads(st.stdout)
+        res["peer_bytes"] = doc.get("peer_bytes", 0)
+        if agent:  # the agent's warm must have taken everything from the group too
+            res["agent_s3_bytes"] = doc["by_mount"].get("prefetchd", {}).get("s3_bytes", 0)
     if warm:
         res["warm"] = warm
     return res
