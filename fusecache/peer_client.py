@@ -55,6 +55,7 @@ from fusecache.peer_server import (
     MAX_BATCH,
     MAX_BATCH_BYTES,
     MAX_MESSAGE,
+    STREAM_CHUNK,
     PeerConfigError,
     read_tls,
     resolve_tls,
@@ -344,10 +345,13 @@ class PeerClient:
                  ) -> tuple[bytearray | memoryview, int, bytes]:
         """(data, crc32, block key) as the peer sent them, unverified: by ReadBlock into
         *into* (when it has the block's length) or a new buffer, or by GetBlock (a view of
-        its reply) from a peer that has no ReadBlock. An empty answer for a malformed one;
-        grpc.RpcError as the call failed."""
+        its reply) for a block that fits one of ReadBlock's messages (a small file: a
+        unary call costs the caller less than a stream of one message, 0.47-0.55 against
+        0.77-0.85 ms of CPU for 100 KiB on the 2-core bench VM) and from a peer that has
+        no ReadBlock. An empty answer for a malformed one; grpc.RpcError as the call
+        failed."""
         ch = self._channel(group, member)
-        if self._clock() >= ch.unary_until:
+        if span > STREAM_CHUNK and self._clock() >= ch.unary_until:
             call = ch.read_block(req, timeout=max(_MIN_TRY, end_by - self._clock()))
             buf: bytearray | None = None
             pos, crc, key = 0, 0, b""

@@ -295,6 +295,30 @@ def test_client_refuses_a_block_that_fails_verification(local_s3, bucket, tmp_pa
 
 
 @pytest.mark.s3
+@pytest.mark.parametrize("mode", ["honest", "flipped"])
+def test_a_small_block_is_asked_for_in_one_unary_call(local_s3, bucket, tmp_path, mode):
+    """A block that fits one ReadBlock message (a small file) is asked for with GetBlock:
+    the caller's cost of a stream is not paid for one message; verified all the same."""
+    data = os.urandom(100 * 1024)
+    upload(local_s3, bucket, {"s.jpg": data})
+    oid = oid_of(local_s3, bucket, "s.jpg")
+    liar = _LyingPeer({("s.jpg", 0): data}, mode, stream=True)
+    server, port = _serve_liar(liar)
+    try:
+        gf = group_file(tmp_path / "group.json", "me", [
+            Member("liar", f"127.0.0.1:{port}", buckets=(bucket,)), Member("me", "x:1")])
+        client = PeerClient(GroupWatcher(gf), insecure=True)
+        try:
+            got = client.fetch(oid, 0, 2 * MiB, budget=5.0)
+        finally:
+            client.close()
+        assert (liar.read_calls, liar.calls) == (0, 1)
+        assert got == (data if mode == "honest" else None)
+    finally:
+        server.stop(0)
+
+
+@pytest.mark.s3
 def test_read_block_sends_a_block_in_chunks_with_its_sum_and_key_first(
         local_s3, s3_env, bucket, tmp_path):
     """The real server's ReadBlock, read with a stock protobuf stub: chunks of at most
