@@ -101,17 +101,18 @@ def fetch_small_from_peers(peers: PeerClient, cache: NodeCache, bucket: str,
                            infos: list[ObjectInfo], pin_owner: str | None = None,
                            pin_ttl: float | None = None, *,
                            on_block: Callable[[int], None] | None = None
-                           ) -> list[int | None]:
+                           ) -> tuple[list[int | None], bool]:
     """Fill the cache with these one-block objects from the cache group, many per call.
 
-    Blocking (a worker thread). Per object, in order: the bytes stored (0: it was cached
-    already), or None: no peer gave it (fetch it with ``fetch_object``, from S3). Pins
-    each object first when *pin_owner* is given, as ``fetch_object`` does. The objects
-    still lacking are asked of the group together (``PeerClient.fetch_first_blocks``: one
-    GetBlocks call per peer and round, each block verified) and what came is stored in
-    one write transaction. Raises ValueError for an object of more than one block, and
-    CacheFull, after storing the others, when one does not fit without evicting pinned
-    data.
+    Blocking (a worker thread). Returns, per object in order, the bytes stored (0: it was
+    cached already) or None (not stored: no peer gave it, fetch it with ``fetch_object``
+    from S3; or it did not fit), and whether one did not fit without evicting pinned data
+    (the cache is full: stop). Pins each object first when *pin_owner* is given, as
+    ``fetch_object`` does, and drops that pin again from those it did not store. The
+    objects still lacking are asked of the group together
+    (``PeerClient.fetch_first_blocks``: one GetBlocks call per peer and round, each block
+    verified) and what came is stored in one write transaction. Raises ValueError for an
+    object of more than one block.
     """
     bs = cache.block_size
     oids = [ObjectId(bucket, i.key, i.etag, i.size) for i in infos]
@@ -130,16 +131,16 @@ def fetch_small_from_peers(peers: PeerClient, cache: NodeCache, bucket: str,
             log.debug("asking the group for %d small objects failed: %s", len(lacking), e)
     given = list(got.items())
     stored = cache.put_blocks([(oid, 0, data) for oid, data in given]) if given else []
-    full = [oid for (oid, _), ok in zip(given, stored, strict=True) if not ok]
-    if on_block is not None:
-        for (_, data), ok in zip(given, stored, strict=True):
-            if ok:
-                on_block(len(data))
-    if full:
-        raise CacheFull(f"node cache full of pinned data; s3://{bucket}/{full[0].key} "
-                        f"and {len(full) - 1} more not cached")
-    missing = set(lacking)
-    return [len(got[o]) if o in got else (None if o in missing else 0) for o in oids]
+    unfit = {oid for (oid, _), ok in zip(given, stored, strict=True) if not ok}
+    for oid, data in given:
+        if oid not in unfit and on_block is not None:
+            on_block(len(data))
+    not_stored = unfit | {o for o in lacking if o not in got}
+    if pin_owner is not None:  # fetch_object pins again what is fetched from S3
+        for oid in not_stored:
+            cache.unpin_object(oid, pin_owner)
+    return [None if o in not_stored else len(got[o]) if o in got else 0
+            for o in oids], bool(unfit)
 
 
 def _from_peers(peers: PeerClient | None, oid: ObjectId, idx: int, bs: int) -> bytes | None:

@@ -549,19 +549,13 @@ class Warmer:
                 stats.done_bytes += n
 
         def batch(part: list[fusecache.ObjectInfo]) -> list[fusecache.ObjectInfo]:
-            """Returns the objects of *part* the group did not give."""
+            """Returns the objects of *part* the group did not give or that did not fit."""
             if full.is_set() or self.stop.is_set():
                 return part  # the window counts them as skipped
-            try:
-                sizes = fusecache.fetch_small_from_peers(
-                    peers, cache, bucket, part, owner, self.pin_ttl, on_block=on_block)
-            except CacheFull:
-                full.set()
-                oids = [fusecache.ObjectId(bucket, o.key, o.etag, o.size) for o in part]
-                lacking = set(cache.lacking_first_blocks(oids))
-                for oid in lacking:
-                    cache.unpin_object(oid, owner)
-                sizes = [None if oid in lacking else 0 for oid in oids]
+            sizes, no_room = fusecache.fetch_small_from_peers(
+                peers, cache, bucket, part, owner, self.pin_ttl, on_block=on_block)
+            if no_room:
+                full.set()  # those that did not fit go back, and the window skips them
             left = []
             for o, n in zip(part, sizes, strict=True):
                 if n is None:

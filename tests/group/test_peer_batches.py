@@ -7,7 +7,10 @@ peer-serve``; SeaweedFS is the S3. A lying peer is a real gRPC server in this pr
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import urllib.request
 import zlib
 from concurrent import futures
@@ -251,5 +254,47 @@ def test_prefetchd_warm_takes_small_files_from_a_peer_in_batches(
             assert b"".join(cache.get_block(oid, i) or b"!"
                             for i in range(oid.block_count(cache.block_size))) == v, k
             assert cache.is_pinned(oid), k
+    finally:
+        cache.close()
+
+
+@pytest.mark.s3
+def test_warm_of_small_files_from_a_peer_into_a_cache_too_small_stops_and_says_so(
+        local_s3, s3_env, bucket, tmp_path):
+    """A warm whose own pins fill node C's cache half way: what fits is stored whole and
+    pinned, the rest is reported skipped ("cache full of pinned data"), none of it half
+    cached or left pinned, and nothing is asked of S3 for it."""
+    small = {f"full/{i:03d}.bin": os.urandom(50 * KiB + i) for i in range(40)}
+    upload(local_s3, bucket, small)
+    a, c = tmp_path / "a", tmp_path / "c"
+    warm(a, f"s3://{bucket}/full/")
+    pki = Pki(tmp_path / "pki")
+    ta, tc = pki.node("node-a"), pki.node("node-c")
+    members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
+               Member("node-c", "127.0.0.1:1", buckets=(bucket,))]
+    group_file(a / "group.json", "node-a", members, ta)
+    NodeCache.open(c, limit_bytes=1024 * KiB).close()  # room for about half
+    with peer_serve(a) as (_, port):
+        group_file(c / "group.json", "node-c", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)), members[1]], tc)
+        r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm",
+                            f"s3://{bucket}/full/", "--cache-dir", str(c), "--json"],
+                           capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)["datasets"][0]
+    assert 0 < res["skipped"] < len(small), res
+    assert res["fetched_objects"] + res["skipped"] == len(small), res
+    st = node_stats(c)
+    assert st["s3_gets"] == 0, st
+    cache = NodeCache.open(c)
+    try:
+        held = 0
+        for k, v in small.items():
+            oid = oid_of(local_s3, bucket, k)
+            got = cache.get_block(oid, 0)
+            assert got is None or got == v, k
+            assert cache.is_pinned(oid) == (got is not None), k
+            held += got is not None
+        assert held == res["fetched_objects"]
     finally:
         cache.close()
