@@ -96,6 +96,9 @@ class WarmRequest:
     # The fusecache volume the dataset is read through (PV attributes such as endpointUrl,
     # region, its nodeStageSecretRef), when it comes from a claim or an inline volume.
     volume: ds_mod.VolumeDataset | None = None
+    # A pod already bound to this node reads it now (it landed where its data is not): the
+    # worker warms it at once, beside any warm for later work (WarmWorker's urgent lane).
+    urgent: bool = False
 
 
 WarmFn = Callable[[WarmRequest], None]
@@ -208,7 +211,8 @@ class Agent:
             OrderedDict()
         # Known workflows by (ns, name) -> uid: a pod carrying Argo's label names only that.
         self._wf_uids: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._step_pods: OrderedDict[Any, None] = OrderedDict()  # uids logged (bounded)
+        # step pods seen (bounded): True once bound here and their data asked for
+        self._step_pods: OrderedDict[Any, bool] = OrderedDict()
         # Called after each re-placement pass (nodes changed): the training-work watch
         # (prefetchd.k8s.workload_watch) places its datasets again too.
         self.replan_hooks: list[Callable[[], None]] = []
@@ -546,7 +550,8 @@ class Agent:
         bound_here = (obj.get("spec") or {}).get("nodeName") == self.config.node_name
         for dataset in found:
             if bound_here or self._warms_here(dataset, self.nodes(), pod):
-                self.warm(WarmRequest(dataset, source, meta.get("name", ""), 0))
+                self.warm(WarmRequest(dataset, source, meta.get("name", ""), 0,
+                                      urgent=bound_here))
 
 
     def _on_step_pod(self, obj: dict[str, Any], owner: tuple[str, str, str]) -> None:
@@ -554,22 +559,28 @@ class Agent:
 
         Nothing is warmed for it on its own account (no TTL pin that the workflow's DAG would
         never release). Only when it is bound to this node, and the workflow is known here, are
-        its datasets this node lacks warmed as the workflow's (the step's last chance when it
-        landed elsewhere than its data); the workflow's DAG releases them as usual.
+        its datasets warmed as the workflow's, once per pod and urgent (the step's last chance
+        when it landed elsewhere than its data, or its data's warm still queued here: the
+        worker's urgent lane starts it at once); the workflow's DAG releases them as usual.
         """
         meta = obj.get("metadata") or {}
         namespace, name, uid = owner
+        bound_here = (obj.get("spec") or {}).get("nodeName") == self.config.node_name
         with self._lock:
             uid = uid or self._wf_uids.get((namespace, name), "")
             requested = self._requested.get(uid)
-            first = meta.get("uid") not in self._step_pods
-            self._step_pods[meta.get("uid")] = None
+            seen = self._step_pods.get(meta.get("uid"))
+            first = seen is None
+            # True once its bound-here warm was asked for (once per pod, not per event)
+            self._step_pods[meta.get("uid")] = bool(seen) or (bound_here and
+                                                               requested is not None)
+            self._step_pods.move_to_end(meta.get("uid"))
             while len(self._step_pods) > self.config.max_workflows:
                 self._step_pods.popitem(last=False)
         if first:
             log.info("pod %s/%s: a step of workflow %s; its data is the workflow's", namespace,
                      meta.get("name"), name)
-        if requested is None or (obj.get("spec") or {}).get("nodeName") != self.config.node_name:
+        if requested is None or not bound_here or seen:
             return
         source = f"workflow {namespace}/{name}"
         node_name = (meta.get("annotations") or {}).get(ARGO_NODE_NAME_ANNOTATION, "")
@@ -582,12 +593,13 @@ class Agent:
             return
         for dataset in found:
             with self._lock:
-                if dataset in requested:
-                    continue
+                asked = dataset in requested
                 requested.add(dataset)
-            log.info("%s: step pod %s bound here before its data: warming %s", source,
-                     meta.get("name"), dataset)
-            self.warm(WarmRequest(dataset, source, step, 0))
+            # asked for already (queued behind other work, or warmed: then the worker skips
+            # it at once): asked again, first in line, as the pod reads it now
+            log.info("%s: step pod %s bound here%s: warming %s now", source,
+                     meta.get("name"), "" if asked else " before its data", dataset)
+            self.warm(WarmRequest(dataset, source, step, 0, urgent=True))
 
 
 ARGO_WORKFLOW_LABEL = "workflows.argoproj.io/workflow"

@@ -5,9 +5,12 @@ Who calls this: :func:`prefetchd.k8s.agent.run` wires :meth:`WarmWorker.warm` an
 :meth:`WarmWorker.run` in its own thread. Tests drive it through ``prefetchd run --kubernetes``.
 
 Data flow: watcher threads call ``warm(req)`` / ``release(dataset, source)``; both only put an
-item on ONE bounded queue. ``put`` blocks while the queue is full: backpressure onto the watch
-streams (they resume from their resourceVersion), so no request is dropped and memory stays
-bounded; it gives up only when the agent stops. One worker thread takes items in order:
+item on ONE bounded queue (a warm for a pod already bound to this node, ``req.urgent``, goes to
+a second one, the urgent lane, whose own thread starts it at once: that pod reads its data
+now, while the worker may be busy with a long warm for later work). ``put`` blocks while the
+queue is full: backpressure onto the watch streams (they resume from their resourceVersion),
+so no request is dropped and memory stays bounded; it gives up only when the agent stops.
+One worker thread takes items in order:
 
 * warm: skipped when this (source, dataset) was already warmed (the pin records survive
   restarts) or was released while queued; otherwise :class:`prefetchd.warm.Warmer` fetches
@@ -199,10 +202,16 @@ class WarmWorker:
         self.stop_event = stop or threading.Event()
         self.records = PinRecords(config.cache_dir)
         self._q: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
+        # Warms for pods already bound here (WarmRequest.urgent): their own thread, so they
+        # start at once, not after the queue and a warm for later work under way.
+        self._urgent_q: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
         self._lock = threading.Lock()
-        self._queued: set[tuple[str, str]] = set()  # (source, dataset) warms waiting
+        # (source, dataset, urgent) of the warms waiting: one may wait in each lane
+        self._queued: set[tuple[str, str, bool]] = set()
         self._cancelled: set[tuple[str, str]] = set()  # released while queued
         self._thread: threading.Thread | None = None
+        self._urgent_thread: threading.Thread | None = None
+        self._urgent_running: set[tuple[str, str]] = set()  # (source, dataset) warming now
         self._publisher_thread: threading.Thread | None = None
         self._publish_soon = threading.Event()  # set after a warm or release
         self._make_warmer = make_warmer  # prefetchd.warm.Warmer; a named seam for tests
@@ -224,33 +233,38 @@ class WarmWorker:
 
     def warm(self, req: Any) -> None:
         """Agent callback (watcher thread): queue a WarmRequest, blocking while full."""
-        key = (req.source, req.dataset)
+        urgent = bool(getattr(req, "urgent", False))
+        key = (req.source, req.dataset, urgent)
         with self._lock:
             if key in self._queued:
                 return
             self._queued.add(key)
-            self._cancelled.discard(key)
-        if not self._put(("warm", req)):
+            self._cancelled.discard(key[:2])
+        if not self._put(("warm", req), self._urgent_q if urgent else self._q):
             with self._lock:
                 self._queued.discard(key)
 
     def release(self, dataset: str, source: str) -> None:
         """Agent callback (watcher thread): queue the release of (source, dataset)'s pins."""
         with self._lock:
-            if (source, dataset) in self._queued:
+            if {(source, dataset, False), (source, dataset, True)} & self._queued:
                 self._cancelled.add((source, dataset))
         self._put(("release", dataset, source))
 
-    def _put(self, item: Any) -> bool:
+    def _put(self, item: Any, q: queue.Queue[Any] | None = None) -> bool:
+        q = self._q if q is None else q
         while not self.stop_event.is_set():
             try:
-                self._q.put(item, timeout=0.5)
-                if self.metrics is not None:
-                    self.metrics.queue_depth(self._q.qsize())
+                q.put(item, timeout=0.5)
+                self._observe_depth()
                 return True
             except queue.Full:
                 continue  # backpressure: the watcher waits for the worker
         return False
+
+    def _observe_depth(self) -> None:
+        if self.metrics is not None:
+            self.metrics.queue_depth(self._q.qsize() + self._urgent_q.qsize())
 
     # ------------------------------------------------------------ the worker thread
 
@@ -258,6 +272,9 @@ class WarmWorker:
         self._thread = threading.Thread(target=self.run, name="prefetchd-warm-worker",
                                         daemon=True)
         self._thread.start()
+        self._urgent_thread = threading.Thread(target=self.run_urgent,
+                                               name="prefetchd-urgent-warm", daemon=True)
+        self._urgent_thread.start()
         self._publisher_thread = threading.Thread(
             target=self.publish_loop, name="prefetchd-node-publisher", daemon=True)
         self._publisher_thread.start()
@@ -266,12 +283,13 @@ class WarmWorker:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop after the current item (a running warm stops fetching at once)."""
         self.stop_event.set()
-        try:
-            self._q.put_nowait(_STOP)
-        except queue.Full:
-            pass  # the worker sees stop_event within its get timeout
+        for q in (self._q, self._urgent_q):
+            try:
+                q.put_nowait(_STOP)
+            except queue.Full:
+                pass  # the worker sees stop_event within its get timeout
         self._publish_soon.set()  # wakes the publisher, which then sees stop_event
-        for t in (self._thread, self._publisher_thread):
+        for t in (self._thread, self._urgent_thread, self._publisher_thread):
             if t is not None:
                 t.join(timeout)
 
@@ -312,10 +330,35 @@ class WarmWorker:
                     self._do_release(item[1], item[2])
             except Exception:  # noqa: BLE001 - one bad item must not stop the agent
                 log.exception("prefetchd agent: %s failed", item[0])
-            if self.metrics is not None:
-                self.metrics.queue_depth(self._q.qsize())
+            self._observe_depth()
             self._publish_soon.set()
         log.info("warm worker stopped")
+
+    def run_urgent(self) -> None:
+        """The urgent lane's loop (blocking; its own thread): warms for pods already bound
+        to this node, each started as soon as it comes, while the worker may be warming a
+        dataset for later work. Both fetch into the one node cache; a dataset warmed by
+        one is skipped by the other (its pin record)."""
+        while not self.stop_event.is_set():
+            try:
+                item = self._urgent_q.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            if item is _STOP:
+                break
+            key = (item[1].source, item[1].dataset)
+            with self._lock:
+                self._urgent_running.add(key)
+            try:
+                self._do_warm(item[1])
+                self._finished(item[1])
+            except Exception:  # noqa: BLE001 - one bad item must not stop the agent
+                log.exception("prefetchd agent: urgent warm failed")
+            finally:
+                with self._lock:
+                    self._urgent_running.discard(key)
+            self._observe_depth()
+            self._publish_soon.set()
 
     def _finished(self, req: Any) -> None:
         records = self.records.live(now=0)
@@ -330,9 +373,10 @@ class WarmWorker:
     def _do_warm(self, req: Any) -> None:
         key = (req.source, req.dataset)
         with self._lock:
-            self._queued.discard(key)
+            self._queued.discard((*key, bool(getattr(req, "urgent", False))))
             if key in self._cancelled:
-                self._cancelled.discard(key)
+                if not {(*key, False), (*key, True)} & self._queued:
+                    self._cancelled.discard(key)  # the last of its queued warms
                 log.info("%s: %s released before its warm started; skipped",
                          req.source, req.dataset)
                 return
@@ -452,6 +496,9 @@ class WarmWorker:
                                      - res.others_bytes})
 
     def _do_release(self, dataset: str, source: str) -> None:
+        # an urgent warm of it under way pins as it goes: release what it pinned, after it
+        while (source, dataset) in self._urgent_running and not self.stop_event.is_set():
+            self.stop_event.wait(0.2)
         owners = self.records.find(source, dataset)
         if not owners:
             log.debug("%s: nothing of %s pinned here to release", source, dataset)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 
 import pytest
 from argo_sim import ArgoRun, FakeCluster, argo_workflow, bind, claim, static_pv
@@ -137,9 +138,18 @@ def test_step_pods_are_the_workflows_and_lone_pods_keep_the_pod_path(fake, agent
     lone = copy.deepcopy(pod)
     lone["metadata"] = {"name": "lone", "namespace": NS}
     cluster.create(lone)
-    calls.wait("pod warm", lambda: len(calls.warms) == 2)
-    assert [(r.source, r.dataset) for r in calls.warms] == [
-        ("workflow ml/wf-p", "s3://bkt/p/train"), ("pod ml/lone", "s3://bkt/p/train")]
+    calls.wait("pod warm", lambda: len(calls.warms) == 3)
+    # the step pod bound here asks for the workflow's warm again, first in line (urgent),
+    # once; the lone pod bound here is warmed under the pod, urgent too
+    assert [(r.source, r.dataset, r.urgent) for r in calls.warms] == [
+        ("workflow ml/wf-p", "s3://bkt/p/train", False),
+        ("workflow ml/wf-p", "s3://bkt/p/train", True),
+        ("pod ml/lone", "s3://bkt/p/train", True)]
+    # another event of the same pending pod: not asked again
+    cluster.patch("v1", "Pod", pod["metadata"]["name"],
+                  {"metadata": {"annotations": {"example.com/touched": "1"}}}, namespace=NS)
+    time.sleep(1.0)
+    assert len(calls.warms) == 3
     assert ag.workflow_of(pod) == (NS, "wf-p", wf["metadata"]["uid"])
     labelled_only = {"metadata": {"namespace": NS, "labels": {ag.ARGO_WORKFLOW_LABEL: "w"}}}
     assert ag.workflow_of(labelled_only) == (NS, "w", "")

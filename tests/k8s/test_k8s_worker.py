@@ -74,3 +74,61 @@ def test_node_is_published_while_a_long_warm_runs(tmp_path, log_police):
         worker.stop()
     assert not any(t.name.startswith("prefetchd-") and t.is_alive()
                    for t in threading.enumerate())
+
+
+class LaneWarmer:
+    """prefetchd.warm.Warmer's stand-in: the dataset "s3://bkt/later/" runs until released
+    (a long warm for later work); any other returns at once, recording what ran and when."""
+
+    later_started = threading.Event()
+    later_release = threading.Event()
+    done: list[tuple[str, bool]] = []  # (dataset, whether the long warm was still running)
+    lock = threading.Lock()
+
+    def __init__(self, cache_dir: str, *args, stop: threading.Event, **kw) -> None:
+        self.stop = stop
+
+    def warm(self, uris: list[str]) -> list:
+        if uris[0] == "s3://bkt/later/":
+            LaneWarmer.later_started.set()
+            while not (LaneWarmer.later_release.wait(0.05) or self.stop.is_set()):
+                pass
+        with LaneWarmer.lock:
+            LaneWarmer.done.append((uris[0], not LaneWarmer.later_release.is_set()))
+        return [wk.warm_mod.DatasetResult(uris[0], objects=1, bytes=10)]
+
+
+def test_a_pod_bound_here_is_warmed_while_a_warm_for_later_work_runs(tmp_path):
+    """The urgent lane: a pod already on this node does not wait for the worker's long warm
+    for a later workflow, nor for the queue behind it; a release of the urgent dataset
+    waits for its warm to finish, then drops its pins."""
+    fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
+    worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me"),
+                           Publisher(), make_warmer=LaneWarmer).start()
+    try:
+        worker.warm(ag.WarmRequest("s3://bkt/later/", "workflow ml/later", "s", 2))
+        assert LaneWarmer.later_started.wait(10)
+        worker.warm(ag.WarmRequest("s3://bkt/queued/", "workflow ml/next", "s", 1))
+        worker.warm(ag.WarmRequest("s3://bkt/now/", "pod ml/p", "p", 0, urgent=True))
+        deadline = time.monotonic() + 10
+        while not LaneWarmer.done and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert LaneWarmer.done == [("s3://bkt/now/", True)]  # done while the long one runs
+        assert worker.records.find("pod ml/p", "s3://bkt/now/")
+    finally:
+        LaneWarmer.later_release.set()
+    try:
+        deadline = time.monotonic() + 10
+        while len(LaneWarmer.done) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [d for d, _ in LaneWarmer.done] == ["s3://bkt/now/", "s3://bkt/later/",
+                                                   "s3://bkt/queued/"]
+        worker.release("s3://bkt/now/", "pod ml/p")
+        deadline = time.monotonic() + 10
+        while worker.records.find("pod ml/p", "s3://bkt/now/") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not worker.records.find("pod ml/p", "s3://bkt/now/")
+    finally:
+        worker.stop()
+    assert not any(t.name.startswith("prefetchd-") and t.is_alive()
+                   for t in threading.enumerate())
