@@ -506,7 +506,6 @@ class Warmer:
                 f.result()
         return full.is_set()
 
-
     def _fetch_small_from_group(
         self,
         peers: PeerClient,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import urllib.request
 import zlib
 from concurrent import futures
@@ -296,5 +298,44 @@ def test_warm_of_small_files_from_a_peer_into_a_cache_too_small_stops_and_says_s
             assert cache.is_pinned(oid) == (got is not None), k
             held += got is not None
         assert held == res["fetched_objects"]
+    finally:
+        cache.close()
+
+
+@pytest.mark.s3
+def test_warm_of_small_files_from_a_hung_peer_falls_back_to_s3_byte_exact(
+        local_s3, s3_env, bucket, tmp_path):
+    """The peer that holds the dataset hangs (SIGSTOP) while node C warms its small files:
+    each batch call ends at its bound, the peer's breaker opens, and every file comes from
+    S3 whole; the warm is not held up past a few bounds."""
+    small = {f"hung/{i:03d}.bin": os.urandom(30 * KiB + i) for i in range(200)}
+    upload(local_s3, bucket, small)
+    a, c = tmp_path / "a", tmp_path / "c"
+    warm(a, f"s3://{bucket}/hung/")
+    pki = Pki(tmp_path / "pki")
+    ta, tc = pki.node("node-a"), pki.node("node-c")
+    members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
+               Member("node-c", "127.0.0.1:1", buckets=(bucket,))]
+    group_file(a / "group.json", "node-a", members, ta)
+    with peer_serve(a) as (proc, port):
+        c.mkdir()
+        group_file(c / "group.json", "node-c", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)), members[1]], tc)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            warm(c, f"s3://{bucket}/hung/")
+            took = time.monotonic() - t0
+        finally:
+            proc.send_signal(signal.SIGCONT)
+    # four batches of 64 files or fewer, three at once: two rounds of the 5 s bound at most
+    # before the breaker sends the rest straight to S3 (generous for a loaded machine)
+    assert took < 60, took
+    st = node_stats(c)
+    assert st["s3_gets"] == len(small), st
+    cache = NodeCache.open(c)
+    try:
+        for k, v in small.items():
+            assert cache.get_block(oid_of(local_s3, bucket, k), 0) == v, k
     finally:
         cache.close()
