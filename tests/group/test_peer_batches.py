@@ -339,3 +339,41 @@ def test_warm_of_small_files_from_a_hung_peer_falls_back_to_s3_byte_exact(
             assert cache.get_block(oid_of(local_s3, bucket, k), 0) == v, k
     finally:
         cache.close()
+
+
+@pytest.mark.fuse
+@pytest.mark.s3
+def test_folder_read_ahead_from_a_peer_that_hangs_falls_back_to_s3_within_the_bound(
+        local_s3, s3_env, bucket, tmp_path):
+    """A mount on node B reads a folder of small files that node A holds; A hangs
+    (SIGSTOP) after the first files: every file still reads whole and right, none waits
+    much past the peer bound (a batch under way ends at it, then the peer is skipped and
+    S3 serves), and S3 served the rest."""
+    files = {f"img/hang/{i:03d}.jpg": os.urandom(40 * KiB + 13 * i) for i in range(120)}
+    upload(local_s3, bucket, files)
+    a, b = tmp_path / "a", tmp_path / "b"
+    warm(a, f"s3://{bucket}/img/")
+    with peer_serve(a, "--peer-insecure") as (proc, port):
+        b.mkdir()
+        group_file(b / "group.json", "node-b", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,),
+                   datasets=(f"s3://{bucket}/img/",)),
+            Member("node-b", "127.0.0.1:1", buckets=(bucket,))])
+        with mounted(f"s3://{bucket}/img", tmp_path / "mb", s3_env, "--cache-dir", str(b),
+                     "--peer-insecure", "--peer-timeout", "1", "--read-timeout", "20") as mp:
+            names = sorted((mp / "hang").iterdir())
+            seen, slowest = {}, 0.0
+            for i, p in enumerate(names):
+                if i == 3:
+                    proc.send_signal(signal.SIGSTOP)  # a hung peer: batches in flight stall
+                t0 = time.monotonic()
+                seen[f"img/hang/{p.name}"] = p.read_bytes()
+                slowest = max(slowest, time.monotonic() - t0)
+            proc.send_signal(signal.SIGCONT)
+    assert seen == files
+    # the bound of one try is --peer-timeout plus the batch's size at 50 MB/s (about
+    # 1.1 s here); a read may wait for one such try, then S3 (a loaded machine: margin)
+    assert slowest < 8, slowest
+    st = node_stats(b)
+    assert st["s3_gets"] >= 1 and st["peer_hits"] >= 1, st
+    assert st["s3_gets"] + st["peer_hits"] >= len(files), st
