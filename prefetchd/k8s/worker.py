@@ -313,25 +313,7 @@ class WarmWorker:
 
     def run(self) -> None:
         """The worker loop (blocking; runs on the worker thread)."""
-        while not self.stop_event.is_set():
-            try:
-                item = self._q.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            if item is _STOP:
-                break
-            try:
-                if item[0] == "warm":
-                    self._do_warm(item[1])
-                    self._finished(item[1])
-                elif item[0] == "rebalance":
-                    self._do_rebalance()
-                else:
-                    self._do_release(item[1], item[2])
-            except Exception:  # noqa: BLE001 - one bad item must not stop the agent
-                log.exception("prefetchd agent: %s failed", item[0])
-            self._observe_depth()
-            self._publish_soon.set()
+        self._serve(self._q, self._do_item)
         log.info("warm worker stopped")
 
     def run_urgent(self) -> None:
@@ -339,26 +321,43 @@ class WarmWorker:
         to this node, each started as soon as it comes, while the worker may be warming a
         dataset for later work. Both fetch into the one node cache; a dataset warmed by
         one is skipped by the other (its pin record)."""
+        self._serve(self._urgent_q, self._do_urgent)
+
+    def _serve(self, q: queue.Queue[Any], handle: Callable[[Any], None]) -> None:
+        """Take *q*'s items one at a time until stopped; one that fails is logged."""
         while not self.stop_event.is_set():
             try:
-                item = self._urgent_q.get(timeout=1.0)
+                item = q.get(timeout=1.0)
             except queue.Empty:
                 continue
             if item is _STOP:
                 break
-            key = (item[1].source, item[1].dataset)
-            with self._lock:
-                self._urgent_running.add(key)
             try:
-                self._do_warm(item[1])
-                self._finished(item[1])
+                handle(item)
             except Exception:  # noqa: BLE001 - one bad item must not stop the agent
-                log.exception("prefetchd agent: urgent warm failed")
-            finally:
-                with self._lock:
-                    self._urgent_running.discard(key)
+                log.exception("prefetchd agent: %s failed", item[0])
             self._observe_depth()
             self._publish_soon.set()
+
+    def _do_item(self, item: Any) -> None:
+        if item[0] == "warm":
+            self._do_warm(item[1])
+            self._finished(item[1])
+        elif item[0] == "rebalance":
+            self._do_rebalance()
+        else:
+            self._do_release(item[1], item[2])
+
+    def _do_urgent(self, item: Any) -> None:
+        key = (item[1].source, item[1].dataset)
+        with self._lock:
+            self._urgent_running.add(key)
+        try:
+            self._do_warm(item[1])
+            self._finished(item[1])
+        finally:
+            with self._lock:
+                self._urgent_running.discard(key)
 
     def _finished(self, req: Any) -> None:
         records = self.records.live(now=0)

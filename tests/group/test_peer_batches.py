@@ -7,6 +7,7 @@ peer-serve``; SeaweedFS is the S3. A lying peer is a real gRPC server in this pr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import sys
 import time
 import urllib.request
 import zlib
+from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
 
@@ -176,6 +178,15 @@ def test_a_batch_keeps_only_the_blocks_that_pass_verification(local_s3, bucket, 
         server.stop(0)
 
 
+def _b_asks_a(b: Path, port: int, bucket: str, prefix: str) -> None:
+    """Node B's group file (plaintext): node A on *port* holds s3://bucket/prefix."""
+    b.mkdir()
+    group_file(b / "group.json", "node-b", [
+        Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,),
+               datasets=(f"s3://{bucket}/{prefix}",)),
+        Member("node-b", "127.0.0.1:1", buckets=(bucket,))])
+
+
 @pytest.mark.fuse
 @pytest.mark.s3
 def test_folder_read_ahead_takes_a_warmed_folder_from_the_peer_in_batches(
@@ -187,11 +198,7 @@ def test_folder_read_ahead_takes_a_warmed_folder_from_the_peer_in_batches(
     a, b = tmp_path / "a", tmp_path / "b"
     warm(a, f"s3://{bucket}/img/")
     with peer_serve(a, "--peer-insecure") as (_, port):
-        b.mkdir()
-        group_file(b / "group.json", "node-b", [
-            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,),
-                   datasets=(f"s3://{bucket}/img/",)),
-            Member("node-b", "127.0.0.1:1", buckets=(bucket,))])
+        _b_asks_a(b, port, bucket, "img/")
         metrics_port = free_port()
         with mounted(f"s3://{bucket}/img", tmp_path / "mb", s3_env, "--cache-dir", str(b),
                      "--peer-insecure", "--metrics-port", str(metrics_port),
@@ -207,6 +214,23 @@ def test_folder_read_ahead_takes_a_warmed_folder_from_the_peer_in_batches(
                 if line.startswith('fusecache_peer_request_seconds_count{peer="node-a"}'))
     # 40 files: the first ones read on demand, the rest fetched ahead 16 at a time
     assert 1 <= calls <= len(files) // 2, prom
+
+
+@contextlib.contextmanager
+def _a_serves_c(tmp_path: Path, bucket: str, a: Path, c: Path,
+                *serve_args: str) -> Iterator[subprocess.Popen]:
+    """Node A's cache served with mutual TLS (``fusecache peer-serve``), node C's group
+    file naming A: C's warms ask A first. Yields A's server process."""
+    pki = Pki(tmp_path / "pki")
+    ta, tc = pki.node("node-a"), pki.node("node-c")
+    members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
+               Member("node-c", "127.0.0.1:1", buckets=(bucket,))]
+    group_file(a / "group.json", "node-a", members, ta)
+    with peer_serve(a, *serve_args) as (proc, port):
+        c.mkdir(exist_ok=True)
+        group_file(c / "group.json", "node-c", [
+            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)), members[1]], tc)
+        yield proc
 
 
 def _served_calls(metrics_port: int) -> float:
@@ -229,16 +253,8 @@ def test_prefetchd_warm_takes_small_files_from_a_peer_in_batches(
     warm(a, f"s3://{bucket}/ds/")
     late = {"ds/c0/late.jpg": os.urandom(40 * KiB)}  # uploaded after A's warm
     upload(local_s3, bucket, late)
-    pki = Pki(tmp_path / "pki")
-    ta, tc = pki.node("node-a"), pki.node("node-c")
-    members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
-               Member("node-c", "127.0.0.1:1", buckets=(bucket,))]
-    group_file(a / "group.json", "node-a", members, ta)
     metrics_port = free_port()
-    with peer_serve(a, "--metrics-port", str(metrics_port)) as (_, port):
-        c.mkdir()
-        group_file(c / "group.json", "node-c", [
-            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)), members[1]], tc)
+    with _a_serves_c(tmp_path, bucket, a, c, "--metrics-port", str(metrics_port)):
         assert _served_calls(metrics_port) == 0
         warm(c, f"s3://{bucket}/ds/")
         calls = _served_calls(metrics_port)
@@ -270,15 +286,8 @@ def test_warm_of_small_files_from_a_peer_into_a_cache_too_small_stops_and_says_s
     upload(local_s3, bucket, small)
     a, c = tmp_path / "a", tmp_path / "c"
     warm(a, f"s3://{bucket}/full/")
-    pki = Pki(tmp_path / "pki")
-    ta, tc = pki.node("node-a"), pki.node("node-c")
-    members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
-               Member("node-c", "127.0.0.1:1", buckets=(bucket,))]
-    group_file(a / "group.json", "node-a", members, ta)
     NodeCache.open(c, limit_bytes=1024 * KiB).close()  # room for about half
-    with peer_serve(a) as (_, port):
-        group_file(c / "group.json", "node-c", [
-            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)), members[1]], tc)
+    with _a_serves_c(tmp_path, bucket, a, c):
         r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm",
                             f"s3://{bucket}/full/", "--cache-dir", str(c), "--json"],
                            capture_output=True, text=True, timeout=300)
@@ -312,15 +321,7 @@ def test_warm_of_small_files_from_a_hung_peer_falls_back_to_s3_byte_exact(
     upload(local_s3, bucket, small)
     a, c = tmp_path / "a", tmp_path / "c"
     warm(a, f"s3://{bucket}/hung/")
-    pki = Pki(tmp_path / "pki")
-    ta, tc = pki.node("node-a"), pki.node("node-c")
-    members = [Member("node-a", "127.0.0.1:1", buckets=(bucket,)),
-               Member("node-c", "127.0.0.1:1", buckets=(bucket,))]
-    group_file(a / "group.json", "node-a", members, ta)
-    with peer_serve(a) as (proc, port):
-        c.mkdir()
-        group_file(c / "group.json", "node-c", [
-            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,)), members[1]], tc)
+    with _a_serves_c(tmp_path, bucket, a, c) as proc:
         proc.send_signal(signal.SIGSTOP)
         try:
             t0 = time.monotonic()
@@ -354,11 +355,7 @@ def test_folder_read_ahead_from_a_peer_that_hangs_falls_back_to_s3_within_the_bo
     a, b = tmp_path / "a", tmp_path / "b"
     warm(a, f"s3://{bucket}/img/")
     with peer_serve(a, "--peer-insecure") as (proc, port):
-        b.mkdir()
-        group_file(b / "group.json", "node-b", [
-            Member("node-a", f"127.0.0.1:{port}", buckets=(bucket,),
-                   datasets=(f"s3://{bucket}/img/",)),
-            Member("node-b", "127.0.0.1:1", buckets=(bucket,))])
+        _b_asks_a(b, port, bucket, "img/")
         with mounted(f"s3://{bucket}/img", tmp_path / "mb", s3_env, "--cache-dir", str(b),
                      "--peer-insecure", "--peer-timeout", "1", "--read-timeout", "20") as mp:
             names = sorted((mp / "hang").iterdir())
