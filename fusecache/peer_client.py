@@ -646,9 +646,10 @@ def fetch_from_peers(peers: PeerClient | None, oid: ObjectId, idx: int, block_si
 
 
 def first_blocks_from_peers(peers: PeerClient, oids: list[ObjectId], block_size: int,
-                            budget: float) -> dict[ObjectId, bytes]:
+                            budget: float | None = None) -> dict[ObjectId, bytes]:
     """The first blocks the group gives, or {} when asking fails: the one call folder
-    read-ahead makes (``PeerClient.fetch_first_blocks``)."""
+    read-ahead and the warm's batches of small files make
+    (``PeerClient.fetch_first_blocks``)."""
     try:
         return peers.fetch_first_blocks(oids, block_size, budget)
     except Exception as e:  # noqa: BLE001 - peers are an optimisation; S3 stays the source

@@ -12,7 +12,6 @@ not per file; what the group did not give is then fetched with ``fetch_object``.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,9 +20,6 @@ from fusecache.store import ObjectInfo, ObjectStore
 
 if TYPE_CHECKING:
     from fusecache.peer_client import PeerClient
-
-
-log = logging.getLogger(__name__)
 
 
 class CacheFull(Exception):
@@ -123,12 +119,9 @@ def fetch_small_from_peers(peers: PeerClient, cache: NodeCache, bucket: str,
         for oid in oids:
             cache.pin_object(oid, pin_owner, pin_ttl)
     lacking = cache.lacking_first_blocks(oids)
-    got: dict[ObjectId, bytes] = {}
-    if lacking:
-        try:
-            got = peers.fetch_first_blocks(lacking, bs)
-        except Exception as e:  # noqa: BLE001 - peers are an optimisation; S3 stays the source
-            log.debug("asking the group for %d small objects failed: %s", len(lacking), e)
+    from fusecache.peer_client import first_blocks_from_peers  # gRPC only with a group
+
+    got = first_blocks_from_peers(peers, lacking, bs) if lacking else {}
     given = list(got.items())
     stored = cache.put_blocks([(oid, 0, data) for oid, data in given]) if given else []
     unfit = {oid for (oid, _), ok in zip(given, stored, strict=True) if not ok}

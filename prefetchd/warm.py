@@ -416,7 +416,6 @@ class Warmer:
         if peers is not None:
             objs = self._fetch_small_from_group(peers, store.bucket, cache, objs, owner, res,
                                                 full)
-            peers = None  # the group was just asked for the small ones that are left
 
         def one(o: fusecache.ObjectInfo) -> None:
             try:
@@ -457,7 +456,8 @@ class Warmer:
                         parallel=min(self.concurrency, blocks),
                         on_block=on_block_of,
                         want=want,
-                        peers=self.peers if blocks > 1 or peers is not None else None,
+                        # small ones: the group was asked above, in batches
+                        peers=self.peers if blocks > 1 else None,
                     )
                 except Interrupted:
                     with lock:  # stored blocks stay (and pinned): a later warm resumes

@@ -247,9 +247,13 @@ class WarmWorker:
     def release(self, dataset: str, source: str) -> None:
         """Agent callback (watcher thread): queue the release of (source, dataset)'s pins."""
         with self._lock:
-            if {(source, dataset, False), (source, dataset, True)} & self._queued:
+            if self._waiting(source, dataset):
                 self._cancelled.add((source, dataset))
         self._put(("release", dataset, source))
+
+    def _waiting(self, source: str, dataset: str) -> bool:
+        """Whether a warm of (source, dataset) waits in either lane (under _lock)."""
+        return (source, dataset, False) in self._queued or (source, dataset, True) in self._queued
 
     def _put(self, item: Any, q: queue.Queue[Any] | None = None) -> bool:
         q = self._q if q is None else q
@@ -374,7 +378,7 @@ class WarmWorker:
         with self._lock:
             self._queued.discard((*key, bool(getattr(req, "urgent", False))))
             if key in self._cancelled:
-                if not {(*key, False), (*key, True)} & self._queued:
+                if not self._waiting(*key):
                     self._cancelled.discard(key)  # the last of its queued warms
                 log.info("%s: %s released before its warm started; skipped",
                          req.source, req.dataset)
