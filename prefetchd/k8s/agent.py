@@ -217,7 +217,8 @@ class Agent:
         # (prefetchd.k8s.workload_watch) places its datasets again too.
         self.replan_hooks: list[Callable[[], None]] = []
         # Pending pods another watch accounts for (a training job's pods are warmed and pinned
-        # under their job): a hook answering True makes on_pod leave the pod alone.
+        # under their job; one bound here is warmed by that watch, urgent): a hook answering
+        # True makes on_pod leave the pod alone.
         self.pod_owners: list[Callable[[dict[str, Any]], bool]] = []
         # Called with every Node event (the cache group's membership,
         # prefetchd.k8s.group_watch, builds the group file from the Nodes' peer annotations).

@@ -36,8 +36,12 @@ Data flow:
 * Restart: pins recorded under these kinds' sources are claimed back by their work; after
   each kind's first listing, those of work that no longer exists are released.
 * Node changes (the agent's re-placement pass) evaluate every remembered work again.
-* Pending pods of known work are left to this module (:meth:`WorkloadWatch.owns_pod`): the
-  agent's pod path would pin their data again under the pod, with a TTL.
+* Pending pods of known work are left to this module (:meth:`WorkloadWatch.claim_pod`): the
+  agent's pod path would pin their data again under the pod, with a TTL. One already bound to
+  this node (where placement may not have warmed: its preferred nodes were full, or the
+  scheduler chose otherwise) gets the datasets its volumes name warmed at once, in the
+  worker's urgent lane, under its work's ``release_key`` (so they go with the work), once per
+  pod; already warmed here, the worker skips it at once.
 
 Bounded: works, raw objects and queued lane entries are LRU-capped at ``max_works``.
 """
@@ -129,7 +133,7 @@ def attach(agent: Any, config: WorkloadConfig, warm: Callable[[Any], None],
     """A WorkloadWatch sharing the agent's nodes and view, re-placed with the agent's pass."""
     watch = WorkloadWatch(config, agent.view, agent.nodes, warm, release, held, config.metrics)
     agent.replan_hooks.append(watch.replan)
-    agent.pod_owners.append(watch.owns_pod)
+    agent.pod_owners.append(watch.claim_pod)
     if config.finished_hooks is not None:
         config.finished_hooks.append(watch.warm_finished)
     return watch
@@ -160,6 +164,8 @@ class WorkloadWatch:
         # Work skipped for its owner (a CronJob's Job, a Trial's run object) -> the owner's
         # key (bounded): its pods, labelled only with the skipped work, are the owner's.
         self._described: OrderedDict[str, str] = OrderedDict()
+        # Pods of known work whose bound-here warm was asked for (bounded): once per pod.
+        self._bound_pods: OrderedDict[str, None] = OrderedDict()
         kinds = {w.kind.lower() for w in watchables() if not w.lookup}
         self._held: dict[str, set[str]] = {}
         for source, dataset in held:
@@ -593,17 +599,56 @@ class WorkloadWatch:
             for dataset in sorted(datasets):
                 self.release(dataset, source)
 
-    def owns_pod(self, pod: dict[str, Any]) -> bool:
-        """True when the pod belongs to work known here: its data is that work's (pinned
-        under its release key), so the agent's pending-pod path leaves it alone."""
-        keys = {k for k, _ in wl.pod_work(pod)}
+    def claim_pod(self, pod: dict[str, Any]) -> bool:
+        """True when the pending pod belongs to work known here: its data is that work's
+        (pinned under its release key), so the agent's pod path leaves it alone. The first
+        time such a pod is seen bound to this node, its datasets are warmed here now."""
+        work = wl.pod_work(pod)
+        keys = {k for k, _ in work}
         if not keys:
             return False
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid") or ""
+        bound_here = (pod.get("spec") or {}).get("nodeName") == self.config.node_name
         with self._lock:
             keys |= {self._described[k] for k in keys if k in self._described}
             if keys & self._released.keys():
+                return True  # finished work: its pods need nothing
+            rk = next((rk for rk, job in self._jobs.items()
+                       if rk in keys or keys & job.works.keys()), None)
+            if rk is None:
+                return False
+            if not bound_here or not uid or uid in self._bound_pods:
                 return True
-            return any(rk in keys or keys & job.works.keys() for rk, job in self._jobs.items())
+            self._bound_pods[uid] = None
+            while len(self._bound_pods) > self.config.max_works:
+                self._bound_pods.popitem(last=False)
+        self._warm_bound_pod(pod, rk, work[0][1])
+        return True
+
+    def _warm_bound_pod(self, pod: dict[str, Any], release_key: str, group: str) -> None:
+        """The urgent warm of a pod bound here: every dataset its volumes name, under its
+        work's release key (taken out of the queued lane if it waited there)."""
+        meta = pod.get("metadata") or {}
+        try:
+            found = ds_mod.pod_datasets(pod, self.view)
+        except Exception as exc:  # noqa: BLE001 - API trouble resolving a claim
+            log.warning("pod %s/%s: cannot resolve datasets: %s", meta.get("namespace"),
+                        meta.get("name"), exc)
+            return
+        for dataset in found:
+            with self._lock:
+                job = self._jobs.get(release_key)
+                if job is None:
+                    return
+                job.lane.pop(dataset, None)
+                asked = dataset in job.requested
+                job.requested.add(dataset)
+            if not asked and self.metrics is not None:
+                self.metrics.job_requested(release_key, dataset)
+            log.info("%s: pod %s bound here%s: warming %s now", release_key, meta.get("name"),
+                     "" if asked else " before its data", dataset)
+            self.warm(self._request(dataset, release_key, group, 0, urgent=True))
 
     def replan(self) -> None:
         """Nodes changed: place every remembered work's datasets again."""

@@ -8,7 +8,8 @@ the scheduler) with the objects they make (tests/k8s/training_objects.py):
   time and the warm-at-admission ratio are in the metrics; its pins go when it succeeds;
 * two Jobs queued at once are warmed in Kueue priority order, not creation order;
 * a Katib Experiment's dataset stays pinned while Trials come and go, their pods prefer the
-  warm nodes, and it is released when the Experiment completes.
+  warm nodes (a Trial's pod bound elsewhere has it warmed where it landed, at once, under
+  the Experiment), and it is released when the Experiment completes.
 * a CronJob's dataset is warm before its first run, stays pinned between runs (its Jobs are
   its own), each run's pods prefer the warm nodes, and it is released when it is suspended.
 """
@@ -336,6 +337,16 @@ def test_experiment_data_outlives_trials_and_goes_with_the_experiment(fake, site
                 wait_until("the agents handled the trials' end", lambda line=line: all(
                     line in (site.tmp / f"agent-{n}.log").read_text() for n in warm), 30)
             assert site.holders(keys) == warm
+        # One more Trial, its pod bound to the third node (the warm ones were full): that
+        # node's agent warms the data there at once, pinned under the Experiment.
+        cold = next(n for n in site.nodes if n not in warm)
+        tr = fake.create(to.trial(exp, "0.03"))
+        fake.create(to.trial_job(tr))
+        pod = site.create_pod(to.trial_pod(tr))
+        fake.patch("v1", "Pod", pod["metadata"]["name"], {"spec": {"nodeName": cold}}, NS)
+        wait_until("the data warm where the trial's pod landed",
+                   lambda: site.holders(keys) == {*warm, cold}, 60)
+        assert [r["source"] for r in site.records(cold).values()] == ["experiment ml/tune"]
         fake.patch("kubeflow.org/v1beta1", "Experiment", "tune", {"status": {"conditions": [
             to.cond("Created", reason="ExperimentCreated"),
             to.cond("Running", "False", "ExperimentSucceeded"),

@@ -46,11 +46,13 @@ class Recorder:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.warms: list[tuple[str, str]] = []
+        self.urgent: list[bool] = []
         self.releases: list[tuple[str, str]] = []
 
     def warm(self, req: Any) -> None:
         with self.lock:
             self.warms.append((req.source, req.dataset))
+            self.urgent.append(req.urgent)
 
     def release(self, dataset: str, source: str) -> None:
         with self.lock:
@@ -61,11 +63,12 @@ class Recorder:
 def watching(fake, api) -> Iterator[Any]:
     made: list[ww.WorkloadWatch] = []
 
-    def make(held: list[tuple[str, str]] = ()) -> tuple[ww.WorkloadWatch, Recorder]:
+    def make(held: list[tuple[str, str]] = (), node_name: str = "n1",
+             nodes: list[pl.NodeInfo] | None = None) -> tuple[ww.WorkloadWatch, Recorder]:
         rec = Recorder()
-        w = ww.WorkloadWatch(ww.WorkloadConfig(node_name="n1", paced=False),
-                             ds_mod.ApiClusterView(api), lambda: [NODE], rec.warm, rec.release,
-                             held)
+        w = ww.WorkloadWatch(ww.WorkloadConfig(node_name=node_name, paced=False),
+                             ds_mod.ApiClusterView(api), lambda: nodes or [NODE], rec.warm,
+                             rec.release, held)
         w.start(lambda: kw.ClientTransport(api),
                 kw.WatchOptions(timeout_seconds=5, backoff_initial=0.1, backoff_max=0.5))
         made.append(w)
@@ -117,11 +120,51 @@ def test_a_trial_pod_seen_before_its_trial_is_the_experiment_s(fake, watching):
                                                              "s3://data/hpo/")])
     tr = to.trial(exp, "0.01")  # not created: the watch has not seen it
     pod = to.trial_pod(tr)
-    assert w.owns_pod(pod)
+    assert w.claim_pod(pod)
     unknown = to.experiment("other", NS, "s3://data/o/", parallel=1)
     unknown["metadata"]["uid"] = "6c1f0c1e-0000-4000-8000-000000000001"
     other = to.trial_pod(to.trial(unknown, "0.1"))
-    assert not w.owns_pod(other)  # an Experiment not known here: the pod path decides
+    assert not w.claim_pod(other)  # an Experiment not known here: the pod path decides
+
+
+def node_info(name: str) -> pl.NodeInfo:
+    return pl.NodeInfo.from_node({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                     "annotations": {pl.CACHE_FREE_ANNOTATION: str(10 << 30)}},
+        "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
+
+
+def test_a_job_s_pod_bound_to_a_node_placement_passed_over_is_warmed_there_now(fake, watching):
+    """A running PyTorchJob (1 master + 1 worker) is warmed on two of five nodes; its worker
+    pod is bound to a third (the warm nodes were full). That node's agent warms the pod's
+    dataset at once (urgent) under the job, once however many events the pending pod has,
+    and releases it with the job; a pod of unknown work is left to the agent's pod path."""
+    fake.create(to.crd(PYTORCH_CRD))
+    job = to.pytorchjob("run", NS, "s3://data/run/", workers=1, queue="q")
+    job["spec"]["runPolicy"]["suspend"] = False
+    job = fake.create(job)
+    nodes = [node_info(f"n{i}") for i in range(1, 6)]
+    chosen = pl.choose("s3://data/run/", nodes, None, 2)
+    here = next(n.name for n in nodes if n.name not in chosen)
+    w, rec = watching(node_name=here, nodes=nodes)
+    wait_for("the job read", lambda: w.claim_pod(to.pytorch_pod(job, "Worker", 0)))
+    assert rec.warms == []  # placement chose other nodes
+    pod = to.pytorch_pod(job, "Worker", 0)
+    pod["metadata"]["uid"] = "7d2e0c1e-0000-4000-8000-000000000002"
+    pod["spec"]["nodeName"] = here
+    for _ in range(3):  # bound, then the kubelet's status updates while still Pending
+        assert w.claim_pod(pod)
+    assert rec.warms == [("pytorchjob ml/run", "s3://data/run/")] and rec.urgent == [True]
+    stranger = to.pytorchjob("stranger", NS, "s3://data/s/", 1, "q")
+    stranger["metadata"]["uid"] = "7d2e0c1e-0000-4000-8000-000000000003"  # not created
+    other = to.pytorch_pod(stranger, "Worker", 0)
+    other["spec"]["nodeName"] = here
+    assert not w.claim_pod(other) and len(rec.warms) == 1
+    fake.patch("kubeflow.org/v1", "PyTorchJob", "run", {"status": to.v1_job_status(
+        to.cond("Succeeded", reason="PyTorchJobSucceeded"))}, NS)
+    wait_for("the job's data released",
+             lambda: rec.releases == [("pytorchjob ml/run", "s3://data/run/")])
+    assert w.claim_pod(pod) and len(rec.warms) == 1  # finished work: nothing more
 
 
 def test_unreadable_object_is_logged_once_and_skipped(fake, watching, log_police, caplog):
