@@ -1,4 +1,5 @@
-"""A Kueue-queued PyTorchJob (1 master + 3 workers), and a CronJob, on a real control plane.
+"""A Kueue-queued PyTorchJob (1 master + 3 workers), a running one with a pod the scheduler
+binds off its data, and a CronJob, on a real control plane.
 
 kube-apiserver, kube-scheduler and kube-controller-manager v1.36 with four fake Ready nodes
 (../shared/k8s/harness/k8s_harness.sh; no kubelet, no Kueue or training-operator: this test
@@ -274,6 +275,57 @@ def test_queued_pytorchjob_on_a_real_control_plane(control_plane, private_s3, tm
         api.status("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"],
                    to.finished(status), NS)
         wait_until("the pins released", lambda: site.holders(keys[:1]) == set(), 60)
+    except BaseException:
+        print(site.logs())
+        raise
+    finally:
+        site.stop()
+
+
+def test_a_job_pod_the_scheduler_binds_off_its_data_is_warmed_where_it_lands(
+        control_plane, private_s3, tmp_path):
+    """A running PyTorchJob (1 master + 1 worker) is warm on 2 of the 4 nodes. One more
+    worker pod can only go elsewhere (its nodeSelector names a node without the data, as
+    when the warm nodes are full); the real scheduler binds it there, and that node's agent
+    warms the job's data at once, pinned under the job; the job's end releases it there too.
+    """
+    site = Site(control_plane, private_s3, tmp_path)
+    api = site.api
+    uri, keys = site.dataset("resnet")
+    try:
+        site.start()
+        job = to.pytorchjob("run", NS, uri, workers=2, queue="user-queue")
+        job["spec"]["runPolicy"]["suspend"] = False
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 1
+        job = api.create(job)
+        api.status("kubeflow.org/v1", "PyTorchJob", "run", to.v1_job_status(
+            to.cond("Created", reason="PyTorchJobCreated"),
+            to.cond("Running", reason="PyTorchJobRunning")), NS)
+        warm = wait_until("the running job's data warm on 2 nodes",
+                          lambda: (h := site.holders(keys)) is not None and len(h) == 2 and h,
+                          120)
+        cold = sorted(set(NODES) - warm)[0]
+        pod = to.pytorch_pod(job, "Worker", 1)
+        pod.pop("status")
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": cold}
+        name = api.create(pod)["metadata"]["name"]
+        host = wait_until("the scheduler binding the pod", lambda: api.get(
+            "v1", "Pod", name, NS)["spec"].get("nodeName"), 60)
+        assert host == cold
+        t0 = time.monotonic()
+        wait_until("the data warm where the pod landed",
+                   lambda: site.holders(keys) == {*warm, cold}, 60)
+        print(f"warm on {cold} {time.monotonic() - t0:.1f}s after the pod was bound")
+        records = json.loads((site.caches[cold] / "prefetchd" / "k8s-pins.json").read_text())
+        assert {r["source"] for r in records.values()} == {"pytorchjob ml/run"}
+        assert f"pytorchjob ml/run: pod {name} bound here before its data" in (
+            tmp_path / f"agent-{cold}.log").read_text()
+        api.status("kubeflow.org/v1", "PyTorchJob", "run", to.v1_job_status(
+            to.cond("Created", reason="PyTorchJobCreated"),
+            to.cond("Running", "False", "PyTorchJobSucceeded"),
+            to.cond("Succeeded", reason="PyTorchJobSucceeded")), NS)
+        wait_until("the pins released on every node",
+                   lambda: site.holders(keys[:1]) == set(), 60)
     except BaseException:
         print(site.logs())
         raise
