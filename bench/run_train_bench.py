@@ -259,11 +259,13 @@ def prefetch(remote: Remote, cache: Path, datasets: dict) -> dict:
 
 
 def train_on(name: str, source_of: Callable[[str], Source], datasets: dict,
-             a: argparse.Namespace, accel, sampler, mount_pid: int | None = None) -> dict:
+             a: argparse.Namespace, accel, sampler, mount_pid: int | None = None,
+             peer_pid: int | None = None) -> dict:
     """Every dataset, *a.epochs* epochs each; page cache dropped before epoch 1. With
     *mount_pid* (a FUSE mount's process) each epoch records that process's CPU seconds:
     on a machine shared by the loader, the S3 server and the mount, a mount's CPU per
-    epoch is what its speed costs the rest."""
+    epoch is what its speed costs the rest. *peer_pid* (the group contenders' serving
+    peer, another node in a real cluster) is recorded the same way."""
     out: dict = {"datasets": {}}
     for dsname, ds in datasets.items():
         loader = make_loader(a.loader, source_of(dsname), a.workers, a.batch_size,
@@ -272,16 +274,19 @@ def train_on(name: str, source_of: Callable[[str], Source], datasets: dict,
         epochs = []
         try:
             for e in range(a.epochs):
-                cpu0 = cpu_seconds(mount_pid)
+                cpu0, peer0 = cpu_seconds(mount_pid), cpu_seconds(peer_pid)
                 st = run_epoch(loader, ds, accel, e, a.seed, sampler).as_dict()
-                cpu1 = cpu_seconds(mount_pid)
+                cpu1, peer1 = cpu_seconds(mount_pid), cpu_seconds(peer_pid)
                 if cpu0 is not None and cpu1 is not None:
                     st["mount_cpu_s"] = round(cpu1 - cpu0, 2)
+                if peer0 is not None and peer1 is not None:
+                    st["peer_cpu_s"] = round(peer1 - peer0, 2)
                 epochs.append(st)
                 log(f"  {name:<19} {dsname:<6} epoch {e + 1}: {st['wall_s']:6.2f} s, "
                     f"{st['samples_per_s']:7.0f} samples/s, "
                     f"util {st['accelerator_utilization']:.2f}"
-                    + (f", mount CPU {st['mount_cpu_s']:.1f} s" if "mount_cpu_s" in st else ""))
+                    + (f", mount CPU {st['mount_cpu_s']:.1f} s" if "mount_cpu_s" in st else "")
+                    + (f", peer CPU {st['peer_cpu_s']:.1f} s" if "peer_cpu_s" in st else ""))
         except (LoaderError, RuntimeError) as err:
             log(f"  {name} {dsname}: FAILED: {str(err).splitlines()[0]}")
             out["datasets"][dsname] = {"epochs": epochs, "error": str(err)}
@@ -315,12 +320,13 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
     cache = work / f"cache-{c}"
     shutil.rmtree(cache, ignore_errors=True)
     warm = None
+    peer_pid = None
     group = contextlib.ExitStack()
     if c in GROUP_CONTENDERS:
         from bench.training.group_peer import warmed_peer
 
         log("  prefetchd warm --pipeline on a peer node; this node's cache stays cold")
-        warm = group.enter_context(warmed_peer(
+        warm, peer_pid = group.enter_context(warmed_peer(
             work, cache, BUCKET, [f"s3://{BUCKET}/{PREFIXES[k]}/" for k in datasets],
             lambda peer_cache: prefetch(remote, peer_cache, datasets)))
     if c == "fusecache-prefetch":
@@ -340,7 +346,7 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
                                     daemon=True)
             side.start()
         try:
-            res = train_on(c, under(mp), datasets, a, accel, sampler, p.pid)
+            res = train_on(c, under(mp), datasets, a, accel, sampler, p.pid, peer_pid)
         finally:
             if side is not None:
                 side.join()

@@ -53,9 +53,10 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def warmed_peer(work: Path, reader_cache: Path, bucket: str, datasets: list[str],
-                warm: Callable[[Path], dict]) -> Iterator[dict]:
+                warm: Callable[[Path], dict]) -> Iterator[tuple[dict, int]]:
     """Warm *datasets* into a peer's cache with *warm(cache_dir)*, serve it, and make
-    *reader_cache* a member of its group; yields the warm's report."""
+    *reader_cache* a member of its group; yields the warm's report and the serving
+    process's pid (its CPU is another node's in a real group, this machine's here)."""
     holder = work / "cache-group-peer"
     shutil.rmtree(holder, ignore_errors=True)
     report = warm(holder)
@@ -75,7 +76,7 @@ def warmed_peer(work: Path, reader_cache: Path, bucket: str, datasets: list[str]
         line = p.stdout.readline().decode() if p.stdout else ""
         if "listening on" not in line:
             raise RuntimeError(f"peer-serve did not start (see {work / 'peer-serve.log'})")
-        yield report
+        yield report, p.pid
     finally:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
