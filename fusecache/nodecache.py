@@ -80,6 +80,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import lmdb
 
@@ -465,17 +466,31 @@ class NodeCache:
         """(file, offset, length) of a cached block's bytes where a read finds them, None
         when not cached or not yet placed (tests drop exactly these pages)."""
         key = self.block_key(oid, index)
-        with self.env.begin() as txn:
+        with self.env.begin(buffers=True) as txn:
             raw = txn.get(key, db=self._bmeta)
-            raw_slot, raw_off = txn.get(key, db=self._bslot), txn.get(key, db=self._boffs)
-        if raw is None:
+            if raw is None:
+                return None
+            length = _BMETA.unpack(bytes(raw))[1]
+            place = self._place(txn, key)
+        if place is None:
             return None
-        length = _BMETA.unpack(raw)[1]
-        if raw_slot is not None and self._slots is not None:
-            return self._slots.path, self._slots.offset(_U64.unpack(raw_slot)[0]), length
-        if raw_off is not None:
-            return self.path / "data.mdb", _U64.unpack(raw_off)[0], length
-        return None
+        in_slots, off = place
+        return (self._slots.path if in_slots and self._slots is not None
+                else self.path / "data.mdb"), off, length
+
+    def _place(self, txn: Any, key: bytes) -> tuple[bool, int] | None:
+        """(in the slot file?, offset in that file) where a block's bytes are read with
+        pread, inside a read transaction; None when it has no such place (not cached, not
+        yet placed, or no file open for it in this process)."""
+        raw_slot = txn.get(key, db=self._bslot)
+        if raw_slot is not None:
+            if self._slots is None:
+                return None
+            return True, self._slots.offset(_U64.unpack(bytes(raw_slot))[0])
+        raw = txn.get(key, db=self._boffs)
+        if raw is None or self._data_fd is None:
+            return None
+        return False, _U64.unpack(bytes(raw))[0]
 
     def _count_mapped(self, nbytes: int) -> None:
         """Every _UNMAP_EVERY bytes touched through the map, unmap what was touched."""
@@ -519,20 +534,13 @@ class NodeCache:
         asked = 0
         with self.env.begin(buffers=True) as txn:
             for oid in oids:
-                key = self.block_key(oid, 0)
                 start, end = oid.block_span(0, self.block_size)
                 try:
-                    raw_slot = txn.get(key, db=self._bslot)
-                    if raw_slot is not None:
-                        if self._slots is None:
-                            continue
-                        fd = self._slots.read_fd
-                        off = self._slots.offset(_U64.unpack(bytes(raw_slot))[0])
-                    else:
-                        raw = txn.get(key, db=self._boffs)
-                        if raw is None or self._data_fd is None:
-                            continue
-                        fd, off = self._data_fd, _U64.unpack(bytes(raw))[0]
+                    place = self._place(txn, self.block_key(oid, 0))
+                    if place is None:
+                        continue
+                    in_slots, off = place
+                    fd = self._slots.read_fd if in_slots and self._slots else self._data_fd
                     os.posix_fadvise(fd, off, end - start, os.POSIX_FADV_WILLNEED)
                 except (OSError, struct.error):
                     continue
