@@ -1,9 +1,9 @@
 """The checks csi-sanity (kubernetes-csi/csi-test, pkg/sanity) makes for the
 capabilities this driver advertises, re-stated in Python over real gRPC.
 
-csi-sanity itself is a Go program; this environment has no Go module access, so
-it cannot be built here (see docs/csi.md). Each test names the csi-sanity spec it
-mirrors. Advertised: plugin CONTROLLER_SERVICE; controller CREATE_DELETE_VOLUME;
+csi-sanity itself is a Go program that CI cannot build (no Go module access; where a
+built one is at hand, test_csi_sanity_real.py runs it: docs/csi.md). Each test names the
+csi-sanity spec it mirrors. Advertised: plugin CONTROLLER_SERVICE; controller CREATE_DELETE_VOLUME;
 node STAGE_UNSTAGE_VOLUME, GET_VOLUME_STATS, VOLUME_CONDITION. Specs for
 capabilities not advertised (snapshots, clones, expansion, ListVolumes,
 GetCapacity, ControllerPublish) are skipped by csi-sanity too; here we check that
