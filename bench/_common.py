@@ -97,6 +97,18 @@ def _stat_fields(pid: int, thread: int | None = None) -> list[str] | None:
         return None
 
 
+def machine_ticks() -> tuple[int, int]:
+    """(busy, all) CPU ticks of the machine so far; waiting for I/O counts as idle."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
+def machine_cpu_seconds() -> float:
+    """Busy CPU seconds of the whole machine so far (every core; I/O wait is idle)."""
+    return machine_ticks()[0] / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int | None, thread: int | None = None) -> float | None:
     """User + system CPU time of process *pid* so far, or of its *thread* (a thread id;
     the process's own id is its main thread) (None: no process, e.g. local disk).

@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _common import drop_caches, log, start_run  # noqa: E402
+from _common import drop_caches, log, machine_ticks, start_run  # noqa: E402
 from _mounts import (  # noqa: E402
     Remote,
     cleanup_all,
@@ -177,13 +177,6 @@ def _cpu_by_group(before: dict[int, tuple[str, float]],
     return groups
 
 
-def _machine_ticks() -> tuple[int, int]:
-    """(busy, all) CPU ticks of the machine so far; waiting for I/O counts as idle."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
-
-
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     record = start_run(argv)
@@ -249,13 +242,13 @@ def main(argv: list[str] | None = None) -> int:
                         if a.perf and rnd_no == a.rounds - 1:
                             perf = _start_perf(p.pid, a.out / f"perf-files-"
                                                f"{record['started']}-{name}.data")
-                        busy0, all0 = _machine_ticks()
+                        busy0, all0 = machine_ticks()
                         try:
                             seconds, n = _timed_pass(paths, a.readers)
                         finally:
                             stop_pyspy(spy)
                             _stop_perf(perf)
-                        busy1, all1 = _machine_ticks()
+                        busy1, all1 = machine_ticks()
                         cpu = (cpu_seconds(p.pid) or 0.0) - cpu0
                         s3_cpu = (cpu_seconds(s3.proc.pid if s3.proc else None)
                                   or 0.0) - s3_cpu0

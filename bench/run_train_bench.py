@@ -41,6 +41,7 @@ from _common import (  # noqa: E402
     latency_proxy,
     local_s3,
     log,
+    machine_cpu_seconds,
     start_run,
 )
 from _mounts import (  # noqa: E402
@@ -265,7 +266,8 @@ def train_on(name: str, source_of: Callable[[str], Source], datasets: dict,
     *mount_pid* (a FUSE mount's process) each epoch records that process's CPU seconds:
     on a machine shared by the loader, the S3 server and the mount, a mount's CPU per
     epoch is what its speed costs the rest. *peer_pid* (the group contenders' serving
-    peer, another node in a real cluster) is recorded the same way."""
+    peer, another node in a real cluster) is recorded the same way, and the whole
+    machine's busy CPU seconds for every contender (``machine_cpu_s``)."""
     out: dict = {"datasets": {}}
     for dsname, ds in datasets.items():
         loader = make_loader(a.loader, source_of(dsname), a.workers, a.batch_size,
@@ -275,8 +277,11 @@ def train_on(name: str, source_of: Callable[[str], Source], datasets: dict,
         try:
             for e in range(a.epochs):
                 cpu0, peer0 = cpu_seconds(mount_pid), cpu_seconds(peer_pid)
+                all0 = machine_cpu_seconds()
                 st = run_epoch(loader, ds, accel, e, a.seed, sampler).as_dict()
                 cpu1, peer1 = cpu_seconds(mount_pid), cpu_seconds(peer_pid)
+                # every process's: loaders, the S3 server and the link's proxy, mount, peer
+                st["machine_cpu_s"] = round(machine_cpu_seconds() - all0, 2)
                 if cpu0 is not None and cpu1 is not None:
                     st["mount_cpu_s"] = round(cpu1 - cpu0, 2)
                 if peer0 is not None and peer1 is not None:
@@ -286,7 +291,8 @@ def train_on(name: str, source_of: Callable[[str], Source], datasets: dict,
                     f"{st['samples_per_s']:7.0f} samples/s, "
                     f"util {st['accelerator_utilization']:.2f}"
                     + (f", mount CPU {st['mount_cpu_s']:.1f} s" if "mount_cpu_s" in st else "")
-                    + (f", peer CPU {st['peer_cpu_s']:.1f} s" if "peer_cpu_s" in st else ""))
+                    + (f", peer CPU {st['peer_cpu_s']:.1f} s" if "peer_cpu_s" in st else "")
+                    + f", machine CPU {st['machine_cpu_s']:.1f} s")
         except (LoaderError, RuntimeError) as err:
             log(f"  {name} {dsname}: FAILED: {str(err).splitlines()[0]}")
             out["datasets"][dsname] = {"epochs": epochs, "error": str(err)}

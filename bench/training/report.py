@@ -95,8 +95,8 @@ def markdown(res: dict) -> str:
                      f"{d['bytes'] / 1e6:.0f} MB")
         lines += [f"### {ds}: {what}", "",
                   "| contender | epoch | time s | samples/s | MB/s | accel. util. "
-                  "| data stall s | 1st batch s | mount CPU s |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| data stall s | 1st batch s | mount CPU s | machine CPU s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for c, cres in res["contenders"].items():
             runs = cres.get("datasets", {}).get(ds)
             if not runs:
@@ -109,7 +109,7 @@ def markdown(res: dict) -> str:
                     f"| {LABELS.get(c, c)} | {e['epoch'] + 1} | {e['wall_s']:.2f} | "
                     f"{e['samples_per_s']:.0f} | {e['mb_per_s']:.0f} | {util} | "
                     f"{e['stall_s']:.2f} | {e['first_batch_s']:.2f} | "
-                    f"{e.get('mount_cpu_s', '')} |")
+                    f"{e.get('mount_cpu_s', '')} | {e.get('machine_cpu_s', '')} |")
         lines.append("")
     pre = res["contenders"].get("fusecache-prefetch", {})
     if pre.get("warm"):
