@@ -167,6 +167,28 @@ def test_a_job_s_pod_bound_to_a_node_placement_passed_over_is_warmed_there_now(f
     assert w.claim_pod(pod) and len(rec.warms) == 1  # finished work: nothing more
 
 
+def test_a_trainjob_pod_bound_off_its_data_is_warmed_there_under_the_trainjob(fake, watching):
+    """The same for a running TrainJob of 2 nodes: its pods are its JobSet's (labelled with
+    the JobSet and an indexed Job, owned by that Job), warmed under the TrainJob."""
+    fake.create(to.crd("kubeflow-trainer/crds/trainer.kubeflow.org_trainjobs.yaml"))
+    fake.create(to.crd("kubeflow-trainer/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml"))
+    rt = fake.create(to.runtime("torch_distributed.yaml"))
+    job = to.trainjob("llm", NS, "s3://data/llm/", nodes=2, queue="q")
+    job["spec"]["suspend"] = False
+    job = fake.create(job)
+    nodes = [node_info(f"n{i}") for i in range(1, 6)]
+    here = next(n.name for n in nodes if n.name not in pl.choose("s3://data/llm/", nodes,
+                                                                   None, 2))
+    w, rec = watching(node_name=here, nodes=nodes)
+    pod = to.trainjob_pod(job, rt, 1)
+    pod["metadata"]["uid"] = "7d2e0c1e-0000-4000-8000-000000000004"
+    wait_for("the job read", lambda: w.claim_pod(pod))
+    assert rec.warms == []  # unbound, and placement chose other nodes
+    pod["spec"]["nodeName"] = here
+    assert w.claim_pod(pod) and w.claim_pod(pod)
+    assert rec.warms == [("trainjob ml/llm", "s3://data/llm/")] and rec.urgent == [True]
+
+
 def test_unreadable_object_is_logged_once_and_skipped(fake, watching, log_police, caplog):
     log_police.allow(r"cannot read, skipped: PyTorchJob ml/bad")
     fake.create(to.crd(PYTORCH_CRD))
