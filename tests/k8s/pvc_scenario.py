@@ -19,10 +19,11 @@ three kinds:
 
 Each is checked: the dataset (the train sub-folder only) complete in exactly two caches and
 absent from the third before the train pod exists; the pod steered to those nodes and bound to
-one of them; no pin under a pod; ``prefetchd status`` naming the workflow's step as the pinner;
-after Succeeded no pin anywhere; the bytes served sha256-exact from the cache with S3 stopped.
-The time from submission to fully warmed is printed per dataset (and written to
-``$FUSECACHE_E2E_REPORT`` when set).
+one of them (one KFP run's pod instead required on the third node: the data is then warmed
+there at once, under the workflow); no pin under a pod; ``prefetchd status`` naming the
+workflow's step as the pinner; after Succeeded no pin anywhere; the bytes served
+sha256-exact from the cache with S3 stopped. The time from submission to fully warmed is
+printed per dataset (and written to ``$FUSECACHE_E2E_REPORT`` when set).
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ KFP_IR = Path(__file__).resolve().parent / "data" / "kfp_mount_pvc_pipeline.yaml
 BUCKET = "datasets"
 REPLICAS = 2
 KINDS = ("argo", "kfp", "vct", "argo", "kfp")
+# This run's train pod gets a nodeSelector for a node its data is not on (the warm nodes
+# full): the scheduler must put it there, and that node's agent warm its data at once.
+OFF_DATA_RUN = 1
 
 
 class Platform(Protocol):
@@ -303,11 +307,27 @@ def run_scenario(platform: Platform, private_s3: LocalS3, tmp_path: Path) -> dic
                            for k in objs), "a file train does not read was warmed"
             holders[i] = full
             # "Argo" creates the train pod only now; the API server calls the webhook
-            pod = platform.create_pod(_step(run, "train", "Pending", create_pod=True,
-                                            claim_name=f"ds-{i}"))
-            assert preferred_hosts(pod) == full, (i, preferred_hosts(pod), full)
+            made = _step(run, "train", "Pending", create_pod=True, claim_name=f"ds-{i}")
+            elsewhere = sorted(set(NODES) - full)[0] if i == OFF_DATA_RUN else None
+            if elsewhere:  # its user pinned it to a node without its data
+                made["spec"]["nodeSelector"] = {"kubernetes.io/hostname": elsewhere}
+            pod = platform.create_pod(made)
+            # the webhook names only nodes the pod may run on
+            assert preferred_hosts(pod) == ({elsewhere} if elsewhere else full), \
+                (i, preferred_hosts(pod), full)
             bound_to[i] = platform.schedule(pod)  # the scheduler follows the preference
-            assert bound_to[i] in full, (i, bound_to[i], full)
+            assert bound_to[i] == elsewhere if elsewhere else bound_to[i] in full, \
+                (i, bound_to[i], full, elsewhere)
+
+        # the train pod bound where its data is not: that node's agent warms the data there
+        # at once, under the workflow (released by its DAG below, served with S3 gone)
+        off = bound_to[OFF_DATA_RUN]
+        wait_until("the data warm where the off-data pod landed", lambda: (
+            snap := nodes.snapshot()) is not None and off in nodes.holders(snap, OFF_DATA_RUN)[0],
+            60)
+        assert {r["source"] for r in _records(caches[off]).values()
+                if f"/ds-{OFF_DATA_RUN}/" in r["dataset"]} == {
+            f"workflow {NS}/{runs[OFF_DATA_RUN].name}"}
 
         # every agent has seen every train pod (Pending until after this check) as a step of
         # its workflow, not as a pending pod of its own (prepare pods may have been Running

@@ -58,7 +58,10 @@ class FakePlatform:
         return self.cluster.create(mutate(Srv(), self.webhook[1], pod)[1])  # type: ignore[arg-type]
 
     def schedule(self, pod: dict[str, Any]) -> str:
-        target = sorted(preferred_hosts(pod) or self.nodes)[0]
+        # as the scheduler: a required node beats the webhook's preference
+        required = ((pod.get("spec") or {}).get("nodeSelector") or {}).get(
+            "kubernetes.io/hostname")
+        target = required or sorted(preferred_hosts(pod) or self.nodes)[0]
         self.cluster.patch("v1", "Pod", pod["metadata"]["name"], {"spec": {"nodeName": target}},
                            pod["metadata"]["namespace"])
         return target
