@@ -68,9 +68,11 @@ def warmed_peer(work: Path, reader_cache: Path, bucket: str, datasets: list[str]
     reader_cache.mkdir(parents=True, exist_ok=True)
     write_group(reader_cache / "group.json", Group("reader", members, tls=tls["reader"]))
     log = open(work / "peer-serve.log", "ab")  # noqa: SIM115 - owned by the process
+    # cwd: not the checkout, whose fusecache/ would come before PYTHONPATH's (A/B copies),
+    # as for the mount (bench/_mounts.py)
     p = subprocess.Popen([sys.executable, "-m", "fusecache.cli", "peer-serve", "--cache-dir",
                           str(holder), "--listen", f"127.0.0.1:{port}"], stdout=subprocess.PIPE,
-                         stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+                         stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, cwd=work)
     log.close()
     try:
         line = p.stdout.readline().decode() if p.stdout else ""
