@@ -38,9 +38,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 from zlib_ng.zlib_ng import crc32  # the node cache's CRC-32 (same sum as zlib's, 3x faster)
@@ -63,6 +64,7 @@ from fusecache.peer_server import (
 from fusecache.peer_wire import WireError, decode_batch, decode_response
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _GET_BLOCK = "/fusecache.peer.v1.Peer/GetBlock"
 _GET_BLOCKS = "/fusecache.peer.v1.Peer/GetBlocks"
@@ -259,7 +261,8 @@ class PeerClient:
             if not batches:
                 break
             for member, wanted in batches.values():
-                for part in _chunks(wanted, block_size):
+                for part in in_runs(wanted, MAX_BATCH, MAX_BATCH_BYTES,
+                                    lambda o: o.block_span(0, block_size)[1]):
                     left = end_by - self._clock()
                     if left < _MIN_TRY:
                         return got
@@ -595,17 +598,20 @@ _RESULTS = {
 }
 
 
-def _chunks(oids: list[ObjectId], block_size: int) -> Iterator[list[ObjectId]]:
-    """*oids* in runs a GetBlocks call may carry (MAX_BATCH blocks, MAX_BATCH_BYTES)."""
-    part: list[ObjectId] = []
+def in_runs(items: Iterable[T], most: int, most_bytes: int,
+            size: Callable[[T], int]) -> Iterator[list[T]]:
+    """*items* in runs of at most *most* items and *most_bytes* bytes by *size* (at least one
+    item each): what one GetBlocks call may carry (``MAX_BATCH``, ``MAX_BATCH_BYTES``), or a
+    warm's batch of small files (prefetchd/warm.py)."""
+    part: list[T] = []
     nbytes = 0
-    for o in oids:
-        start, end = o.block_span(0, block_size)
-        if part and (len(part) >= MAX_BATCH or nbytes + end - start > MAX_BATCH_BYTES):
+    for item in items:
+        n = size(item)
+        if part and (len(part) >= most or nbytes + n > most_bytes):
             yield part
             part, nbytes = [], 0
-        part.append(o)
-        nbytes += end - start
+        part.append(item)
+        nbytes += n
     if part:
         yield part
 

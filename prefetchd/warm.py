@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -569,25 +569,14 @@ class Warmer:
                 self.progress(stats)
             return left
 
+        from fusecache.peer_client import in_runs  # gRPC only with a group
+
+        parts = in_runs(small, _GROUP_BATCH, _GROUP_BATCH_BYTES, lambda o: o.size)
         with cf.ThreadPoolExecutor(_GROUP_BATCH_JOBS, thread_name_prefix="prefetchd-group") as pool:
-            for left in pool.map(batch, _batches(small, _GROUP_BATCH, _GROUP_BATCH_BYTES)):
+            for left in pool.map(batch, parts):
                 rest.extend(left)
         return rest
 
-
-def _batches(objs: list[fusecache.ObjectInfo], most: int,
-             most_bytes: int) -> Iterator[list[fusecache.ObjectInfo]]:
-    """*objs* in runs of at most *most* objects and *most_bytes* bytes (at least one)."""
-    part: list[fusecache.ObjectInfo] = []
-    nbytes = 0
-    for o in objs:
-        if part and (len(part) >= most or nbytes + o.size > most_bytes):
-            yield part
-            part, nbytes = [], 0
-        part.append(o)
-        nbytes += o.size
-    if part:
-        yield part
 
 
 class _BoundedStore:
