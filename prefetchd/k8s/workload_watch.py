@@ -39,9 +39,9 @@ Data flow:
 * Pending pods of known work are left to this module (:meth:`WorkloadWatch.claim_pod`): the
   agent's pod path would pin their data again under the pod, with a TTL. One already bound to
   this node (where placement may not have warmed: its preferred nodes were full, or the
-  scheduler chose otherwise) gets the datasets its volumes name warmed at once, in the
-  worker's urgent lane, under its work's ``release_key`` (so they go with the work), once per
-  pod; already warmed here, the worker skips it at once.
+  scheduler chose otherwise) gets the datasets it names (``datasets.pod_datasets``) warmed at
+  once, in the worker's urgent lane, under its work's ``release_key`` (so they go with the
+  work), once per pod; already warmed here, the worker skips it at once.
 
 Bounded: works, raw objects and queued lane entries are LRU-capped at ``max_works``.
 """
@@ -627,8 +627,9 @@ class WorkloadWatch:
         return True
 
     def _warm_bound_pod(self, pod: dict[str, Any], release_key: str, group: str) -> None:
-        """The urgent warm of a pod bound here: every dataset its volumes name, under its
-        work's release key (taken out of the queued lane if it waited there)."""
+        """The urgent warm of a pod bound here: every dataset it names (its fusecache
+        volumes, the s3:// URIs of its containers), under its work's release key (taken out
+        of the queued lane if it waited there)."""
         meta = pod.get("metadata") or {}
         try:
             found = ds_mod.pod_datasets(pod, self.view)

@@ -27,10 +27,17 @@ pytestmark = pytest.mark.k8s
 
 NS = "ml"
 PYTORCH_CRD = "kubeflow-trainer/crds/kubeflow.org_pytorchjobs.yaml"
-NODE = pl.NodeInfo.from_node({
-    "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"},
-                 "annotations": {pl.CACHE_FREE_ANNOTATION: str(10 << 30)}},
-    "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
+
+
+def node_info(name: str) -> pl.NodeInfo:
+    """An annotated node with 10 GiB of cache free, as placement sees it."""
+    return pl.NodeInfo.from_node({
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                     "annotations": {pl.CACHE_FREE_ANNOTATION: str(10 << 30)}},
+        "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
+
+
+NODE = node_info("n1")
 
 
 def wait_for(what: str, fn: Any, timeout: float = 20.0) -> Any:
@@ -125,13 +132,6 @@ def test_a_trial_pod_seen_before_its_trial_is_the_experiment_s(fake, watching):
     unknown["metadata"]["uid"] = "6c1f0c1e-0000-4000-8000-000000000001"
     other = to.trial_pod(to.trial(unknown, "0.1"))
     assert not w.claim_pod(other)  # an Experiment not known here: the pod path decides
-
-
-def node_info(name: str) -> pl.NodeInfo:
-    return pl.NodeInfo.from_node({
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
-                     "annotations": {pl.CACHE_FREE_ANNOTATION: str(10 << 30)}},
-        "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"}}})
 
 
 def test_a_job_s_pod_bound_to_a_node_placement_passed_over_is_warmed_there_now(fake, watching):
