@@ -10,10 +10,12 @@ last chance to warm). A dataset is an ``s3://bucket/prefix`` location:
   paths are normalised and named exactly as the workflow analysis names them
   (prefetchd/pipeline/_pvc.py), so a step's dataset has one name for agent and webhook;
 * an inline CSI volume of the driver (same attributes);
-* ``s3://`` / ``s3a://`` URIs in command, args and env values, except those the workflow
-  analysis's rules (prefetchd/pipeline/_uri.py: copy-tool operand order, flag names such as
-  ``--out``/``--output``/``--save-to``, env names such as ``OUTPUT_URI``) say are written:
-  an output location is no dataset to warm or steer to.
+* ``s3://`` / ``s3a://`` URIs in command, args (``$(VAR)`` expanded from the container's env,
+  as the kubelet does) and env values, except those the workflow analysis's rules
+  (prefetchd/pipeline/_uri.py: copy-tool operand order, flag names such as
+  ``--out``/``--output``/``--save-to``, env names such as ``OUTPUT_URI``) say are written, or
+  may be either (``--checkpoint-dir``, ``--model_dir``): an output location is no dataset to
+  warm or steer to, and a pipeline's plan does not warm the unknown ones either.
 
 :func:`claim_dataset` (claim -> :class:`VolumeDataset`, carrying the PV's attributes and
 secret reference) is also what the agent uses for the claims of workflow steps.
@@ -38,9 +40,7 @@ from prefetchd.k8s import placement, rest
 from prefetchd.pipeline import _pvc, _uri
 
 log = logging.getLogger(__name__)
-
 DRIVER_NAME = "csi.fusecache.io"  # csi/__init__.py DRIVER_NAME; not imported: no grpc needed here
-_S3_URI = re.compile(r"s3a?://[A-Za-z0-9.\-_]{3,63}(?:/[^\s\"'<>{}\\,;|]*)?")
 MAX_DATASETS = 16  # per pod: bounds webhook work and the size of the affinity it adds
 
 
@@ -224,33 +224,75 @@ def _volume_locations(
     return out
 
 
-def _strings(container: Mapping[str, Any]) -> Iterable[str]:
-    yield from (str(s) for s in container.get("command") or [])
-    yield from (str(s) for s in container.get("args") or [])
-    for env in container.get("env") or []:
-        if isinstance(env.get("value"), str):
-            yield env["value"]
+REDIRECTS = (">", ">>", "1>", "2>", "&>")  # the word after a shell redirection is written
+# A path inside a word: --root=/data/a,/data/b, open('/data/x'). Not at blanks: a word with
+# blanks is a quoted string (an echo's message) unless quotes inside it delimit the path.
+_PATH_SPLIT = re.compile(r"[=,:;\"']+")
 
 
-def _read_uris(container: Mapping[str, Any]) -> Iterable[str]:
-    """The ``s3://`` URIs a container may read: those of command+args not classified as written
-    by the workflow analysis's rules, and env values whose name does not say output."""
-    argv = [str(s) for s in [*(container.get("command") or []), *(container.get("args") or [])]]
-    tokens = _uri.tokenize(argv)
+def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(word, origin, direction) for every word of a container's command/args (``$(VAR)``
+    expanded as the kubelet does, shell strings split) and of its literal env values.
+
+    Direction is "read", "write" or "unknown", by the workflow analysis's rules
+    (prefetchd/pipeline/_uri.py: copy-tool operands, flag and env names); a word nothing
+    says anything about is read. A ``key=value`` word (Hydra / torchtune style overrides such
+    as ``output_dir=/workspace/output``) also yields its value, directed by the key. The pod
+    path here and the training-job adapters (prefetchd/workloads/_podspec.py) both read
+    containers through this, so the two name the same datasets.
+    """
+    argv = [str(a) for a in [*(container.get("command") or []),
+                             *(container.get("args") or [])]]
+    tokens = _uri.tokenize(_uri.kube_expand(argv, container.get("env")))
     directions = _uri.classify_tokens(tokens)
-    for i, tok in enumerate(tokens):
-        if directions.get(i) != "write":
-            yield from _S3_URI.findall(tok)
+    out: list[tuple[str, str, str]] = []
+    for i, t in enumerate(tokens):
+        d = "write" if i and tokens[i - 1] in REDIRECTS else directions.get(i) or "read"
+        if "=" in t and not t.startswith("-"):
+            key, value = t.split("=", 1)
+            said = _uri.name_direction(key.rsplit(".", 1)[-1])
+            d = said if said in ("write", "unknown") else d
+            out.append((value, "arg", d))
+        out.append((t, "arg", d))
     for env in container.get("env") or []:
-        if isinstance(env.get("value"), str) and \
-                _uri.name_direction(str(env.get("name") or "")) != "write":
-            yield from _S3_URI.findall(env["value"])
+        if not isinstance(env, Mapping) or not isinstance(env.get("value"), str):
+            continue
+        name = str(env.get("name") or "")
+        said = _uri.name_direction(name)
+        d = said if said in ("write", "unknown") else "read"
+        for word in env["value"].split():
+            out.append((word, f"env {name}", d))
+    return out
+
+
+def s3_uris(text: str) -> list[str]:
+    """The ``s3://`` locations in *text* (``s3a://`` and rclone's ``:s3:`` named as s3)."""
+    return ["s3://" + u.rstrip(".").split("://", 1)[1] for u in _uri.find_uris(text)
+            if u.split("://", 1)[0].lower() in ("s3", "s3a")]
+
+
+def paths_under(words: Iterable[tuple[str, str, str]], mount_path: str
+                ) -> list[tuple[str, str]]:
+    """(path relative to the mount, direction) for every path under *mount_path* the words
+    name ("" for the mount itself), normalised as the workflow analysis does (_pvc)."""
+    out: list[tuple[str, str]] = []
+    for text, _origin, d in words:
+        for piece in _PATH_SPLIT.split(text):
+            rel = _pvc.relative_under(piece, mount_path)
+            if rel is not None:
+                out.append((rel, d))
+    return out
 
 
 def pod_datasets(
     pod: Mapping[str, Any], view: ClusterView, driver: str = DRIVER_NAME
 ) -> list[str]:
-    """The pod's dataset locations, most specific first found, deduplicated, at most 16."""
+    """The pod's dataset locations, most specific first found, deduplicated, at most 16.
+
+    Only what it reads: an s3:// location its command line or env names as written, or as
+    either (unknown), is not warmed. Under a fusecache volume (read-only) a path named as
+    written is not read (a mount named only that way is not read whole), and one that could
+    be either (``checkpointer.checkpoint_dir=/workspace/model``) can only be read."""
     spec = pod.get("spec") or {}
     volumes = _volume_locations(pod, view, driver)
     found: list[str] = []
@@ -260,20 +302,20 @@ def pod_datasets(
             found.append(uri)
 
     for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        mounts = [(m.get("mountPath", ""), _pvc.join(volumes[m["name"]], m.get("subPath", "")))
-                  for m in c.get("volumeMounts") or [] if m.get("name") in volumes]
-        narrowed: set[str] = set()
-        for uri in _read_uris(c):
-            add(uri.replace("s3a://", "s3://", 1))
-        for text in _strings(c):
-            for word in re.split(r"[\s=,:;\"']+", text):
-                for mount_path, base in mounts:
-                    rel = _pvc.relative_under(word, mount_path)
-                    if rel is not None:  # the same name the workflow analysis gives it
-                        add(_pvc.narrow(base, rel))
-                        narrowed.add(mount_path)
-        for mount_path, base in mounts:
-            if mount_path not in narrowed:
+        words = container_words(c)
+        for text, _origin, d in words:
+            if d == "read":
+                for uri in s3_uris(text):
+                    add(uri)
+        for m in c.get("volumeMounts") or []:
+            if m.get("name") not in volumes:
+                continue
+            base = _pvc.join(volumes[m["name"]], m.get("subPath", ""))
+            named = paths_under(words, m.get("mountPath", ""))
+            for rel, d in named:
+                if d != "write":  # the same name the workflow analysis gives it
+                    add(_pvc.narrow(base, rel))
+            if not named:
                 add(base)
     for name, loc in volumes.items():  # fusecache volumes no container mounts (rare)
         if not any(u.startswith(loc) for u in found):

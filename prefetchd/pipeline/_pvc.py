@@ -50,6 +50,17 @@ def narrow(base: str, rel: str) -> str:
     return base.rstrip("/") + "/" + rel if rel else base
 
 
+def dataset_under(base: str, path: str) -> str:
+    """The dataset of ``path`` under a volume of ``base`` (``s3://b/p/``): the volume itself
+    when ``path`` is empty, a folder when it ends in ``/`` (a ``subPath``), else the named
+    path as :func:`narrow` names it (maybe a file). The training-job adapters
+    (prefetchd/workloads) hand paths over in this form, so they name a dataset as the pod
+    path does."""
+    if path.endswith("/"):
+        return join(base, path)
+    return narrow(join(base), path)
+
+
 def relative_under(path: str, mount_path: str) -> str | None:
     """``path`` relative to ``mount_path`` after normalising both; None when not under it.
 

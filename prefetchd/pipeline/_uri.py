@@ -64,7 +64,8 @@ READ_WORDS = frozenset(
     {"from", "src", "source", "sources", "in", "input", "inputs", "data", "dataset", "datasets"}
 )
 READ_PREFIXES = ("input", "data", "src", "source")
-RESUME_WORDS = frozenset({"resume", "load", "init", "restore", "pretrained", "warmstart"})
+RESUME_WORDS = frozenset({"resume", "load", "init", "restore", "pretrained", "warmstart",
+                          "weights"})
 AMBIGUOUS_WORDS = frozenset({"checkpoint", "checkpoints", "ckpt", "ckpts", "modeldir"})
 WRITE_STEP_VERBS = frozenset(
     {"upload", "publish", "export", "push", "save", "cleanup", "delete", "purge", "register"}
@@ -166,6 +167,30 @@ def shell_args(argv: list[str]) -> list[str]:
     return argv
 
 
+_KUBE_VAR = re.compile(r"\$(\$)?\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+def kube_expand(argv: list[str], env: object) -> list[str]:
+    """A container's command/args as the kubelet runs them: ``$(NAME)`` replaced by the value
+    of the container's env var NAME when it is given literally (``value``), ``$$(NAME)`` left
+    as the text ``$(NAME)``, a reference to anything else left as written (Kubernetes' own
+    rules). ``--data $(DATA_DIR)/val`` then names the location it reads."""
+    values: dict[str, str] = {}
+    for e in env if isinstance(env, list) else []:
+        if isinstance(e, dict) and isinstance(e.get("name"), str) \
+                and isinstance(e.get("value"), str):
+            values[e["name"]] = e["value"]
+    if not values:
+        return argv
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1):
+            return m.group(0)[1:]
+        return values.get(m.group(2), m.group(0))
+
+    return [_KUBE_VAR.sub(sub, a) if "$(" in a else a for a in argv]
+
+
 def tokenize(argv: list[str]) -> list[str]:
     """Flatten argv, splitting shell strings (`sh -c "..."`) into words."""
     out: list[str] = []
@@ -254,9 +279,9 @@ def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
             if len(seg) >= 2:
                 out[seg[-1]] = "unknown"
             seg = []
-        elif i in out and out[i] is None and URI_RE.search(tokens[i]) and (
-            i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1]
-        ):
+        elif i in out and out[i] is None and URI_RE.search(tokens[i]) and \
+                not tokens[i].startswith("-") and (  # --x=s3://...: a flag's value
+                i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1]):
             seg.append(i)
 
 

@@ -74,14 +74,17 @@ class DatasetRef:
     Exactly one of: ``uri`` (an object-store URI; only s3/s3a can be warmed), ``claim`` (a PVC
     by name, with ``path`` under the volume, to be resolved by the caller to its PV's
     bucket/prefix), or ``pattern`` (text still holding a placeholder: only known at run time).
+    ``direction`` "unknown": the pod may read or write it (``--checkpoint-dir``,
+    ``--model_dir``: prefetchd/pipeline/_uri.py); shown, never warmed, as in a pipeline's plan.
     """
 
     origin: str  # "arg", "env NAME", "storageUri", "pvc VOLUME", "csi VOLUME"
     container: str = ""
     uri: str | None = None
     claim: str | None = None
-    path: str = ""  # under the claim's volume: subPath joined with the path named in args
+    path: str = ""  # under the claim's volume (pipeline/_pvc.py dataset_under: "a/" a folder)
     pattern: str | None = None
+    direction: str = "read"  # or "unknown"
 
     @property
     def scheme(self) -> str | None:
@@ -91,8 +94,8 @@ class DatasetRef:
 
     @property
     def warmable(self) -> bool:
-        """An S3 location known now (a PVC still needs resolving)."""
-        return self.scheme in ("s3", "s3a")
+        """An S3 location known now that the pod reads (a PVC still needs resolving)."""
+        return self.scheme in ("s3", "s3a") and self.direction == "read"
 
     def describe(self) -> str:
         if self.uri:
@@ -101,14 +104,18 @@ class DatasetRef:
             return f"pvc {self.claim}" + (f" /{self.path}" if self.path else "")
         return f"(runtime: {self.pattern})"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, resolve: Resolver | None = None) -> dict[str, Any]:
+        """*resolve*: the location to warm it at, as ``resolved`` (null: none, not warmed)."""
         out: dict[str, Any] = {"origin": self.origin, "container": self.container}
         for k in ("uri", "claim", "pattern"):
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         if self.claim:
             out["path"] = self.path
-        out["warmable"] = self.warmable
+        out["direction"] = self.direction
+        resolved = (resolve or s3_only)(self)
+        out["resolved"] = resolved
+        out["warmable"] = resolved is not None
         return out
 
 
@@ -140,7 +147,7 @@ class PodGroup:
         """Scheduling constraints for placement (placeholders already left out, see notes)."""
         return placement.PodRequirements.from_pod_spec(self.spec)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, resolve: Resolver | None = None) -> dict[str, Any]:
         spec = self.spec
         req = placement.pod_requests(spec)
         return {
@@ -151,7 +158,7 @@ class PodGroup:
             "tolerations": list(spec.get("tolerations") or []),
             "nodeAffinity": ((spec.get("affinity") or {}).get("nodeAffinity")),
             "requests": {k: _quantity_str(v) for k, v in sorted(req.items())},
-            "datasets": [d.to_json() for d in self.datasets],
+            "datasets": [d.to_json(resolve) for d in self.datasets],
             "notes": list(self.notes),
         }
 
@@ -298,7 +305,7 @@ class UpcomingWork:
             "priority": self.priority,
             "copies": self.copies,
             "nodes": self.nodes,
-            "groups": [g.to_json() for g in self.groups],
+            "groups": [g.to_json(resolve) for g in self.groups],
             "warm": [{"dataset": t.dataset, "nodes": t.nodes, "groups": list(t.groups),
                       "stage": t.stage} for t in self.targets(resolve)],
             "notes": list(self.notes),

@@ -25,13 +25,12 @@ with a note: placement on a guess could exclude every right node.
 from __future__ import annotations
 
 import copy
-import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prefetchd.k8s import datasets as k8s_datasets
 from prefetchd.k8s import placement
-from prefetchd.pipeline import _uri
+from prefetchd.pipeline import _pvc, _uri
 from prefetchd.workloads._model import (
     PLACEHOLDER,
     DatasetRef,
@@ -41,7 +40,6 @@ from prefetchd.workloads._model import (
     sequence,
 )
 
-REDIRECTS = (">", ">>", "1>", "2>", "&>")  # the word after a shell redirection is written
 MAX_REFS = 64  # per group: bounds what a hostile template can make us hold and warm
 
 
@@ -137,7 +135,10 @@ def _join(*parts: str) -> str:
 
 
 def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -> list[DatasetRef]:
-    """The datasets one PodSpec names, in container order, deduplicated, at most MAX_REFS."""
+    """The datasets one PodSpec names, in container order, deduplicated, at most MAX_REFS.
+
+    Containers are read as the pod path reads them (``k8s_datasets.container_words`` and
+    ``paths_under``), so a job's dataset has the name the agent gives its bound pod."""
     volumes: dict[str, tuple[str, str]] = {}  # volume name -> ("claim"|"uri", value)
     for vol in spec.get("volumes") or []:
         if not isinstance(vol, Mapping):
@@ -163,7 +164,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -
         if not isinstance(c, Mapping):
             raise WorkloadError("container: expected a mapping")
         cname = str(c.get("name", ""))
-        words = _words(c)  # (text, origin, direction)
+        words = k8s_datasets.container_words(c)
         for text, origin, direction in words:
             if direction == "write":
                 continue
@@ -171,60 +172,27 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -
                 add(DatasetRef(origin, cname, pattern=text))
                 continue
             for uri in _uri.find_uris(text):
-                add(DatasetRef(origin, cname, uri=uri.rstrip(".")))
+                add(DatasetRef(origin, cname, uri=uri.rstrip("."), direction=direction))
         for m in c.get("volumeMounts") or []:
             vname = str((m or {}).get("name", ""))
             if vname not in volumes:
                 continue
             vkind, value = volumes[vname]
-            mount = str(m.get("mountPath", "")).rstrip("/")
-            sub = str(m.get("subPath", "") or "")
+            sub = _pvc.join("", str(m.get("subPath", "") or "")).strip("/")
             origin = f"{'pvc' if vkind == 'claim' else 'csi'} {vname}"
-            named = [(t, d) for t, _, d in words
-                     if mount and (t == mount or t.startswith(mount + "/"))]
-            paths: list[str] = []
-            for text, direction in named:
-                if direction == "write":
-                    continue
-                rel = posixpath.normpath(text[len(mount):].lstrip("/") or ".")
-                if rel.startswith(".."):
-                    continue
-                paths.append(_join(sub, "" if rel == "." else rel))
+            named = k8s_datasets.paths_under(words, str(m.get("mountPath", "")))
+            # a path under the mount: named as pipeline/_pvc.py dataset_under reads it (a
+            # trailing "/" for a folder: the mount itself, or its subPath); one that could be
+            # read or written is read (the volume warmed is fusecache's: read-only)
+            paths = [_join(sub, rel) if rel else (sub + "/" if sub else "")
+                     for rel, d in named if d != "write"]
             if not named:
-                paths.append(_join(sub))
+                paths.append(sub + "/" if sub else "")
             for p in paths:
                 if PLACEHOLDER in value or PLACEHOLDER in p:
                     add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
                 elif vkind == "claim":
                     add(DatasetRef(origin, cname, claim=value, path=p))
                 else:
-                    uri = value.rstrip("/") + "/" + (p + "/" if p else "")
-                    add(DatasetRef(origin, cname, uri=uri))
-    return out
-
-
-def _words(c: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(word, origin, "read"|"write") for every word of command/args and every env value.
-
-    A ``key=value`` word (Hydra / torchtune style overrides such as
-    ``output_dir=/workspace/output``) also yields its value, written when the key says output.
-    """
-    argv = [str(a) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
-    tokens = _uri.tokenize(argv)
-    direction = _uri.classify_tokens(tokens)
-    out = []
-    for i, t in enumerate(tokens):
-        d = "write" if i and tokens[i - 1] in REDIRECTS else direction.get(i, "read")
-        out.append((t, "arg", d))
-        if "=" in t and not t.startswith("-"):
-            key, value = t.split("=", 1)
-            out.append((value, "arg", "write" if _uri.name_says_write(key.rsplit(".", 1)[-1])
-                        else d))
-    for env in c.get("env") or []:
-        if not isinstance(env, Mapping) or not isinstance(env.get("value"), str):
-            continue
-        name = str(env.get("name", ""))
-        d = "write" if _uri.name_says_write(name) else "read"
-        for word in env["value"].split():
-            out.append((word, f"env {name}", d))
+                    add(DatasetRef(origin, cname, uri=_pvc.dataset_under(value, p)))
     return out

@@ -13,12 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from prefetchd.k8s import datasets as k8s_datasets
+from prefetchd.pipeline._pvc import dataset_under
 from prefetchd.workloads._model import DatasetRef, Resolver, s3_only
-
-
-def _under(base: str, path: str) -> str:
-    base = base.rstrip("/") + "/"
-    return base + (path.strip("/") + "/" if path.strip("/") else "")
 
 
 def resolver_from_map(pvc_map: Mapping[str, str]) -> Resolver:
@@ -27,7 +23,7 @@ def resolver_from_map(pvc_map: Mapping[str, str]) -> Resolver:
     def resolve(ref: DatasetRef) -> str | None:
         if ref.claim is not None:
             base = pvc_map.get(ref.claim)
-            return _under(base.replace("s3a://", "s3://", 1), ref.path) if base else None
+            return dataset_under(base.replace("s3a://", "s3://", 1), ref.path) if base else None
         return s3_only(ref)
 
     return resolve
@@ -44,6 +40,6 @@ def resolver_from_view(view: k8s_datasets.ClusterView, namespace: str,
         pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
         pv = view.pv(pv_name) if pv_name else None
         base = k8s_datasets.csi_location(((pv or {}).get("spec") or {}).get("csi"), driver)
-        return _under(base, ref.path) if base else None
+        return dataset_under(base, ref.path) if base else None
 
     return resolve

@@ -98,6 +98,10 @@ def _documents(path: str) -> list[dict[str, Any]]:
     return docs
 
 
+def _nodes(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
+
+
 class FileClusterView:
     """PVCs and PVs given in the files, looked up as :class:`ApiClusterView` does (no nodes)."""
 
@@ -191,7 +195,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                 (f"={w.priority}" if w.priority is not None else " (value unknown)")
         lines.append(f"{n}. {w.kind} {w.namespace}/{w.name}  [{w.api_version}]  {state}")
         copies = f" ({w.copies} trials at once)" if w.copies > 1 else ""
-        lines.append(f"   {w.nodes} nodes{copies}; pins released with {w.release_key}")
+        lines.append(f"   {_nodes(w.nodes)}{copies}; pins released with {w.release_key}")
         stages = w.stages
         for g in w.groups:
             after = f" after {', '.join(g.after)}" if g.after else ""
@@ -200,6 +204,10 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
             for ref in g.datasets:
                 uri = resolve(ref)
                 where = f" -> {uri}" if uri and uri != ref.uri else ""
+                if ref.direction != "read":
+                    lines.append(f"      unknown {ref.describe()}  ({ref.origin}) "
+                                 "[read or written: not warmed]")
+                    continue
                 if ref.claim and not uri:
                     where = f" (unresolved: --pvc {ref.claim}=s3://BUCKET/PREFIX)"
                 elif ref.uri and not ref.warmable:
@@ -211,7 +219,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
         if targets:
             lines.append("   warm:")
             for t in targets:
-                lines.append(f"      {t.dataset}  on {t.nodes} nodes  for {', '.join(t.groups)}"
+                lines.append(f"      {t.dataset}  on {_nodes(t.nodes)}  for {', '.join(t.groups)}"
                              f"  (stage {t.stage})")
         else:
             lines.append("   warm: nothing (no S3 dataset known before the run)")

@@ -16,8 +16,12 @@ from prefetchd.k8s import job_steering, placement
 DATASET = "s3://datasets/mnist/"
 _TEMPLATE = {"spec": {"containers": [{
     "image": "mpioperator/mpi-pi:openmpi", "name": "mpi-worker",
-    "command": ["/home/mpiuser/pi", f"--data={DATASET}"],
+    "command": ["/usr/sbin/sshd", "-De"],
     "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}
+# the launcher starts the program on the workers: its command line names what they read
+_LAUNCHER = copy.deepcopy(_TEMPLATE)
+_LAUNCHER["spec"]["containers"][0].update(
+    name="mpi-launcher", command=["mpirun", "-n", "2", "/home/mpiuser/pi", f"--data={DATASET}"])
 
 
 def mpijob_v2(suspend: bool = True, conditions: list[dict] | None = None) -> dict:
@@ -30,7 +34,7 @@ def mpijob_v2(suspend: bool = True, conditions: list[dict] | None = None) -> dic
                                                     "suspend": suspend},
                  "mpiImplementation": "OpenMPI",
                  "mpiReplicaSpecs": {
-                     "Launcher": {"replicas": 1, "template": copy.deepcopy(_TEMPLATE)},
+                     "Launcher": {"replicas": 1, "template": copy.deepcopy(_LAUNCHER)},
                      "Worker": {"replicas": 2, "template": copy.deepcopy(_TEMPLATE)}}},
         "status": {"conditions": conditions or []},
     }
@@ -63,7 +67,13 @@ def test_v2beta1_mpijob_reads_like_v1_with_its_launcher_and_workers() -> None:
     assert work.key == "mpijob ml/pi"
     assert [(g.name, g.pods) for g in work.groups] == [("Launcher", 1), ("Worker", 2)]
     assert work.state is workloads.State.QUEUED
+    # read on the workers' nodes, not on the launcher's (it only starts them) ...
     [target] = work.targets()
+    assert target.dataset == DATASET and target.nodes == 2 and target.groups == ("Worker",)
+    # ... unless the launcher runs a rank too
+    job = mpijob_v2()
+    job["spec"]["runLauncherAsWorker"] = True
+    [target] = workloads.read(job).targets()
     assert target.dataset == DATASET and target.nodes == 3
     running = workloads.read(mpijob_v2(False, [{"type": "Running", "status": "True"}]))
     assert running.state is workloads.State.RUNNING

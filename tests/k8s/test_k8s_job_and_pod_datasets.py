@@ -1,0 +1,127 @@
+"""A training job's datasets, as its plan names them and as the agent names its pods.
+
+The job path (prefetchd/workloads: placement before the pods exist) and the pod path
+(prefetchd/k8s/datasets.py: a pod bound to a node, the webhook) read the same containers;
+they must agree on what is read and on its name, since placement hashes the name and a
+bound pod's urgent warm must find what the plan warmed. The PyTorchJob and its PVC/PV are
+shaped as the training operator and the CSI provisioner leave them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from volume_objects import bound_pair
+
+from prefetchd import workloads
+from prefetchd.k8s import datasets as ds_mod
+from prefetchd.workloads.plan_cli import FileClusterView
+
+NS = "vision"
+CONTAINER: dict[str, Any] = {
+    "name": "pytorch", "image": "registry.example.com/vision/maskrcnn:2.4",
+    "command": ["torchrun", "--nproc_per_node=8", "train.py"],
+    "args": [
+        "--train-root", "/data/coco/train2017",
+        "--val-root=/data/coco/val2017",  # a flag's value under the mount
+        "--ann=/data/coco/annotations/instances_train2017.json",  # a file, not a folder
+        "--extra", "$(EXTRA_ROOT)/lvis",  # expanded by the kubelet from the env below
+        "--note", "$$(EXTRA_ROOT)",  # escaped: the text itself
+        "--train_files=s3://tfr/coco/train-*.tfrecord", "--eval_files=s3://tfr/coco/val-*.tfrecord",
+        "--model_dir=s3://ckpt/maskrcnn/",  # read or written: shown, not warmed
+        "--output-dir", "/data/coco/out",  # written (and fails: the volume is read-only)
+    ],
+    "env": [{"name": "EXTRA_ROOT", "value": "s3://vision-extra/coco"},
+            {"name": "CHECKPOINT_URI", "value": "s3://ckpt/run7/"}],
+    "resources": {"limits": {"nvidia.com/gpu": "8"}},
+    "volumeMounts": [{"name": "coco", "mountPath": "/data/coco", "readOnly": True}],
+}
+TEMPLATE = {"spec": {"containers": [CONTAINER], "volumes": [
+    {"name": "coco", "persistentVolumeClaim": {"claimName": "coco-2017", "readOnly": True}}]}}
+READ = {
+    "s3://vision-datasets/coco/2017/train2017",
+    "s3://vision-datasets/coco/2017/val2017",
+    "s3://vision-datasets/coco/2017/annotations/instances_train2017.json",
+    "s3://vision-extra/coco/lvis",
+    "s3://vision-extra/coco",  # the env value itself: the program may read all of it
+    "s3://tfr/coco/train-*.tfrecord",
+    "s3://tfr/coco/val-*.tfrecord",
+}
+
+
+def pytorchjob() -> dict[str, Any]:
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "maskrcnn", "namespace": NS, "uid": "5d2e"},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "OnFailure",
+                           "template": copy.deepcopy(TEMPLATE)},
+                "Worker": {"replicas": 3, "restartPolicy": "OnFailure",
+                           "template": copy.deepcopy(TEMPLATE)}}},
+            "status": {"conditions": [{"type": "Created", "status": "True",
+                                       "reason": "PyTorchJobCreated"}]}}
+
+
+def worker_pod(index: int) -> dict[str, Any]:
+    """The pod the training operator makes: the template plus its labels and env."""
+    spec = copy.deepcopy(TEMPLATE["spec"])
+    spec["containers"][0]["env"] += [
+        {"name": "MASTER_PORT", "value": "23456"}, {"name": "MASTER_ADDR",
+                                                     "value": "maskrcnn-master-0"},
+        {"name": "WORLD_SIZE", "value": "4"}, {"name": "RANK", "value": str(index + 1)},
+        {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"maskrcnn-worker-{index}", "namespace": NS,
+                         "labels": {"training.kubeflow.org/job-name": "maskrcnn",
+                                    "training.kubeflow.org/operator-name": "pytorchjob-controller",
+                                    "training.kubeflow.org/replica-type": "worker",
+                                    "training.kubeflow.org/replica-index": str(index)},
+                         "ownerReferences": [{"apiVersion": "kubeflow.org/v1",
+                                              "kind": "PyTorchJob", "name": "maskrcnn",
+                                              "uid": "5d2e", "controller": True}]},
+            "spec": spec, "status": {"phase": "Pending"}}
+
+
+def view() -> FileClusterView:
+    pv, pvc = bound_pair(NS, "coco-2017", "pv-coco", {"bucket": "vision-datasets",
+                                                      "prefix": "coco/2017"})
+    return FileClusterView([pv, pvc])
+
+
+def test_the_plan_warms_what_the_job_reads_and_names_it_as_the_pod_path_does() -> None:
+    work = workloads.read(pytorchjob())
+    resolve = workloads.resolver_from_view(view(), NS)
+    targets = {t.dataset: t.nodes for t in work.targets(resolve)}
+    assert targets == dict.fromkeys(READ, 4)
+    assert set(ds_mod.pod_datasets(worker_pod(0), view())) == READ
+
+
+def test_what_may_be_written_is_shown_but_not_warmed() -> None:
+    work = workloads.read(pytorchjob())
+    doc = work.to_json(workloads.resolver_from_view(view(), NS))
+    shown = {(d.get("uri") or f"pvc {d.get('claim')} {d.get('path')}", d["direction"],
+              d["resolved"], d["warmable"]) for d in doc["groups"][0]["datasets"]}
+    assert ("s3://ckpt/maskrcnn/", "unknown", None, False) in shown
+    assert ("s3://ckpt/run7/", "unknown", None, False) in shown
+    # a claim's dataset carries the location it resolves to, and is warmable
+    assert ("pvc coco-2017 annotations/instances_train2017.json", "read",
+            "s3://vision-datasets/coco/2017/annotations/instances_train2017.json", True) in shown
+    # the output path under the mount is no read, and the mount is not read whole
+    assert not any("out" in s[0].split("/") or s[2] == "s3://vision-datasets/coco/2017/"
+                   for s in shown)
+
+
+def test_a_mount_named_only_as_output_is_not_read_and_a_subpath_is_a_folder() -> None:
+    pod = worker_pod(1)
+    c = pod["spec"]["containers"][0]
+    c["args"] = ["--output-dir", "/data/coco/out"]
+    c["env"] = []
+    assert ds_mod.pod_datasets(pod, view()) == []
+    c["args"] = []
+    c["volumeMounts"][0]["subPath"] = "val2017"
+    assert ds_mod.pod_datasets(pod, view()) == ["s3://vision-datasets/coco/2017/val2017/"]
+    job = pytorchjob()
+    for r in job["spec"]["pytorchReplicaSpecs"].values():
+        r["template"]["spec"] = copy.deepcopy(pod["spec"])
+    [target] = workloads.read(job).targets(workloads.resolver_from_view(view(), NS))
+    assert target.dataset == "s3://vision-datasets/coco/2017/val2017/"
