@@ -3,7 +3,7 @@
 Walks the template tree from the entrypoint the way the Argo controller expands
 it: DAG tasks (`dependencies` and `depends` expressions), steps (sequential
 groups of parallel lists), `withItems` / `withParam` / `withSequence`, `when`,
-`onExit` and task exit hooks, `templateRef` into WorkflowTemplates of the same
+`onExit`, the workflow's and tasks' exit hooks, `templateRef` into WorkflowTemplates of the same
 set of files. Executable templates (container, script, resource, containerSet)
 become steps named by the DAG task / step that runs them. Parameters flow as
 `Val`s so reads keep their provenance; a dependency on a DAG/steps template is a
@@ -63,6 +63,7 @@ class Scope:
     entry: bool = False
 
 
+_INPUT_ARTIFACT = re.compile(r"\{\{\s*inputs\.artifacts\.([\w-]+)\s*\}\}")
 _EXPRESSION_TAG = re.compile(r"\{\{=(.*?)\}\}", re.S)
 _PLAIN_REFERENCE = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\s*(['\"])[^'\"]+\1\s*\])*")
 
@@ -270,12 +271,17 @@ class ArgoAnalyzer:
             tmpl, {}, scope, {p: self.wf_param(p) for p in self.param_values}
         )
         leaves = self.run(tmpl, scope, entry, 0)
-        on_exit = self.spec.get("onExit")
+        on_exit, field = self.spec.get("onExit"), "onExit"
+        hooks = self.spec.get("hooks")
+        if not on_exit and isinstance(hooks, dict) and isinstance(hooks.get("exit"), dict):
+            # the workflow's exit hook: Argo runs it as it runs onExit
+            on_exit, field = hooks["exit"].get("template"), "hooks.exit.template"
         if on_exit:
             t = self.templates.get(on_exit)
             if t is None:
                 raise PipelineError(
-                    f"{self.src}: field {self.field_prefix}.onExit: no template named {on_exit!r}"
+                    f"{self.src}: field {self.field_prefix}.{field}: no template named "
+                    f"{on_exit!r}"
                 )
             self.run(t, Scope(deps=frozenset(self._all_ids()), exit_handler=True), on_exit, 0)
         del leaves
@@ -403,6 +409,17 @@ class ArgoAnalyzer:
     ) -> dict[str, dict[str, Any]]:
         out = {}
         for n, a in arts.items():
+            ref = _INPUT_ARTIFACT.fullmatch(str(a.get("from") or "").strip())
+            if ref is not None:
+                # passed on from the caller's own inputs: what the caller was given (a
+                # workflow argument when the caller is the entrypoint), not an intermediate
+                passed = scope.artifacts.get(ref.group(1))
+                if passed is not None:
+                    out[n] = passed
+                    continue
+                if scope.entry and ref.group(1) in self.wf_artifacts:
+                    out[n] = {**self.wf_artifacts[ref.group(1)], "_scope": Scope()}
+                    continue
             a = dict(a)
             a["_scope"] = scope
             out[n] = a
@@ -471,8 +488,17 @@ class ArgoAnalyzer:
             if len(rng) > MAX_LOOP_ITEMS:
                 return Loop("static", items=None, expression=json.dumps(seq), parallelism=par), \
                     runtime("loop-item", items=len(rng))
-            items = [str(i) for i in rng]
-            return Loop("static", items=items, parallelism=par), items_val(items)
+            fmt = self.value(seq["format"], scope).single if seq.get("format") else None
+            try:  # Argo formats each number with the printf format given ("%03d")
+                items = [fmt % i if fmt else str(i) for i in rng]
+            except (TypeError, ValueError):
+                return Loop("task-output", expression=json.dumps(seq), parallelism=par), \
+                    runtime("loop-item")
+            # bounds a workflow parameter gives: the items follow that parameter
+            bounds = [self.value(seq[k], scope) for k in ("start", "end", "count") if k in seq]
+            src = "parameter" if any(b.origin == "pipeline-parameter" for b in bounds) \
+                else "static"
+            return Loop(src, items=items, parallelism=par), items_val(items)
         return None, None
 
     def run_dag(self, tmpl: dict[str, Any], scope: Scope, depth: int) -> list[str]:
@@ -502,7 +528,9 @@ class ArgoAnalyzer:
                 deps |= set(visit(d))
             child = replace(scope, deps=frozenset(deps), siblings=siblings)
             ids = self.call(t, child, f"{where}[{name}]", depth)
-            siblings[name] = ids
+            # a task that runs no pod (a suspend gate): what follows it waits for what it
+            # waited for
+            siblings[name] = ids or sorted(deps)
             visiting.discard(name)
             out.extend(ids)
             return ids

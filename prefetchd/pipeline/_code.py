@@ -73,10 +73,18 @@ class _Flow(ast.NodeVisitor):
         if node is None:
             return set()
         out: set[str] = set()
-        for n in ast.walk(node):
-            if isinstance(n, ast.Name) and n.id in self.taint:
+        parts: set[int] = set()  # literal parts of f-strings, read with the f-string
+        for n in ast.walk(node):  # breadth first: an f-string before its parts
+            if isinstance(n, ast.JoinedStr):
+                # f"s3://lake/events/dt={ds}/x.parquet" is a template (find_uris), not the
+                # location "s3://lake/events/dt=" its first part alone would name
+                text = "".join(v.value if isinstance(v, ast.Constant) else "{}"
+                               for v in n.values)
+                out |= {"lit:" + u for u in _uri.find_uris(text)}
+                parts |= {id(v) for v in n.values if isinstance(v, ast.Constant)}
+            elif isinstance(n, ast.Name) and n.id in self.taint:
                 out |= self.taint[n.id]
-            elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in parts:
                 out |= {"lit:" + u for u in _uri.find_uris(n.value)}
         return out
 

@@ -331,7 +331,10 @@ class Kfp2Analyzer:
         if tp.get("condition"):
             c = self._humanize(tp["condition"], pspecs)
             cond = f"{cond} && {c}" if cond else c
-        exit_task = tp.get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
+        # an ExitHandler's exit task runs after its group whatever happened; a task with
+        # ignore_upstream_failure() has the same trigger but follows ordinary tasks
+        exit_task = tp.get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED" and any(
+            str(d).startswith("exit-handler-") for d in t.get("dependentTasks") or [])
         if "dag" in comp:
             loop, item_name, item_val = self._loop(t, params, tw)
             # a group sees its own inputs and, as the KFP backend resolves them, the enclosing

@@ -1,0 +1,137 @@
+"""Idioms of real workflows that a blind test (pipelines written, with their truth, by someone
+who had not read the analysis) found read wrongly; each is valid Argo or KFP as the upstream
+controllers run it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import textwrap
+
+import yaml
+
+from prefetchd import pipeline
+from prefetchd.pipeline import _uri
+
+_ARGO = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"}}
+
+
+def _plan(templates: list[dict], **spec: object) -> pipeline.Plan:
+    doc = {**_ARGO, "spec": {"entrypoint": "main", "templates": templates, **spec}}
+    [plan] = pipeline.analyze_documents([doc], source="w.yaml")
+    return plan
+
+
+def _container(name: str, *args: str) -> dict:
+    return {"name": name, "inputs": {"parameters": [{"name": "part", "value": "-"}]},
+            "container": {"image": "x", "command": ["python", f"{name}.py"], "args": list(args)}}
+
+
+def test_with_sequence_items_take_its_format_as_argo_expands_them() -> None:
+    """``withSequence`` with ``format: "%03d"``: the items are 001..004 (the controller's
+    expandSequence), so the parts read are part-001.parquet..., not part-1.parquet."""
+    main = {"name": "main", "dag": {"tasks": [{
+        "name": "featurize", "template": "featurize",
+        "arguments": {"parameters": [{"name": "part", "value": "{{item}}"}]},
+        "withSequence": {"start": "1", "end": "4", "format": "%03d"}}]}}
+    featurize = _container("featurize",
+                           "--data", "s3://lake/tx/part-{{inputs.parameters.part}}.parquet")
+    plan = _plan([main, featurize])
+    assert plan.step("featurize").loop.items == ["001", "002", "003", "004"]
+    assert [d[0] for d in plan.datasets()] == [
+        f"s3://lake/tx/part-00{i}.parquet" for i in range(1, 5)]
+
+
+def test_a_suspend_gate_in_a_dag_keeps_the_order_of_what_comes_after_it() -> None:
+    """prepare -> approve (suspend, no pod) -> train: train still waits for prepare."""
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "prepare", "template": "prepare"},
+        {"name": "approve", "template": "approve", "depends": "prepare"},
+        {"name": "train", "template": "train", "depends": "approve"}]}}
+    plan = _plan([main, _container("prepare", "--data", "s3://raw/x/"),
+                  {"name": "approve", "suspend": {}},
+                  _container("train", "--data", "s3://curated/x/")])
+    assert [s.id for s in plan.steps] == ["prepare", "train"]
+    assert plan.step("train").depends_on == ["prepare"]
+    assert plan.step("train").stage == 1
+
+
+def test_the_workflow_exit_hook_runs_like_on_exit() -> None:
+    """``spec.hooks.exit`` is the newer spelling of ``spec.onExit``."""
+    main = {"name": "main", "dag": {"tasks": [{"name": "train", "template": "train"}]}}
+    plan = _plan([main, _container("train", "--data", "s3://curated/x/"),
+                  _container("report", "--metrics", "s3://curated/x/metrics.json")],
+                 hooks={"exit": {"template": "report"}})
+    report = plan.step("report")
+    assert report.exit_handler and report.depends_on == ["train"]
+
+
+def test_flag_values_are_no_bare_operands_and_weights_are_read() -> None:
+    """``--train_files=s3://a --eval_files=s3://b``: two flags' values, not ``prog SRC DST``
+    (whose last operand may be the output); ``--weights`` loads weights, in a step named
+    ``export-onnx`` too."""
+    tokens = ["python", "t.py", "--train_files=s3://a/t-*.rec", "--eval_files=s3://a/e-*.rec"]
+    assert set(_uri.classify_tokens(tokens).values()) == {None}
+    main = {"name": "main", "dag": {"tasks": [{"name": "export-onnx", "template": "export"}]}}
+    export = _container("export", "--weights", "s3://models/yolo/best.pt",
+                        "--out", "s3://models/yolo/best.onnx")
+    step = _plan([main, export]).step("export-onnx")
+    assert [r.uri for r in step.reads] == ["s3://models/yolo/best.pt"]
+    assert [w.uri for w in step.writes] == ["s3://models/yolo/best.onnx"]
+
+
+def test_an_f_string_location_is_a_template_not_the_prefix_before_its_first_field() -> None:
+    """``read_parquet(f"s3://lake/events/dt={ds}/part-0.parquet")`` reads one partition
+    known only at run time: not ``s3://lake/events/dt=``, every partition of the table."""
+    code = textwrap.dedent('''\
+        import pandas as pd
+        def load(ds: str):
+            df = pd.read_parquet(f"s3://lake/events/dt={ds}/part-0.parquet")
+            df2 = pd.read_parquet("s3://lake/dim/customers.parquet")
+        ''')
+    script = {"name": "load", "script": {"image": "python", "command": ["python"],
+                                         "source": code}}
+    main = {"name": "main", "dag": {"tasks": [{"name": "load", "template": "load"}]}}
+    plan = _plan([main, script])
+    assert [d[0] for d in plan.datasets()] == ["s3://lake/dim/customers.parquet"]
+
+
+def test_with_sequence_bounds_from_a_workflow_parameter_make_a_parameter_loop() -> None:
+    main = {"name": "main", "dag": {"tasks": [{
+        "name": "featurize", "template": "featurize",
+        "arguments": {"parameters": [{"name": "part", "value": "{{item}}"}]},
+        "withSequence": {"count": "{{workflow.parameters.parts}}"}}]}}
+    plan = _plan([main, _container("featurize", "--data", "s3://lake/p-{{inputs.parameters.part}}")],
+                 arguments={"parameters": [{"name": "parts", "value": "2"}]})
+    loop = plan.step("featurize").loop
+    assert (loop.items_from, loop.items) == ("parameter", ["0", "1"])
+
+
+def test_a_workflow_argument_artifact_passed_on_through_a_dag_is_read_where_it_lands() -> None:
+    """The entry DAG takes the workflow's artifact as an input and hands it to a task with
+    ``from: "{{inputs.artifacts.annotations}}"``: not an intermediate of the run."""
+    main = {"name": "main", "inputs": {"artifacts": [{"name": "annotations"}]},
+            "dag": {"tasks": [{"name": "check", "template": "check", "arguments": {
+                "artifacts": [{"name": "ann", "from": "{{inputs.artifacts.annotations}}"}]}}]}}
+    check = {"name": "check", "inputs": {"artifacts": [{"name": "ann", "path": "/in/ann.json"}]},
+             "container": {"image": "x", "command": ["python", "check.py", "/in/ann.json"]}}
+    plan = _plan([main, check], arguments={"artifacts": [{
+        "name": "annotations", "s3": {"bucket": "vision", "key": "coco/instances.json"}}]})
+    assert [r.uri for r in plan.step("check").reads] == ["s3://vision/coco/instances.json"]
+
+
+def test_a_kfp_task_that_ignores_upstream_failures_is_no_exit_handler() -> None:
+    """Both have the trigger ALL_UPSTREAM_TASKS_COMPLETED; only the task after an
+    ExitHandler's group is its exit task."""
+    path = os.path.join(os.path.dirname(__file__), "corpus", "pipelines",
+                        "kfp2_nested_conditions.yaml")
+    with open(path) as f:
+        docs = list(yaml.safe_load_all(f))
+    [plan] = pipeline.analyze_documents(copy.deepcopy(docs), source=path)
+    assert plan.step("cleanup").exit_handler
+    tasks = docs[0]["root"]["dag"]["tasks"]
+    tasks["cleanup"]["dependentTasks"] = [k for k in tasks if k != "cleanup"
+                                          and not k.startswith("exit-handler-")][:1]
+    [plan] = pipeline.analyze_documents(docs, source=path)
+    assert not plan.step("cleanup").exit_handler
