@@ -26,25 +26,47 @@ carry `x`; f-strings and `+` carry every part). Sinks say the direction:
 - `subprocess.run|call|check_call|check_output|Popen`, `os.system`: the
   command line (a list, or a string) is classified like a container's args
   (`_uri.classify_tokens`: copy direction, `--from`/`--to`, ...).
+
+A location a sink is given that the code builds from parameters and literals
+(`f"s3://{bucket}/raw/{day}/x.csv"`, `uri + "model.json"`, `os.path.join(root,
+"labels.csv")`, also through a variable) is kept as its pieces (`built`): the
+caller knows the parameters' values and names it (`_scan._scan_built`). A
+parameter also handed as it is to a call not followed here (`ImageFolder(root)`)
+is `escaped`: it may be read whole there.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from prefetchd.pipeline import _uri
 
+# literal text and ("param", name) parts of a location built in code
+Pieces = tuple["str | tuple[str, str]", ...]
+
 MAX_CODE_CHARS = 200_000
 
 _OPEN_FUNCS = frozenset({"open", "GFile", "Open", "smart_open"})
 _READ_FIRST = frozenset(
     {"get", "download", "cat", "cat_file", "open_input_file", "open_input_stream", "read_bytes",
-     "read_text", "read_parquet", "read_csv", "read_json", "read_table", "load_dataset", "get_file"}
+     "read_text", "read_parquet", "read_csv", "read_json", "read_table", "load_dataset", "get_file",
+     "read_feather", "read_orc", "read_pickle", "read_excel", "dataset", "ParquetDataset",
+     "load_from_disk"}
 )
+# calls that read no data through a location they are given (path and string helpers,
+# printing and logging)
+_NO_READ = frozenset(
+    {"join", "basename", "dirname", "split", "splitext", "urlparse", "urlsplit", "str", "len",
+     "repr", "print", "format", "debug", "info", "warning", "error", "exception", "log",
+     "startswith", "endswith", "isinstance", "int", "float", "bool"}
+)
+# keyword arguments of those that name what is read (datasets.load_dataset, pyarrow)
+_READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths"})
 _WRITE_FIRST = frozenset(
     {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
      "write_bytes", "write_text", "makedirs", "mkdir", "open_output_stream"}
@@ -67,6 +89,11 @@ class _Flow(ast.NodeVisitor):
         self.consts: dict[str, str] = {}  # variable -> the string constant it holds
         # boto3 calls with a nameable bucket and key: ((kind, x), (kind, y), direction)
         self.pairs: list[tuple[tuple[str, str], tuple[str, str], str]] = []
+        # locations built from parameters and literals (f-strings, +, os.path.join):
+        # variable -> its pieces; a sink's built location -> (pieces, direction)
+        self.tmpl: dict[str, Pieces] = {}
+        self.built: list[tuple[Pieces, str]] = []
+        self.escaped: set[str] = set()  # parameters passed to calls that are no sink
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -78,8 +105,10 @@ class _Flow(ast.NodeVisitor):
             if isinstance(n, ast.JoinedStr):
                 # f"s3://lake/events/dt={ds}/x.parquet" is a template (find_uris), not the
                 # location "s3://lake/events/dt=" its first part alone would name
-                text = "".join(v.value if isinstance(v, ast.Constant) else "{}"
-                               for v in n.values)
+                known = self.pieces(n)  # its fields all constants: the text it makes
+                text = "".join(known) if known is not None and all(  # type: ignore[arg-type]
+                    isinstance(p, str) for p in known) else "".join(
+                    v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
                 out |= {"lit:" + u for u in _uri.find_uris(text)}
                 parts |= {id(v) for v in n.values if isinstance(v, ast.Constant)}
             elif isinstance(n, ast.Name) and n.id in self.taint:
@@ -121,6 +150,49 @@ class _Flow(ast.NodeVisitor):
             return _Flow._const_text(value.args[0])
         return None
 
+    def pieces(self, node: ast.AST | None, depth: int = 0) -> Pieces | None:
+        """*node* as literal text and parameters (``("param", name)``), when it is built of
+        nothing else: an f-string, ``+``, ``os.path.join``, a variable holding one."""
+        if node is None or depth > 20:
+            return None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return (node.value,)
+        if isinstance(node, ast.Name):
+            if node.id in self.tmpl:
+                return self.tmpl[node.id]
+            if node.id in self.consts:
+                return (self.consts[node.id],)
+            if self.taint.get(node.id) == {"param:" + node.id}:
+                return (("param", node.id),)
+            return None
+        out: list[str | tuple[str, str]] = []
+        if isinstance(node, ast.JoinedStr):
+            for v in node.values:
+                if isinstance(v, ast.FormattedValue):
+                    if v.format_spec is not None or v.conversion not in (-1, 115):
+                        return None  # {x:%Y} / {x!r}: not the text of x
+                    part = self.pieces(v.value, depth + 1)
+                else:
+                    part = self.pieces(v, depth + 1)
+                if part is None:
+                    return None
+                out += part
+            return tuple(out)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left = self.pieces(node.left, depth + 1)
+            right = self.pieces(node.right, depth + 1)
+            return None if left is None or right is None else left + right
+        f = node.func if isinstance(node, ast.Call) else None
+        if isinstance(f, ast.Attribute) and f.attr == "join" and ast.unparse(f.value) in (
+                "os.path", "posixpath") and not node.keywords:  # type: ignore[union-attr]
+            for i, a in enumerate(node.args):  # type: ignore[union-attr]
+                part = self.pieces(a, depth + 1)
+                if part is None:
+                    return None
+                out += (["/"] if i else []) + list(part)
+            return tuple(out)
+        return None
+
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
         text = self._const_text(value)
         for t in targets:
@@ -129,6 +201,11 @@ class _Flow(ast.NodeVisitor):
                     self.consts[t.id] = text
                 else:
                     self.consts.pop(t.id, None)
+                built = self.pieces(value) if text is None else None
+                if built is not None and _is_built(built):
+                    self.tmpl[t.id] = built
+                else:
+                    self.tmpl.pop(t.id, None)
         src = self.sources(value)
         if not src:
             return
@@ -158,6 +235,11 @@ class _Flow(ast.NodeVisitor):
 
     # ---- sinks --------------------------------------------------------------------------
     def mark(self, node: ast.AST | None, direction: str) -> None:
+        built = self.pieces(node)
+        if built is not None and _is_built(built):
+            # the caller, who knows the parameters' values, names the location (Flow.built)
+            self.built.append((built, direction))
+            return
         for s in self.sources(node):
             self.found.setdefault(s, set()).add(direction)
 
@@ -184,8 +266,14 @@ class _Flow(ast.NodeVisitor):
             b, k = self.ref(bucket), self.ref(key)
             if b is not None and k is not None:
                 self.pairs.append((b, k, d))
-        elif name in _READ_FIRST and args:
-            self.mark(args[0], "read")
+        elif name in _READ_FIRST and (args or kw.keys() & _READ_KEYWORDS):
+            if args:
+                self.mark(args[0], "read")
+            for k in _READ_KEYWORDS & kw.keys():  # load_dataset("json", data_files=...)
+                v = kw[k]
+                for el in (v.values if isinstance(v, ast.Dict) else
+                           v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]):
+                    self.mark(el, "read")
         elif name in _WRITE_FIRST and args:
             self.mark(args[0], "write")
         elif name in _WRITE_SECOND and len(args) > 1:
@@ -195,6 +283,11 @@ class _Flow(ast.NodeVisitor):
             self.mark(args[1], "write")
         elif name in _SUBPROCESS and args:
             self.command(args[0])
+        elif name not in _NO_READ:  # a parameter handed to code not followed: maybe read
+            for a in [*args, *kw.values()]:
+                if isinstance(a, ast.Name):
+                    self.escaped |= {s[6:] for s in self.taint.get(a.id, ()) if
+                                     s.startswith("param:")}
 
     def command(self, node: ast.AST) -> None:
         """A command line: render each part (a source becomes a marker location), classify."""
@@ -269,6 +362,10 @@ class Flow:
     # boto3 bucket/key pairs: ((const|param, text), (const|param, text), direction); a pair of
     # constants is also in `lits` as s3://BUCKET/KEY
     pairs: tuple[tuple[tuple[str, str], tuple[str, str], str], ...] = ()
+    # locations a sink builds from parameters and literals: (pieces, direction); a parameter
+    # used only in these is named by them, not by its own value
+    built: tuple[tuple[Pieces, str], ...] = ()
+    escaped: frozenset[str] = frozenset()  # parameters also handed to code not followed
 
 
 @functools.lru_cache(maxsize=64)
@@ -301,4 +398,26 @@ def analyze(code: str) -> Flow | None:
         if bk == kk == "const" and b and "/" not in b:
             u = f"s3://{b}/{k.lstrip('/')}"
             lits[u] = d if lits.get(u, d) == d else "unknown"
-    return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs))
+    return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs),
+                tuple(flow.built), frozenset(flow.escaped))
+
+
+def _is_built(pieces: Pieces) -> bool:
+    """Parameters and some literal text: a location made in the code, not passed as is."""
+    return any(isinstance(p, tuple) for p in pieces) and any(
+        isinstance(p, str) and p for p in pieces)
+
+
+def render(pieces: Pieces, values: dict[str, str]) -> str | None:
+    """The text of *pieces* with these parameter values (None: one is not known)."""
+    out = []
+    for p in pieces:
+        if isinstance(p, tuple):
+            if p[1] not in values:
+                return None
+            out.append(values[p[1]])
+        else:
+            out.append(p)
+    text = "".join(out)
+    scheme, sep, rest = text.partition("://")  # os.path.join("s3://b/x/", "y"): one slash
+    return scheme + sep + re.sub(r"//+", "/", rest) if sep else text

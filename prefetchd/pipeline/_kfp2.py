@@ -551,7 +551,8 @@ class Kfp2Analyzer:
         _scan.scan_argv(step, argv, res, paths, code_dirs)
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
-            _scan.scan_named_inputs(step, params, code_dirs, _scan.code_pairs(argv))
+            _scan.scan_named_inputs(step, params, code_dirs, _scan.code_pairs(argv),
+                                    _scan.code_built(argv))
             # paths handed to the component as inputs (e.g. root="/data/train"): they narrow
             # reads through a PVC mounted there (see _pvc.map_mounts)
             for pname, pv in params.items():

@@ -209,10 +209,19 @@ def scan_argv(
             reps.append("s3://runtime-value/")
         else:
             reps.append(t)
+    # a lightweight component's options (KFP v1: --src-uri VALUE for parameter src_uri):
+    # the locations its code builds from them, and the options used only for that
+    options = {toks[i][2:].replace("-", "_"): (i + 1, vals[i + 1])
+               for i in range(len(toks) - 1)
+               if toks[i].startswith("--") and "=" not in toks[i] and vals[i + 1] is not None}
+    built = code_built(argv) if options else ([], set())
+    in_built = _scan_built(step, {k: v for k, (_, v) in options.items() if v is not None},
+                           built)
+    only_built = {options[k][0] for k in in_built - set(flag_dirs or {}) if k in options}
     directions = _uri.classify_tokens(reps, flag_dirs)
     for i, d in directions.items():
         v = vals[i]
-        if v is None:
+        if v is None or i in only_built:
             continue
         if d is None:
             d = _fallback(step, v.get("input"))
@@ -257,16 +266,63 @@ def code_pairs(argv: list[str]) -> list[tuple[tuple[str, str], tuple[str, str], 
     return out
 
 
+Built = tuple[list[tuple[_code.Pieces, str]], set[str]]
+
+
+def code_built(argv: list[str]) -> Built:
+    """Locations the Python programs among `argv` build from their parameters, and the
+    parameters they also hand to code not followed (see `_code.Flow.built`)."""
+    out: list[tuple[_code.Pieces, str]] = []
+    escaped: set[str] = set()
+    for a in argv:
+        if isinstance(a, str) and _is_code(a) and "{{" not in a:
+            flow = _code.analyze(a)
+            if flow is not None:
+                out += list(flow.built)
+                escaped |= flow.escaped
+    return out, escaped
+
+
+def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
+    """Name each location the code builds (``f"s3://{bucket}/raw/{day}/x.csv"``) from the
+    inputs' values, one per loop item; the inputs used only for that (not also handed to
+    code we do not follow, where they may be read as they are)."""
+    used: set[str] = set()
+    for pieces, d in built[0]:
+        names = list(dict.fromkeys(p[1] for p in pieces if isinstance(p, tuple)))
+        used.update(names)
+        vals = [inputs.get(name) for name in names]
+        if any(v is None or v.values is None for v in vals):
+            continue  # a value only the run knows
+        lengths = {len(v.values) for v in vals if v is not None and v.values is not None}
+        n = max(lengths)
+        if lengths - {1, n}:
+            continue  # lists of different lengths: not a pairing we can tell
+        for i in range(n):
+            text = _code.render(pieces, {
+                name: v.values[i if len(v.values) == n else 0]
+                for name, v in zip(names, vals, strict=True)
+                if v is not None and v.values is not None})
+            for u in _uri.find_uris(text or ""):
+                step.add(d, read_from(vals[0], u))
+    return used - built[1]
+
+
 def scan_named_inputs(
     step: Step,
     inputs: dict[str, Val],
     code_dirs: dict[str, str] | None = None,
     pairs: list[tuple[tuple[str, str], tuple[str, str], str]] | None = None,
+    built: Built | None = None,
 ) -> None:
     """Inputs handed to code (KFP lightweight `{{$}}`): the code's use, else the name.
 
-    A boto3 call whose bucket and key are inputs (or constants) names s3://BUCKET/KEY.
+    A boto3 call whose bucket and key are inputs (or constants) names s3://BUCKET/KEY; a
+    location the code builds from inputs is named from their values, and an input used only
+    to build locations is not a location of its own (its value may be a bucket, a date, or
+    the parent of what is read).
     """
+    in_built = _scan_built(step, inputs, built or ([], set()))
     for (bk, b), (kk, k), d in pairs or ():
         bv = inputs.get(b) if bk == "param" else const(b)
         kv = inputs.get(k) if kk == "param" else const(k)
@@ -282,7 +338,7 @@ def scan_named_inputs(
                 src = kv if kk == "param" else bv
                 step.add(d, read_from(src, f"s3://{bucket}/{key.lstrip('/')}"))
     for name, v in inputs.items():
-        if v.values is None:
+        if v.values is None or (name in in_built and name not in (code_dirs or {})):
             continue
         d = (code_dirs or {}).get(name) or _fallback(step, name)
         for value in v.values:

@@ -135,3 +135,45 @@ def test_a_kfp_task_that_ignores_upstream_failures_is_no_exit_handler() -> None:
                                           and not k.startswith("exit-handler-")][:1]
     [plan] = pipeline.analyze_documents(docs, source=path)
     assert not plan.step("cleanup").exit_handler
+
+
+def test_locations_built_in_code_from_inputs_are_named_from_their_values() -> None:
+    """A lightweight component that builds its paths: ``f"s3://{bucket}/raw/{day}/"`` (each
+    input only a part of it), ``uri + "model.json"`` (the input the parent of what is read),
+    ``os.path.join``. The built locations are read, per loop item; an input used only to
+    build them is no location of its own; one also handed to code not followed still is."""
+    code = textwrap.dedent('''\
+        import os
+        import pandas as pd
+        import torchvision
+        def prep(bucket: str, day: str, model_dst: str, root: str, images: str):
+            tx = pd.read_csv(f"s3://{bucket}/raw/{day}/transactions.csv.gz")
+            model = pd.read_json(model_dst + "model.json")
+            labels = pd.read_csv(os.path.join(root, "labels.csv"))
+            pd.read_parquet(f"s3://{bucket}/dim/{day}.parquet").to_parquet(
+                f"s3://{bucket}/out/{day}/")
+            ds = torchvision.datasets.ImageFolder(images)
+            meta = pd.read_csv(images + "/meta.csv")
+        ''')
+    flow_args = {"bucket": ["lake"], "day": ["2024-06-01", "2024-06-02"],
+                 "model_dst": ["s3://models/fraud/"], "root": ["s3://lake/labels/"],
+                 "images": ["s3://lake/images/"]}
+    from prefetchd.pipeline import _scan
+    from prefetchd.pipeline._model import Step
+    from prefetchd.pipeline._resolve import Val
+    step = Step(id="prep", kind="container")
+    inputs = {k: Val(values=v, origin="pipeline-parameter") for k, v in flow_args.items()}
+    argv = ["sh", "-c", "...", code, "{{$}}"]
+    _scan.scan_named_inputs(step, inputs, _scan.code_directions(argv), _scan.code_pairs(argv),
+                            _scan.code_built(argv))
+    assert sorted(r.uri for r in step.reads) == sorted([
+        "s3://lake/raw/2024-06-01/transactions.csv.gz",
+        "s3://lake/raw/2024-06-02/transactions.csv.gz",
+        "s3://models/fraud/model.json",
+        "s3://lake/labels/labels.csv",
+        "s3://lake/dim/2024-06-01.parquet", "s3://lake/dim/2024-06-02.parquet",
+        "s3://lake/images/meta.csv",
+        "s3://lake/images/",  # also given to ImageFolder, which may read all of it
+    ])
+    assert sorted(w.uri for w in step.writes) == ["s3://lake/out/2024-06-01/",
+                                                  "s3://lake/out/2024-06-02/"]

@@ -175,8 +175,10 @@ def test_code_analysis_follows_parameters() -> None:
         "        fh.write('')\n"
     )
     assert flow is not None
-    assert flow.params == {"a": "read", "b": "write", "c": "read", "d": "write", "e": "read",
+    assert flow.params == {"a": "read", "b": "write", "c": "read", "d": "write",
                            "g": "unknown"}
+    # e + '/x.bin' is a location built from e: named by the caller, who knows e's value
+    assert flow.built == (((("param", "e"), "/x.bin"), "read"),)
     assert flow.lits == {}
     assert _code.analyze("def broken(:\n") is None
 
