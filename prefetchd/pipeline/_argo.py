@@ -338,9 +338,9 @@ class ArgoAnalyzer:
                 return self.run_steps(tmpl, scope, depth)
             finally:
                 self._expanding.pop()
-        if any(k in tmpl for k in ("container", "script", "resource", "containerSet")):
+        if any(k in tmpl for k in ("container", "script", "resource", "containerSet", "data")):
             return [self.make_step(tmpl, scope, call_name)]
-        return []  # suspend, http, data, plugin: nothing runs a container
+        return []  # suspend, http, plugin: no pod of the workflow's
 
     def call(self, task: dict[str, Any], scope: Scope, where: str, depth: int) -> list[str]:
         """Run one DAG task / step: loop, condition, arguments, then the template."""
@@ -596,7 +596,8 @@ class ArgoAnalyzer:
             while sid in self.steps:
                 sid += "'"
         kind = (
-            "script" if "script" in tmpl else "k8s-resource" if "resource" in tmpl else "container"
+            "script" if "script" in tmpl else "k8s-resource" if "resource" in tmpl
+            else "data" if "data" in tmpl else "container"
         )
         body = tmpl.get("container") or tmpl.get("script") or {}
         step = Step(
@@ -618,6 +619,15 @@ class ArgoAnalyzer:
 
         if kind == "k8s-resource":
             self._resource(step, tmpl, scope)
+            return sid
+        if kind == "data":
+            # a pod of argoexec's that lists the keys under an artifact's location (and
+            # transforms the list): it reads no object, so the location is shown, not warmed
+            src = ((tmpl["data"] or {}).get("source") or {}).get("artifactPaths")
+            r = self._artifact_read(src, scope, "argo-input-artifact",
+                                    str(src.get("name"))) if isinstance(src, dict) else None
+            if r is not None:
+                step.add_unknown(r)
             return sid
         paths: list[tuple[str, str]] = []
         containers = [body] if body else []
@@ -755,6 +765,15 @@ class ArgoAnalyzer:
             g = a["gcs"]
             if g.get("bucket"):
                 u = f"gs://{g['bucket']}/{str(g.get('key') or '').lstrip('/')}"
+                v = self.resolve(u, scope)
+                if v is None or v.single is not None:
+                    return Read(v.single if v else u, True, origin, artifact=name)
+                return Read(None, False, origin, artifact=name, pattern=u)
+        if "azure" in a and isinstance(a["azure"], dict):  # Blob: endpoint/container/blob
+            az = a["azure"]
+            if az.get("endpoint") and az.get("container"):
+                u = (f"{str(az['endpoint']).rstrip('/')}/{az['container']}/"
+                     f"{str(az.get('blob') or '').lstrip('/')}")
                 v = self.resolve(u, scope)
                 if v is None or v.single is not None:
                     return Read(v.single if v else u, True, origin, artifact=name)

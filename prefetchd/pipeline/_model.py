@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefetchd.pipeline import _shard
@@ -155,6 +155,8 @@ class Step:
         The keys are kept in a set (rebuilt when the list was changed elsewhere,
         e.g. by `settle`), so a loop's thousands of reads stay linear.
         """
+        if r.uri is not None and r.uri.startswith("s3a://"):  # one spelling of a location
+            r = replace(r, uri="s3://" + r.uri[len("s3a://"):])
         items: list[Read] = getattr(self, which)
         seen = self._keys.get(which)
         if seen is None or seen[0] != len(items):

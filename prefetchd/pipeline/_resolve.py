@@ -92,6 +92,15 @@ ARGO_RE = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 KFP_PARAM_RE = re.compile(r"\{\{\$\.inputs\.parameters\[['\"]([^'\"]+)['\"]\]\}\}")
 
 
+def _interleave(matches: list[re.Match[str]]) -> list[str]:
+    """The placeholder text beside each part of ``substitute``'s split (literal parts have
+    a value of their own, so theirs is never used)."""
+    out: list[str] = []
+    for m in matches:
+        out += ["", m.group(0)]
+    return [*out, ""]
+
+
 def substitute(
     text: str,
     lookup: Callable[[str], Val | None],
@@ -145,6 +154,10 @@ def substitute(
     meta = dict(lead.meta)
     meta["pattern"] = text
     if not static:
+        # what is known of it ("s3://ckpt/{{workflow.name}}/last.pt"): says it is a location
+        meta["known"] = "".join(
+            p[0] if p is not None and len(p) == 1 else m
+            for p, m in zip(parts, _interleave(matches), strict=True))
         return Val(None, origin, tuple(sorted(meta.items())))
     # combine: the parts of one loop vary together (zip), different loops independently
     # (the product, as nested loops run), bounded by MAX_LOOP_ITEMS

@@ -40,7 +40,7 @@ def _restore(tok: str, saved: list[str]) -> str:
 
 
 def _hints_uri(token: str, v: Val) -> bool:
-    s = (token + " " + str(v.get("parameter") or "")).lower()
+    s = (token + " " + str(v.get("parameter") or "") + " " + str(v.get("known") or "")).lower()
     return any(h in s for h in _URI_HINTS)
 
 
