@@ -356,6 +356,9 @@ class ArgoAnalyzer:
         if when:
             child.condition = f"{scope.condition} && {when}" if scope.condition else str(when)
         loop, item = self.loop_of(task, scope, where)
+        if loop is not None and loop.parallelism is None and tmpl.get("parallelism"):
+            # the looped template's own bound (KFP v1 puts ParallelFor's parallelism there)
+            loop = replace(loop, parallelism=tmpl["parallelism"])
         if loop is not None:
             child.loop = loop
             child.item = item

@@ -177,3 +177,13 @@ def test_locations_built_in_code_from_inputs_are_named_from_their_values() -> No
     ])
     assert sorted(w.uri for w in step.writes) == ["s3://lake/out/2024-06-01/",
                                                   "s3://lake/out/2024-06-02/"]
+
+
+def test_kfp_v1_parallel_for_keeps_its_parallelism_from_the_loop_template() -> None:
+    """KFP v1 compiles ``ParallelFor(..., parallelism=2)`` to a ``parallelism`` on the looped
+    DAG template, not on the task that loops it."""
+    path = os.path.join(os.path.dirname(__file__), "corpus", "pipelines",
+                        "kfp1_blind_fraud_lightweight.yaml")
+    with open(path) as f:
+        [plan] = pipeline.analyze_documents(list(yaml.safe_load_all(f)), source=path)
+    assert plan.step("backtest").loop.parallelism == 2
