@@ -67,7 +67,8 @@ def add_subcommands(sub: Any) -> list[argparse.ArgumentParser]:
                    help="s3://BUCKET/PREFIX/ (a folder) or s3://BUCKET/KEY (one object)")
     w.add_argument(
         "--pipeline", action="append", metavar="FILE",
-        help="warm what this pipeline reads; repeatable (default: only the URIs given)"
+        help="warm what this pipeline (or training job: PyTorchJob, TrainJob, JobSet, Job, "
+             "Katib Experiment, ...) reads; repeatable (default: only the URIs given)"
     )
     w.add_argument("--param", action="append", metavar="NAME=VALUE",
                    help="override a pipeline parameter; repeatable (default: the pipeline's "
@@ -181,7 +182,9 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(s3 URIs to warm in plan order, locations we cannot warm)."""
     uris = list(args.uris or [])
     skipped: list[str] = []
-    if args.pipeline:
+    if args.pipeline and _job_files(args.pipeline):
+        uris += _job_targets(args, skipped)
+    elif args.pipeline:
         plans = pipeline.analyze_all(
             args.pipeline,
             cliargs.key_values(args.param, "--param", UsageError),
@@ -214,6 +217,42 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         except ValueError as e:
             raise UsageError(str(e)) from None
     return uris, skipped
+
+
+def _job_files(files: list[str]) -> bool:
+    from prefetchd.workloads import plan_cli
+
+    return plan_cli.claims(files)
+
+
+def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
+    """What the training jobs in ``--pipeline`` files read, in the order the agent warms them
+    (``prefetchd plan`` shows the same); claims resolved by ``--pvc`` or by the PVCs/PVs in
+    the files. What cannot be warmed ahead goes to *skipped*."""
+    from prefetchd.workloads import WorkloadError, plan_cli
+
+    if args.param:
+        raise UsageError("--param is for pipelines; a training job's values are its own")
+    try:
+        works, _ignored, view = plan_cli.load(args.pipeline)
+    except WorkloadError as e:
+        raise UsageError(str(e)) from None
+    pvc_map = dict(cliargs.key_values(args.pvc, "--pvc", UsageError))
+    out: list[str] = []
+    for w in works:
+        resolve = plan_cli.resolver(w, pvc_map, view)
+        out += [t.dataset for t in w.targets(resolve) if t.dataset not in out]
+        for g in w.groups:
+            for ref in g.datasets:
+                if resolve(ref) is None:
+                    why = "read or written" if ref.direction != "read" else \
+                        f"unresolved: --pvc {ref.claim}=s3://BUCKET/PREFIX" if ref.claim else \
+                        "known at run time" if ref.pattern else "not S3"
+                    skipped.append(f"{w.key} {g.name}: {ref.describe()} ({why})")
+    if not out:
+        raise UsageError(f"warm: nothing to warm in {', '.join(args.pipeline)}"
+                         + (f"; {skipped[0]}" if skipped else ""))
+    return out
 
 
 def cmd_warm(args: argparse.Namespace) -> int:
@@ -335,7 +374,7 @@ def _report(
                    if r.others_bytes else "")
             )
         for u in unpinned:
-            print(f"not warmable (runtime-only or unsupported scheme): {u}")
+            print(f"not warmed: {u}")
     if failed:
         print(f"prefetchd: {failed} objects failed", file=sys.stderr)
         return 1

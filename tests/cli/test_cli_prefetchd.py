@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 import fusecache
 
@@ -188,3 +189,49 @@ def _cached_blocks(cache: Path) -> int:
         return c.stats().blocks
     finally:
         c.close()
+
+
+def test_warm_of_a_training_job_file_warms_what_its_pods_read(local_s3, s3_env, bucket,
+                                                               tmp_path: Path) -> None:
+    """``prefetchd warm --pipeline pytorchjob.yaml``: the datasets the job's pods read (an S3
+    URI in args, a file under a fusecache volume whose PVC and PV are in the file), not what
+    they may write (``--model_dir``), each pinned; the skipped one named."""
+    _put(local_s3, bucket, 3, 2000, prefix="imagenet/train/")
+    _put(local_s3, bucket, 1, 500, prefix="coco/meta/")
+    _put(local_s3, bucket, 1, 500, prefix="ckpt/")
+    pod = {"containers": [{
+        "name": "pytorch", "image": "pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
+        "command": ["python", "train.py"],
+        "args": [f"--data=s3://{bucket}/imagenet/train/", "--labels", "/data/meta/f000.bin",
+                 f"--model_dir=s3://{bucket}/ckpt/"],
+        "volumeMounts": [{"name": "coco", "mountPath": "/data", "readOnly": True}]}],
+        "volumes": [{"name": "coco", "persistentVolumeClaim": {"claimName": "coco"}}]}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "resnet", "namespace": "ml"},
+           "spec": {"pytorchReplicaSpecs": {
+               "Master": {"replicas": 1, "template": {"spec": pod}},
+               "Worker": {"replicas": 2, "template": {"spec": pod}}}}}
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-coco"},
+          "spec": {"accessModes": ["ReadOnlyMany"], "capacity": {"storage": "1Ti"},
+                   "claimRef": {"namespace": "ml", "name": "coco"},
+                   "csi": {"driver": "csi.fusecache.io", "volumeHandle": "pv-coco",
+                           "volumeAttributes": {"bucket": bucket, "prefix": "coco"}}},
+          "status": {"phase": "Bound"}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "coco", "namespace": "ml"},
+           "spec": {"accessModes": ["ReadOnlyMany"], "volumeName": "pv-coco",
+                    "resources": {"requests": {"storage": "1Ti"}}},
+           "status": {"phase": "Bound"}}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump_all([job, pv, pvc]))
+    cache = tmp_path / "c"
+    r = run("warm", "--pipeline", str(path), "--cache-dir", str(cache), env=s3_env)
+    assert r.returncode == 0, r.stderr
+    assert f"not warmed: pytorchjob ml/resnet Master: s3://{bucket}/ckpt/ (read or written)" \
+        in r.stdout
+    rows = json.loads(run("status", "--cache-dir", str(cache), "--json").stdout)
+    assert sorted((row["uri"], row["objects"]) for row in rows) == [
+        (f"s3://{bucket}/coco/meta/f000.bin", 1), (f"s3://{bucket}/imagenet/train/", 3)]
+    r = run("warm", "--pipeline", str(path), "--param", "x=1", "--cache-dir", str(cache),
+            env=s3_env)
+    assert r.returncode == 2 and "--param is for pipelines" in r.stderr
