@@ -57,8 +57,16 @@ def claims(files: list[str]) -> bool:
                 head = f.read(_load.MAX_FILE_BYTES + 1)
         except OSError:
             continue  # the pipeline loader reports it
-        if _API_LINE.search(head.decode("utf-8", "replace")):
+        text = head.decode("utf-8", "replace")
+        if _API_LINE.search(text):
             return True
+        if text.lstrip().startswith("{"):  # a JSON manifest (kubectl get -o json)
+            try:
+                api = str(json.loads(text).get("apiVersion") or "")
+            except (ValueError, AttributeError):
+                continue
+            if api.split("/")[0] in _GROUPS:
+                return True
     return False
 
 

@@ -126,3 +126,19 @@ def test_pipeline_files_still_go_to_the_pipeline_analysis(tmp_path) -> None:
     r = plan(write(tmp_path, "wf.yaml", wf), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["schema"] == "prefetchd-plan/1"
+
+
+def test_a_json_manifest_is_read_as_its_yaml_would_be(tmp_path) -> None:
+    """``kubectl get pytorchjob x -o json > job.json``: the same plan as the YAML file."""
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "mnist", "namespace": "ml"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {
+               "containers": [{"name": "pytorch", "image": "pytorch/pytorch:2.4.0",
+                               "args": ["--data", "s3://datasets/mnist/"]}]}}}}}}
+    as_json = tmp_path / "job.json"
+    as_json.write_text(json.dumps(job, indent=2))
+    as_yaml = write(tmp_path, "job.yaml", job)
+    r_json, r_yaml = plan(str(as_json), "--json"), plan(as_yaml, "--json")
+    assert r_json.returncode == 0 and r_yaml.returncode == 0, r_json.stderr
+    assert json.loads(r_json.stdout) == json.loads(r_yaml.stdout)
+    assert "s3://datasets/mnist/" in r_json.stdout
