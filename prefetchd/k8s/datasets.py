@@ -225,9 +225,10 @@ def _volume_locations(
 
 
 REDIRECTS = (">", ">>", "1>", "2>", "&>")  # the word after a shell redirection is written
-# A path inside a word: --root=/data/a,/data/b, open('/data/x'). Not at blanks: a word with
-# blanks is a quoted string (an echo's message) unless quotes inside it delimit the path.
-_PATH_SPLIT = re.compile(r"[=,:;\"']+")
+# A path inside a word: --root=/data/a,/data/b, open('/data/x'), list=[/data/a]. Not at
+# blanks: a word with blanks is a quoted string (an echo's message) unless quotes inside it
+# delimit the path.
+_PATH_SPLIT = re.compile(r"[=,:;\"'\[\]]+")
 
 
 def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -254,13 +255,10 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             d = said if said in ("write", "unknown") else d
             out.append((value, "arg", d))
         out.append((t, "arg", d))
-    for env in container.get("env") or []:
-        if not isinstance(env, Mapping) or not isinstance(env.get("value"), str):
-            continue
-        name = str(env.get("name") or "")
+    for name, value in _uri.kube_env(container.get("env")).items():
         said = _uri.name_direction(name)
         d = said if said in ("write", "unknown") else "read"
-        for word in env["value"].split():
+        for word in value.split():
             out.append((word, f"env {name}", d))
     return out
 

@@ -66,7 +66,8 @@ READ_WORDS = frozenset(
 READ_PREFIXES = ("input", "data", "src", "source")
 RESUME_WORDS = frozenset({"resume", "load", "init", "restore", "pretrained", "warmstart",
                           "weights"})
-AMBIGUOUS_WORDS = frozenset({"checkpoint", "checkpoints", "ckpt", "ckpts", "modeldir"})
+AMBIGUOUS_WORDS = frozenset({"checkpoint", "checkpoints", "ckpt", "ckpts", "modeldir",
+                             "workdir"})
 WRITE_STEP_VERBS = frozenset(
     {"upload", "publish", "export", "push", "save", "cleanup", "delete", "purge", "register"}
 )
@@ -93,6 +94,9 @@ def find_uris(text: str) -> list[str]:
     for m in URI_RE.finditer(text):
         if text[m.end() : m.end() + 1] == "{":
             continue  # a format template, not a location
+        if "$" in m.group(0).split("://", 1)[1].split("/", 1)[0] or (
+                m.group(0).endswith("$") and text[m.end() : m.end() + 1] == "("):
+            continue  # a shell or Kubernetes variable ($BUCKET, $(DATA)): known at run time
         found.append((m.start(), m.group(0)))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
     found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)]
@@ -170,25 +174,33 @@ def shell_args(argv: list[str]) -> list[str]:
 _KUBE_VAR = re.compile(r"\$(\$)?\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
-def kube_expand(argv: list[str], env: object) -> list[str]:
-    """A container's command/args as the kubelet runs them: ``$(NAME)`` replaced by the value
-    of the container's env var NAME when it is given literally (``value``), ``$$(NAME)`` left
-    as the text ``$(NAME)``, a reference to anything else left as written (Kubernetes' own
-    rules). ``--data $(DATA_DIR)/val`` then names the location it reads."""
+def kube_env(env: object) -> dict[str, str]:
+    """A container's env vars given literally (``value``), each expanded as the kubelet
+    does: ``$(NAME)`` of a var defined above it replaced (``TRAIN=s3://$(BUCKET)/train``)."""
     values: dict[str, str] = {}
     for e in env if isinstance(env, list) else []:
         if isinstance(e, dict) and isinstance(e.get("name"), str) \
                 and isinstance(e.get("value"), str):
-            values[e["name"]] = e["value"]
-    if not values:
-        return argv
+            values[e["name"]] = _expand(e["value"], values)
+    return values
 
+
+def _expand(text: str, values: dict[str, str]) -> str:
     def sub(m: re.Match[str]) -> str:
         if m.group(1):
             return m.group(0)[1:]
         return values.get(m.group(2), m.group(0))
 
-    return [_KUBE_VAR.sub(sub, a) if "$(" in a else a for a in argv]
+    return _KUBE_VAR.sub(sub, text) if "$(" in text else text
+
+
+def kube_expand(argv: list[str], env: object) -> list[str]:
+    """A container's command/args as the kubelet runs them: ``$(NAME)`` replaced by the value
+    of the container's env var NAME when it is given literally (``kube_env``), ``$$(NAME)``
+    left as the text ``$(NAME)``, a reference to anything else left as written (Kubernetes'
+    own rules). ``--data $(DATA_DIR)/val`` then names the location it reads."""
+    values = kube_env(env)
+    return [_expand(a, values) for a in argv] if values else argv
 
 
 def tokenize(argv: list[str]) -> list[str]:

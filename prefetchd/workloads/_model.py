@@ -332,15 +332,17 @@ def count(value: Any, where: str, default: int = 1) -> int:
     if value is None:
         return default
     if isinstance(value, bool):
-        raise WorkloadError(f"{where}: {value!r} is not a number")
+        raise WorkloadError(f"{where}: {value!r} is not a whole number")
     if isinstance(value, int):
         n = value
+    elif isinstance(value, float) and value.is_integer():
+        n = int(value)  # 2.0: the API server takes it as 2
     elif isinstance(value, str) and value.strip().isdigit():
         n = int(value)
     elif isinstance(value, str) and PLACEHOLDER in value:
         raise WorkloadError(f"{where}: {value!r} is only known when the trial runs")
     else:
-        raise WorkloadError(f"{where}: {value!r} is not a number")
+        raise WorkloadError(f"{where}: {value!r} is not a whole number")
     if n < 0 or n > 100_000:
         raise WorkloadError(f"{where}: {n} is out of range")
     return n

@@ -125,3 +125,26 @@ def test_a_mount_named_only_as_output_is_not_read_and_a_subpath_is_a_folder() ->
         r["template"]["spec"] = copy.deepcopy(pod["spec"])
     [target] = workloads.read(job).targets(workloads.resolver_from_view(view(), NS))
     assert target.dataset == "s3://vision-datasets/coco/2017/val2017/"
+
+
+def test_env_built_from_env_and_paths_in_a_list_value() -> None:
+    """``TRAIN=s3://$(BUCKET)/...`` (an env var from one defined above it, as the kubelet
+    expands it), a reference to nothing known (never the location ``s3://$``), a Paddle-style
+    ``-o Train.label_file_list=[/data/a.txt,/data/b.txt]``, and ``--workdir`` (JAX/CLU
+    write their checkpoints there: read or written)."""
+    pod = worker_pod(0)
+    c = pod["spec"]["containers"][0]
+    c["env"] = [{"name": "BUCKET", "value": "speech"},
+                {"name": "TRAIN", "value": "s3://$(BUCKET)/cv17/de/train/"},
+                {"name": "LATER", "value": "s3://$(UNDEFINED)/x/"}]
+    c["args"] = ["-o", "Train.label_file_list=[/data/coco/a.txt,/data/coco/b.txt]",
+                 "--workdir", "s3://ckpt/jax/run1/", "--eval", "$(TRAIN)eval.tsv"]
+    want = {"s3://speech/cv17/de/train/", "s3://speech/cv17/de/train/eval.tsv",
+            "s3://vision-datasets/coco/2017/a.txt", "s3://vision-datasets/coco/2017/b.txt"}
+    assert set(ds_mod.pod_datasets(pod, view())) == want
+    job = pytorchjob()
+    for r in job["spec"]["pytorchReplicaSpecs"].values():
+        r["template"]["spec"] = copy.deepcopy(pod["spec"])
+    r["replicas"] = 3.0  # the API server takes a whole float as the integer
+    targets = workloads.read(job).targets(workloads.resolver_from_view(view(), NS))
+    assert {t.dataset for t in targets} == want and {t.nodes for t in targets} == {4}

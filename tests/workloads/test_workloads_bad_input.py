@@ -85,7 +85,7 @@ def test_templated_constraint_is_left_out_with_a_note() -> None:
      "Job j: spec: expected a mapping, got list"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
       "spec": {"parallelism": "many", "template": {}}},
-     "Job j: spec.parallelism: 'many' is not a number"),
+     "Job j: spec.parallelism: 'many' is not a whole number"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
       "spec": {"template": {"spec": {"containers": []}}}},
      "Job j: spec.template.spec.containers: no containers"),
