@@ -41,6 +41,7 @@ import ast
 import functools
 import re
 import shlex
+import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -56,7 +57,8 @@ _READ_FIRST = frozenset(
     {"get", "download", "cat", "cat_file", "open_input_file", "open_input_stream", "read_bytes",
      "read_text", "read_parquet", "read_csv", "read_json", "read_table", "load_dataset", "get_file",
      "read_feather", "read_orc", "read_pickle", "read_excel", "dataset", "ParquetDataset",
-     "load_from_disk"}
+     "load_from_disk", "scan_parquet", "scan_csv", "scan_ndjson", "scan_ipc",
+     "TFRecordDataset", "from_prefix", "from_objects", "glob", "iglob"}
 )
 # calls that read no data through a location they are given (path and string helpers,
 # printing and logging)
@@ -65,12 +67,17 @@ _NO_READ = frozenset(
      "repr", "print", "format", "debug", "info", "warning", "error", "exception", "log",
      "startswith", "endswith", "isinstance", "int", "float", "bool"}
 )
+# calls whose result is data or a list of files, not a location to follow
+_READS_DATA = frozenset(_READ_FIRST | {"glob", "iglob", "ls", "listdir", "find", "walk"})
 # keyword arguments of those that name what is read (datasets.load_dataset, pyarrow)
 _READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths"})
 _WRITE_FIRST = frozenset(
     {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
-     "write_bytes", "write_text", "makedirs", "mkdir", "open_output_stream"}
+     "makedirs", "mkdir", "open_output_stream", "sink_parquet", "sink_csv", "sink_ipc",
+     "write_parquet", "write_csv", "write_ndjson"}
 )
+# writers given the location first (fsspec) or called on it (pathlib: p.write_text(data))
+_WRITE_SELF = frozenset({"write_bytes", "write_text"})
 _WRITE_SECOND = frozenset({"put", "upload", "put_file"})
 _COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
 _BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object", "head_object"})
@@ -94,6 +101,7 @@ class _Flow(ast.NodeVisitor):
         self.tmpl: dict[str, Pieces] = {}
         self.built: list[tuple[Pieces, str]] = []
         self.escaped: set[str] = set()  # parameters passed to calls that are no sink
+        self.partial: set[str] = set()  # literal locations only ever the start of one
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -101,7 +109,16 @@ class _Flow(ast.NodeVisitor):
             return set()
         out: set[str] = set()
         parts: set[int] = set()  # literal parts of f-strings, read with the f-string
-        for n in ast.walk(node):  # breadth first: an f-string before its parts
+        for n in ast.walk(node):  # breadth first: an expression before its parts
+            if id(n) in parts:
+                continue
+            if isinstance(n, (ast.BinOp, ast.Call)):
+                # "s3://b/x/" + "*.ogg", "{}/{}".format(...) of constants: the text it makes
+                known = self.pieces(n)
+                if known is not None and all(isinstance(p, str) for p in known):
+                    out |= {"lit:" + u for u in _uri.find_uris("".join(known))}  # type: ignore[arg-type]
+                    parts |= {id(x) for x in ast.walk(n)}
+                    continue
             if isinstance(n, ast.JoinedStr):
                 # f"s3://lake/events/dt={ds}/x.parquet" is a template (find_uris), not the
                 # location "s3://lake/events/dt=" its first part alone would name
@@ -182,16 +199,79 @@ class _Flow(ast.NodeVisitor):
             left = self.pieces(node.left, depth + 1)
             right = self.pieces(node.right, depth + 1)
             return None if left is None or right is None else left + right
-        f = node.func if isinstance(node, ast.Call) else None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(
+                node.left, ast.Constant) and isinstance(node.left.value, str):
+            # "s3://b/%s/x.parquet" % day: only %s (a %d or %03d formats the value)
+            items = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+            texts = re.split(r"%s", node.left.value)
+            if "%" in "".join(texts).replace("%%", "") or len(texts) != len(items) + 1:
+                return None
+            for i, lit in enumerate(texts):
+                out.append(lit.replace("%%", "%"))
+                if i < len(items):
+                    part = self.pieces(items[i], depth + 1)
+                    if part is None:
+                        return None
+                    out += part
+            return tuple(out)
+        if not isinstance(node, ast.Call):
+            return None
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in ("rstrip", "strip") and all(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) <= {"/"}
+                for a in node.args) and node.args:
+            # lake.rstrip("/") before a join: the slash it drops, render() drops too
+            return self.pieces(f.value, depth + 1)
         if isinstance(f, ast.Attribute) and f.attr == "join" and ast.unparse(f.value) in (
-                "os.path", "posixpath") and not node.keywords:  # type: ignore[union-attr]
-            for i, a in enumerate(node.args):  # type: ignore[union-attr]
+                "os.path", "posixpath") and not node.keywords:
+            for i, a in enumerate(node.args):
                 part = self.pieces(a, depth + 1)
                 if part is None:
                     return None
                 out += (["/"] if i else []) + list(part)
             return tuple(out)
+        if isinstance(f, ast.Attribute) and f.attr == "join" and isinstance(
+                f.value, ast.Constant) and isinstance(f.value.value, str) and len(
+                node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
+            for i, a in enumerate(node.args[0].elts):  # "/".join([root, day, "x.csv"])
+                part = self.pieces(a, depth + 1)
+                if part is None:
+                    return None
+                out += ([f.value.value] if i else []) + list(part)
+            return tuple(out)
+        if isinstance(f, ast.Attribute) and f.attr == "format" and isinstance(
+                f.value, ast.Constant) and isinstance(f.value.value, str):
+            return self._format_pieces(f.value.value, node, depth)
         return None
+
+    def _format_pieces(self, fmt: str, node: ast.Call, depth: int) -> Pieces | None:
+        """``"s3://{}/raw/{day}/".format(bucket, day=d)``: fields by position or name, none
+        with a spec or conversion."""
+        out: list[str | tuple[str, str]] = []
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        auto = 0
+        try:
+            fields = list(string.Formatter().parse(fmt))
+        except ValueError:
+            return None
+        for lit, field, spec, conv in fields:
+            out.append(lit)
+            if field is None:
+                continue
+            if spec or conv:
+                return None
+            if field == "":
+                arg: ast.AST | None = node.args[auto] if auto < len(node.args) else None
+                auto += 1
+            elif field.isdigit():
+                arg = node.args[int(field)] if int(field) < len(node.args) else None
+            else:
+                arg = kw.get(field)
+            part = self.pieces(arg, depth + 1)
+            if part is None:
+                return None
+            out += part
+        return tuple(out)
 
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
         text = self._const_text(value)
@@ -206,6 +286,8 @@ class _Flow(ast.NodeVisitor):
                     self.tmpl[t.id] = built
                 else:
                     self.tmpl.pop(t.id, None)
+        if isinstance(value, ast.Call) and _call_name(value) in _READS_DATA:
+            return  # what a reader returns (a DataFrame, a file list) is data, no location
         src = self.sources(value)
         if not src:
             return
@@ -217,6 +299,16 @@ class _Flow(ast.NodeVisitor):
                 for s in src:
                     if s.startswith("lit:"):
                         self.names.setdefault(s[4:], []).append(ast.unparse(t))
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        """``"s3://models/" + key``: the constant is part of a location, not a location of its
+        own (``partial``; the whole, when known, is a literal location of its own)."""
+        self.generic_visit(node)
+        if not isinstance(node.op, (ast.Add, ast.Mod)):
+            return
+        for side in (node.left, node.right):  # the whole, when known, is read whole
+            if isinstance(side, ast.Constant) and isinstance(side.value, str):
+                self.partial.update(_uri.find_uris(side.value))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -274,6 +366,9 @@ class _Flow(ast.NodeVisitor):
                 for el in (v.values if isinstance(v, ast.Dict) else
                            v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]):
                     self.mark(el, "read")
+        elif name in _WRITE_SELF and isinstance(f, ast.Attribute):
+            # fs.write_text(path, data) (fsspec); Path(p).write_text(data): p, not the data
+            self.mark(args[0] if len(args) > 1 else f.value, "write")
         elif name in _WRITE_FIRST and args:
             self.mark(args[0], "write")
         elif name in _WRITE_SECOND and len(args) > 1:
@@ -283,11 +378,37 @@ class _Flow(ast.NodeVisitor):
             self.mark(args[1], "write")
         elif name in _SUBPROCESS and args:
             self.command(args[0])
-        elif name not in _NO_READ:  # a parameter handed to code not followed: maybe read
+        elif self._spark(f, args, kw):
+            pass
+        elif name not in _NO_READ:
+            # a location handed to code not followed (ImageFolder(root)): read there, as
+            # rule 7 has it; data read from a location (a DataFrame) is no location
             for a in [*args, *kw.values()]:
-                if isinstance(a, ast.Name):
-                    self.escaped |= {s[6:] for s in self.taint.get(a.id, ()) if
-                                     s.startswith("param:")}
+                if isinstance(a, ast.Name) and self.taint.get(a.id) == {"param:" + a.id}:
+                    self.escaped.add(a.id)
+                elif isinstance(a, ast.Name) and a.id in self.tmpl:
+                    self.built.append((self.tmpl[a.id], "read"))
+
+    def _spark(self, f: ast.AST, args: list[ast.AST], kw: dict[str, ast.AST]) -> bool:
+        """Spark's readers and writers: ``spark.read.parquet(a, b)``, ``.load(a)``;
+        ``df.write.mode(...).parquet(p)``, ``.save(p)``. True when *f* is one."""
+        chain = []
+        v = f
+        while isinstance(v, (ast.Attribute, ast.Call)):
+            if isinstance(v, ast.Attribute):
+                chain.append(v.attr)
+                v = v.value
+            else:
+                v = v.func
+        if "read" in chain[1:] or "readStream" in chain[1:]:
+            for a in [*args, *(kw[k] for k in ("path",) if k in kw)]:
+                self.mark(a, "read")
+            return True
+        if "write" in chain[1:] or "writeStream" in chain[1:]:
+            if args or "path" in kw:
+                self.mark(args[0] if args else kw["path"], "write")
+            return True
+        return False
 
     def command(self, node: ast.AST) -> None:
         """A command line: render each part (a source becomes a marker location), classify."""
@@ -366,6 +487,7 @@ class Flow:
     # used only in these is named by them, not by its own value
     built: tuple[tuple[Pieces, str], ...] = ()
     escaped: frozenset[str] = frozenset()  # parameters also handed to code not followed
+    partial: frozenset[str] = frozenset()  # literals only ever the start of a location
 
 
 @functools.lru_cache(maxsize=64)
@@ -399,7 +521,12 @@ def analyze(code: str) -> Flow | None:
             u = f"s3://{b}/{k.lstrip('/')}"
             lits[u] = d if lits.get(u, d) == d else "unknown"
     return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs),
-                tuple(flow.built), frozenset(flow.escaped))
+                tuple(flow.built), frozenset(flow.escaped), frozenset(flow.partial - lits.keys()))
+
+
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
 def _is_built(pieces: Pieces) -> bool:

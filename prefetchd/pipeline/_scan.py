@@ -127,8 +127,9 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None) -> bool:
     if flow is None:
         return False
     def locations(text: str, f: _code.Flow) -> list[str]:
-        # those written out, and s3://BUCKET/KEY built by boto3 calls from constants
-        found = _uri.find_uris(text)
+        # those written out (not only as the start of one made at run time), and
+        # s3://BUCKET/KEY built by boto3 calls from constants
+        found = [u for u in _uri.find_uris(text) if u not in f.partial]
         return found + [u for u in f.lits if u not in found]
 
     uris0 = locations(first, flow)

@@ -86,6 +86,9 @@ LIST_VERBS = frozenset({"ls", "lsd", "lsf", "lsl", "du", "stat", "size"})
 _SEPARATORS = ("&&", "||", ";", "|")
 
 
+_PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-0-9.]*[sdif]")
+
+
 def find_uris(text: str) -> list[str]:
     """Every location in `text`, in order (rclone `:s3:` remotes as s3:// URIs)."""
     if "://" not in text and ":s3" not in text:
@@ -97,6 +100,8 @@ def find_uris(text: str) -> list[str]:
         if "$" in m.group(0).split("://", 1)[1].split("/", 1)[0] or (
                 m.group(0).endswith("$") and text[m.end() : m.end() + 1] == "("):
             continue  # a shell or Kubernetes variable ($BUCKET, $(DATA)): known at run time
+        if _PERCENT_FIELD.search(m.group(0)):
+            continue  # a %-format template ("s3://b/%s/x.parquet" % day)
         found.append((m.start(), m.group(0)))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
     found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)]
@@ -122,7 +127,8 @@ def name_direction(name: str | None) -> str | None:
     w = _words(n)
     if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES) or {"log", "dir"} <= w:
         return "write"
-    if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES):
+    if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES) or \
+            "name_or_path" in n.replace("-", "_"):  # Hugging Face's model to load
         return "read"
     if w & AMBIGUOUS_WORDS or n.startswith(("checkpoint", "ckpt")) or {"model", "dir"} <= w:
         return "unknown"

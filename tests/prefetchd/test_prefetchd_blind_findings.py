@@ -12,7 +12,7 @@ import textwrap
 import yaml
 
 from prefetchd import pipeline
-from prefetchd.pipeline import _uri
+from prefetchd.pipeline import _code, _uri
 
 _ARGO = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"}}
 
@@ -187,3 +187,51 @@ def test_kfp_v1_parallel_for_keeps_its_parallelism_from_the_loop_template() -> N
     with open(path) as f:
         [plan] = pipeline.analyze_documents(list(yaml.safe_load_all(f)), source=path)
     assert plan.step("backtest").loop.parallelism == 2
+
+
+def test_more_ways_code_builds_and_reads_locations() -> None:
+    """str.format, ``%s``, ``sep.join([...])`` with ``rstrip("/")``, a glob's pattern, polars
+    and Spark readers and writers; data a reader returns is no location (passing a DataFrame
+    on reads nothing more), and a constant that only starts a location is none itself."""
+    code = textwrap.dedent('''\
+        import polars as pl
+        import fsspec
+        def job(lake: str, store: str, day: str, models: str, key: str, spark):
+            cal = pl.read_parquet("s3://lake/{}/calendar.parquet".format(day))
+            sales = pl.scan_parquet("/".join([lake.rstrip("/"), "sales", "store=" + store])
+                                    + "/*.parquet")
+            prices = pl.scan_parquet("s3://lake/prices/%s/" % day)
+            fs = fsspec.filesystem("s3")
+            files = fs.glob(lake + "shards/*.tar")
+            fs.get(files, "/tmp/shards/")
+            model = fit(sales, cal)
+            weights = "s3://models/" + key
+            df = spark.read.parquet("s3://lake/events/", "s3://lake/users/")
+            df.write.mode("overwrite").parquet(models + "features/")
+            sales.sink_parquet(f"{models}agg/{day}.parquet")
+        ''')
+    from prefetchd.pipeline import _scan
+    from prefetchd.pipeline._model import Step
+    from prefetchd.pipeline._resolve import Val
+    values = {"lake": "s3://lake/", "store": "CA_1", "day": "2024-06-01",
+              "models": "s3://models/m5/", "key": "x3d/model.pyth"}
+    step = Step(id="job", kind="container")
+    inputs = {k: Val(values=[v], origin="pipeline-parameter") for k, v in values.items()}
+    argv = ["sh", "-c", "...", code, "{{$}}"]
+    code_dirs = _scan.code_directions(argv)  # as a KFP v2 lightweight component is read
+    _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs)
+    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
+                            _scan.code_built(argv))
+    assert step.unknown == []
+    assert sorted(r.uri for r in step.reads) == sorted([
+        "s3://lake/2024-06-01/calendar.parquet",
+        "s3://lake/sales/store=CA_1/*.parquet",
+        "s3://lake/prices/2024-06-01/",
+        "s3://lake/shards/*.tar",
+        "s3://lake/events/", "s3://lake/users/",
+    ])
+    assert sorted(w.uri for w in step.writes) == [
+        "s3://models/m5/agg/2024-06-01.parquet", "s3://models/m5/features/"]
+    # a literal %-template and the start of "s3://models/" + key name no location
+    flow = _code.analyze(code)
+    assert {"s3://models/"} <= flow.partial and "s3://lake/prices/%s/" not in flow.lits
