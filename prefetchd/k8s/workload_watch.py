@@ -48,7 +48,6 @@ Bounded: works, raw objects and queued lane entries are LRU-capped at ``max_work
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -420,22 +419,7 @@ class WorkloadWatch:
 
     def _merged(self, job: _Job, work: wl.UpcomingWork) -> wl.UpcomingWork:
         """The work with its queue record's state and priority (the record knows the queue)."""
-        rec = job.record
-        if rec is None:
-            return work
-        state = work.state
-        if rec.state.done or work.state.done:
-            state = rec.state if rec.state.done else work.state
-        elif wl.State.RUNNING in (rec.state, work.state):
-            state = wl.State.RUNNING
-        elif wl.State.ADMITTED in (rec.state, work.state) and rec.state is not wl.State.QUEUED:
-            state = wl.State.ADMITTED
-        else:
-            state = wl.State.QUEUED
-        return dataclasses.replace(
-            work, state=state, priority=rec.priority if rec.priority is not None
-            else work.priority, queue=rec.queue or work.queue,
-            created=rec.created or work.created)
+        return work if job.record is None else wl.with_queue_record(work, job.record)
 
     def _evaluate(self, release_key: str) -> None:
         with self._lock:

@@ -48,6 +48,7 @@ from prefetchd.workloads._model import (
     WorkloadError,
     order_key,
     s3_only,
+    with_queue_record,
     work_key,
 )
 from prefetchd.workloads._registry import (
@@ -86,5 +87,6 @@ __all__ = [
     "resolver_from_view",
     "s3_only",
     "sibling_selector",
+    "with_queue_record",
     "work_key",
 ]

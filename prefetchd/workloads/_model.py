@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefetchd.k8s import placement
@@ -310,6 +310,23 @@ class UpcomingWork:
                       "stage": t.stage} for t in self.targets(resolve)],
             "notes": list(self.notes),
         }
+
+
+def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
+    """*work* with the state, priority and queue its queue record (a Kueue Workload) knows:
+    done when either is, running when either is, admitted when the record is not queued."""
+    state = work.state
+    if record.state.done or work.state.done:
+        state = record.state if record.state.done else work.state
+    elif State.RUNNING in (record.state, work.state):
+        state = State.RUNNING
+    elif State.ADMITTED in (record.state, work.state) and record.state is not State.QUEUED:
+        state = State.ADMITTED
+    else:
+        state = State.QUEUED
+    return replace(work, state=state, priority=record.priority if record.priority is not None
+                   else work.priority, queue=record.queue or work.queue,
+                   created=record.created or work.created)
 
 
 def work_key(kind: str, namespace: str, name: str) -> str:

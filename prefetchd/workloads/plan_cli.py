@@ -40,6 +40,7 @@ from prefetchd.workloads._model import (
     UpcomingWork,
     WorkloadError,
     order_key,
+    with_queue_record,
 )
 
 EXIT_BAD_INPUT = 2
@@ -162,7 +163,25 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
             works.append(_registry.read(d, library))
         except WorkloadError as e:
             raise WorkloadError(f"{path}: {e}") from None
-    return sorted(works, key=order_key), ignored, FileClusterView(volumes)
+    return sorted(_as_the_agent_sees(works, ignored), key=order_key), ignored, \
+        FileClusterView(volumes)
+
+
+def _as_the_agent_sees(works: list[UpcomingWork], ignored: list[str]) -> list[UpcomingWork]:
+    """Work whose owner is listed too is the owner's (prefetchd/k8s/workload_watch.py): a
+    Kueue Workload lends its owner its queue state and priority, anything else (a Trial's
+    run object, a CronJob's Job) is described by it; both go to *ignored*."""
+    keys = {w.key: w for w in works}
+    out = []
+    for w in works:
+        if w.owner and w.owner in keys:
+            if w.queue_record:
+                keys[w.owner] = with_queue_record(keys[w.owner], w)
+            ignored.append(f"{w.kind} {w.namespace}/{w.name} (its owner's: {w.owner})")
+    for w in works:
+        if not (w.owner and w.owner in keys):
+            out.append(keys[w.key])
+    return out
 
 
 def resolver(work: UpcomingWork, pvc_map: Mapping[str, str], view: FileClusterView) -> Resolver:

@@ -10,6 +10,7 @@ shaped as the training operator and the CSI provisioner leave them.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from volume_objects import bound_pair
@@ -148,3 +149,29 @@ def test_env_built_from_env_and_paths_in_a_list_value() -> None:
     r["replicas"] = 3.0  # the API server takes a whole float as the integer
     targets = workloads.read(job).targets(workloads.resolver_from_view(view(), NS))
     assert {t.dataset for t in targets} == want and {t.nodes for t in targets} == {4}
+
+
+def test_plan_shows_a_queued_job_once_with_its_workloads_queue_state(tmp_path) -> None:
+    """``kubectl get job,workload -o yaml`` as given to ``prefetchd plan``: the Workload
+    Kueue made for the Job is the Job's queue record (as the agent reads it), not a second
+    job reading the same datasets."""
+    import subprocess
+    import sys
+
+    import yaml
+    from training_objects import admitted, batch_job, workload_for
+
+    job = batch_job("seg", NS, "s3://geo/tiles/", "gpu", "prod", parallelism=4)
+    job["metadata"]["uid"] = "b2f1c0de"
+    wl = workload_for(job, [("main", 4, job["spec"]["template"])], "gpu", ("prod", 1000))
+    wl["status"] = admitted(wl)
+    path = tmp_path / "queued.yaml"
+    path.write_text(yaml.safe_dump_all([job, wl]))
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "plan", "--json", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    [work] = doc["work"]
+    assert (work["kind"], work["state"], work["priority"]) == ("Job", "admitted", 1000)
+    assert [t["dataset"] for t in work["warm"]] == ["s3://geo/tiles/"]
+    assert doc["ignored"] == [f"Workload {NS}/{wl['metadata']['name']} (its owner's: job {NS}/seg)"]
