@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prefetchd.k8s import placement, rest
-from prefetchd.pipeline import _pvc, _uri
+from prefetchd.pipeline import _code, _pvc, _uri
 
 log = logging.getLogger(__name__)
 DRIVER_NAME = "csi.fusecache.io"  # csi/__init__.py DRIVER_NAME; not imported: no grpc needed here
@@ -233,7 +233,8 @@ _PATH_SPLIT = re.compile(r"[=,:;\"'\[\]]+")
 
 def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(word, origin, direction) for every word of a container's command/args (``$(VAR)``
-    expanded as the kubelet does, shell strings split) and of its literal env values.
+    expanded as the kubelet does, shell strings split, a ``python -c`` program read as
+    Python) and of its literal env values.
 
     Direction is "read", "write" or "unknown", by the workflow analysis's rules
     (prefetchd/pipeline/_uri.py: copy-tool operands, flag and env names); a word nothing
@@ -242,11 +243,15 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     path here and the training-job adapters (prefetchd/workloads/_podspec.py) both read
     containers through this, so the two name the same datasets.
     """
-    argv = [str(a) for a in [*(container.get("command") or []),
-                             *(container.get("args") or [])]]
-    tokens = _uri.tokenize(_uri.kube_expand(argv, container.get("env")))
-    directions = _uri.classify_tokens(tokens)
+    argv = _uri.kube_expand([str(a) for a in [*(container.get("command") or []),
+                                              *(container.get("args") or [])]],
+                            container.get("env"))
     out: list[tuple[str, str, str]] = []
+    for a in argv:  # python -c "...": the program's own use of what it names
+        if _code.is_program(a):
+            out += [(u, "code", d) for u, d in _code.program_locations(a)]
+    tokens = _uri.tokenize(["__code__" if _code.is_program(a) else a for a in argv])
+    directions = _uri.classify_tokens(tokens)
     for i, t in enumerate(tokens):
         d = "write" if i and tokens[i - 1] in REDIRECTS else directions.get(i) or "read"
         if "=" in t and not t.startswith("-"):
@@ -261,6 +266,19 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         for word in value.split():
             out.append((word, f"env {name}", d))
     return out
+
+
+def settled_locations(words: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """(location, origin, direction) of each location the words name, once (``a/b`` and
+    ``a/b/`` are one), settled as the workflow analysis settles a step's (``Step.settle``):
+    named both as read and as written, or once as either, it is unknown."""
+    seen: dict[str, tuple[str, str, set[str]]] = {}
+    for text, origin, d in words:
+        for u in _uri.find_uris(text):
+            u = u.rstrip(".")
+            seen.setdefault(u.rstrip("/"), (u, origin, set()))[2].add(d)
+    return [(u, origin, "read" if dirs == {"read"} else "write" if dirs == {"write"}
+             else "unknown") for u, origin, dirs in seen.values()]
 
 
 def s3_uris(text: str) -> list[str]:
@@ -301,9 +319,9 @@ def pod_datasets(
 
     for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         words = container_words(c)
-        for text, _origin, d in words:
+        for u, _origin, d in settled_locations(words):
             if d == "read":
-                for uri in s3_uris(text):
+                for uri in s3_uris(u):
                     add(uri)
         for m in c.get("volumeMounts") or []:
             if m.get("name") not in volumes:

@@ -524,6 +524,30 @@ def analyze(code: str) -> Flow | None:
                 tuple(flow.built), frozenset(flow.escaped), frozenset(flow.partial - lits.keys()))
 
 
+def is_program(a: str) -> bool:
+    """Python program text (a component's source, `python -c "import x; ..."`)."""
+    return ("\n" in a and any(k in a for k in ("def ", "import ", "print("))) or (
+        a.lstrip().startswith(("import ", "from ")) and ";" in a
+    )
+
+
+def program_locations(code: str) -> list[tuple[str, str]]:
+    """(location, direction) of the literal locations a program names, as the workflow
+    analysis reads a script (`_scan.scan_code`, without parameters): its own use, else the
+    names they are assigned to, else read; a constant that only starts one is none."""
+    flow = analyze(code)
+    if flow is None:
+        return []
+    found = [u for u in _uri.find_uris(code) if u not in flow.partial]
+    out = []
+    for u in [*found, *(u for u in flow.lits if u not in found)]:
+        d = flow.lits.get(u) or next(
+            (x for x in (_uri.name_direction(n.rsplit(".", 1)[-1])
+                         for n in flow.names.get(u, ())) if x), None)
+        out.append((u, d or "read"))
+    return list(dict.fromkeys(out))
+
+
 def _call_name(node: ast.Call) -> str:
     f = node.func
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""

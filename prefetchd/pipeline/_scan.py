@@ -64,11 +64,7 @@ def read_from(val: Val, uri: str | None, **extra: str | None) -> Read:
     return Read(uri=uri, static=uri is not None and val.static, origin=val.origin, **keep)
 
 
-def _is_code(a: str) -> bool:
-    """Python program text (a component's source, `python -c "import x; ..."`)."""
-    return ("\n" in a and any(k in a for k in ("def ", "import ", "print("))) or (
-        a.lstrip().startswith(("import ", "from ")) and ";" in a
-    )
+_is_code = _code.is_program
 
 
 def code_directions(argv: list[str]) -> dict[str, str]:

@@ -90,4 +90,6 @@ def compile_pattern(text: str) -> Callable[[str], bool]:
             out.append("(?:" + "|".join(re.escape(a) for a in alts) + ")")
         pos = m.end()
     out.append(re.escape(text[pos:]))
+    if text.endswith("/"):
+        out.append(".*")  # dt=2025-06-*/: every key under the folders it matches
     return Matcher(re.compile("".join(out), re.DOTALL), tuple(ranges))

@@ -210,21 +210,59 @@ def kube_expand(argv: list[str], env: object) -> list[str]:
 
 
 def tokenize(argv: list[str]) -> list[str]:
-    """Flatten argv, splitting shell strings (`sh -c "..."`) into words."""
+    """Flatten argv, splitting shell strings (`sh -c "..."`) into words; a line of a script
+    ends its command as `;` does (`aws s3 cp A B` then `python train.py C` on the next line:
+    C is no third operand of the copy)."""
     out: list[str] = []
     for a in shell_args(argv):
         if any(c in a for c in " \n\t") and len(a) < 20000:
-            try:
-                out.extend(shlex.split(a, comments=True))
-            except ValueError:
-                out.extend(a.split())
+            out.extend(_script_words(a))
         else:
             out.append(a)
     return out
 
 
+_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")
+
+
+def _script_words(script: str) -> list[str]:
+    """A shell script's words, `;` between its commands: a line ends one unless it ends in
+    `\\` or a quote opened on it is still open (a multi-line string, as python -c has)."""
+    out: list[str] = []
+    buf = ""
+    here = None  # the delimiter of the heredoc being read
+    for line in script.split("\n"):
+        if here is not None:
+            if line.strip() == here:
+                here = None
+            else:  # a document, no command: each word on its own (a config naming inputs)
+                for w in line.split():
+                    out += [w, ";"]
+            continue
+        m = _HEREDOC.search(line) if not buf else None
+        if m is not None:
+            here = m.group(1)
+        buf = f"{buf}\n{line}" if buf else line
+        if buf.endswith("\\"):
+            buf = buf[:-1]
+            continue
+        try:
+            words = shlex.split(buf, comments=True)
+        except ValueError:
+            continue  # an open quote: the command goes on
+        if words:
+            out += [*words, ";"]
+        buf = ""
+    if buf:  # a quote never closed
+        out += buf.split()
+    if out and out[-1] == ";":
+        out.pop()
+    return out
+
+
 def _is_location(t: str) -> bool:
-    return bool(find_uris(t)) or t.startswith("/")
+    # a template too ("s3://b/${STAMP}/", "s3://b/{x}"): its place in the command says its way
+    return bool(find_uris(t)) or t.startswith("/") or URI_RE.match(t) is not None
 
 
 def _operand_like(t: str) -> bool:

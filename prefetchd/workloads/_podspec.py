@@ -166,13 +166,14 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -
         cname = str(c.get("name", ""))
         words = k8s_datasets.container_words(c)
         for text, origin, direction in words:
-            if direction == "write":
-                continue
             if PLACEHOLDER in text and "://" in text:
-                add(DatasetRef(origin, cname, pattern=text))
-                continue
-            for uri in _uri.find_uris(text):
-                add(DatasetRef(origin, cname, uri=uri.rstrip("."), direction=direction))
+                flag = text.split("=", 1)[0] if text.startswith("-") and "=" in text else ""
+                if direction != "write" and _uri.name_direction(flag) != "write":
+                    add(DatasetRef(origin, cname, pattern=text))  # --save-dir=s3://x/${..}: no
+        for uri, origin, direction in k8s_datasets.settled_locations(
+                w for w in words if PLACEHOLDER not in w[0]):
+            if direction != "write":
+                add(DatasetRef(origin, cname, uri=uri, direction=direction))
         for m in c.get("volumeMounts") or []:
             vname = str((m or {}).get("name", ""))
             if vname not in volumes:

@@ -175,3 +175,38 @@ def test_plan_shows_a_queued_job_once_with_its_workloads_queue_state(tmp_path) -
     assert (work["kind"], work["state"], work["priority"]) == ("Job", "admitted", 1000)
     assert [t["dataset"] for t in work["warm"]] == ["s3://geo/tiles/"]
     assert doc["ignored"] == [f"Workload {NS}/{wl['metadata']['name']} (its owner's: job {NS}/seg)"]
+
+
+def test_a_script_is_read_command_by_command_and_python_c_as_python() -> None:
+    """A ``bash -c`` script: each line a command (an upload on one line does not make the next
+    line's training data its destination), a heredoc a document naming inputs, a location both
+    read and listed (``aws s3 ls``) settled as unknown; ``python -c`` read as Python (boto3 by
+    bucket and key, pandas read then write)."""
+    script = "\n".join([
+        "set -euo pipefail",
+        "aws s3 cp /tmp/started.json s3://run-status/job7/started.json",
+        "python train.py s3://train-data/imagenet/train/ \\",
+        "    --epochs 90",
+        "cat > /tmp/cfg.json <<EOF",
+        '{"inputs": "s3://train-data/imagenet/val/", "labels": "s3://train-data/labels/"}',
+        "EOF",
+        "aws s3 ls s3://train-data/extra/",
+        "python eval.py --data s3://train-data/extra/",
+    ])
+    code = ("import boto3, pandas as pd; "
+            "boto3.client('s3').download_file('ctr', 'v12/vocab.json', '/tmp/v.json'); "
+            "pd.read_parquet('s3://ctr/in.parquet').to_parquet('s3://ctr/out.parquet')")
+    pod = worker_pod(0)
+    pod["spec"]["containers"] = [
+        {"name": "train", "image": "x", "command": ["bash", "-c", script]},
+        {"name": "prep", "image": "python:3.11", "command": ["python", "-c", code]}]
+    want = {"s3://train-data/imagenet/train/", "s3://train-data/imagenet/val/",
+            "s3://train-data/labels/", "s3://ctr/v12/vocab.json", "s3://ctr/in.parquet"}
+    assert set(ds_mod.pod_datasets(pod, view())) == want
+    job = pytorchjob()
+    for r in job["spec"]["pytorchReplicaSpecs"].values():
+        r["template"]["spec"] = copy.deepcopy(pod["spec"])
+    work = workloads.read(job)
+    assert {t.dataset for t in work.targets()} == want
+    unknown = {d.uri for g in work.groups for d in g.datasets if d.direction == "unknown"}
+    assert unknown == {"s3://train-data/extra/"}

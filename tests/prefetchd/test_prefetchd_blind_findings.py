@@ -235,3 +235,12 @@ def test_more_ways_code_builds_and_reads_locations() -> None:
     # a literal %-template and the start of "s3://models/" + key name no location
     flow = _code.analyze(code)
     assert {"s3://models/"} <= flow.partial and "s3://lake/prices/%s/" not in flow.lits
+
+
+def test_a_folder_glob_matches_the_keys_under_the_folders_it_names() -> None:
+    from prefetchd.pipeline import _shard
+
+    match = _shard.compile_pattern("events/dt=2025-06-*/")
+    assert match("events/dt=2025-06-01/part-0.parquet")
+    assert not match("events/dt=2025-07-01/part-0.parquet")
+    assert not _shard.compile_pattern("events/dt=2025-06-*")("events/dt=2025-06-01/x")
