@@ -244,11 +244,15 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
         out += [t.dataset for t in w.targets(resolve) if t.dataset not in out]
         for g in w.groups:
             for ref in g.datasets:
-                if resolve(ref) is None:
-                    why = "read or written" if ref.direction != "read" else \
-                        f"unresolved: --pvc {ref.claim}=s3://BUCKET/PREFIX" if ref.claim else \
-                        "known at run time" if ref.pattern else "not S3"
-                    skipped.append(f"{w.key} {g.name}: {ref.describe()} ({why})")
+                if resolve(ref) is not None:
+                    continue
+                if ref.direction != "read":
+                    why = "read or written"
+                elif ref.claim:
+                    why = plan_cli.unresolved_claim(ref.claim, w.namespace, view)
+                else:
+                    why = "known at run time" if ref.pattern else "not S3"
+                skipped.append(f"{w.key} {g.name}: {ref.describe()} ({why})")
     if not out:
         raise UsageError(f"warm: nothing to warm in {', '.join(args.pipeline)}"
                          + (f"; {skipped[0]}" if skipped else ""))

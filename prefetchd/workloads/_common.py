@@ -6,6 +6,7 @@ Who calls this: the adapter modules, first thing for each object (:func:`start`)
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from prefetchd.workloads._library import Library
@@ -70,3 +71,22 @@ def same_pods_owner(meta: Mapping[str, Any], namespace: str) -> str | None:
         if ref.get("kind") in SAME_PODS_OWNERS.get(group, ()):
             return work_key(str(ref["kind"]), namespace, str(ref.get("name", "")))
     return None
+
+
+def launched_on_workers(work: UpcomingWork, launcher: str, workers: str,
+                        launcher_works: bool) -> None:
+    """An MPI launcher only starts the program (``mpirun ... train.py --data s3://...``) on
+    the workers, which usually name nothing themselves: what its command line reads is read
+    on the workers' nodes, and on the launcher's only when it runs a rank too
+    (``runLauncherAsWorker`` of an MPIJob, ``runLauncherAsNode`` of a Trainer MPI runtime).
+    Without workers, whatever runs, runs beside the launcher."""
+    lg = next((g for g in work.groups if g.name == launcher), None)
+    if lg is None or not lg.datasets or not any(g.name == workers for g in work.groups):
+        return
+    for i, g in enumerate(work.groups):
+        if g.name == workers:
+            have = {replace(d, container="") for d in g.datasets}
+            more = tuple(d for d in lg.datasets if replace(d, container="") not in have)
+            work.groups[i] = replace(g, datasets=g.datasets + more)
+        elif g is lg and not launcher_works:
+            work.groups[i] = replace(g, datasets=())

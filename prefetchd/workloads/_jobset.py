@@ -4,8 +4,10 @@ Who calls this: :mod:`prefetchd.workloads._registry`; :mod:`._trainjob` reuses
 :func:`replicated_job_groups` on a runtime's JobSet template.
 
 Pods of a group: ``replicas`` (default 1) x the Job's parallelism (capped by completions).
-``dependsOn`` orders the groups. ``volumeClaimPolicies`` templates are mounted by template name
-and become the claim ``<template>-<jobset>``. State: ``terminalState`` or a ``Completed`` /
+``dependsOn`` with status ``Complete`` orders the groups; with ``Ready`` the Jobs run side by
+side (a launcher started once its workers are ready), so their nodes add up.
+``volumeClaimPolicies`` templates are mounted by template name and become the claim
+``<template>-<jobset>``. State: ``terminalState`` or a ``Completed`` /
 ``Failed`` condition -> finished; ``spec.suspend`` -> queued; active or ready child Jobs ->
 running; else admitted.
 """
@@ -61,8 +63,12 @@ def replicated_job_groups(
         else:
             pods = count(rj.get("replicas"), f"{at}.replicas") * _batch.job_pods(
                 job, f"{at}.template.spec")
-        after = [str(mapping(d, f"{at}.dependsOn").get("name"))
-                 for d in sequence(rj.get("dependsOn"), f"{at}.dependsOn")]
+        # a Job started once another's pods are Ready runs beside it (nodes for both);
+        # only one started after another Completes is a later stage
+        after = [str(dep.get("name")) for dep in (
+            mapping(d, f"{at}.dependsOn") for d in sequence(rj.get("dependsOn"),
+                                                             f"{at}.dependsOn"))
+                 if dep.get("status") != "Ready"]
         groups.append(_podspec.group(name, pods, job.get("template"),
                                      f"{at}.template.spec.template", after, claims))
     if not groups:

@@ -8,7 +8,7 @@ serves one MPIJob version or the other (one CRD name).
 
 Every replica spec (``spec.<x>ReplicaSpecs.<Type>``: Master, Worker, Chief, PS, Evaluator,
 Launcher) is a group of ``replicas`` pods (default 1), all started together; what an MPIJob's
-Launcher names is read by its Workers (``_launched_on_workers``). State, from
+Launcher names is read by its Workers (``_common.launched_on_workers``). State, from
 ``status.conditions`` (type with status "True"): ``Succeeded`` -> succeeded, ``Failed`` ->
 failed, ``spec.runPolicy.suspend`` (or ``Suspended``) -> queued, ``Running`` -> running, else
 admitted (``Created``: pods being made).
@@ -17,7 +17,6 @@ admitted (``Created``: pods being made).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from prefetchd.workloads import _common, _podspec
@@ -49,24 +48,6 @@ def v1_state(obj: Mapping[str, Any], suspended: bool) -> State:
     return State.ADMITTED
 
 
-def _launched_on_workers(work: UpcomingWork, launcher_works: bool) -> None:
-    """An MPIJob's launcher only starts the program (``mpirun ... train.py --data s3://...``)
-    on the workers, which usually name nothing themselves: what its command line reads is
-    read on the workers' nodes, and on the launcher's only when it runs a rank too
-    (``runLauncherAsWorker``)."""
-    launcher = next((g for g in work.groups if g.name == "Launcher"), None)
-    if launcher is None or not launcher.datasets:
-        return
-    for i, g in enumerate(work.groups):
-        if g.name == "Worker":
-            have = {replace(d, container="") for d in g.datasets}
-            more = tuple(d for d in launcher.datasets
-                         if replace(d, container="") not in have)
-            work.groups[i] = replace(g, datasets=g.datasets + more)
-        elif g is launcher and not launcher_works:
-            work.groups[i] = replace(g, datasets=())
-
-
 def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
     spec = mapping(obj.get("spec"), "spec")
@@ -81,7 +62,8 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
                                                             f"{at}.replicas"),
                                           rspec.get("template"), f"{at}.template"))
     if work.kind == "MPIJob":
-        _launched_on_workers(work, bool(spec.get("runLauncherAsWorker")))
+        _common.launched_on_workers(work, "Launcher", "Worker",
+                                    bool(spec.get("runLauncherAsWorker")))
     run_policy = mapping(spec.get("runPolicy"), "spec.runPolicy")
     work.state = v1_state(obj, bool(run_policy.get("suspend")))
     return work

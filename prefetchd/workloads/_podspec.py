@@ -54,6 +54,7 @@ def group(
         raise WorkloadError(f"{where}.spec.containers: no containers")
     _check_shapes(spec, f"{where}.spec")
     clean, notes = _trusted_constraints(spec)
+    notes += _unknown_mounts(spec, claim_templates or {})
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
     refs = template_refs(clean, claim_templates or {})
@@ -86,6 +87,18 @@ def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
                 sequence(c.get(key), f"{at}.{key}")
             for m in c.get("volumeMounts") or []:
                 mapping(m, f"{at}.volumeMounts[]")
+
+
+def _unknown_mounts(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -> list[str]:
+    """A volumeMount naming no volume of the pod: the API server refuses such a pod, and
+    nothing under it can be read; said, not guessed."""
+    names = {str(v.get("name")) for v in spec.get("volumes") or [] if isinstance(v, Mapping)}
+    names |= set(claim_templates)
+    return [f"container {c.get('name')}: volumeMount {m.get('name')!r} names no volume of the "
+            "pod (the API server refuses it)"
+            for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+            for m in c.get("volumeMounts") or []
+            if isinstance(m, Mapping) and str(m.get("name")) not in names]
 
 
 # ---------------------------------------------------------------- constraints

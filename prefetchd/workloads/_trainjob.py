@@ -136,6 +136,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     rjobs = sequence(jobset.get("replicatedJobs"), "runtime spec.template.spec.replicatedJobs")
     by_name: dict[str, dict[str, Any]] = {}
     pods_of: dict[str, int] = {}
+    launcher: str | None = None  # an MPI runtime's launcher job
     init = mapping(spec.get("initializer"), "spec.initializer")
     used_initializers: set[str] = set()
     for i, rj in enumerate(rjobs):
@@ -149,7 +150,10 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
                       f"{at}.template.spec.template")
         by_name[name] = pod  # type: ignore[assignment]  # deep-copied dicts: patched in place
         pspec = mapping(pod.get("spec"), f"{at}.template.spec.template.spec")
-        if ancestor == "trainer":
+        if ancestor == "trainer" and mpi:
+            pods_of[name] = 1  # the MPI launcher; the nodes are the "node" job's
+            launcher = name
+        elif ancestor == "trainer":
             pods_of[name] = num_nodes
         elif ancestor in ("dataset-initializer", "model-initializer"):
             pods_of[name] = 1
@@ -199,8 +203,14 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
             target = by_name.get(str(mapping(t, f"{at}.targetJobs").get("name")))
             if target is not None:
                 _patch_pod(target, ov, at, work.notes)
+    if mpi and "node" in by_name:
+        # the Trainer's MPI plugin: numNodes ranks, one of them the launcher's when it runs as
+        # a node (the upstream deepspeed and mlx runtimes)
+        pods_of["node"] = max(num_nodes - 1, 1) if mpi.get("runLauncherAsNode") else num_nodes
     work.groups = _jobset.replicated_job_groups(jobset, work.name, "runtime template.spec",
                                                 pods_of)
+    if launcher is not None:
+        _common.launched_on_workers(work, launcher, "node", bool(mpi.get("runLauncherAsNode")))
     if spec.get("suspend"):
         state = State.QUEUED
     else:

@@ -184,6 +184,22 @@ def _as_the_agent_sees(works: list[UpcomingWork], ignored: list[str]) -> list[Up
     return out
 
 
+def unresolved_claim(claim: str, namespace: str, view: FileClusterView) -> str:
+    """Why a claim gives no dataset: bound (in the files) to a volume that is not
+    fusecache's, so nothing to warm; else where its location could come from."""
+    pvc = view.pvc(namespace, claim)
+    pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
+    pv = view.pv(pv_name) if pv_name else None
+    if pv is not None:
+        spec = pv.get("spec") or {}
+        kind = (spec.get("csi") or {}).get("driver") or next(
+            (k for k in spec if k not in ("accessModes", "capacity", "claimRef", "storageClassName",
+                                          "persistentVolumeReclaimPolicy", "volumeMode",
+                                          "mountOptions", "nodeAffinity")), "another volume")
+        return f"bound to PV {pv_name} ({kind}), not a fusecache volume: nothing to warm"
+    return f"unresolved: --pvc {claim}=s3://BUCKET/PREFIX"
+
+
 def resolver(work: UpcomingWork, pvc_map: Mapping[str, str], view: FileClusterView) -> Resolver:
     by_map = _resolve.resolver_from_map(pvc_map)
     by_view = _resolve.resolver_from_view(view, work.namespace)
@@ -236,7 +252,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                                  "[read or written: not warmed]")
                     continue
                 if ref.claim and not uri:
-                    where = f" (unresolved: --pvc {ref.claim}=s3://BUCKET/PREFIX)"
+                    where = f" ({unresolved_claim(ref.claim, w.namespace, view)})"
                 elif ref.uri and not ref.warmable:
                     where = " [unsupported scheme]"
                 lines.append(f"      reads {ref.describe()}  ({ref.origin}){where}")

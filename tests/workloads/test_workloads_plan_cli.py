@@ -142,3 +142,27 @@ def test_a_json_manifest_is_read_as_its_yaml_would_be(tmp_path) -> None:
     assert r_json.returncode == 0 and r_yaml.returncode == 0, r_json.stderr
     assert json.loads(r_json.stdout) == json.loads(r_yaml.stdout)
     assert "s3://datasets/mnist/" in r_json.stdout
+
+
+def test_a_claim_of_another_driver_and_a_mount_of_no_volume_are_said_so(tmp_path) -> None:
+    """A PVC bound (in the files) to an NFS PV is no dataset: plan says so rather than asking
+    for --pvc; a volumeMount naming no volume of the pod gets a note."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "args": ["--labels", "/labels/v1",
+                                                    "--audio", "/audio/train"],
+               "volumeMounts": [{"name": "labels", "mountPath": "/labels"},
+                                {"name": "audio", "mountPath": "/audio"}]}],
+               "volumes": [{"name": "labels",
+                            "persistentVolumeClaim": {"claimName": "geo-labels"}}]}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "geo-labels", "namespace": "ml"},
+           "spec": {"volumeName": "nfs-labels", "accessModes": ["ReadWriteMany"]}}
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "nfs-labels"},
+          "spec": {"csi": {"driver": "nfs.csi.k8s.io", "volumeHandle": "x"},
+                   "claimRef": {"namespace": "ml", "name": "geo-labels"}}}
+    r = plan(write(tmp_path, "job.yaml", job, pvc, pv))
+    assert r.returncode == 0, r.stderr
+    assert "bound to PV nfs-labels (nfs.csi.k8s.io), not a fusecache volume" in r.stdout
+    assert "--pvc geo-labels" not in r.stdout
+    assert "volumeMount 'audio' names no volume of the pod" in r.stdout
