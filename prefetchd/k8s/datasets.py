@@ -247,9 +247,10 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                                               *(container.get("args") or [])]],
                             container.get("env"))
     out: list[tuple[str, str, str]] = []
+    env = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, Mapping)]
     for a in argv:  # python -c "...": the program's own use of what it names
         if _code.is_program(a):
-            out += [(u, "code", d) for u, d in _code.program_locations(a)]
+            out += [(u, "code", d) for u, d in _code.program_locations(a, env)]
     tokens = _uri.tokenize(["__code__" if _code.is_program(a) else a for a in argv])
     directions = _uri.classify_tokens(tokens)
     for i, t in enumerate(tokens):

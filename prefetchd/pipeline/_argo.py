@@ -645,12 +645,13 @@ class ArgoAnalyzer:
         for c in containers:
             argv = [a for a in [*(c.get("command") or []), *(c.get("args") or [])]
                     if isinstance(a, str)]
-            _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv))
-            if isinstance(c.get("source"), str):
-                _scan.scan_argv(step, [c["source"]], res, paths)
             env = [
                 (e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)
             ]
+            names = [str(n) for n, _ in env]
+            _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv), names)
+            if isinstance(c.get("source"), str):
+                _scan.scan_argv(step, [c["source"]], res, paths, env=names)
             _scan.scan_env(step, env, res)
         self._artifacts(step, tmpl, scope)
         mounts = [m for c in containers for m in c.get("volumeMounts") or [] if isinstance(m, dict)]

@@ -65,7 +65,8 @@ _READ_FIRST = frozenset(
 _NO_READ = frozenset(
     {"join", "basename", "dirname", "split", "splitext", "urlparse", "urlsplit", "str", "len",
      "repr", "print", "format", "debug", "info", "warning", "error", "exception", "log",
-     "startswith", "endswith", "isinstance", "int", "float", "bool"}
+     "startswith", "endswith", "isinstance", "int", "float", "bool",
+     "Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"}  # path objects
 )
 # calls whose result is data or a list of files, not a location to follow
 _READS_DATA = frozenset(_READ_FIRST | {"glob", "iglob", "ls", "listdir", "find", "walk"})
@@ -102,6 +103,9 @@ class _Flow(ast.NodeVisitor):
         self.built: list[tuple[Pieces, str]] = []
         self.escaped: set[str] = set()  # parameters passed to calls that are no sink
         self.partial: set[str] = set()  # literal locations only ever the start of one
+        self.aliases: dict[str, str] = {}  # imported under another name -> its own name
+        self.pathvars: set[str] = set()  # variables holding a path object (UPath, Path)
+        self.env_defaults: dict[str, str] = {}  # literal location -> the env var it stands in for
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -133,6 +137,11 @@ class _Flow(ast.NodeVisitor):
             elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in parts:
                 out |= {"lit:" + u for u in _uri.find_uris(n.value)}
         return out
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        for a in node.names:  # from smart_open import open as sopen: sopen is open
+            if a.asname:
+                self.aliases[a.asname] = a.name
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
@@ -199,6 +208,13 @@ class _Flow(ast.NodeVisitor):
             left = self.pieces(node.left, depth + 1)
             right = self.pieces(node.right, depth + 1)
             return None if left is None or right is None else left + right
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            # UPath(root) / "manifest.csv": a path joined with "/" (pathlib, UPath, S3Path)
+            left = self.pieces(node.left, depth + 1)
+            right = self.pieces(node.right, depth + 1)
+            if left is None or right is None or not self._is_path(node.left):
+                return None
+            return left + ("/",) + right
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(
                 node.left, ast.Constant) and isinstance(node.left.value, str):
             # "s3://b/%s/x.parquet" % day: only %s (a %d or %03d formats the value)
@@ -217,6 +233,9 @@ class _Flow(ast.NodeVisitor):
         if not isinstance(node, ast.Call):
             return None
         f = node.func
+        if _call_name(node) in (*_PATH_TYPES, "str") and len(node.args) == 1 \
+                and not node.keywords:
+            return self.pieces(node.args[0], depth + 1)  # UPath("s3://b/x"), str(p): the text
         if isinstance(f, ast.Attribute) and f.attr in ("rstrip", "strip") and all(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) <= {"/"}
                 for a in node.args) and node.args:
@@ -273,6 +292,16 @@ class _Flow(ast.NodeVisitor):
             out += part
         return tuple(out)
 
+    def _is_path(self, node: ast.AST) -> bool:
+        """A path object: ``UPath(...)``, a variable holding one, or a ``/`` join of one (not
+        a number divided)."""
+        if isinstance(node, ast.Call):
+            return _call_name(node) in _PATH_TYPES
+        if isinstance(node, ast.Name):
+            return node.id in self.pathvars
+        return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and self._is_path(
+            node.left)
+
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
         text = self._const_text(value)
         for t in targets:
@@ -282,10 +311,12 @@ class _Flow(ast.NodeVisitor):
                 else:
                     self.consts.pop(t.id, None)
                 built = self.pieces(value) if text is None else None
-                if built is not None and _is_built(built):
-                    self.tmpl[t.id] = built
+                is_path = value is not None and self._is_path(value)
+                if built is not None and (_is_built(built) or is_path):
+                    self.tmpl[t.id] = built  # a path object keeps its text for "/" joins
                 else:
                     self.tmpl.pop(t.id, None)
+                (self.pathvars.add if is_path else self.pathvars.discard)(t.id)
         if isinstance(value, ast.Call) and _call_name(value) in _READS_DATA:
             return  # what a reader returns (a DataFrame, a file list) is data, no location
         src = self.sources(value)
@@ -304,11 +335,12 @@ class _Flow(ast.NodeVisitor):
         """``"s3://models/" + key``: the constant is part of a location, not a location of its
         own (``partial``; the whole, when known, is a literal location of its own)."""
         self.generic_visit(node)
-        if not isinstance(node.op, (ast.Add, ast.Mod)):
+        if not isinstance(node.op, (ast.Add, ast.Mod, ast.Div)):
             return
         for side in (node.left, node.right):  # the whole, when known, is read whole
-            if isinstance(side, ast.Constant) and isinstance(side.value, str):
-                self.partial.update(_uri.find_uris(side.value))
+            part = self.pieces(side)
+            if part is not None and all(isinstance(p, str) for p in part):
+                self.partial.update(_uri.find_uris("".join(part)))  # type: ignore[arg-type]
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -339,8 +371,16 @@ class _Flow(ast.NodeVisitor):
         self.generic_visit(node)
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        name = self.aliases.get(name, name)
         args = list(node.args)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
+        if name in ("get", "getenv") and len(args) == 2 and "environ" in ast.unparse(f) + name \
+                and isinstance(args[0], ast.Constant) and isinstance(args[1], ast.Constant) \
+                and isinstance(args[1].value, str):
+            # os.environ.get("PROMPTS", "s3://.../v4/prompts.jsonl"): read only when the step
+            # does not set PROMPTS (the caller knows)
+            for u in _uri.find_uris(args[1].value):
+                self.env_defaults[u] = str(args[0].value)
         if name in _OPEN_FUNCS or (name == "open" and isinstance(f, ast.Attribute)):
             target = args[0] if args else kw.get("urlpath") or kw.get("file") or kw.get("uri")
             mode = args[1] if len(args) > 1 else kw.get("mode")
@@ -388,6 +428,9 @@ class _Flow(ast.NodeVisitor):
                     self.escaped.add(a.id)
                 elif isinstance(a, ast.Name) and a.id in self.tmpl:
                     self.built.append((self.tmpl[a.id], "read"))
+                elif not isinstance(a, (ast.Name, ast.Constant)) and _is_built(
+                        made := self.pieces(a) or ()):
+                    self.built.append((made, "read"))  # sopen(root + "/metadata.csv")
 
     def _spark(self, f: ast.AST, args: list[ast.AST], kw: dict[str, ast.AST]) -> bool:
         """Spark's readers and writers: ``spark.read.parquet(a, b)``, ``.load(a)``;
@@ -488,6 +531,8 @@ class Flow:
     built: tuple[tuple[Pieces, str], ...] = ()
     escaped: frozenset[str] = frozenset()  # parameters also handed to code not followed
     partial: frozenset[str] = frozenset()  # literals only ever the start of a location
+    # literal locations that are an env var's default (os.environ.get(NAME, "s3://...")) -> NAME
+    env_defaults: tuple[tuple[str, str], ...] = ()
 
 
 @functools.lru_cache(maxsize=64)
@@ -521,7 +566,8 @@ def analyze(code: str) -> Flow | None:
             u = f"s3://{b}/{k.lstrip('/')}"
             lits[u] = d if lits.get(u, d) == d else "unknown"
     return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs),
-                tuple(flow.built), frozenset(flow.escaped), frozenset(flow.partial - lits.keys()))
+                tuple(flow.built), frozenset(flow.escaped), frozenset(flow.partial - lits.keys()),
+                tuple(flow.env_defaults.items()))
 
 
 def is_program(a: str) -> bool:
@@ -531,21 +577,32 @@ def is_program(a: str) -> bool:
     )
 
 
-def program_locations(code: str) -> list[tuple[str, str]]:
+def unused(flow: Flow, env: Iterable[str]) -> set[str]:
+    """Literal locations of *flow* the program will not use: only ever the start of one,
+    or the default of an env var the step sets (*env*: the names it sets)."""
+    names = set(env)
+    return set(flow.partial) | {u for u, name in flow.env_defaults if name in names}
+
+
+def program_locations(code: str, env: Iterable[str] = ()) -> list[tuple[str, str]]:
     """(location, direction) of the literal locations a program names, as the workflow
     analysis reads a script (`_scan.scan_code`, without parameters): its own use, else the
-    names they are assigned to, else read; a constant that only starts one is none."""
+    names they are assigned to, else read; one it will not use (``unused``) is none."""
     flow = analyze(code)
     if flow is None:
         return []
-    found = [u for u in _uri.find_uris(code) if u not in flow.partial]
+    skip = unused(flow, env)
+    found = [u for u in _uri.find_uris(code) if u not in skip]
     out = []
-    for u in [*found, *(u for u in flow.lits if u not in found)]:
+    for u in [*found, *(u for u in flow.lits if u not in found and u not in skip)]:
         d = flow.lits.get(u) or next(
             (x for x in (_uri.name_direction(n.rsplit(".", 1)[-1])
                          for n in flow.names.get(u, ())) if x), None)
         out.append((u, d or "read"))
     return list(dict.fromkeys(out))
+
+
+_PATH_TYPES = frozenset({"Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"})
 
 
 def _call_name(node: ast.Call) -> str:

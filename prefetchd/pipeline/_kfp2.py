@@ -548,7 +548,8 @@ class Kfp2Analyzer:
         ]
         paths: list[tuple[str, str]] = []
         code_dirs = _scan.code_directions(argv)
-        _scan.scan_argv(step, argv, res, paths, code_dirs)
+        env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
+        _scan.scan_argv(step, argv, res, paths, code_dirs, [str(n) for n, _ in env])
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
             _scan.scan_named_inputs(step, params, code_dirs, _scan.code_pairs(argv),
@@ -559,7 +560,6 @@ class Kfp2Analyzer:
                 for value in pv.values or ():
                     if value.startswith("/") and "\n" not in value:
                         paths.append((value, "write" if _uri.name_says_write(pname) else "read"))
-        env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
         _scan.scan_env(step, env, res)
         step.settle()
         step.scheduling = _kfp_scheduling(c, self.k8s.get(label) or {})

@@ -12,7 +12,7 @@ writes ends up `unknown` (`Step.settle`, called by the front ends).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from prefetchd.pipeline import _code, _uri
 from prefetchd.pipeline._model import Read, Step
@@ -65,13 +65,17 @@ def read_from(val: Val, uri: str | None, **extra: str | None) -> Read:
 
 
 _is_code = _code.is_program
+# an Argo/KFP placeholder in a program (its code is read once resolved, by scan_code), not a
+# Python f-string's escaped brace ("{{000..031}}")
+_TEMPLATED = re.compile(
+    r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
 
 
 def code_directions(argv: list[str]) -> dict[str, str]:
     """Direction of each function parameter in the Python programs among `argv`."""
     out: dict[str, str] = {}
     for a in argv:
-        if isinstance(a, str) and _is_code(a) and "{{" not in a:
+        if isinstance(a, str) and _is_code(a) and not _TEMPLATED.search(a):
             flow = _code.analyze(a)
             for k, d in (flow.params if flow else {}).items():
                 out[k] = d if out.get(k, d) == d else "unknown"
@@ -88,7 +92,8 @@ def _fallback(step: Step, name: str | None) -> str:
     return "read"
 
 
-def scan_code(step: Step, code: str, resolve: Resolver | None = None) -> bool:
+def scan_code(step: Step, code: str, resolve: Resolver | None = None,
+              env: Iterable[str] = ()) -> bool:
     """Locations in embedded program text (lightweight components, scripts); False if not Python.
 
     Placeholders (`{{inputs.parameters.x}}`, as Hera's `@script` writes them) are
@@ -125,8 +130,9 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None) -> bool:
     def locations(text: str, f: _code.Flow) -> list[str]:
         # those written out (not only as the start of one made at run time), and
         # s3://BUCKET/KEY built by boto3 calls from constants
-        found = [u for u in _uri.find_uris(text) if u not in f.partial]
-        return found + [u for u in f.lits if u not in found]
+        skip = _code.unused(f, env)  # an env var's default the step sets, a mere start
+        found = [u for u in _uri.find_uris(text) if u not in skip]
+        return found + [u for u in f.lits if u not in found and u not in skip]
 
     uris0 = locations(first, flow)
     dirs = [_code_direction(step, flow, u, first, subs, 0, n) for u in uris0]
@@ -180,15 +186,18 @@ def scan_argv(
     resolve: Resolver,
     paths: list[tuple[str, str]],
     flag_dirs: dict[str, str] | None = None,
+    env: Iterable[str] = (),
 ) -> None:
     """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`.
+    `env`: the names of the env vars the step's container sets.
 
     `flag_dirs`: directions of options known from a lightweight component's code.
     """
     argv = [a for a in argv if isinstance(a, str)]
     # a program read as code stays in place as a word, so `sh -c '... "$0" "$@"'` still
     # finds its positional args where they are
-    shell = ["__code__" if _is_code(a) and scan_code(step, a, resolve) else a for a in argv]
+    shell = ["__code__" if _is_code(a) and scan_code(step, a, resolve, env) else a
+             for a in argv]
     protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected)]
     vals: list[Val | None] = []
@@ -257,7 +266,7 @@ def code_pairs(argv: list[str]) -> list[tuple[tuple[str, str], tuple[str, str], 
     """boto3 bucket/key pairs of the Python programs among `argv` (see `_code.Flow.pairs`)."""
     out: list[tuple[tuple[str, str], tuple[str, str], str]] = []
     for a in argv:
-        if isinstance(a, str) and _is_code(a) and "{{" not in a:
+        if isinstance(a, str) and _is_code(a) and not _TEMPLATED.search(a):
             flow = _code.analyze(a)
             out += [p for p in (flow.pairs if flow else ()) if "param" in (p[0][0], p[1][0])]
     return out
@@ -272,7 +281,7 @@ def code_built(argv: list[str]) -> Built:
     out: list[tuple[_code.Pieces, str]] = []
     escaped: set[str] = set()
     for a in argv:
-        if isinstance(a, str) and _is_code(a) and "{{" not in a:
+        if isinstance(a, str) and _is_code(a) and not _TEMPLATED.search(a):
             flow = _code.analyze(a)
             if flow is not None:
                 out += list(flow.built)

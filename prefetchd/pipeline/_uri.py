@@ -130,7 +130,8 @@ def name_direction(name: str | None) -> str | None:
     if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES) or \
             "name_or_path" in n.replace("-", "_"):  # Hugging Face's model to load
         return "read"
-    if w & AMBIGUOUS_WORDS or n.startswith(("checkpoint", "ckpt")) or {"model", "dir"} <= w:
+    if w & AMBIGUOUS_WORDS or n.startswith(("checkpoint", "ckpt")) or {"model", "dir"} <= w \
+            or {"work", "dir"} <= w:
         return "unknown"
     return None
 
@@ -265,6 +266,14 @@ def _is_location(t: str) -> bool:
     return bool(find_uris(t)) or t.startswith("/") or URI_RE.match(t) is not None
 
 
+# copy-tool options that take no value (the word after one is an operand)
+_SWITCHES = frozenset({
+    "--recursive", "-r", "-R", "--quiet", "-q", "--no-progress", "--dryrun", "--dry-run",
+    "--only-show-errors", "--follow-symlinks", "--no-follow-symlinks", "--delete", "-m", "-n",
+    "--no-clobber", "--exact-timestamps", "--size-only", "--checksum", "-c", "--progress",
+    "-P", "-v", "--verbose", "--overwrite"})
+
+
 def _operand_like(t: str) -> bool:
     """A copy operand rather than an option's value: a location, a path, an alias/remote path."""
     return _is_location(t) or "/" in t or ":" in t or t in (".", "-")
@@ -293,7 +302,8 @@ def classify_tokens(
             while j < n and tokens[j] not in _SEPARATORS:
                 t = tokens[j]
                 if t.startswith("-") and t != "-":
-                    if "=" not in t and j + 1 < n and not tokens[j + 1].startswith("-") and \
+                    if "=" not in t and t not in _SWITCHES and j + 1 < n and \
+                            not tokens[j + 1].startswith("-") and \
                             not _operand_like(tokens[j + 1]):
                         j += 1  # the option's value
                     j += 1

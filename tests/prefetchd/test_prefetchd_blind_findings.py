@@ -244,3 +244,39 @@ def test_a_folder_glob_matches_the_keys_under_the_folders_it_names() -> None:
     assert match("events/dt=2025-06-01/part-0.parquet")
     assert not match("events/dt=2025-07-01/part-0.parquet")
     assert not _shard.compile_pattern("events/dt=2025-06-*")("events/dt=2025-06-01/x")
+
+
+def test_path_objects_aliases_env_defaults_and_copy_switches() -> None:
+    """From a third blind test: ``UPath(root) / "manifest.csv"``; ``from smart_open import open
+    as sopen`` and a location built inline in its call; an ``os.environ.get`` default the step
+    overrides is not read; a Python f-string's escaped ``{{...}}`` is no placeholder;
+    ``--work-dir`` may be written; ``aws s3 cp --recursive SRC DST`` (a switch, no value)."""
+    code = textwrap.dedent('''\
+        import os
+        import pandas as pd
+        from smart_open import open as sopen
+        from upath import UPath
+        def job(root: str, corpus: str):
+            p = UPath(root)
+            m = pd.read_csv(str(p / "manifest.csv"))
+            with sopen(corpus + "/metadata.csv") as f:
+                f.read()
+            labels = pd.read_json(os.environ.get("LABELS", "s3://cfg/labels-v1.json"))
+            shards = [f"s3://tts/{{000..031}}/{i}.tar" for i in range(2)]
+        ''')
+    from prefetchd.pipeline import _scan
+    from prefetchd.pipeline._model import Step
+    from prefetchd.pipeline._resolve import Val
+    step = Step(id="job", kind="container")
+    inputs = {"root": Val(values=["s3://mri/holdout-v2"], origin="pipeline-parameter"),
+              "corpus": Val(values=["s3://tts/ljspeech"], origin="pipeline-parameter")}
+    argv = ["sh", "-c", "...", code, "{{$}}"]
+    code_dirs = _scan.code_directions(argv)
+    _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs, env=["LABELS"])
+    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
+                            _scan.code_built(argv))
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://mri/holdout-v2/manifest.csv", "s3://tts/ljspeech/metadata.csv"]
+    assert _uri.name_direction("--work-dir") == "unknown"
+    toks = ["aws", "s3", "cp", "--recursive", "/tmp/out", "s3://models/run7/"]
+    assert _uri.classify_tokens(toks) == {4: "read", 5: "write"}
