@@ -106,6 +106,8 @@ class _Flow(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # imported under another name -> its own name
         self.pathvars: set[str] = set()  # variables holding a path object (UPath, Path)
         self.env_defaults: dict[str, str] = {}  # literal location -> the env var it stands in for
+        self.s3fs_vars: set[str] = set()  # variables holding an S3 file system (s3fs, fsspec)
+        self._on_s3 = False  # the call being read is a method of one
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -306,6 +308,10 @@ class _Flow(ast.NodeVisitor):
         text = self._const_text(value)
         for t in targets:
             if isinstance(t, ast.Name):
+                if isinstance(value, ast.Call) and _is_s3_filesystem(value):
+                    self.s3fs_vars.add(t.id)
+                else:
+                    self.s3fs_vars.discard(t.id)
                 if text is not None:
                     self.consts[t.id] = text
                 else:
@@ -362,10 +368,23 @@ class _Flow(ast.NodeVisitor):
         built = self.pieces(node)
         if built is not None and _is_built(built):
             # the caller, who knows the parameters' values, names the location (Flow.built)
-            self.built.append((built, direction))
+            self.built.append((((_ON_S3, ""), *built) if self._on_s3 else built, direction))
             return
+        if self._on_s3 and built is not None and all(isinstance(p, str) for p in built):
+            text = "".join(built)  # type: ignore[arg-type]
+            if "://" not in text and re.match(r"[a-z0-9][a-z0-9.-]{2,62}/", text):
+                # s3fs.S3FileSystem().open("bucket/key"): s3fs names no scheme
+                self.found.setdefault("lit:s3://" + text, set()).add(direction)
+                return
         for s in self.sources(node):
             self.found.setdefault(s, set()).add(direction)
+
+    def _s3_filesystem(self, f: ast.AST) -> bool:
+        """Whether *f* is a method of an S3 file system (its paths may lack ``s3://``)."""
+        v = f.value if isinstance(f, ast.Attribute) else None
+        if isinstance(v, ast.Name):
+            return v.id in self.s3fs_vars
+        return isinstance(v, ast.Call) and _is_s3_filesystem(v)
 
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
@@ -374,6 +393,14 @@ class _Flow(ast.NodeVisitor):
         name = self.aliases.get(name, name)
         args = list(node.args)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
+        self._on_s3 = self._s3_filesystem(f)
+        try:
+            self._sinks(node, f, name, args, kw)
+        finally:
+            self._on_s3 = False
+
+    def _sinks(self, node: ast.Call, f: ast.AST, name: str, args: list[ast.AST],
+               kw: dict[str, ast.AST]) -> None:
         if name in ("get", "getenv") and len(args) == 2 and "environ" in ast.unparse(f) + name \
                 and isinstance(args[0], ast.Constant) and isinstance(args[1], ast.Constant) \
                 and isinstance(args[1].value, str):
@@ -603,6 +630,16 @@ def program_locations(code: str, env: Iterable[str] = ()) -> list[tuple[str, str
 
 
 _PATH_TYPES = frozenset({"Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"})
+_ON_S3 = "s3fs"  # a piece that says: a location without a scheme is on S3
+
+
+def _is_s3_filesystem(call: ast.Call) -> bool:
+    """``s3fs.S3FileSystem(...)``, ``fsspec.filesystem("s3")``."""
+    name = _call_name(call)
+    if name == "S3FileSystem":
+        return True
+    return name == "filesystem" and bool(call.args) and isinstance(
+        call.args[0], ast.Constant) and call.args[0].value in ("s3", "s3a")
 
 
 def _call_name(node: ast.Call) -> str:
@@ -619,13 +656,18 @@ def _is_built(pieces: Pieces) -> bool:
 def render(pieces: Pieces, values: dict[str, str]) -> str | None:
     """The text of *pieces* with these parameter values (None: one is not known)."""
     out = []
+    on_s3 = False
     for p in pieces:
-        if isinstance(p, tuple):
+        if isinstance(p, tuple) and p[0] == _ON_S3:
+            on_s3 = True
+        elif isinstance(p, tuple):
             if p[1] not in values:
                 return None
             out.append(values[p[1]])
         else:
             out.append(p)
     text = "".join(out)
+    if on_s3 and "://" not in text and re.match(r"[a-z0-9][a-z0-9.-]{2,62}/", text):
+        text = "s3://" + text  # s3fs's "bucket/key"
     scheme, sep, rest = text.partition("://")  # os.path.join("s3://b/x/", "y"): one slash
     return scheme + sep + re.sub(r"//+", "/", rest) if sep else text

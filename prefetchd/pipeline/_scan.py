@@ -295,7 +295,8 @@ def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
     code we do not follow, where they may be read as they are)."""
     used: set[str] = set()
     for pieces, d in built[0]:
-        names = list(dict.fromkeys(p[1] for p in pieces if isinstance(p, tuple)))
+        names = list(dict.fromkeys(p[1] for p in pieces if isinstance(p, tuple)
+                                   and p[0] == "param"))
         used.update(names)
         vals = [inputs.get(name) for name in names]
         if any(v is None or v.values is None for v in vals):

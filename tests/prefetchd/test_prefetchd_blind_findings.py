@@ -280,3 +280,33 @@ def test_path_objects_aliases_env_defaults_and_copy_switches() -> None:
     assert _uri.name_direction("--work-dir") == "unknown"
     toks = ["aws", "s3", "cp", "--recursive", "/tmp/out", "s3://models/run7/"]
     assert _uri.classify_tokens(toks) == {4: "read", 5: "write"}
+
+
+def test_s3fs_paths_without_a_scheme_are_s3_locations() -> None:
+    """``s3fs.S3FileSystem().get(f"{bucket}/hrrr.{day}/conus/", ...)`` and
+    ``fs.open("noaa-gfs/index.json")``: s3fs takes ``bucket/key`` without ``s3://``."""
+    code = textwrap.dedent('''\
+        import s3fs
+        def fetch(bucket: str, day: str):
+            fs = s3fs.S3FileSystem(anon=True)
+            fs.get(f"{bucket}/hrrr.{day}/conus/", "/tmp/hrrr/", recursive=True)
+            with fs.open("noaa-gfs-bdp-pds/index.json") as f:
+                f.read()
+            with open("/tmp/local.txt") as g:
+                g.read()
+        ''')
+    from prefetchd.pipeline import _scan
+    from prefetchd.pipeline._model import Step
+    from prefetchd.pipeline._resolve import Val
+    step = Step(id="fetch", kind="container")
+    inputs = {"bucket": Val(values=["noaa-hrrr-bdp-pds"], origin="pipeline-parameter"),
+              "day": Val(values=["20230715", "20230716"], origin="pipeline-parameter")}
+    argv = ["sh", "-c", "...", code, "{{$}}"]
+    code_dirs = _scan.code_directions(argv)
+    _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs)
+    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
+                            _scan.code_built(argv))
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://noaa-gfs-bdp-pds/index.json",
+        "s3://noaa-hrrr-bdp-pds/hrrr.20230715/conus/",
+        "s3://noaa-hrrr-bdp-pds/hrrr.20230716/conus/"]
