@@ -61,6 +61,9 @@ class Scope:
     exit_handler: bool = False
     path: tuple[str, ...] = ()
     entry: bool = False
+    # the templates a plain `template:` name refers to (a WorkflowTemplate's, when reached
+    # through templateRef); None: the workflow's own
+    templates: dict[str, dict[str, Any]] | None = None
 
 
 _INPUT_ARTIFACT = re.compile(r"\{\{\s*inputs\.artifacts\.([\w-]+)\s*\}\}")
@@ -225,9 +228,15 @@ class ArgoAnalyzer:
         return v if v is not None else const(text)
 
     # ---- templates ----------------------------------------------------------------------
-    def get_template(self, task: dict[str, Any], where: str) -> dict[str, Any] | None:
+    def get_template(self, task: dict[str, Any], where: str, scope: Scope | None = None
+                     ) -> dict[str, Any] | None:
+        """The template a task runs: a plain ``template:`` name is looked up where the
+        calling template lives (inside a WorkflowTemplate reached by ``templateRef``, among
+        that one's templates, as the controller does)."""
         if "template" in task:
-            t = self.templates.get(task["template"])
+            own = scope.templates if scope is not None and scope.templates is not None \
+                else self.templates
+            t = own.get(task["template"])
             if t is None:
                 raise PipelineError(
                     f"{self.src}: field {where}.template: no template named {task['template']!r}"
@@ -283,7 +292,11 @@ class ArgoAnalyzer:
                     f"{self.src}: field {self.field_prefix}.{field}: no template named "
                     f"{on_exit!r}"
                 )
-            self.run(t, Scope(deps=frozenset(self._all_ids()), exit_handler=True), on_exit, 0)
+            ex = Scope(deps=frozenset(self._all_ids()), exit_handler=True, entry=True)
+            # the controller hands the workflow's arguments to the exit handler too
+            ex.inputs = self.bind_inputs(t, {}, ex,
+                                         {p: self.wf_param(p) for p in self.param_values})
+            self.run(t, ex, on_exit, 0)
         del leaves
         params = {k: (v if v is None else str(v)) for k, v in self.param_values.items()}
         fmt = self.doc.kind
@@ -344,9 +357,12 @@ class ArgoAnalyzer:
 
     def call(self, task: dict[str, Any], scope: Scope, where: str, depth: int) -> list[str]:
         """Run one DAG task / step: loop, condition, arguments, then the template."""
-        tmpl = self.get_template(task, where)
+        tmpl = self.get_template(task, where, scope)
         if tmpl is None:
             return []
+        ref = task.get("templateRef") if "template" not in task else None
+        lib = self.library.get(ref.get("name")) if isinstance(ref, dict) else None
+        context = lib if lib is not None else scope.templates  # where its own calls look
         if id(tmpl) in self._expanding:
             self._note_recursion(tmpl, where)
             return []
@@ -381,6 +397,7 @@ class ArgoAnalyzer:
             condition=child.condition,
             exit_handler=child.exit_handler,
             path=scope.path + (name,),
+            templates=context,
         )
         ids = self.run(tmpl, callee, name, depth + 1)
         hooks = task.get("hooks") or {}

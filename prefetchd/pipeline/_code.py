@@ -75,11 +75,12 @@ _READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths"}
 _WRITE_FIRST = frozenset(
     {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
      "makedirs", "mkdir", "open_output_stream", "sink_parquet", "sink_csv", "sink_ipc",
-     "write_parquet", "write_csv", "write_ndjson"}
+     "write_parquet", "write_csv", "write_ndjson", "write_deltalake"}
 )
 # writers given the location first (fsspec) or called on it (pathlib: p.write_text(data))
 _WRITE_SELF = frozenset({"write_bytes", "write_text"})
-_WRITE_SECOND = frozenset({"put", "upload", "put_file"})
+_WRITE_SECOND = frozenset({"put", "upload", "put_file",
+                           "write_table", "write_dataset"})  # pyarrow, lance: (data, where)
 _COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
 _BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object", "head_object"})
 _BOTO_WRITE = frozenset(
@@ -106,8 +107,9 @@ class _Flow(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # imported under another name -> its own name
         self.pathvars: set[str] = set()  # variables holding a path object (UPath, Path)
         self.env_defaults: dict[str, str] = {}  # literal location -> the env var it stands in for
-        self.s3fs_vars: set[str] = set()  # variables holding an S3 file system (s3fs, fsspec)
-        self._on_s3 = False  # the call being read is a method of one
+        self.fs_vars: dict[str, str] = {}  # variables holding a file system -> its scheme
+        self._on_fs = ""  # the scheme of the file system whose method is being read
+        self.dicts: dict[str, dict[str, ast.AST]] = {}  # variable -> its literal dict's values
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -185,6 +187,10 @@ class _Flow(ast.NodeVisitor):
             return None
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return (node.value,)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(
+                node.slice, ast.Constant) and node.value.id in self.dicts:
+            item = self.dicts[node.value.id].get(node.slice.value)  # cfg["names"]
+            return self.pieces(item, depth + 1) if item is not None else None
         if isinstance(node, ast.Name):
             if node.id in self.tmpl:
                 return self.tmpl[node.id]
@@ -306,12 +312,23 @@ class _Flow(ast.NodeVisitor):
 
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
         text = self._const_text(value)
+        if text is None and isinstance(value, (ast.BinOp, ast.JoinedStr, ast.Call)):
+            made = self.pieces(value)  # "s3://a/" + "x/*.parquet": a constant too
+            if made is not None and all(isinstance(p, str) for p in made):
+                text = "".join(made)  # type: ignore[arg-type]
         for t in targets:
             if isinstance(t, ast.Name):
-                if isinstance(value, ast.Call) and _is_s3_filesystem(value):
-                    self.s3fs_vars.add(t.id)
+                scheme = _filesystem_scheme(value) if isinstance(value, ast.Call) else None
+                if scheme:
+                    self.fs_vars[t.id] = scheme
                 else:
-                    self.s3fs_vars.discard(t.id)
+                    self.fs_vars.pop(t.id, None)
+                if isinstance(value, ast.Dict):  # cfg = {"names": "s3://...", ...}
+                    self.dicts[t.id] = {
+                        k.value: v for k, v in zip(value.keys, value.values, strict=True)
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+                else:
+                    self.dicts.pop(t.id, None)
                 if text is not None:
                     self.consts[t.id] = text
                 else:
@@ -368,23 +385,24 @@ class _Flow(ast.NodeVisitor):
         built = self.pieces(node)
         if built is not None and _is_built(built):
             # the caller, who knows the parameters' values, names the location (Flow.built)
-            self.built.append((((_ON_S3, ""), *built) if self._on_s3 else built, direction))
+            self.built.append((((_ON_FS, self._on_fs), *built) if self._on_fs else built,
+                               direction))
             return
-        if self._on_s3 and built is not None and all(isinstance(p, str) for p in built):
+        if self._on_fs and built is not None and all(isinstance(p, str) for p in built):
             text = "".join(built)  # type: ignore[arg-type]
-            if "://" not in text and re.match(r"[a-z0-9][a-z0-9.-]{2,62}/", text):
-                # s3fs.S3FileSystem().open("bucket/key"): s3fs names no scheme
-                self.found.setdefault("lit:s3://" + text, set()).add(direction)
+            if "://" not in text and re.match(r"[a-z0-9][a-z0-9._-]{2,62}/", text):
+                # s3fs.S3FileSystem().open("bucket/key"): the file system names no scheme
+                self.found.setdefault(f"lit:{self._on_fs}://{text}", set()).add(direction)
                 return
         for s in self.sources(node):
             self.found.setdefault(s, set()).add(direction)
 
-    def _s3_filesystem(self, f: ast.AST) -> bool:
-        """Whether *f* is a method of an S3 file system (its paths may lack ``s3://``)."""
+    def _filesystem(self, f: ast.AST) -> str:
+        """The scheme of the file system *f* is a method of (its paths may lack it); ""."""
         v = f.value if isinstance(f, ast.Attribute) else None
         if isinstance(v, ast.Name):
-            return v.id in self.s3fs_vars
-        return isinstance(v, ast.Call) and _is_s3_filesystem(v)
+            return self.fs_vars.get(v.id, "")
+        return (_filesystem_scheme(v) or "") if isinstance(v, ast.Call) else ""
 
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
@@ -393,11 +411,11 @@ class _Flow(ast.NodeVisitor):
         name = self.aliases.get(name, name)
         args = list(node.args)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
-        self._on_s3 = self._s3_filesystem(f)
+        self._on_fs = self._filesystem(f)
         try:
             self._sinks(node, f, name, args, kw)
         finally:
-            self._on_s3 = False
+            self._on_fs = ""
 
     def _sinks(self, node: ast.Call, f: ast.AST, name: str, args: list[ast.AST],
                kw: dict[str, ast.AST]) -> None:
@@ -458,6 +476,17 @@ class _Flow(ast.NodeVisitor):
                 elif not isinstance(a, (ast.Name, ast.Constant)) and _is_built(
                         made := self.pieces(a) or ()):
                     self.built.append((made, "read"))  # sopen(root + "/metadata.csv")
+                elif (made := self.pieces(a)) is not None \
+                        and all(isinstance(p, str) for p in made):
+                    # con.sql(f"... read_parquet('{feats}')") with feats = "s3://a/" + "x/*"
+                    # reads; SQL's COPY ... TO 's3://...' writes (a plain string's other
+                    # locations are left to the caller's rules, as before)
+                    text = "".join(made)  # type: ignore[arg-type]
+                    for u in _uri.find_uris(text):
+                        if _SQL_TO.search(text[:text.find(u)]):
+                            self.found.setdefault("lit:" + u, set()).add("write")
+                        elif not isinstance(a, ast.Constant):
+                            self.found.setdefault("lit:" + u, set()).add("read")
 
     def _spark(self, f: ast.AST, args: list[ast.AST], kw: dict[str, ast.AST]) -> bool:
         """Spark's readers and writers: ``spark.read.parquet(a, b)``, ``.load(a)``;
@@ -630,16 +659,21 @@ def program_locations(code: str, env: Iterable[str] = ()) -> list[tuple[str, str
 
 
 _PATH_TYPES = frozenset({"Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"})
-_ON_S3 = "s3fs"  # a piece that says: a location without a scheme is on S3
+_SQL_TO = re.compile(r"\bTO\s*['\"]?$", re.IGNORECASE)  # COPY (...) TO 's3://...'
+_ON_FS = "fs"  # a piece ("fs", SCHEME): a location without a scheme is on that store
+_FS_CLASSES = {"S3FileSystem": "s3", "GCSFileSystem": "gs"}
+_FS_PROTOCOLS = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs"}
 
 
-def _is_s3_filesystem(call: ast.Call) -> bool:
-    """``s3fs.S3FileSystem(...)``, ``fsspec.filesystem("s3")``."""
+def _filesystem_scheme(call: ast.Call) -> str | None:
+    """The scheme of ``s3fs.S3FileSystem(...)``, ``gcsfs.GCSFileSystem(...)``,
+    ``fsspec.filesystem("s3")``, whose paths go without one; else None."""
     name = _call_name(call)
-    if name == "S3FileSystem":
-        return True
-    return name == "filesystem" and bool(call.args) and isinstance(
-        call.args[0], ast.Constant) and call.args[0].value in ("s3", "s3a")
+    if name in _FS_CLASSES:
+        return _FS_CLASSES[name]
+    if name == "filesystem" and call.args and isinstance(call.args[0], ast.Constant):
+        return _FS_PROTOCOLS.get(str(call.args[0].value))
+    return None
 
 
 def _call_name(node: ast.Call) -> str:
@@ -656,10 +690,10 @@ def _is_built(pieces: Pieces) -> bool:
 def render(pieces: Pieces, values: dict[str, str]) -> str | None:
     """The text of *pieces* with these parameter values (None: one is not known)."""
     out = []
-    on_s3 = False
+    scheme = ""
     for p in pieces:
-        if isinstance(p, tuple) and p[0] == _ON_S3:
-            on_s3 = True
+        if isinstance(p, tuple) and p[0] == _ON_FS:
+            scheme = p[1]
         elif isinstance(p, tuple):
             if p[1] not in values:
                 return None
@@ -667,7 +701,7 @@ def render(pieces: Pieces, values: dict[str, str]) -> str | None:
         else:
             out.append(p)
     text = "".join(out)
-    if on_s3 and "://" not in text and re.match(r"[a-z0-9][a-z0-9.-]{2,62}/", text):
-        text = "s3://" + text  # s3fs's "bucket/key"
+    if scheme and "://" not in text and re.match(r"[a-z0-9][a-z0-9._-]{2,62}/", text):
+        text = f"{scheme}://{text}"  # s3fs's, gcsfs's "bucket/key"
     scheme, sep, rest = text.partition("://")  # os.path.join("s3://b/x/", "y"): one slash
     return scheme + sep + re.sub(r"//+", "/", rest) if sep else text

@@ -310,3 +310,66 @@ def test_s3fs_paths_without_a_scheme_are_s3_locations() -> None:
         "s3://noaa-gfs-bdp-pds/index.json",
         "s3://noaa-hrrr-bdp-pds/hrrr.20230715/conus/",
         "s3://noaa-hrrr-bdp-pds/hrrr.20230716/conus/"]
+
+
+def test_fourth_blind_test_idioms() -> None:
+    """gcsfs paths without a scheme, a config dict's entry, writers that take the data first
+    (pyarrow ``write_table``, lance ``write_dataset``) or the table first (deltalake), and SQL
+    handed to DuckDB (``read_parquet('...')`` reads, ``COPY ... TO '...'`` writes)."""
+    code = textwrap.dedent('''\
+        import duckdb, gcsfs, lance
+        import pyarrow.parquet as pq
+        from deltalake import write_deltalake
+        def job(root: str, period: str):
+            fs = gcsfs.GCSFileSystem()
+            files = fs.glob(f"acme-sim/{period}/*.npy")
+            cfg = {"names": "s3://ref/surrogates/names.parquet", "k": 3}
+            names = pq.read_table(cfg["names"])
+            pq.write_table(names, f"{root}/out/{period}.parquet")
+            lance.write_dataset(names, f"{root}/index.lance")
+            write_deltalake(f"{root}/delta", names)
+            feats = "s3://wind/features/" + "*.parquet"
+            con = duckdb.connect()
+            con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{feats}')")
+            con.execute("COPY t TO 's3://wind/alerts/alerts.parquet' (FORMAT PARQUET)")
+        ''')
+    from prefetchd.pipeline import _scan
+    from prefetchd.pipeline._model import Step
+    from prefetchd.pipeline._resolve import Val
+    step = Step(id="job", kind="container")
+    inputs = {"root": Val(values=["s3://idx/2024-11"], origin="pipeline-parameter"),
+              "period": Val(values=["2024-10"], origin="pipeline-parameter")}
+    argv = ["sh", "-c", "...", code, "{{$}}"]
+    code_dirs = _scan.code_directions(argv)
+    _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs)
+    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
+                            _scan.code_built(argv))
+    assert sorted(r.uri for r in step.reads) == [
+        "gs://acme-sim/2024-10/*.npy", "s3://ref/surrogates/names.parquet",
+        "s3://wind/features/*.parquet"]
+    assert sorted(w.uri for w in step.writes) == [
+        "s3://idx/2024-11/delta", "s3://idx/2024-11/index.lance",
+        "s3://idx/2024-11/out/2024-10.parquet", "s3://wind/alerts/alerts.parquet"]
+
+
+def test_a_template_reached_by_template_ref_calls_its_own_templates() -> None:
+    """A WorkflowTemplate whose DAG runs its own templates by plain name, called from a
+    Workflow through templateRef: the names are the WorkflowTemplate's (the controller's
+    rule); and the exit handler gets the workflow's arguments, as the entrypoint does."""
+    lib = {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate",
+           "metadata": {"name": "change-lib"},
+           "spec": {"templates": [
+               {"name": "pipeline", "dag": {"tasks": [{"name": "detect",
+                                                      "template": "detect-changes"}]}},
+               _container("detect-changes", "--data", "s3://tiles/2024/")]}}
+    wf = {**_ARGO, "spec": {
+        "entrypoint": "main", "onExit": "cleanup",
+        "arguments": {"parameters": [{"name": "run", "value": "r7"}]},
+        "templates": [
+            {"name": "main", "steps": [[{"name": "run-lib", "templateRef": {
+                "name": "change-lib", "template": "pipeline"}}]]},
+            {"name": "cleanup", "inputs": {"parameters": [{"name": "run"}]},
+             "container": {"image": "x", "command": ["python", "report.py"],
+                           "args": ["--input", "s3://tiles/runs/{{inputs.parameters.run}}/"]}}]}}
+    [plan] = pipeline.analyze_documents([wf, lib], source="w.yaml")
+    assert [d[0] for d in plan.datasets()] == ["s3://tiles/2024/", "s3://tiles/runs/r7/"]
