@@ -6,7 +6,8 @@ last chance to warm). A dataset is an ``s3://bucket/prefix`` location:
 * a volume from a PVC bound to a PV of the fusecache CSI driver (``spec.csi.driver``), whose
   ``volumeAttributes`` carry ``bucket`` and ``prefix`` (keys of csi/volumes.py); a path under
   the volume's mount named in the container's command/args narrows it (``/data/train`` with
-  the volume mounted at ``/data`` -> ``s3://bucket/prefix/train``), honouring ``subPath``;
+  the volume mounted at ``/data`` -> ``s3://bucket/prefix/train``), honouring ``subPath``
+  and ``subPathExpr``;
   paths are normalised and named exactly as the workflow analysis names them
   (prefetchd/pipeline/_pvc.py), so a step's dataset has one name for agent and webhook;
 * an inline CSI volume of the driver (same attributes);
@@ -269,6 +270,17 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
+def sub_path(mount: Mapping[str, Any], container: Mapping[str, Any]) -> str:
+    """The folder of the volume a mount shows: ``subPath``, or ``subPathExpr`` with the
+    container's env expanded as the kubelet does (``$(REGION)/$(ZONE)``); what only the pod
+    knows (``$(POD_NAME)``, from the downward API) ends it there."""
+    sub = str(mount.get("subPath") or "")
+    expr = mount.get("subPathExpr")
+    if not sub and isinstance(expr, str):
+        sub = _uri.kube_expand([expr], container.get("env"))[0].split("$(", 1)[0]
+    return sub
+
+
 def settled_locations(words: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """(location, origin, direction) of each location the words name, once (``a/b`` and
     ``a/b/`` are one), settled as the workflow analysis settles a step's (``Step.settle``):
@@ -327,7 +339,7 @@ def pod_datasets(
         for m in c.get("volumeMounts") or []:
             if m.get("name") not in volumes:
                 continue
-            base = _pvc.join(volumes[m["name"]], m.get("subPath", ""))
+            base = _pvc.join(volumes[m["name"]], sub_path(m, c))
             named = paths_under(words, m.get("mountPath", ""))
             for rel, d in named:
                 if d != "write":  # the same name the workflow analysis gives it

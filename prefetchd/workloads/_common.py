@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from prefetchd.k8s import datasets as k8s_datasets
+from prefetchd.workloads import _podspec
 from prefetchd.workloads._library import Library
-from prefetchd.workloads._model import UpcomingWork, mapping, work_key
+from prefetchd.workloads._model import DatasetRef, UpcomingWork, mapping, work_key
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -81,12 +83,25 @@ def launched_on_workers(work: UpcomingWork, launcher: str, workers: str,
     (``runLauncherAsWorker`` of an MPIJob, ``runLauncherAsNode`` of a Trainer MPI runtime).
     Without workers, whatever runs, runs beside the launcher."""
     lg = next((g for g in work.groups if g.name == launcher), None)
-    if lg is None or not lg.datasets or not any(g.name == workers for g in work.groups):
+    if lg is None or not any(g.name == workers for g in work.groups):
         return
+    words = [w for c in [*(lg.spec.get("initContainers") or []), *(lg.spec.get("containers")
+                                                                   or [])]
+             if isinstance(c, Mapping) for w in k8s_datasets.container_words(c)]
     for i, g in enumerate(work.groups):
         if g.name == workers:
-            have = {replace(d, container="") for d in g.datasets}
-            more = tuple(d for d in lg.datasets if replace(d, container="") not in have)
-            work.groups[i] = replace(g, datasets=g.datasets + more)
+            # the workers' own mounts, narrowed by the paths the launcher's command names
+            mounted = [d for d in _podspec.template_refs(g.spec, {}, words) if _on_mount(d)]
+            redone = {d.origin for d in mounted}
+            own = tuple(d for d in g.datasets if not (_on_mount(d) and d.origin in redone))
+            have = {replace(d, container="") for d in own}
+            more = tuple(d for d in (*mounted, *(d for d in lg.datasets if not _on_mount(d)))
+                         if replace(d, container="") not in have)
+            work.groups[i] = replace(g, datasets=own + more)
         elif g is lg and not launcher_works:
             work.groups[i] = replace(g, datasets=())
+
+
+def _on_mount(ref: DatasetRef) -> bool:
+    """A dataset a pod reads through one of its volumes (named by the volume: origin)."""
+    return ref.origin.startswith(("pvc ", "csi "))

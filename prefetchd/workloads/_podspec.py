@@ -25,7 +25,7 @@ with a note: placement on a guess could exclude every right node.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from prefetchd.k8s import datasets as k8s_datasets
@@ -147,11 +147,14 @@ def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
 
 
-def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -> list[DatasetRef]:
+def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
+                  more_words: Sequence[tuple[str, str, str]] = ()) -> list[DatasetRef]:
     """The datasets one PodSpec names, in container order, deduplicated, at most MAX_REFS.
 
     Containers are read as the pod path reads them (``k8s_datasets.container_words`` and
-    ``paths_under``), so a job's dataset has the name the agent gives its bound pod."""
+    ``paths_under``), so a job's dataset has the name the agent gives its bound pod.
+    *more_words*: words of another pod that runs this one's program (an MPI launcher's
+    ``mpirun ... --data /data/train``), matched against this pod's mounts too."""
     volumes: dict[str, tuple[str, str]] = {}  # volume name -> ("claim"|"uri", value)
     for vol in spec.get("volumes") or []:
         if not isinstance(vol, Mapping):
@@ -192,9 +195,9 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -
             if vname not in volumes:
                 continue
             vkind, value = volumes[vname]
-            sub = _pvc.join("", str(m.get("subPath", "") or "")).strip("/")
+            sub = _pvc.join("", k8s_datasets.sub_path(m, c)).strip("/")
             origin = f"{'pvc' if vkind == 'claim' else 'csi'} {vname}"
-            named = k8s_datasets.paths_under(words, str(m.get("mountPath", "")))
+            named = k8s_datasets.paths_under([*words, *more_words], str(m.get("mountPath", "")))
             # a path under the mount: named as pipeline/_pvc.py dataset_under reads it (a
             # trailing "/" for a folder: the mount itself, or its subPath); one that could be
             # read or written is read (the volume warmed is fusecache's: read-only)

@@ -45,6 +45,7 @@ from prefetchd.workloads._model import (
 
 EXIT_BAD_INPUT = 2
 _GROUPS = sorted({k.group for k in _registry.KINDS}, key=len, reverse=True)
+_LIST_LINE = re.compile(r"^kind:\s*[\"']?List[\"']?\s*$", re.M)
 _API_LINE = re.compile(
     r"^apiVersion:\s*[\"']?(" + "|".join(re.escape(g) for g in _GROUPS) + r")/", re.M)
 RESOLVING_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
@@ -61,14 +62,29 @@ def claims(files: list[str]) -> bool:
         text = head.decode("utf-8", "replace")
         if _API_LINE.search(text):
             return True
-        if text.lstrip().startswith("{"):  # a JSON manifest (kubectl get -o json)
+        if text.lstrip().startswith("{") or _LIST_LINE.search(text):
+            # a JSON manifest, or a List (kubectl get -o json / -o yaml): its items
             try:
-                api = str(json.loads(text).get("apiVersion") or "")
-            except (ValueError, AttributeError):
+                objs = [d for d in yaml.load_all(text, Loader=_load._Loader)
+                        if isinstance(d, dict)]
+            except yaml.YAMLError:
                 continue
-            if api.split("/")[0] in _GROUPS:
-                return True
+            for o in _unlisted(objs):
+                if str(o.get("apiVersion") or "").split("/")[0] in _GROUPS:
+                    return True
     return False
+
+
+def _unlisted(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The documents with each ``kind: List`` replaced by its items (as kubectl prints a
+    multi-object get)."""
+    out: list[dict[str, Any]] = []
+    for d in docs:
+        if d.get("kind") == "List" and isinstance(d.get("items"), list):
+            out += [i for i in d["items"] if isinstance(i, dict)]
+        else:
+            out.append(d)
+    return out
 
 
 def _documents(path: str) -> list[dict[str, Any]]:
@@ -104,7 +120,7 @@ def _documents(path: str) -> list[dict[str, Any]]:
         raise WorkloadError(f"{path}: YAML nested too deeply") from None
     except pipeline.PipelineError as e:
         raise WorkloadError(str(e)) from None
-    return docs
+    return _unlisted(docs)
 
 
 def _nodes(n: int) -> str:
@@ -233,9 +249,11 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
         state = w.state.value
         if w.queue:
             state += f" in queue {w.queue}"
-        if w.priority_class or w.priority is not None:
-            state += f", priority {w.priority_class or ''}" + \
+        if w.priority_class:
+            state += f", priority {w.priority_class}" + \
                 (f"={w.priority}" if w.priority is not None else " (value unknown)")
+        elif w.priority is not None:
+            state += f", priority {w.priority}"
         lines.append(f"{n}. {w.kind} {w.namespace}/{w.name}  [{w.api_version}]  {state}")
         copies = f" ({w.copies} trials at once)" if w.copies > 1 else ""
         lines.append(f"   {_nodes(w.nodes)}{copies}; pins released with {w.release_key}")

@@ -57,3 +57,50 @@ def test_an_mpijob_without_workers_keeps_its_launchers_datasets() -> None:
         "containers": [{"name": "l", "image": "x", "command": ["mpirun", "train", DATA]}]}}}}}
     [target] = workloads.read(job).targets()
     assert target.dataset == DATA and target.groups == ("Launcher",)
+
+
+def test_the_launchers_paths_narrow_the_workers_volume() -> None:
+    """``horovodrun ... --train-dir /data/imagenet/train``: the workers mount the dataset's
+    volume (the launcher does not), so those paths name parts of the workers' volume."""
+    worker_pod = {"containers": [{"name": "w", "image": "x", "command": ["/usr/sbin/sshd"],
+                                  "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                  "volumes": [{"name": "data", "csi": {
+                      "driver": "csi.fusecache.io",
+                      "volumeAttributes": {"bucket": "vision", "prefix": "imagenet-1k"}}}]}
+    launcher = {"containers": [{"name": "l", "image": "x", "command": [
+        "horovodrun", "-np", "4", "python", "train.py", "--train-dir", "/data/train",
+        "--val-dir", "/data/val"]}]}
+    job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "hvd", "namespace": "ml"},
+           "spec": {"mpiReplicaSpecs": {
+               "Launcher": {"replicas": 1, "template": {"spec": launcher}},
+               "Worker": {"replicas": 4, "template": {"spec": worker_pod}}}}}
+    targets = {t.dataset: t.nodes for t in workloads.read(job).targets()}
+    assert targets == {"s3://vision/imagenet-1k/train": 4, "s3://vision/imagenet-1k/val": 4}
+
+
+def test_a_kubectl_list_and_a_sub_path_expr(tmp_path) -> None:
+    """``kubectl get -o yaml`` prints a ``kind: List``; ``subPathExpr`` is expanded from the
+    container's env as the kubelet does."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "g"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "env": [{"name": "REGION", "value": "eu-west"}],
+               "volumeMounts": [{"name": "tiles", "mountPath": "/tiles",
+                                 "subPathExpr": "$(REGION)/$(POD_NAME)"}]}],
+               "volumes": [{"name": "tiles", "csi": {
+                   "driver": "csi.fusecache.io",
+                   "volumeAttributes": {"bucket": "geo", "prefix": "s2/2025"}}}]}}}}
+    path = tmp_path / "list.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [job],
+                                    "metadata": {"resourceVersion": ""}}))
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "plan", "--json", str(path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    import json
+    [work] = json.loads(r.stdout)["work"]
+    assert [t["dataset"] for t in work["warm"]] == ["s3://geo/s2/2025/eu-west/"]
