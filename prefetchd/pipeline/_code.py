@@ -44,6 +44,7 @@ import shlex
 import string
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from prefetchd.pipeline import _uri
 
@@ -155,8 +156,9 @@ class _Flow(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
-    def ref(self, node: ast.AST | None) -> tuple[str, str] | None:
-        """A bucket or key argument we can name: ("const", text) or ("param", name)."""
+    def ref(self, node: ast.AST | None) -> tuple[str, Any] | None:
+        """A bucket or key argument we can name: ("const", text), ("param", name), or
+        ("pieces", pieces) for one built from parameters (``Key=f"ltr/{locale}/x.json"``)."""
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return ("const", node.value)
         if isinstance(node, ast.Name):
@@ -164,6 +166,9 @@ class _Flow(ast.NodeVisitor):
                 return ("const", self.consts[node.id])
             if self.taint.get(node.id) == {"param:" + node.id}:
                 return ("param", node.id)
+        made = self.pieces(node)
+        if made is not None and _is_built(made):
+            return ("pieces", made)
         return None
 
     @staticmethod

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
 
 from prefetchd.pipeline import _code, _uri
 from prefetchd.pipeline._model import Read, Step
@@ -221,8 +223,10 @@ def scan_argv(
                for i in range(len(toks) - 1)
                if toks[i].startswith("--") and "=" not in toks[i] and vals[i + 1] is not None}
     built = code_built(argv) if options else ([], set())
-    in_built = _scan_built(step, {k: v for k, (_, v) in options.items() if v is not None},
-                           built)
+    opt_inputs = {k: v for k, (_, v) in options.items() if v is not None}
+    in_built = _scan_built(step, opt_inputs, built)
+    if options:  # KFP v1: boto3 calls on the options' values
+        _scan_pairs(step, opt_inputs, code_pairs(argv))
     only_built = {options[k][0] for k in in_built - set(flag_dirs or {}) if k in options}
     directions = _uri.classify_tokens(reps, flag_dirs)
     for i, d in directions.items():
@@ -268,7 +272,8 @@ def code_pairs(argv: list[str]) -> list[tuple[tuple[str, str], tuple[str, str], 
     for a in argv:
         if isinstance(a, str) and _is_code(a) and not _TEMPLATED.search(a):
             flow = _code.analyze(a)
-            out += [p for p in (flow.pairs if flow else ()) if "param" in (p[0][0], p[1][0])]
+            out += [p for p in (flow.pairs if flow else ())
+                    if {"param", "pieces"} & {p[0][0], p[1][0]}]
     return out
 
 
@@ -315,11 +320,55 @@ def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
     return used - built[1]
 
 
+def _scan_pairs(step: Step, inputs: dict[str, Val],
+                pairs: list[tuple[tuple[str, Any], tuple[str, Any], str]]) -> None:
+    """A boto3 call whose bucket and key are inputs, constants or built from inputs names
+    s3://BUCKET/KEY, one per loop item."""
+    for (bk, b), (kk, k), d in pairs:
+        bv, kv = _ref_value(bk, b, inputs), _ref_value(kk, k, inputs)
+        if bv is None or kv is None or bv.values is None or kv.values is None:
+            continue
+        n = max(len(bv.values), len(kv.values))
+        if n > 1 and min(len(bv.values), len(kv.values)) not in (1, n):
+            continue  # two lists of different lengths: not a pairing we can tell
+        for i in range(n):
+            bucket = bv.values[i if len(bv.values) == n else 0]
+            key = kv.values[i if len(kv.values) == n else 0]
+            if bucket and "/" not in bucket:
+                src = kv if kk != "const" else bv
+                step.add(d, read_from(src, f"s3://{bucket}/{key.lstrip('/')}"))
+
+
+def _ref_value(kind: str, ref: Any, inputs: dict[str, Val]) -> Val | None:
+    """The values a boto3 bucket or key argument takes (see `_code._Flow.ref`), one per loop
+    item; None when the run alone knows them."""
+    if kind == "param":
+        return inputs.get(ref)
+    if kind == "const":
+        return const(ref)
+    names = list(dict.fromkeys(p[1] for p in ref if isinstance(p, tuple) and p[0] == "param"))
+    vals = [inputs.get(n) for n in names]
+    if not names or any(v is None or v.values is None for v in vals):
+        return None
+    n = max(len(v.values) for v in vals if v is not None and v.values is not None)
+    out = []
+    for i in range(n):
+        text = _code.render(ref, {name: v.values[i if len(v.values) == n else 0]
+                                  for name, v in zip(names, vals, strict=True)
+                                  if v is not None and v.values is not None})
+        if text is None:
+            return None
+        out.append(text)
+    lead = vals[0]
+    assert lead is not None
+    return replace(lead, values=tuple(out))
+
+
 def scan_named_inputs(
     step: Step,
     inputs: dict[str, Val],
     code_dirs: dict[str, str] | None = None,
-    pairs: list[tuple[tuple[str, str], tuple[str, str], str]] | None = None,
+    pairs: list[tuple[tuple[str, Any], tuple[str, Any], str]] | None = None,
     built: Built | None = None,
 ) -> None:
     """Inputs handed to code (KFP lightweight `{{$}}`): the code's use, else the name.
@@ -330,20 +379,7 @@ def scan_named_inputs(
     the parent of what is read).
     """
     in_built = _scan_built(step, inputs, built or ([], set()))
-    for (bk, b), (kk, k), d in pairs or ():
-        bv = inputs.get(b) if bk == "param" else const(b)
-        kv = inputs.get(k) if kk == "param" else const(k)
-        if bv is None or kv is None or bv.values is None or kv.values is None:
-            continue
-        n = max(len(bv.values), len(kv.values))
-        if n > 1 and min(len(bv.values), len(kv.values)) not in (1, n):
-            continue  # two lists of different lengths: not a pairing we can tell
-        for i in range(n):
-            bucket = bv.values[i if len(bv.values) == n else 0]
-            key = kv.values[i if len(kv.values) == n else 0]
-            if bucket and "/" not in bucket:
-                src = kv if kk == "param" else bv
-                step.add(d, read_from(src, f"s3://{bucket}/{key.lstrip('/')}"))
+    _scan_pairs(step, inputs, pairs or [])
     for name, v in inputs.items():
         if v.values is None or (name in in_built and name not in (code_dirs or {})):
             continue

@@ -10,7 +10,7 @@ group a pod belongs to (for the webhook: steer a worker to a warm node its sibli
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefetchd.workloads import (
@@ -99,13 +99,27 @@ def read(obj: Mapping[str, Any], library: Library | None = None,
         raise WorkloadError(f"{where}: {kind.kind} version {version} is not read (only "
                             f"{', '.join(group + '/' + v for v in kind.versions)})")
     try:
-        return kind.read(obj, library or Library())
+        return _elsewhere(obj, kind.read(obj, library or Library()))
     except WorkloadError as exc:
         raise WorkloadError(f"{where}: {exc}") from None
     except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
         # A field of an unexpected shape deep inside: name the object, do not crash.
         raise WorkloadError(f"{where}: malformed {kind.kind} ({type(exc).__name__}: {exc})") \
             from None
+
+
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+
+
+def _elsewhere(obj: Mapping[str, Any], work: UpcomingWork) -> UpcomingWork:
+    """Work another cluster runs: ``spec.managedBy`` MultiKueue dispatches it to a worker
+    cluster, whose nodes read the data; this cluster's warm nothing for it (said in a note)."""
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and spec.get("managedBy") == MULTIKUEUE:
+        work.groups = [replace(g, datasets=()) for g in work.groups]
+        work.notes.append(f"spec.managedBy {MULTIKUEUE}: runs on a worker cluster; nothing "
+                          "is warmed on this one")
+    return work
 
 
 # Pod labels set by the controllers (training-operator v1, JobSet, the Job controller, Katib).

@@ -16,9 +16,9 @@ The pods are those of the JobSet the trainer controller builds, reproduced here:
 * ``spec.initializer.dataset`` / ``.model``: ``storageUri`` becomes the ``STORAGE_URI`` env of
   the ``dataset-initializer`` / ``model-initializer`` container (and their env is added);
 * ``spec.runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs[]`` (and the
-  older ``podTemplateOverrides``) patch the pod templates of the named Jobs: nodeSelector
-  merged, affinity replaced, tolerations and volumes added, container env and volumeMounts
-  upserted, pod labels merged;
+  older ``podTemplateOverrides``, and the flat ``podSpecOverrides`` before it) patch the pod
+  templates of the named Jobs: nodeSelector merged, affinity replaced, tolerations and volumes
+  added, container env and volumeMounts upserted, pod labels merged;
 * the runtime's ``volumeClaimPolicies`` templates become claims ``<template>-<trainjob>``.
 
 State: ``Complete`` -> succeeded, ``Failed`` -> failed, ``spec.suspend`` -> queued, a child Job
@@ -195,10 +195,16 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
             pod_patch = mapping(mapping(mapping(rp.get("template"), rat).get("spec"), rat)
                                 .get("template"), rat)
             _patch_pod(target, pod_patch, f"{rat}.template.spec.template", work.notes)
-    for i, ov in enumerate(sequence(spec.get("podTemplateOverrides"),
-                                    "spec.podTemplateOverrides")):
-        at = f"spec.podTemplateOverrides[{i}]"
-        ov = mapping(ov, at)
+    overrides = [(f"spec.podTemplateOverrides[{i}]", mapping(ov, "podTemplateOverrides"))
+                 for i, ov in enumerate(sequence(spec.get("podTemplateOverrides"),
+                                                 "spec.podTemplateOverrides"))]
+    for i, ov in enumerate(sequence(spec.get("podSpecOverrides"), "spec.podSpecOverrides")):
+        # the earlier API's flat form: the PodSpec fields beside targetJobs
+        ov = mapping(ov, f"spec.podSpecOverrides[{i}]")
+        overrides.append((f"spec.podSpecOverrides[{i}]", {
+            "targetJobs": ov.get("targetJobs"),
+            "spec": {k: v for k, v in ov.items() if k != "targetJobs"}}))
+    for at, ov in overrides:
         for t in sequence(ov.get("targetJobs"), f"{at}.targetJobs"):
             target = by_name.get(str(mapping(t, f"{at}.targetJobs").get("name")))
             if target is not None:

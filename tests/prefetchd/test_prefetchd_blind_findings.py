@@ -373,3 +373,29 @@ def test_a_template_reached_by_template_ref_calls_its_own_templates() -> None:
                            "args": ["--input", "s3://tiles/runs/{{inputs.parameters.run}}/"]}}]}}
     [plan] = pipeline.analyze_documents([wf, lib], source="w.yaml")
     assert [d[0] for d in plan.datasets()] == ["s3://tiles/2024/", "s3://tiles/runs/r7/"]
+
+
+def test_a_boto3_key_built_from_inputs_names_the_object_per_loop_item() -> None:
+    """``get_object(Bucket=bucket, Key=f"ltr/judgments/{locale}/manifest.json")`` over a loop
+    of locales; as a KFP v1 component's options too (``--locale VALUE``)."""
+    code = textwrap.dedent('''\
+        import boto3
+        def train(bucket: str, locale: str):
+            s3 = boto3.client("s3")
+            body = s3.get_object(Bucket=bucket, Key=f"ltr/judgments/{locale}/manifest.json")
+            s3.upload_file("/tmp/m.txt", bucket, "ltr/models/" + locale + "/model.txt")
+        ''')
+    from prefetchd.pipeline import _scan
+    from prefetchd.pipeline._model import Step
+    from prefetchd.pipeline._resolve import Val
+    step = Step(id="train", kind="container")
+    inputs = {"bucket": Val(values=["shop"], origin="pipeline-parameter"),
+              "locale": Val(values=["en_US", "de_DE"], origin="loop-item")}
+    argv = ["sh", "-c", "...", code, "{{$}}"]
+    _scan.scan_named_inputs(step, inputs, _scan.code_directions(argv), _scan.code_pairs(argv),
+                            _scan.code_built(argv))
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://shop/ltr/judgments/de_DE/manifest.json",
+        "s3://shop/ltr/judgments/en_US/manifest.json"]
+    assert sorted(w.uri for w in step.writes) == [
+        "s3://shop/ltr/models/de_DE/model.txt", "s3://shop/ltr/models/en_US/model.txt"]

@@ -104,3 +104,35 @@ def test_a_kubectl_list_and_a_sub_path_expr(tmp_path) -> None:
     import json
     [work] = json.loads(r.stdout)["work"]
     assert [t["dataset"] for t in work["warm"]] == ["s3://geo/s2/2025/eu-west/"]
+
+
+def test_multikueue_work_is_warmed_on_its_worker_cluster_not_here() -> None:
+    """``spec.managedBy: kueue.x-k8s.io/multikueue``: the job's pods run on a worker
+    cluster; this cluster's nodes are not given its data (said in a note)."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "a"},
+           "spec": {"managedBy": "kueue.x-k8s.io/multikueue", "suspend": True,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                        "name": "main", "image": "x", "args": ["--data", DATA]}]}}}}
+    work = workloads.read(job)
+    assert work.targets() == [] and any("multikueue" in n for n in work.notes)
+    del job["spec"]["managedBy"]
+    assert [t.dataset for t in workloads.read(job).targets()] == [DATA]
+
+
+def test_a_trainjobs_flat_pod_spec_overrides_mount_a_dataset() -> None:
+    """The earlier TrainJob API's ``podSpecOverrides`` (PodSpec fields beside ``targetJobs``)
+    patch the runtime's pods as ``podTemplateOverrides`` do."""
+    lib = library("kubeflow-trainer/torch_distributed.yaml")
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "t", "namespace": "ml"},
+           "spec": {"runtimeRef": {"name": "torch-distributed"},
+                    "trainer": {"numNodes": 2, "args": ["--data", "/data/train"]},
+                    "podSpecOverrides": [{
+                        "targetJobs": [{"name": "node"}],
+                        "volumes": [{"name": "d", "csi": {
+                            "driver": "csi.fusecache.io",
+                            "volumeAttributes": {"bucket": "audio", "prefix": "tokens"}}}],
+                        "containers": [{"name": "node", "volumeMounts": [
+                            {"name": "d", "mountPath": "/data"}]}]}]}}
+    [target] = workloads.read(job, lib).targets()
+    assert (target.dataset, target.nodes) == ("s3://audio/tokens/train", 2)
