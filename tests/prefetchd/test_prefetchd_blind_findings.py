@@ -12,7 +12,9 @@ import textwrap
 import yaml
 
 from prefetchd import pipeline
-from prefetchd.pipeline import _code, _uri
+from prefetchd.pipeline import _code, _scan, _uri
+from prefetchd.pipeline._model import Step
+from prefetchd.pipeline._resolve import Val
 
 _ARGO = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"}}
 
@@ -26,6 +28,20 @@ def _plan(templates: list[dict], **spec: object) -> pipeline.Plan:
 def _container(name: str, *args: str) -> dict:
     return {"name": name, "inputs": {"parameters": [{"name": "part", "value": "-"}]},
             "container": {"image": "x", "command": ["python", f"{name}.py"], "args": list(args)}}
+
+
+def _component(code: str, inputs: dict[str, Val], env: tuple[str, ...] = (),
+               with_argv: bool = True) -> Step:
+    """A KFP v2 lightweight component's step, read as ``_kfp2`` reads one: its program in
+    argv (literal locations, by the code's use; *with_argv*) and its inputs."""
+    step = Step(id="component", kind="container")
+    argv = ["sh", "-c", "...", code, "{{$}}"]
+    code_dirs = _scan.code_directions(argv)
+    if with_argv:
+        _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs, env=env)
+    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
+                            _scan.code_built(argv))
+    return step
 
 
 def test_with_sequence_items_take_its_format_as_argo_expands_them() -> None:
@@ -158,14 +174,8 @@ def test_locations_built_in_code_from_inputs_are_named_from_their_values() -> No
     flow_args = {"bucket": ["lake"], "day": ["2024-06-01", "2024-06-02"],
                  "model_dst": ["s3://models/fraud/"], "root": ["s3://lake/labels/"],
                  "images": ["s3://lake/images/"]}
-    from prefetchd.pipeline import _scan
-    from prefetchd.pipeline._model import Step
-    from prefetchd.pipeline._resolve import Val
-    step = Step(id="prep", kind="container")
-    inputs = {k: Val(values=v, origin="pipeline-parameter") for k, v in flow_args.items()}
-    argv = ["sh", "-c", "...", code, "{{$}}"]
-    _scan.scan_named_inputs(step, inputs, _scan.code_directions(argv), _scan.code_pairs(argv),
-                            _scan.code_built(argv))
+    step = _component(code, {k: Val(values=v, origin="pipeline-parameter")
+                             for k, v in flow_args.items()}, with_argv=False)
     assert sorted(r.uri for r in step.reads) == sorted([
         "s3://lake/raw/2024-06-01/transactions.csv.gz",
         "s3://lake/raw/2024-06-02/transactions.csv.gz",
@@ -210,18 +220,10 @@ def test_more_ways_code_builds_and_reads_locations() -> None:
             df.write.mode("overwrite").parquet(models + "features/")
             sales.sink_parquet(f"{models}agg/{day}.parquet")
         ''')
-    from prefetchd.pipeline import _scan
-    from prefetchd.pipeline._model import Step
-    from prefetchd.pipeline._resolve import Val
     values = {"lake": "s3://lake/", "store": "CA_1", "day": "2024-06-01",
               "models": "s3://models/m5/", "key": "x3d/model.pyth"}
-    step = Step(id="job", kind="container")
-    inputs = {k: Val(values=[v], origin="pipeline-parameter") for k, v in values.items()}
-    argv = ["sh", "-c", "...", code, "{{$}}"]
-    code_dirs = _scan.code_directions(argv)  # as a KFP v2 lightweight component is read
-    _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs)
-    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
-                            _scan.code_built(argv))
+    step = _component(code, {k: Val(values=[v], origin="pipeline-parameter")
+                             for k, v in values.items()})
     assert step.unknown == []
     assert sorted(r.uri for r in step.reads) == sorted([
         "s3://lake/2024-06-01/calendar.parquet",
@@ -264,17 +266,10 @@ def test_path_objects_aliases_env_defaults_and_copy_switches() -> None:
             labels = pd.read_json(os.environ.get("LABELS", "s3://cfg/labels-v1.json"))
             shards = [f"s3://tts/{{000..031}}/{i}.tar" for i in range(2)]
         ''')
-    from prefetchd.pipeline import _scan
-    from prefetchd.pipeline._model import Step
-    from prefetchd.pipeline._resolve import Val
-    step = Step(id="job", kind="container")
-    inputs = {"root": Val(values=["s3://mri/holdout-v2"], origin="pipeline-parameter"),
-              "corpus": Val(values=["s3://tts/ljspeech"], origin="pipeline-parameter")}
-    argv = ["sh", "-c", "...", code, "{{$}}"]
-    code_dirs = _scan.code_directions(argv)
-    _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs, env=["LABELS"])
-    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
-                            _scan.code_built(argv))
+    step = _component(code, {"root": Val(values=["s3://mri/holdout-v2"],
+                                         origin="pipeline-parameter"),
+                             "corpus": Val(values=["s3://tts/ljspeech"],
+                                           origin="pipeline-parameter")}, env=("LABELS",))
     assert sorted(r.uri for r in step.reads) == [
         "s3://mri/holdout-v2/manifest.csv", "s3://tts/ljspeech/metadata.csv"]
     assert _uri.name_direction("--work-dir") == "unknown"
@@ -295,17 +290,9 @@ def test_s3fs_paths_without_a_scheme_are_s3_locations() -> None:
             with open("/tmp/local.txt") as g:
                 g.read()
         ''')
-    from prefetchd.pipeline import _scan
-    from prefetchd.pipeline._model import Step
-    from prefetchd.pipeline._resolve import Val
-    step = Step(id="fetch", kind="container")
-    inputs = {"bucket": Val(values=["noaa-hrrr-bdp-pds"], origin="pipeline-parameter"),
-              "day": Val(values=["20230715", "20230716"], origin="pipeline-parameter")}
-    argv = ["sh", "-c", "...", code, "{{$}}"]
-    code_dirs = _scan.code_directions(argv)
-    _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs)
-    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
-                            _scan.code_built(argv))
+    step = _component(code, {
+        "bucket": Val(values=["noaa-hrrr-bdp-pds"], origin="pipeline-parameter"),
+        "day": Val(values=["20230715", "20230716"], origin="pipeline-parameter")})
     assert sorted(r.uri for r in step.reads) == [
         "s3://noaa-gfs-bdp-pds/index.json",
         "s3://noaa-hrrr-bdp-pds/hrrr.20230715/conus/",
@@ -333,17 +320,9 @@ def test_fourth_blind_test_idioms() -> None:
             con.execute(f"CREATE TABLE t AS SELECT * FROM read_parquet('{feats}')")
             con.execute("COPY t TO 's3://wind/alerts/alerts.parquet' (FORMAT PARQUET)")
         ''')
-    from prefetchd.pipeline import _scan
-    from prefetchd.pipeline._model import Step
-    from prefetchd.pipeline._resolve import Val
-    step = Step(id="job", kind="container")
-    inputs = {"root": Val(values=["s3://idx/2024-11"], origin="pipeline-parameter"),
-              "period": Val(values=["2024-10"], origin="pipeline-parameter")}
-    argv = ["sh", "-c", "...", code, "{{$}}"]
-    code_dirs = _scan.code_directions(argv)
-    _scan.scan_argv(step, argv, lambda _t: None, [], code_dirs)
-    _scan.scan_named_inputs(step, inputs, code_dirs, _scan.code_pairs(argv),
-                            _scan.code_built(argv))
+    step = _component(code, {"root": Val(values=["s3://idx/2024-11"],
+                                         origin="pipeline-parameter"),
+                             "period": Val(values=["2024-10"], origin="pipeline-parameter")})
     assert sorted(r.uri for r in step.reads) == [
         "gs://acme-sim/2024-10/*.npy", "s3://ref/surrogates/names.parquet",
         "s3://wind/features/*.parquet"]
@@ -385,15 +364,9 @@ def test_a_boto3_key_built_from_inputs_names_the_object_per_loop_item() -> None:
             body = s3.get_object(Bucket=bucket, Key=f"ltr/judgments/{locale}/manifest.json")
             s3.upload_file("/tmp/m.txt", bucket, "ltr/models/" + locale + "/model.txt")
         ''')
-    from prefetchd.pipeline import _scan
-    from prefetchd.pipeline._model import Step
-    from prefetchd.pipeline._resolve import Val
-    step = Step(id="train", kind="container")
-    inputs = {"bucket": Val(values=["shop"], origin="pipeline-parameter"),
-              "locale": Val(values=["en_US", "de_DE"], origin="loop-item")}
-    argv = ["sh", "-c", "...", code, "{{$}}"]
-    _scan.scan_named_inputs(step, inputs, _scan.code_directions(argv), _scan.code_pairs(argv),
-                            _scan.code_built(argv))
+    step = _component(code, {"bucket": Val(values=["shop"], origin="pipeline-parameter"),
+                             "locale": Val(values=["en_US", "de_DE"], origin="loop-item")},
+                      with_argv=False)
     assert sorted(r.uri for r in step.reads) == [
         "s3://shop/ltr/judgments/de_DE/manifest.json",
         "s3://shop/ltr/judgments/en_US/manifest.json"]
