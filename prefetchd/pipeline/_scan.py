@@ -69,6 +69,7 @@ def read_from(val: Val, uri: str | None, **extra: str | None) -> Read:
 _is_code = _code.is_program
 # an Argo/KFP placeholder in a program (its code is read once resolved, by scan_code), not a
 # Python f-string's escaped brace ("{{000..031}}")
+_RUNTIME = "s3://runtime-value/"  # stands in for a location only the run knows
 _TEMPLATED = re.compile(
     r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
 
@@ -213,8 +214,9 @@ def scan_argv(
             reps.append(t)
         elif v.values is not None:
             reps.append(v.values[0])
-        elif _hints_uri(t, v):
-            reps.append("s3://runtime-value/")
+        elif _hints_uri(t, v):  # --flag={{...}} keeps its flag: it says the way
+            reps.append((t.split("=", 1)[0] + "=" if t.startswith("-") and "=" in t else "")
+                        + _RUNTIME)
         else:
             reps.append(t)
     # a lightweight component's options (KFP v1: --src-uri VALUE for parameter src_uri):
@@ -238,9 +240,11 @@ def scan_argv(
         elif d == "read" and _uri.name_direction(v.get("input")) == "write":
             d = "unknown"  # the command line reads what the input's name says is written
         if v.values is None:
-            if reps[i] == "s3://runtime-value/":
-                r = read_from(v, None, pattern=v.get("pattern") or toks[i])
-                step.add(d, r)
+            if reps[i].endswith(_RUNTIME):
+                pattern = v.get("pattern") or toks[i]
+                if pattern.startswith("-") and "=" in pattern:
+                    pattern = pattern.split("=", 1)[1]  # the value, not its flag
+                step.add(d, read_from(v, None, pattern=pattern))
             continue
         for value in v.values:
             uris = _uri.find_uris(value)

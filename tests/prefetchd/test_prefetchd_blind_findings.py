@@ -372,3 +372,24 @@ def test_a_boto3_key_built_from_inputs_names_the_object_per_loop_item() -> None:
         "s3://shop/ltr/judgments/en_US/manifest.json"]
     assert sorted(w.uri for w in step.writes) == [
         "s3://shop/ltr/models/de_DE/model.txt", "s3://shop/ltr/models/en_US/model.txt"]
+
+
+def test_a_flag_keeps_its_run_time_value_and_its_way() -> None:
+    """``--netlist_file={{inputs.parameters.netlist_uri}}`` fed by another step's output: a
+    runtime-only read of the value (not of ``--netlist_file=...``); ``--output_dir={{...}}``
+    of the same kind is a write."""
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "gen", "template": "gen"},
+        {"name": "place", "template": "place", "depends": "gen", "arguments": {"parameters": [
+            {"name": "netlist_uri", "value": "{{tasks.gen.outputs.parameters.uri}}"}]}}]}}
+    gen = {"name": "gen", "outputs": {"parameters": [{"name": "uri",
+                                                      "valueFrom": {"path": "/tmp/uri"}}]},
+           "container": {"image": "x", "command": ["gen.sh"]}}
+    place = {"name": "place", "inputs": {"parameters": [{"name": "netlist_uri"}]},
+             "container": {"image": "x", "command": ["python", "place.py"], "args": [
+                 "--netlist_file={{inputs.parameters.netlist_uri}}",
+                 "--output_dir={{inputs.parameters.netlist_uri}}.placed"]}}
+    step = _plan([main, gen, place]).step("place")
+    assert [(r.uri, r.pattern) for r in step.reads] == [
+        (None, "{{inputs.parameters.netlist_uri}}")]
+    assert [w.pattern for w in step.writes] == ["{{inputs.parameters.netlist_uri}}.placed"]
