@@ -86,6 +86,7 @@ LIST_VERBS = frozenset({"ls", "lsd", "lsf", "lsl", "du", "stat", "size"})
 _SEPARATORS = ("&&", "||", ";", "|")
 
 
+_SHELL_VAR = re.compile(r"\$[A-Za-z_{(]")  # $DAY, ${DAY}, $(DAY) inside a location
 _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-0-9.]*[sdif]")
 
 
@@ -97,9 +98,9 @@ def find_uris(text: str) -> list[str]:
     for m in URI_RE.finditer(text):
         if text[m.end() : m.end() + 1] == "{":
             continue  # a format template, not a location
-        if "$" in m.group(0).split("://", 1)[1].split("/", 1)[0] or (
-                m.group(0).endswith("$") and text[m.end() : m.end() + 1] == "("):
-            continue  # a shell or Kubernetes variable ($BUCKET, $(DATA)): known at run time
+        if _SHELL_VAR.search(m.group(0)) or "$" in m.group(0).split("://", 1)[1].split(
+                "/", 1)[0] or (m.group(0).endswith("$") and text[m.end():m.end() + 1] == "("):
+            continue  # a shell or Kubernetes variable ($BUCKET, $DAY, $(DATA)): run time
         if _PERCENT_FIELD.search(m.group(0)):
             continue  # a %-format template ("s3://b/%s/x.parquet" % day)
         found.append((m.start(), m.group(0)))

@@ -15,6 +15,7 @@ running; else admitted.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from prefetchd.workloads import _batch, _common, _podspec
@@ -52,6 +53,7 @@ def replicated_job_groups(
     """The pod groups of a JobSet spec; ``pods_of`` overrides the pod count by job name."""
     claims = claim_templates(spec, owner_name, where)
     groups = []
+    beside: dict[str, list[str]] = {}
     for i, rj in enumerate(sequence(spec.get("replicatedJobs"), f"{where}.replicatedJobs")):
         at = f"{where}.replicatedJobs[{i}]"
         rj = mapping(rj, at)
@@ -63,17 +65,30 @@ def replicated_job_groups(
         else:
             pods = count(rj.get("replicas"), f"{at}.replicas") * _batch.job_pods(
                 job, f"{at}.template.spec")
-        # a Job started once another's pods are Ready runs beside it (nodes for both);
-        # only one started after another Completes is a later stage
-        after = [str(dep.get("name")) for dep in (
-            mapping(d, f"{at}.dependsOn") for d in sequence(rj.get("dependsOn"),
-                                                             f"{at}.dependsOn"))
-                 if dep.get("status") != "Ready"]
+        # a Job started once another's pods are Ready runs beside it (nodes for both), so
+        # it waits for what that one waits for; one started after another Completes is a
+        # later stage
+        deps = [mapping(d, f"{at}.dependsOn") for d in sequence(rj.get("dependsOn"),
+                                                                f"{at}.dependsOn")]
+        after = [str(dep.get("name")) for dep in deps if dep.get("status") != "Ready"]
+        beside[name] = [str(dep.get("name")) for dep in deps if dep.get("status") == "Ready"]
         groups.append(_podspec.group(name, pods, job.get("template"),
                                      f"{at}.template.spec.template", after, claims))
     if not groups:
         raise WorkloadError(f"{where}.replicatedJobs: none")
-    return groups
+    return [_beside(g, groups, beside) for g in groups]
+
+
+def _beside(group: PodGroup, groups: list[PodGroup], beside: Mapping[str, list[str]],
+            depth: int = 0) -> PodGroup:
+    """*group* waiting also for what the groups it runs beside wait for (dependsOn Ready)."""
+    after = list(group.after)
+    for name in beside.get(group.name, []):
+        other = next((g for g in groups if g.name == name), None)
+        if other is not None and depth < len(groups):
+            after += [a for a in _beside(other, groups, beside, depth + 1).after
+                      if a not in after]
+    return replace(group, after=tuple(after))
 
 
 def jobset_state(obj: Mapping[str, Any], suspended: bool) -> State:

@@ -314,7 +314,8 @@ class UpcomingWork:
 
 def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
     """*work* with the state, priority and queue its queue record (a Kueue Workload) knows:
-    done when either is, running when either is, admitted when the record is not queued."""
+    done when either is, running when either is, admitted when the record is not queued;
+    once admitted, with the counts and flavor constraints Kueue admitted its pods with."""
     state = work.state
     if record.state.done or work.state.done:
         state = record.state if record.state.done else work.state
@@ -324,9 +325,18 @@ def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
         state = State.ADMITTED
     else:
         state = State.QUEUED
+    groups = work.groups
+    if record.state in (State.ADMITTED, State.RUNNING):
+        # admitted: the pod sets' admitted counts and flavors' node constraints. Kueue makes a
+        # pod set per template of the job, named after it (lower case: "master", "worker");
+        # a job of one template has one, whatever its name
+        sets = {r.name.lower(): r for r in record.groups}
+        one = record.groups[0] if len(record.groups) == len(groups) == 1 else None
+        groups = [replace(g, pods=r.pods, template=r.template, notes=g.notes + r.notes)
+                  if (r := sets.get(g.name.lower(), one)) is not None else g for g in groups]
     return replace(work, state=state, priority=record.priority if record.priority is not None
                    else work.priority, queue=record.queue or work.queue,
-                   created=record.created or work.created)
+                   created=record.created or work.created, groups=groups)
 
 
 def work_key(kind: str, namespace: str, name: str) -> str:

@@ -393,3 +393,9 @@ def test_a_flag_keeps_its_run_time_value_and_its_way() -> None:
     assert [(r.uri, r.pattern) for r in step.reads] == [
         (None, "{{inputs.parameters.netlist_uri}}")]
     assert [w.pattern for w in step.writes] == ["{{inputs.parameters.netlist_uri}}.placed"]
+
+
+def test_a_location_holding_a_shell_variable_is_known_at_run_time_only() -> None:
+    assert _uri.find_uris("aws s3 cp s3://bk/daily/$DAY/part.parquet /tmp/") == []
+    assert _uri.find_uris("s3://bk/models/${RUN}/ s3://bk/$(X)/y") == []
+    assert _uri.find_uris("s3://bk/fixed/part.parquet") == ["s3://bk/fixed/part.parquet"]

@@ -136,3 +136,55 @@ def test_a_trainjobs_flat_pod_spec_overrides_mount_a_dataset() -> None:
                             {"name": "d", "mountPath": "/data"}]}]}]}}
     [target] = workloads.read(job, lib).targets()
     assert (target.dataset, target.nodes) == ("s3://audio/tokens/train", 2)
+
+
+def test_a_job_ready_after_a_later_stage_waits_for_its_predecessors() -> None:
+    """featurize -> trainer (Complete), monitor beside trainer (Ready): monitor is in
+    trainer's stage, after featurize, and their nodes add up there."""
+    def rj(name: str, replicas: int, deps: list[tuple[str, str]]) -> dict:
+        return {"name": name, "replicas": replicas,
+                "dependsOn": [{"name": n, "status": st} for n, st in deps],
+                "template": {"spec": {"template": {"spec": {"containers": [
+                    {"name": "c", "image": "x", "args": ["--data", DATA]}]}}}}}
+
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "d", "namespace": "ml"},
+          "spec": {"replicatedJobs": [rj("featurize", 1, []),
+                                      rj("trainer", 4, [("featurize", "Complete")]),
+                                      rj("monitor", 1, [("trainer", "Ready")])]}}
+    work = workloads.read(js)
+    assert work.stages == {"featurize": 0, "trainer": 1, "monitor": 1}
+    assert work.nodes == 5
+
+
+def test_an_admitted_workload_lends_its_job_the_admitted_count_and_flavor() -> None:
+    """Kueue admitted 6 of the Job's 10 pods on a spot flavor: the Job's pods are 6, with
+    the flavor's node labels (partial admission)."""
+    import copy as _copy
+
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "sim", "namespace": "rl", "uid": "u1",
+                        "labels": {"kueue.x-k8s.io/queue-name": "spot"}},
+           "spec": {"parallelism": 10, "completions": 10, "suspend": False,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                        "name": "main", "image": "x", "args": ["--data", DATA]}]}}}}
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+          "metadata": {"name": "job-sim-1", "namespace": "rl", "ownerReferences": [{
+              "apiVersion": "batch/v1", "kind": "Job", "name": "sim", "uid": "u1",
+              "controller": True}]},
+          "spec": {"queueName": "spot", "podSets": [{
+              "name": "main", "count": 10, "minCount": 4,
+              "template": _copy.deepcopy(job["spec"]["template"])}]},
+          "status": {"admission": {"clusterQueue": "cq", "podSetAssignments": [{
+              "name": "main", "count": 6, "flavors": {"cpu": "l4-spot"}}]},
+              "conditions": [{"type": "QuotaReserved", "status": "True"},
+                             {"type": "Admitted", "status": "True"}]}}
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+              "metadata": {"name": "l4-spot"},
+              "spec": {"nodeLabels": {"cloud.google.com/gke-spot": "true"}}}
+    lib = workloads.Library()
+    lib.add(flavor)
+    merged = workloads.with_queue_record(workloads.read(job, lib), workloads.read(wl, lib))
+    [target] = merged.targets()
+    assert target.nodes == 6
+    assert target.requirements.node_selector == {"cloud.google.com/gke-spot": "true"}
