@@ -226,6 +226,7 @@ def _volume_locations(
 
 
 REDIRECTS = (">", ">>", "1>", "2>", "&>")  # the word after a shell redirection is written
+_TEMPLATE_VALUE = re.compile(r"\$\{(?:trialParameters|trialSpec)\.[^}]*\}")
 # A path inside a word: --root=/data/a,/data/b, open('/data/x'), list=[/data/a]. Not at
 # blanks: a word with blanks is a quoted string (an echo's message) unless quotes inside it
 # delimit the path.
@@ -251,7 +252,9 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     env = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, Mapping)]
     for a in argv:  # python -c "...": the program's own use of what it names
         if _code.is_program(a):
-            out += [(u, "code", d) for u, d in _code.program_locations(a, env)]
+            # a Katib trial's ${trialParameters.lr} in the code: a value, so it parses
+            code = _TEMPLATE_VALUE.sub("0", a)
+            out += [(u, "code", d) for u, d in _code.program_locations(code, env)]
     tokens = _uri.tokenize(["__code__" if _code.is_program(a) else a for a in argv])
     directions = _uri.classify_tokens(tokens)
     for i, t in enumerate(tokens):

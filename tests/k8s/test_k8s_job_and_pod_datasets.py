@@ -210,3 +210,15 @@ def test_a_script_is_read_command_by_command_and_python_c_as_python() -> None:
     assert {t.dataset for t in work.targets()} == want
     unknown = {d.uri for g in work.groups for d in g.datasets if d.direction == "unknown"}
     assert unknown == {"s3://train-data/extra/"}
+
+
+def test_a_katib_trials_python_c_is_read_with_its_placeholders_in_it() -> None:
+    """``python -c "...lr=${trialParameters.lr}..."`` in a trial template: the placeholders
+    are values, so the program still parses and its reads are found."""
+    code = ("import boto3, pandas as pd; "
+            "boto3.client('s3').download_file('tab', 'churn/train.parquet', '/tmp/t.parquet'); "
+            "v = pd.read_parquet('s3://tab/churn/valid.parquet'); "
+            "fit(lr=${trialParameters.lr}, leaves=${trialParameters.leaves})")
+    container = {"name": "trial", "image": "x", "command": ["python", "-c", code]}
+    found = {w[0] for w in ds_mod.container_words(container) if w[1] == "code"}
+    assert found == {"s3://tab/churn/train.parquet", "s3://tab/churn/valid.parquet"}
