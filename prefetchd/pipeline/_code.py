@@ -70,7 +70,7 @@ _NO_READ = frozenset(
      "Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"}  # path objects
 )
 # calls whose result is data or a list of files, not a location to follow
-_READS_DATA = frozenset(_READ_FIRST | {"glob", "iglob", "ls", "listdir", "find", "walk"})
+_READS_DATA = frozenset(_READ_FIRST | {"ls", "listdir", "find", "walk"})
 # keyword arguments of those that name what is read (datasets.load_dataset, pyarrow)
 _READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths"})
 _WRITE_FIRST = frozenset(
@@ -123,18 +123,18 @@ class _Flow(ast.NodeVisitor):
                 continue
             if isinstance(n, (ast.BinOp, ast.Call)):
                 # "s3://b/x/" + "*.ogg", "{}/{}".format(...) of constants: the text it makes
-                known = self.pieces(n)
-                if known is not None and all(isinstance(p, str) for p in known):
-                    out |= {"lit:" + u for u in _uri.find_uris("".join(known))}  # type: ignore[arg-type]
+                text = _literal(self.pieces(n))
+                if text is not None:
+                    out |= {"lit:" + u for u in _uri.find_uris(text)}
                     parts |= {id(x) for x in ast.walk(n)}
                     continue
             if isinstance(n, ast.JoinedStr):
                 # f"s3://lake/events/dt={ds}/x.parquet" is a template (find_uris), not the
                 # location "s3://lake/events/dt=" its first part alone would name
-                known = self.pieces(n)  # its fields all constants: the text it makes
-                text = "".join(known) if known is not None and all(  # type: ignore[arg-type]
-                    isinstance(p, str) for p in known) else "".join(
-                    v.value if isinstance(v, ast.Constant) else "{}" for v in n.values)
+                text = _literal(self.pieces(n))  # its fields all constants: the text it makes
+                if text is None:
+                    text = "".join(v.value if isinstance(v, ast.Constant) else "{}"
+                                   for v in n.values)
                 out |= {"lit:" + u for u in _uri.find_uris(text)}
                 parts |= {id(v) for v in n.values if isinstance(v, ast.Constant)}
             elif isinstance(n, ast.Name) and n.id in self.taint:
@@ -318,9 +318,7 @@ class _Flow(ast.NodeVisitor):
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
         text = self._const_text(value)
         if text is None and isinstance(value, (ast.BinOp, ast.JoinedStr, ast.Call)):
-            made = self.pieces(value)  # "s3://a/" + "x/*.parquet": a constant too
-            if made is not None and all(isinstance(p, str) for p in made):
-                text = "".join(made)  # type: ignore[arg-type]
+            text = _literal(self.pieces(value))  # "s3://a/" + "x/*.parquet": a constant too
         for t in targets:
             if isinstance(t, ast.Name):
                 scheme = _filesystem_scheme(value) if isinstance(value, ast.Call) else None
@@ -366,9 +364,9 @@ class _Flow(ast.NodeVisitor):
         if not isinstance(node.op, (ast.Add, ast.Mod, ast.Div)):
             return
         for side in (node.left, node.right):  # the whole, when known, is read whole
-            part = self.pieces(side)
-            if part is not None and all(isinstance(p, str) for p in part):
-                self.partial.update(_uri.find_uris("".join(part)))  # type: ignore[arg-type]
+            text = _literal(self.pieces(side))
+            if text is not None:
+                self.partial.update(_uri.find_uris(text))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -393,12 +391,11 @@ class _Flow(ast.NodeVisitor):
             self.built.append((((_ON_FS, self._on_fs), *built) if self._on_fs else built,
                                direction))
             return
-        if self._on_fs and built is not None and all(isinstance(p, str) for p in built):
-            text = "".join(built)  # type: ignore[arg-type]
-            if "://" not in text and re.match(r"[a-z0-9][a-z0-9._-]{2,62}/", text):
-                # s3fs.S3FileSystem().open("bucket/key"): the file system names no scheme
-                self.found.setdefault(f"lit:{self._on_fs}://{text}", set()).add(direction)
-                return
+        text = _literal(built) if self._on_fs else None
+        if text is not None and "://" not in text and _BUCKET_PATH.match(text):
+            # s3fs.S3FileSystem().open("bucket/key"): the file system names no scheme
+            self.found.setdefault(f"lit:{self._on_fs}://{text}", set()).add(direction)
+            return
         for s in self.sources(node):
             self.found.setdefault(s, set()).add(direction)
 
@@ -412,8 +409,7 @@ class _Flow(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
         f = node.func
-        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-        name = self.aliases.get(name, name)
+        name = self.aliases.get(_call_name(node), _call_name(node))
         args = list(node.args)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         self._on_fs = self._filesystem(f)
@@ -481,12 +477,10 @@ class _Flow(ast.NodeVisitor):
                 elif not isinstance(a, (ast.Name, ast.Constant)) and _is_built(
                         made := self.pieces(a) or ()):
                     self.built.append((made, "read"))  # sopen(root + "/metadata.csv")
-                elif (made := self.pieces(a)) is not None \
-                        and all(isinstance(p, str) for p in made):
+                elif (text := _literal(self.pieces(a))) is not None:
                     # con.sql(f"... read_parquet('{feats}')") with feats = "s3://a/" + "x/*"
                     # reads; SQL's COPY ... TO 's3://...' writes (a plain string's other
                     # locations are left to the caller's rules, as before)
-                    text = "".join(made)  # type: ignore[arg-type]
                     for u in _uri.find_uris(text):
                         if _SQL_TO.search(text[:text.find(u)]):
                             self.found.setdefault("lit:" + u, set()).add("write")
@@ -666,6 +660,7 @@ def program_locations(code: str, env: Iterable[str] = ()) -> list[tuple[str, str
 _PATH_TYPES = frozenset({"Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"})
 _SQL_TO = re.compile(r"\bTO\s*['\"]?$", re.IGNORECASE)  # COPY (...) TO 's3://...'
 _ON_FS = "fs"  # a piece ("fs", SCHEME): a location without a scheme is on that store
+_BUCKET_PATH = re.compile(r"[a-z0-9][a-z0-9._-]{2,62}/")  # "bucket/key", as s3fs takes it
 _FS_CLASSES = {"S3FileSystem": "s3", "GCSFileSystem": "gs"}
 _FS_PROTOCOLS = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs"}
 
@@ -684,6 +679,13 @@ def _filesystem_scheme(call: ast.Call) -> str | None:
 def _call_name(node: ast.Call) -> str:
     f = node.func
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _literal(pieces: Pieces | None) -> str | None:
+    """The text of *pieces* made of literal text only (constants joined); else None."""
+    if pieces is None or not all(isinstance(p, str) for p in pieces):
+        return None
+    return "".join(pieces)  # type: ignore[arg-type]
 
 
 def _is_built(pieces: Pieces) -> bool:
@@ -706,7 +708,7 @@ def render(pieces: Pieces, values: dict[str, str]) -> str | None:
         else:
             out.append(p)
     text = "".join(out)
-    if scheme and "://" not in text and re.match(r"[a-z0-9][a-z0-9._-]{2,62}/", text):
+    if scheme and "://" not in text and _BUCKET_PATH.match(text):
         text = f"{scheme}://{text}"  # s3fs's, gcsfs's "bucket/key"
     scheme, sep, rest = text.partition("://")  # os.path.join("s3://b/x/", "y"): one slash
     return scheme + sep + re.sub(r"//+", "/", rest) if sep else text
