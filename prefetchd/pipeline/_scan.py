@@ -304,24 +304,40 @@ def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
     code we do not follow, where they may be read as they are)."""
     used: set[str] = set()
     for pieces, d in built[0]:
-        names = list(dict.fromkeys(p[1] for p in pieces if isinstance(p, tuple)
-                                   and p[0] == "param"))
-        used.update(names)
-        vals = [inputs.get(name) for name in names]
-        if any(v is None or v.values is None for v in vals):
-            continue  # a value only the run knows
-        lengths = {len(v.values) for v in vals if v is not None and v.values is not None}
-        n = max(lengths)
-        if lengths - {1, n}:
-            continue  # lists of different lengths: not a pairing we can tell
-        for i in range(n):
-            text = _code.render(pieces, {
-                name: v.values[i if len(v.values) == n else 0]
-                for name, v in zip(names, vals, strict=True)
-                if v is not None and v.values is not None})
+        used.update(_param_names(pieces))
+        rendered = _rendered(pieces, inputs)
+        if rendered is None:
+            continue
+        lead, texts = rendered
+        for text in texts:
             for u in _uri.find_uris(text or ""):
-                step.add(d, read_from(vals[0], u))
+                step.add(d, read_from(lead, u))
     return used - built[1]
+
+
+def _param_names(pieces: _code.Pieces) -> list[str]:
+    return list(dict.fromkeys(p[1] for p in pieces if isinstance(p, tuple) and p[0] == "param"))
+
+
+def _rendered(pieces: _code.Pieces, inputs: dict[str, Val]
+              ) -> tuple[Val, list[str | None]] | None:
+    """*pieces* with the inputs' values, one text per loop item, and the input that leads
+    them (provenance); None when a value is only known at run time, or the inputs are lists
+    of different lengths (not a pairing we can tell)."""
+    names = _param_names(pieces)
+    vals = [inputs.get(name) for name in names]
+    if not names or any(v is None or v.values is None for v in vals):
+        return None
+    lengths = {len(v.values) for v in vals if v is not None and v.values is not None}
+    n = max(lengths)
+    if lengths - {1, n}:
+        return None
+    texts = [_code.render(pieces, {name: v.values[i if len(v.values) == n else 0]
+                                   for name, v in zip(names, vals, strict=True)
+                                   if v is not None and v.values is not None})
+             for i in range(n)]
+    assert vals[0] is not None
+    return vals[0], texts
 
 
 def _scan_pairs(step: Step, inputs: dict[str, Val],
@@ -350,22 +366,10 @@ def _ref_value(kind: str, ref: Any, inputs: dict[str, Val]) -> Val | None:
         return inputs.get(ref)
     if kind == "const":
         return const(ref)
-    names = list(dict.fromkeys(p[1] for p in ref if isinstance(p, tuple) and p[0] == "param"))
-    vals = [inputs.get(n) for n in names]
-    if not names or any(v is None or v.values is None for v in vals):
+    rendered = _rendered(ref, inputs)
+    if rendered is None or any(t is None for t in rendered[1]):
         return None
-    n = max(len(v.values) for v in vals if v is not None and v.values is not None)
-    out = []
-    for i in range(n):
-        text = _code.render(ref, {name: v.values[i if len(v.values) == n else 0]
-                                  for name, v in zip(names, vals, strict=True)
-                                  if v is not None and v.values is not None})
-        if text is None:
-            return None
-        out.append(text)
-    lead = vals[0]
-    assert lead is not None
-    return replace(lead, values=tuple(out))
+    return replace(rendered[0], values=tuple(rendered[1]))  # type: ignore[arg-type]
 
 
 def scan_named_inputs(
