@@ -250,12 +250,14 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                             container.get("env"))
     out: list[tuple[str, str, str]] = []
     env = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, Mapping)]
-    for a in argv:  # python -c "...": the program's own use of what it names
-        if _code.is_program(a):
+    programs = [_code.is_program(a) for a in argv]
+    for a, program in zip(argv, programs, strict=True):
+        if program:  # python -c "...": the program's own use of what it names
             # a Katib trial's ${trialParameters.lr} in the code: a value, so it parses
             code = _TEMPLATE_VALUE.sub("0", a)
             out += [(u, "code", d) for u, d in _code.program_locations(code, env)]
-    tokens = _uri.tokenize(["__code__" if _code.is_program(a) else a for a in argv])
+    tokens = _uri.tokenize(["__code__" if program else a
+                            for a, program in zip(argv, programs, strict=True)])
     directions = _uri.classify_tokens(tokens)
     for i, t in enumerate(tokens):
         d = "write" if i and tokens[i - 1] in REDIRECTS else directions.get(i) or "read"
