@@ -228,20 +228,20 @@ class ArgoAnalyzer:
         return v if v is not None else const(text)
 
     # ---- templates ----------------------------------------------------------------------
-    def get_template(self, task: dict[str, Any], where: str, scope: Scope | None = None
-                     ) -> dict[str, Any] | None:
-        """The template a task runs: a plain ``template:`` name is looked up where the
-        calling template lives (inside a WorkflowTemplate reached by ``templateRef``, among
-        that one's templates, as the controller does)."""
+    def get_template(self, task: dict[str, Any], where: str, scope: Scope
+                     ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]] | None]:
+        """The template a task runs (None: in a file not given), and the templates a plain
+        ``template:`` name in it refers to: a plain name is looked up where the calling
+        template lives (inside a WorkflowTemplate reached by ``templateRef``, among that
+        one's templates, as the controller does)."""
         if "template" in task:
-            own = scope.templates if scope is not None and scope.templates is not None \
-                else self.templates
+            own = scope.templates if scope.templates is not None else self.templates
             t = own.get(task["template"])
             if t is None:
                 raise PipelineError(
                     f"{self.src}: field {where}.template: no template named {task['template']!r}"
                 )
-            return t
+            return t, scope.templates
         ref = task.get("templateRef")
         if isinstance(ref, dict):
             lib = self.library.get(ref.get("name"))
@@ -254,16 +254,16 @@ class ArgoAnalyzer:
                     where,
                     ref.get("name"),
                 )
-                return None
+                return None, None
             t = lib.get(ref.get("template"))
             if t is None:
                 raise PipelineError(
                     f"{self.src}: field {where}.templateRef: template {ref.get('template')!r} "
                     f"not in WorkflowTemplate {ref.get('name')!r}"
                 )
-            return t
+            return t, lib
         if "inline" in task and isinstance(task["inline"], dict):
-            return task["inline"]
+            return task["inline"], scope.templates
         raise PipelineError(f"{self.src}: field {where}: no template, templateRef or inline")
 
     def analyze(self) -> Plan:
@@ -357,12 +357,9 @@ class ArgoAnalyzer:
 
     def call(self, task: dict[str, Any], scope: Scope, where: str, depth: int) -> list[str]:
         """Run one DAG task / step: loop, condition, arguments, then the template."""
-        tmpl = self.get_template(task, where, scope)
+        tmpl, context = self.get_template(task, where, scope)  # context: where its calls look
         if tmpl is None:
             return []
-        ref = task.get("templateRef") if "template" not in task else None
-        lib = self.library.get(ref.get("name")) if isinstance(ref, dict) else None
-        context = lib if lib is not None else scope.templates  # where its own calls look
         if id(tmpl) in self._expanding:
             self._note_recursion(tmpl, where)
             return []
