@@ -235,10 +235,8 @@ def scan_argv(
         v = vals[i]
         if v is None or i in only_built:
             continue
-        if d is None:
+        if d is None:  # the command line says nothing: the input's name, then the step's
             d = _fallback(step, v.get("input"))
-        elif d == "read" and _uri.name_direction(v.get("input")) == "write":
-            d = "unknown"  # the command line reads what the input's name says is written
         if v.values is None:
             if reps[i].endswith(_RUNTIME):
                 pattern = v.get("pattern") or toks[i]

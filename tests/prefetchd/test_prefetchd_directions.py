@@ -109,7 +109,8 @@ def test_explicit_read_flag_beats_an_output_verb_in_the_step_name() -> None:
     assert _sides(_plan(["registry", "s3://m/x/"], name="upload-model")) == ([], ["s3://m/x/"], [])
 
 
-def test_read_of_an_input_named_as_an_output_is_unknown() -> None:
+def test_read_flag_beats_an_input_named_as_an_output() -> None:
+    # a pipeline's `model_out` is written by one step and read by the next (`--model`)
     wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"},
           "spec": {"entrypoint": "t", "templates": [{
               "name": "t", "inputs": {"parameters": [
@@ -119,7 +120,7 @@ def test_read_of_an_input_named_as_an_output_is_unknown() -> None:
                   "--input", "{{inputs.parameters.output-uri}}",
                   "--input-logs", "{{inputs.parameters.logs}}"]}}]}}
     [plan] = pipeline.analyze_documents([wf], source="t")
-    assert _sides(plan.step("t")) == (["s3://l/x/"], [], ["s3://o/x/"])
+    assert _sides(plan.step("t")) == (["s3://o/x/", "s3://l/x/"], [], [])
 
 
 def test_env_names() -> None:
