@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import re
 import shlex
 import string
@@ -46,10 +47,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from prefetchd.pipeline import _uri
+from prefetchd.pipeline import _pieces, _uri
+from prefetchd.pipeline._pieces import Pieces, is_built, render_all
 
-# literal text and ("param", name) parts of a location built in code
-Pieces = tuple["str | tuple[str, str]", ...]
+_literal = _pieces.literal
 
 MAX_CODE_CHARS = 200_000
 
@@ -59,7 +60,8 @@ _READ_FIRST = frozenset(
      "read_text", "read_parquet", "read_csv", "read_json", "read_table", "load_dataset", "get_file",
      "read_feather", "read_orc", "read_pickle", "read_excel", "dataset", "ParquetDataset",
      "load_from_disk", "scan_parquet", "scan_csv", "scan_ndjson", "scan_ipc",
-     "TFRecordDataset", "from_prefix", "from_objects", "glob", "iglob"}
+     "TFRecordDataset", "from_prefix", "from_objects", "glob", "iglob",
+     "open_dataset", "open_mfdataset", "open_zarr"}  # xarray
 )
 # calls that read no data through a location they are given (path and string helpers,
 # printing and logging)
@@ -111,6 +113,12 @@ class _Flow(ast.NodeVisitor):
         self.fs_vars: dict[str, str] = {}  # variables holding a file system -> its scheme
         self._on_fs = ""  # the scheme of the file system whose method is being read
         self.dicts: dict[str, dict[str, ast.AST]] = {}  # variable -> its literal dict's values
+        self.lists: dict[str, list[Any]] = {}  # variable -> its literal list's items
+        self.loops: dict[str, tuple[str, str]] = {}  # loop variable -> its item piece
+        self.urls: dict[str, str] = {}  # variable -> the parameter it is urlparse() of
+        # helper functions of one `return EXPR`: name -> (parameters, EXPR)
+        self.funcs: dict[str, tuple[list[str], ast.AST]] = {}
+        self.bound: list[dict[str, Pieces]] = []  # a helper's parameters while inlined
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -152,6 +160,12 @@ class _Flow(ast.NodeVisitor):
         for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
             self.params.add(a.arg)
             self.taint[a.arg] = {"param:" + a.arg}
+        body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(
+            b.value, ast.Constant))]  # the docstring
+        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
+                and not node.args.vararg and not node.args.kwarg:
+            # def shard_uri(i): return f"s3://b/part-{i:05d}": inlined where it is called
+            self.funcs[node.name] = ([a.arg for a in node.args.args], body[0].value)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
@@ -167,7 +181,7 @@ class _Flow(ast.NodeVisitor):
             if self.taint.get(node.id) == {"param:" + node.id}:
                 return ("param", node.id)
         made = self.pieces(node)
-        if made is not None and _is_built(made):
+        if made is not None and is_built(made):
             return ("pieces", made)
         return None
 
@@ -196,7 +210,36 @@ class _Flow(ast.NodeVisitor):
                 node.slice, ast.Constant) and node.value.id in self.dicts:
             item = self.dicts[node.value.id].get(node.slice.value)  # cfg["names"]
             return self.pieces(item, depth + 1) if item is not None else None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(
+                node.slice, ast.Constant) and isinstance(node.slice.value, (str, int)):
+            item = self.pieces(node.value, depth + 1)  # item["uri"], pair[0] of a loop item
+            if item is not None and len(item) == 1 and isinstance(item[0], tuple):
+                part = _pieces.each_part(item[0], key=node.slice.value)
+                return (part,) if part is not None else None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and ast.unparse(
+                node.slice) == "1:":
+            made = self.pieces(node.value, depth + 1)  # urlparse(uri).path[1:]: the key
+            return made[1:] if made and made[0] == "/" else None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id in self.urls and node.attr in ("netloc", "path"):
+            src = self.urls[node.value.id]  # urlparse(uri).netloc / .path
+            return (("bucket", src),) if node.attr == "netloc" else ("/", ("key", src))
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and len(
+                node.generators) == 1 and not node.generators[0].ifs:
+            # [f"{root}/{s}.zarr" for s in stations]: one location per item
+            g = node.generators[0]
+            saved = self._bind(g.target, g.iter, f"{g.iter.lineno}:{g.iter.col_offset}")
+            try:
+                made = self.pieces(node.elt, depth + 1)
+            finally:
+                self.loops = saved
+            return made if made is not None and any(
+                isinstance(p, tuple) and p[0] == "each" for p in made) else None
         if isinstance(node, ast.Name):
+            if self.bound and node.id in self.bound[-1]:
+                return self.bound[-1][node.id]
+            if node.id in self.loops:
+                return (self.loops[node.id],)
             if node.id in self.tmpl:
                 return self.tmpl[node.id]
             if node.id in self.consts:
@@ -208,9 +251,17 @@ class _Flow(ast.NodeVisitor):
         if isinstance(node, ast.JoinedStr):
             for v in node.values:
                 if isinstance(v, ast.FormattedValue):
-                    if v.format_spec is not None or v.conversion not in (-1, 115):
-                        return None  # {x:%Y} / {x!r}: not the text of x
+                    if v.conversion not in (-1, 115):
+                        return None  # {x!r}: not the text of x
                     part = self.pieces(v.value, depth + 1)
+                    if v.format_spec is not None:
+                        # {i:05d} of a loop item formats it; {x:%Y} of anything else is not
+                        # the text of x
+                        spec = _literal(self.pieces(v.format_spec, depth + 1))
+                        one = part[0] if part is not None and len(part) == 1 else None
+                        made = _pieces.each_part(one, spec=spec) if isinstance(
+                            one, tuple) and spec is not None else None
+                        part = (made,) if made is not None else None
                 else:
                     part = self.pieces(v, depth + 1)
                 if part is None:
@@ -246,14 +297,20 @@ class _Flow(ast.NodeVisitor):
         if not isinstance(node, ast.Call):
             return None
         f = node.func
+        if isinstance(f, ast.Name) and f.id in self.funcs and not self.bound:
+            return self._inlined(node, depth)
         if _call_name(node) in (*_PATH_TYPES, "str") and len(node.args) == 1 \
                 and not node.keywords:
             return self.pieces(node.args[0], depth + 1)  # UPath("s3://b/x"), str(p): the text
-        if isinstance(f, ast.Attribute) and f.attr in ("rstrip", "strip") and all(
+        if isinstance(f, ast.Attribute) and f.attr in ("rstrip", "strip", "lstrip") and all(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) <= {"/"}
                 for a in node.args) and node.args:
-            # lake.rstrip("/") before a join: the slash it drops, render() drops too
-            return self.pieces(f.value, depth + 1)
+            # lake.rstrip("/") before a join: the slash it drops, render() drops too;
+            # urlparse(uri).path.lstrip("/"): the key
+            made = self.pieces(f.value, depth + 1)
+            if made and f.attr != "rstrip" and made[0] == "/":
+                made = made[1:]
+            return made
         if isinstance(f, ast.Attribute) and f.attr == "join" and ast.unparse(f.value) in (
                 "os.path", "posixpath") and not node.keywords:
             for i, a in enumerate(node.args):
@@ -275,6 +332,27 @@ class _Flow(ast.NodeVisitor):
                 f.value, ast.Constant) and isinstance(f.value.value, str):
             return self._format_pieces(f.value.value, node, depth)
         return None
+
+    def _inlined(self, call: ast.Call, depth: int) -> Pieces | None:
+        """A helper of one ``return EXPR`` called here: EXPR with its parameters bound to the
+        call's arguments (not inside another helper: no recursion to follow)."""
+        names, expr = self.funcs[call.func.id]  # type: ignore[attr-defined]
+        if len(call.args) > len(names) or any(k.arg not in names for k in call.keywords):
+            return None
+        bound: dict[str, Pieces] = {}
+        for name, a in [*zip(names, call.args, strict=False),
+                        *((k.arg, k.value) for k in call.keywords if k.arg)]:
+            made = self.pieces(a, depth + 1)
+            if made is None:
+                return None
+            bound[name] = made
+        if set(names) - bound.keys():
+            return None  # a default value: not followed
+        self.bound.append(bound)
+        try:
+            return self.pieces(expr, depth + 1)
+        finally:
+            self.bound.pop()
 
     def _format_pieces(self, fmt: str, node: ast.Call, depth: int) -> Pieces | None:
         """``"s3://{}/raw/{day}/".format(bucket, day=d)``: fields by position or name, none
@@ -315,7 +393,37 @@ class _Flow(ast.NodeVisitor):
         return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and self._is_path(
             node.left)
 
+    def _split_location(self, node: ast.AST | None) -> str | None:
+        """The parameter *node* splits into bucket and key: ``uri[5:].split("/", 1)``,
+        ``uri[len("s3://"):]...``, ``uri.replace("s3://", "")...``,
+        ``uri.removeprefix("s3://")...``; else None."""
+        if not (isinstance(node, ast.Call) and _call_name(node) == "split" and isinstance(
+                node.func, ast.Attribute) and [ast.unparse(a) for a in node.args] in (
+                ["'/', 1"], ["'/'", "1"]) or (isinstance(node, ast.Call) and [
+                ast.unparse(a) for a in node.args] == ["'/'"] and [
+                ast.unparse(k) for k in node.keywords] == ["maxsplit=1"])):
+            return None
+        s = node.func.value  # type: ignore[union-attr]
+        if isinstance(s, ast.Subscript) and isinstance(s.slice, ast.Slice) and \
+                s.slice.upper is None and s.slice.step is None and ast.unparse(
+                s.slice.lower or ast.Constant(0)) in ("5", "len('s3://')", "6",
+                                                     "len('s3a://')"):
+            return self._param(s.value)
+        if isinstance(s, ast.Call) and isinstance(s.func, ast.Attribute) and (
+                s.func.attr, [ast.unparse(a) for a in s.args]) in (
+                ("replace", ["'s3://'", "''"]), ("removeprefix", ["'s3://'"])):
+            return self._param(s.func.value)
+        return None
+
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
+        targets = list(targets)
+        src = self._split_location(value)
+        if src is not None and len(targets) == 1 and isinstance(targets[0], ast.Tuple) and len(
+                targets[0].elts) == 2 and all(isinstance(e, ast.Name) for e in targets[0].elts):
+            bucket, key = targets[0].elts  # bucket, key = uri[5:].split("/", 1)
+            self.tmpl[bucket.id] = (("bucket", src),)  # type: ignore[attr-defined]
+            self.tmpl[key.id] = (("key", src),)  # type: ignore[attr-defined]
+            return
         text = self._const_text(value)
         if text is None and isinstance(value, (ast.BinOp, ast.JoinedStr, ast.Call)):
             text = _literal(self.pieces(value))  # "s3://a/" + "x/*.parquet": a constant too
@@ -326,6 +434,18 @@ class _Flow(ast.NodeVisitor):
                     self.fs_vars[t.id] = scheme
                 else:
                     self.fs_vars.pop(t.id, None)
+                self.loops.pop(t.id, None)
+                items = _constant(value) if isinstance(value, (ast.List, ast.Tuple)) else None
+                if items:  # SPLITS = ["train", "val"]: a loop over it takes these
+                    self.lists[t.id] = items
+                else:
+                    self.lists.pop(t.id, None)
+                if isinstance(value, ast.Call) and _call_name(value) in (
+                        "urlparse", "urlsplit") and value.args and (
+                        p := self._param(value.args[0])):
+                    self.urls[t.id] = p
+                else:
+                    self.urls.pop(t.id, None)
                 if isinstance(value, ast.Dict):  # cfg = {"names": "s3://...", ...}
                     self.dicts[t.id] = {
                         k.value: v for k, v in zip(value.keys, value.values, strict=True)
@@ -338,7 +458,7 @@ class _Flow(ast.NodeVisitor):
                     self.consts.pop(t.id, None)
                 built = self.pieces(value) if text is None else None
                 is_path = value is not None and self._is_path(value)
-                if built is not None and (_is_built(built) or is_path):
+                if built is not None and (is_built(built) or is_path):
                     self.tmpl[t.id] = built  # a path object keeps its text for "/" joins
                 else:
                     self.tmpl.pop(t.id, None)
@@ -383,16 +503,120 @@ class _Flow(ast.NodeVisitor):
     def visit_withitem(self, node: ast.withitem) -> None:
         self.generic_visit(node)
 
+    # ---- loops: a location built from a loop's item is one per item ----------------------
+    def visit_For(self, node: ast.For) -> None:
+        self.visit(node.iter)
+        saved = self._bind(node.target, node.iter, f"{node.lineno}:{node.col_offset}")
+        for stmt in node.body:
+            self.visit(stmt)
+        self.loops = saved
+        for stmt in node.orelse:
+            self.visit(stmt)
+
+    visit_AsyncFor = visit_For  # type: ignore[assignment]
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
+                       ) -> None:
+        saved = dict(self.loops)
+        for g in node.generators:
+            self.visit(g.iter)
+            self._bind(g.target, g.iter, f"{g.iter.lineno}:{g.iter.col_offset}")
+            for cond in g.ifs:
+                self.visit(cond)
+        for part in ((node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)):
+            self.visit(part)
+        self.loops = saved
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
+    def _bind(self, target: ast.AST, it: ast.AST, loop: str) -> dict[str, tuple[str, str]]:
+        """Make *target*'s names the items of *it* (when we can tell them); returns the
+        bindings before, to restore after the loop."""
+        saved = dict(self.loops)
+        names = [target] if isinstance(target, ast.Name) else list(
+            target.elts) if isinstance(target, ast.Tuple) else []
+        for n in names:
+            if isinstance(n, ast.Name):
+                self.loops.pop(n.id, None)
+                self.tmpl.pop(n.id, None)
+                self.consts.pop(n.id, None)
+        piece = self._items(it, loop)
+        if piece is None:
+            return saved
+        if isinstance(target, ast.Name):
+            self.loops[target.id] = piece
+        elif isinstance(target, ast.Tuple):
+            for k, n in enumerate(target.elts):  # for split, n in [("train", 8), ...]
+                part = _pieces.each_part(piece, key=k)
+                if isinstance(n, ast.Name) and part is not None:
+                    self.loops[n.id] = part
+        return saved
+
+    def _items(self, it: ast.AST, loop: str) -> tuple[str, str] | None:
+        """The item piece of a loop over *it*: a literal list, a variable holding one, a
+        parameter (its JSON list, ``json.loads(p)``, ``p.split(",")``), ``range`` of
+        constants or of a parameter, ``enumerate`` of one of those, a literal dict's
+        ``.items()``; None for anything else."""
+        lit = self._literal_items(it)
+        if lit is not None:
+            return _pieces.each(loop, items=lit)
+        if isinstance(it, ast.Call):
+            name = _call_name(it)
+            arg = it.args[0] if len(it.args) == 1 and not it.keywords else None
+            if name == "enumerate" and arg is not None:
+                inner = self._items(arg, loop)
+                if inner is not None:
+                    d = json.loads(inner[1])
+                    d["enum"] = True
+                    return ("each", json.dumps(d))
+                return None
+            if name == "loads" and arg is not None and (p := self._param(arg)):
+                return _pieces.each(loop, param=p)
+            if name == "range" and arg is not None and (p := self._param(arg)):
+                return _pieces.each(loop, param=p, how="range")
+            if name == "split" and isinstance(it.func, ast.Attribute) and (
+                    p := self._param(it.func.value)) and arg is not None and isinstance(
+                    arg, ast.Constant) and isinstance(arg.value, str):
+                return _pieces.each(loop, param=p, how="split:" + arg.value)
+        if (p := self._param(it)) is not None:
+            return _pieces.each(loop, param=p)  # a list input: its JSON value
+        return None
+
+    def _param(self, node: ast.AST) -> str | None:
+        """The parameter *node* is, as it is (not something made from it)."""
+        if isinstance(node, ast.Name) and self.taint.get(node.id) == {"param:" + node.id} \
+                and node.id not in self.consts and node.id not in self.tmpl:
+            return node.id
+        return None
+
+    def _literal_items(self, it: ast.AST) -> list[Any] | None:
+        if isinstance(it, ast.Name) and it.id in self.lists:
+            return self.lists[it.id]
+        if isinstance(it, ast.Call) and _call_name(it) == "items" and isinstance(
+                it.func, ast.Attribute) and isinstance(it.func.value, ast.Name) and \
+                it.func.value.id in self.dicts and not it.args:
+            vals = {k: _constant(v) for k, v in self.dicts[it.func.value.id].items()}
+            return None if None in vals.values() else [[k, v] for k, v in vals.items()]
+        if isinstance(it, ast.Call) and _call_name(it) == "range" and isinstance(
+                it.func, ast.Name) and 1 <= len(it.args) <= 3 and all(
+                isinstance(a, ast.Constant) and type(a.value) is int for a in it.args):
+            r = range(*(a.value for a in it.args))  # type: ignore[attr-defined]
+            return list(r) if len(r) <= _pieces.MAX_TEXTS else None
+        if isinstance(it, (ast.List, ast.Tuple, ast.Set)):
+            items = [_constant(e) for e in it.elts]
+            return None if None in items or not items else items
+        return None
+
     # ---- sinks --------------------------------------------------------------------------
     def mark(self, node: ast.AST | None, direction: str) -> None:
         built = self.pieces(node)
-        if built is not None and _is_built(built):
+        if built is not None and is_built(built):
             # the caller, who knows the parameters' values, names the location (Flow.built)
-            self.built.append((((_ON_FS, self._on_fs), *built) if self._on_fs else built,
+            self.built.append((((_pieces.ON_FS, self._on_fs), *built) if self._on_fs else built,
                                direction))
             return
         text = _literal(built) if self._on_fs else None
-        if text is not None and "://" not in text and _BUCKET_PATH.match(text):
+        if text is not None and "://" not in text and _pieces.BUCKET_PATH.match(text):
             # s3fs.S3FileSystem().open("bucket/key"): the file system names no scheme
             self.found.setdefault(f"lit:{self._on_fs}://{text}", set()).add(direction)
             return
@@ -474,7 +698,7 @@ class _Flow(ast.NodeVisitor):
                     self.escaped.add(a.id)
                 elif isinstance(a, ast.Name) and a.id in self.tmpl:
                     self.built.append((self.tmpl[a.id], "read"))
-                elif not isinstance(a, (ast.Name, ast.Constant)) and _is_built(
+                elif not isinstance(a, (ast.Name, ast.Constant)) and is_built(
                         made := self.pieces(a) or ()):
                     self.built.append((made, "read"))  # sopen(root + "/metadata.csv")
                 elif (text := _literal(self.pieces(a))) is not None:
@@ -620,9 +844,27 @@ def analyze(code: str) -> Flow | None:
         if bk == kk == "const" and b and "/" not in b:
             u = f"s3://{b}/{k.lstrip('/')}"
             lits[u] = d if lits.get(u, d) == d else "unknown"
+    # what a loop over literal items builds, with no parameter in it: its locations
+    for pieces, d in [*flow.built, *((pair_pieces(b, k), d) for b, k, d in flow.pairs)]:
+        if pieces is None or _pieces.needs(pieces):
+            continue
+        for text in render_all(pieces, {}) or ():
+            for u in _uri.find_uris(text):
+                lits[u] = d if lits.get(u, d) == d else "unknown"
     return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs),
                 tuple(flow.built), frozenset(flow.escaped), frozenset(flow.partial - lits.keys()),
                 tuple(flow.env_defaults.items()))
+
+
+def pair_pieces(bucket: tuple[str, Any], key: tuple[str, Any]) -> Pieces | None:
+    """A boto3 bucket and key argument (`Flow.pairs`) as the pieces of s3://BUCKET/KEY;
+    None when the bucket has a "/" in it (not a bucket)."""
+    parts: list[Pieces] = []
+    for kind, x in (bucket, key):
+        parts.append((x,) if kind == "const" else (("param", x),) if kind == "param" else x)
+    if any(isinstance(p, str) and "/" in p for p in parts[0]):
+        return None
+    return ("s3://", *parts[0], "/", *parts[1])
 
 
 def is_program(a: str) -> bool:
@@ -659,8 +901,6 @@ def program_locations(code: str, env: Iterable[str] = ()) -> list[tuple[str, str
 
 _PATH_TYPES = frozenset({"Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"})
 _SQL_TO = re.compile(r"\bTO\s*['\"]?$", re.IGNORECASE)  # COPY (...) TO 's3://...'
-_ON_FS = "fs"  # a piece ("fs", SCHEME): a location without a scheme is on that store
-_BUCKET_PATH = re.compile(r"[a-z0-9][a-z0-9._-]{2,62}/")  # "bucket/key", as s3fs takes it
 _FS_CLASSES = {"S3FileSystem": "s3", "GCSFileSystem": "gs"}
 _FS_PROTOCOLS = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs"}
 
@@ -676,39 +916,22 @@ def _filesystem_scheme(call: ast.Call) -> str | None:
     return None
 
 
+def _constant(node: ast.AST) -> Any:
+    """The value of a constant string or integer, or a list/tuple of them; else None."""
+    if isinstance(node, ast.Constant) and type(node.value) in (str, int):
+        return node.value
+    if isinstance(node, (ast.Tuple, ast.List)):
+        items = [_constant(e) for e in node.elts]
+        return None if None in items else items
+    if isinstance(node, ast.Dict) and all(isinstance(k, ast.Constant) for k in node.keys):
+        vals = {k.value: _constant(v) for k, v in zip(  # type: ignore[union-attr]
+            node.keys, node.values, strict=True)}
+        return None if None in vals.values() else vals
+    return None
+
+
 def _call_name(node: ast.Call) -> str:
     f = node.func
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
 
 
-def _literal(pieces: Pieces | None) -> str | None:
-    """The text of *pieces* made of literal text only (constants joined); else None."""
-    if pieces is None or not all(isinstance(p, str) for p in pieces):
-        return None
-    return "".join(pieces)  # type: ignore[arg-type]
-
-
-def _is_built(pieces: Pieces) -> bool:
-    """Parameters and some literal text: a location made in the code, not passed as is."""
-    return any(isinstance(p, tuple) for p in pieces) and any(
-        isinstance(p, str) and p for p in pieces)
-
-
-def render(pieces: Pieces, values: dict[str, str]) -> str | None:
-    """The text of *pieces* with these parameter values (None: one is not known)."""
-    out = []
-    scheme = ""
-    for p in pieces:
-        if isinstance(p, tuple) and p[0] == _ON_FS:
-            scheme = p[1]
-        elif isinstance(p, tuple):
-            if p[1] not in values:
-                return None
-            out.append(values[p[1]])
-        else:
-            out.append(p)
-    text = "".join(out)
-    if scheme and "://" not in text and _BUCKET_PATH.match(text):
-        text = f"{scheme}://{text}"  # s3fs's, gcsfs's "bucket/key"
-    scheme, sep, rest = text.partition("://")  # os.path.join("s3://b/x/", "y"): one slash
-    return scheme + sep + re.sub(r"//+", "/", rest) if sep else text

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any
 
-from prefetchd.pipeline import _code, _uri
+from prefetchd.pipeline import _code, _pieces, _uri
 from prefetchd.pipeline._model import Read, Step
 from prefetchd.pipeline._resolve import Val, const
 
@@ -221,9 +220,11 @@ def scan_argv(
             reps.append(t)
     # a lightweight component's options (KFP v1: --src-uri VALUE for parameter src_uri):
     # the locations its code builds from them, and the options used only for that
-    options = {toks[i][2:].replace("-", "_"): (i + 1, vals[i + 1])
+    # (a plain value too: a JSON list the code loops over)
+    options = {toks[i][2:].replace("-", "_"): (i + 1, vals[i + 1] or const(toks[i + 1]))
                for i in range(len(toks) - 1)
-               if toks[i].startswith("--") and "=" not in toks[i] and vals[i + 1] is not None}
+               if toks[i].startswith("--") and "=" not in toks[i] and (
+                   vals[i + 1] is not None or not toks[i + 1].startswith("-"))}
     built = code_built(argv) if options else ([], set())
     opt_inputs = {k: v for k, (_, v) in options.items() if v is not None}
     in_built = _scan_built(step, opt_inputs, built)
@@ -302,27 +303,23 @@ def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
     code we do not follow, where they may be read as they are)."""
     used: set[str] = set()
     for pieces, d in built[0]:
-        used.update(_param_names(pieces))
+        used.update(_pieces.needs(pieces))
         rendered = _rendered(pieces, inputs)
         if rendered is None:
             continue
         lead, texts = rendered
         for text in texts:
-            for u in _uri.find_uris(text or ""):
+            for u in _uri.find_uris(text):
                 step.add(d, read_from(lead, u))
     return used - built[1]
 
 
-def _param_names(pieces: _code.Pieces) -> list[str]:
-    return list(dict.fromkeys(p[1] for p in pieces if isinstance(p, tuple) and p[0] == "param"))
-
-
-def _rendered(pieces: _code.Pieces, inputs: dict[str, Val]
-              ) -> tuple[Val, list[str | None]] | None:
-    """*pieces* with the inputs' values, one text per loop item, and the input that leads
-    them (provenance); None when a value is only known at run time, or the inputs are lists
-    of different lengths (not a pairing we can tell)."""
-    names = _param_names(pieces)
+def _rendered(pieces: _pieces.Pieces, inputs: dict[str, Val]) -> tuple[Val, list[str]] | None:
+    """The texts of *pieces* with the inputs' values, for every loop item (the pipeline's
+    and the code's own), and the input that leads them (provenance); None when a value is
+    only known at run time, the inputs are lists of different lengths (not a pairing we
+    can tell), or the code's items cannot be told."""
+    names = _pieces.needs(pieces)
     vals = [inputs.get(name) for name in names]
     if not names or any(v is None or v.values is None for v in vals):
         return None
@@ -330,10 +327,14 @@ def _rendered(pieces: _code.Pieces, inputs: dict[str, Val]
     n = max(lengths)
     if lengths - {1, n}:
         return None
-    texts = [_code.render(pieces, {name: v.values[i if len(v.values) == n else 0]
-                                   for name, v in zip(names, vals, strict=True)
-                                   if v is not None and v.values is not None})
-             for i in range(n)]
+    texts: list[str] = []
+    for i in range(n):
+        made = _pieces.render_all(pieces, {
+            name: v.values[i if len(v.values) == n else 0]
+            for name, v in zip(names, vals, strict=True) if v is not None and v.values is not None})
+        if made is None:
+            return None
+        texts += made
     assert vals[0] is not None
     return vals[0], texts
 
@@ -342,32 +343,21 @@ def _scan_pairs(step: Step, inputs: dict[str, Val],
                 pairs: list[tuple[tuple[str, Any], tuple[str, Any], str]]) -> None:
     """A boto3 call whose bucket and key are inputs, constants or built from inputs names
     s3://BUCKET/KEY, one per loop item."""
-    for (bk, b), (kk, k), d in pairs:
-        bv, kv = _ref_value(bk, b, inputs), _ref_value(kk, k, inputs)
-        if bv is None or kv is None or bv.values is None or kv.values is None:
-            continue
-        n = max(len(bv.values), len(kv.values))
-        if n > 1 and min(len(bv.values), len(kv.values)) not in (1, n):
-            continue  # two lists of different lengths: not a pairing we can tell
-        for i in range(n):
-            bucket = bv.values[i if len(bv.values) == n else 0]
-            key = kv.values[i if len(kv.values) == n else 0]
-            if bucket and "/" not in bucket:
-                src = kv if kk != "const" else bv
-                step.add(d, read_from(src, f"s3://{bucket}/{key.lstrip('/')}"))
-
-
-def _ref_value(kind: str, ref: Any, inputs: dict[str, Val]) -> Val | None:
-    """The values a boto3 bucket or key argument takes (see `_code._Flow.ref`), one per loop
-    item; None when the run alone knows them."""
-    if kind == "param":
-        return inputs.get(ref)
-    if kind == "const":
-        return const(ref)
-    rendered = _rendered(ref, inputs)
-    if rendered is None or any(t is None for t in rendered[1]):
-        return None
-    return replace(rendered[0], values=tuple(rendered[1]))  # type: ignore[arg-type]
+    for b, k, d in pairs:
+        pieces = _code.pair_pieces(b, k)
+        rendered = _rendered(pieces, inputs) if pieces is not None else None
+        if b[0] != "const":  # a "bucket" with a "/" in it is no bucket
+            bucket = _rendered(_code.pair_pieces(b, ("const", "")) or (), inputs)
+            if bucket is None or any("/" in t[len("s3://"):].rstrip("/") for t in bucket[1]):
+                continue
+        if rendered is None:
+            continue  # a value the run alone knows
+        key_inputs = [k[1]] if k[0] == "param" else _pieces.needs(k[1]) if k[0] == "pieces" \
+            else []
+        lead = inputs.get(key_inputs[0]) if key_inputs else None
+        for text in rendered[1]:
+            for u in _uri.find_uris(text):
+                step.add(d, read_from(lead or rendered[0], u))
 
 
 def scan_named_inputs(

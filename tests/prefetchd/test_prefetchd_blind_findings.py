@@ -399,3 +399,89 @@ def test_a_location_holding_a_shell_variable_is_known_at_run_time_only() -> None
     assert _uri.find_uris("aws s3 cp s3://bk/daily/$DAY/part.parquet /tmp/") == []
     assert _uri.find_uris("s3://bk/models/${RUN}/ s3://bk/$(X)/y") == []
     assert _uri.find_uris("s3://bk/fixed/part.parquet") == ["s3://bk/fixed/part.parquet"]
+
+
+def test_locations_built_in_loops_are_one_per_item() -> None:
+    """Loops in a component's code: over a literal list (also held in a variable, or a
+    literal dict's ``.items()``), over an input's JSON list (``json.loads(p)``, a list
+    input), ``p.split(",")``, ``range`` of a constant or of an input with a format spec,
+    ``enumerate``, tuple unpacking, a list comprehension handed to a reader, and a helper
+    function of one ``return``; each item names its own location, and an input used only
+    for them (the list) is no location of its own."""
+    code = textwrap.dedent('''\
+        import json
+        import boto3
+        import pandas as pd
+        import s3fs
+        import xarray as xr
+        def prep(root: str, families: str, stations: list, splits: str, shards: int):
+            fs = s3fs.S3FileSystem()
+            s3 = boto3.client("s3")
+            for fam in json.loads(families):
+                fs.get(f"{root}/{fam}/preds.parquet", f"/tmp/{fam}.parquet")
+            ds = xr.open_mfdataset([f"{root}/wave/{s}.zarr" for s in stations])
+            for split in splits.split(","):
+                pd.read_csv(root + "/labels/" + split + ".csv")
+            LANGS = ["en", "de"]
+            for lang in LANGS:
+                s3.download_file("lex", f"vocab/{lang}.txt", "/tmp/v")
+            for i in range(shards):
+                pd.read_parquet(f"{root}/part-{i:05d}.parquet")
+            for i, name in enumerate(["a", "b"]):
+                pd.read_json(f"{root}/idx/{i}-{name}.json")
+            for kind, n in [("img", 2), ("txt", 1)]:
+                pd.read_csv(f"{root}/{kind}/n{n}.csv")
+            cfg = {"eval": "x", "test": "y"}
+            for k, v in cfg.items():
+                pd.read_csv(f"{root}/{k}/{v}.csv")
+            def model_uri(fam):
+                return f"{root}/models/{fam}.pt"
+            for fam in ["lgbm"]:
+                fs.get(model_uri(fam), "/tmp/m")
+            for j in range(2):
+                pd.read_csv(f"s3://lit/days/{j}.csv")
+        ''')
+    inputs = {"root": ["s3://b/r"], "families": ['["lgbm", "tft"]'],
+              "stations": ['["CI.PASC", "CI.SVD"]'], "splits": ["train,val"], "shards": ["2"]}
+    step = _component(code, {k: Val(values=v, origin="pipeline-parameter")
+                             for k, v in inputs.items()})
+    assert sorted(r.uri for r in step.reads) == sorted([
+        "s3://b/r/lgbm/preds.parquet", "s3://b/r/tft/preds.parquet",
+        "s3://b/r/wave/CI.PASC.zarr", "s3://b/r/wave/CI.SVD.zarr",
+        "s3://b/r/labels/train.csv", "s3://b/r/labels/val.csv",
+        "s3://lex/vocab/en.txt", "s3://lex/vocab/de.txt",
+        "s3://b/r/part-00000.parquet", "s3://b/r/part-00001.parquet",
+        "s3://b/r/idx/0-a.json", "s3://b/r/idx/1-b.json",
+        "s3://b/r/img/n2.csv", "s3://b/r/txt/n1.csv",
+        "s3://b/r/eval/x.csv", "s3://b/r/test/y.csv",
+        "s3://b/r/models/lgbm.pt",
+        "s3://lit/days/0.csv", "s3://lit/days/1.csv",
+    ])
+    assert step.writes == [] and step.unknown == []
+
+
+def test_a_location_split_into_bucket_and_key_in_code_names_the_object() -> None:
+    """``bucket, prefix = uri[len("s3://"):].split("/", 1)`` (and ``urlparse``) then a boto3
+    call on the bucket and a key built from the prefix: the object, not the whole root."""
+    code = textwrap.dedent('''\
+        import boto3
+        from urllib.parse import urlparse
+        def qini(campaign_root: str, holdout_key: str, model_uri: str):
+            s3 = boto3.client("s3")
+            bucket, prefix = campaign_root[len("s3://"):].split("/", 1)
+            s3.download_file(Bucket=bucket, Key=prefix.rstrip("/") + "/" + holdout_key,
+                             Filename="/tmp/h.csv")
+            u = urlparse(model_uri)
+            s3.download_file(u.netloc, u.path.lstrip("/") + "/model.pkl", "/tmp/m")
+        ''')
+    inputs = {"campaign_root": ["s3://camp/retention-q1/"], "holdout_key": ["holdout/r.csv"],
+              "model_uri": ["s3://models/uplift"], }
+    step = _component(code, {k: Val(values=v, origin="pipeline-parameter")
+                             for k, v in inputs.items()})
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://camp/retention-q1/holdout/r.csv", "s3://models/uplift/model.pkl"]
+    # a "bucket" and key of a location on another store are not an S3 object
+    step = _component(code, {k: Val(values=[v[0].replace("s3://", "gs://")],
+                                    origin="pipeline-parameter")
+                             for k, v in inputs.items()})
+    assert [r.uri for r in step.reads if r.uri and r.uri.startswith("s3://")] == []

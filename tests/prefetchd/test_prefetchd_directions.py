@@ -13,7 +13,7 @@ import time
 import pytest
 
 from prefetchd import pipeline
-from prefetchd.pipeline import _code, _shard
+from prefetchd.pipeline import _code, _pieces, _shard
 
 
 def _plan(args: list[str], *, env: list[dict] | None = None, name: str = "step",
@@ -176,10 +176,17 @@ def test_code_analysis_follows_parameters() -> None:
         "        fh.write('')\n"
     )
     assert flow is not None
-    assert flow.params == {"a": "read", "b": "write", "c": "read", "d": "write",
-                           "g": "unknown"}
-    # e + '/x.bin' is a location built from e: named by the caller, who knows e's value
-    assert flow.built == (((("param", "e"), "/x.bin"), "read"),)
+    assert flow.params == {"c": "read", "d": "write", "g": "unknown"}
+    # e + '/x.bin' is a location built from e: named by the caller, who knows e's value;
+    # urlparse(a).netloc and .path[1:] are a's bucket and key
+    assert [(p, d) for p, d in flow.built if ("param", "e") in p] == [
+        ((("param", "e"), "/x.bin"), "read")]
+    assert {(p, d) for p, d in flow.built if ("param", "e") not in p} == {
+        ((("bucket", "a"),), "read"), ((("key", "a"),), "read"),
+        ((("bucket", "b"),), "write"), ((("key", "b"),), "write")}
+    [(pa, da), (pb, db)] = [(_code.pair_pieces(b, k), d) for b, k, d in flow.pairs]
+    assert (_pieces.render(pa, {"a": "s3://in/x/y.csv"}), da) == ("s3://in/x/y.csv", "read")
+    assert (_pieces.render(pb, {"b": "s3://out/m/"}), db) == ("s3://out/m/", "write")
     assert flow.lits == {}
     assert _code.analyze("def broken(:\n") is None
 

@@ -1,0 +1,197 @@
+"""A location built in code, as its pieces, and the texts it takes once inputs are known.
+
+Made by `_code` (the visitor reads `f"s3://{bucket}/raw/{day}/x.csv"` as
+``("s3://", ("param", "bucket"), "/raw/", ("param", "day"), "/x.csv")``) and
+rendered by `_scan`, which knows the inputs' values, and by `_code.analyze`
+for pieces that need none. A piece is literal text or a tuple:
+
+- ``("param", NAME)``: the input's value;
+- ``("bucket", NAME)`` / ``("key", NAME)``: the bucket or the key of the input's
+  ``s3://BUCKET/KEY`` (``bucket, key = uri[5:].split("/", 1)``, ``urlparse``);
+- ``("each", PAYLOAD)``: one item of a loop (``for split in ["train", "val"]``,
+  ``for fam in json.loads(families)``, ``range(n)``, a comprehension), PAYLOAD
+  being JSON: the loop's id, its literal items or the input that lists them,
+  the path into an item (``item["uri"]``, tuple unpacking) and a format spec
+  (``f"{i:05d}"``). Pieces of one loop take the same item; pieces of two
+  loops take every pair;
+- ``("fs", SCHEME)``: a location without a scheme is on that store (s3fs).
+
+Bounded: a location that would take more than MAX_TEXTS texts renders as
+unknown (None), as does an item we cannot format.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from typing import Any
+
+# literal text and (kind, value) parts of a location built in code
+Pieces = tuple["str | tuple[str, str]", ...]
+
+MAX_TEXTS = 256  # texts one location may take (loops multiply)
+ON_FS = "fs"
+BUCKET_PATH = re.compile(r"[a-z0-9][a-z0-9._-]{2,62}/")  # "bucket/key", as s3fs takes it
+_FROM_INPUT = ("param", "bucket", "key")
+
+
+def literal(pieces: Pieces | None) -> str | None:
+    """The text of *pieces* made of literal text only (constants joined); else None."""
+    if pieces is None or not all(isinstance(p, str) for p in pieces):
+        return None
+    return "".join(pieces)  # type: ignore[arg-type]
+
+
+def is_built(pieces: Pieces) -> bool:
+    """A location made in the code, not an input passed as it is: inputs and some literal
+    text, a part of an input's location, or a loop's item."""
+    kinds = {p[0] for p in pieces if isinstance(p, tuple)}
+    return bool(kinds & {"bucket", "key", "each"}) or ("param" in kinds and any(
+        isinstance(p, str) and p for p in pieces))
+
+
+def each(loop: str, *, items: list[Any] | None = None, param: str | None = None,
+         how: str = "json", enum: bool = False) -> tuple[str, str]:
+    """The piece for one item of a loop: literal *items*, or those the input *param* lists
+    (`how`: ``json`` its JSON list, ``split:SEP`` its text split, ``range`` range(int))."""
+    return ("each", json.dumps({"loop": loop, "items": items, "param": param, "how": how,
+                                "enum": enum, "path": [], "spec": None}))
+
+
+def each_part(piece: tuple[str, str], key: str | int | None = None,
+              spec: str | None = None) -> tuple[str, str] | None:
+    """*piece* narrowed to ``item[key]`` or formatted with *spec* (None: not a loop item)."""
+    if piece[0] != "each":
+        return None
+    d = json.loads(piece[1])
+    if spec is not None:
+        if d["spec"] is not None:
+            return None
+        d["spec"] = spec
+    if key is not None:
+        if d["spec"] is not None:
+            return None
+        d["path"].append(key)
+    return ("each", json.dumps(d))
+
+
+def needs(pieces: Pieces) -> list[str]:
+    """The inputs whose values *pieces* need, in order."""
+    out = []
+    for p in pieces:
+        if isinstance(p, tuple) and p[0] in _FROM_INPUT:
+            out.append(p[1])
+        elif isinstance(p, tuple) and p[0] == "each":
+            param = json.loads(p[1])["param"]
+            if param:
+                out.append(param)
+    return list(dict.fromkeys(out))
+
+
+def render_all(pieces: Pieces, values: dict[str, str]) -> list[str] | None:
+    """Every text *pieces* takes with these input values (one per combination of loop
+    items); None when a value is not known, an item cannot be formatted, or too many."""
+    loops: dict[str, list[Any]] = {}
+    for p in pieces:
+        if isinstance(p, tuple) and p[0] == "each":
+            d = json.loads(p[1])
+            items = _items(d, values)
+            if items is None or loops.setdefault(d["loop"], items) != items:
+                return None
+    total = 1
+    for items in loops.values():
+        total *= len(items)
+    if total > MAX_TEXTS:
+        return None
+    out = []
+    for combo in itertools.product(*loops.values()):
+        chosen = dict(zip(loops, combo, strict=True))
+        text = _render(pieces, values, chosen)
+        if text is None:
+            return None
+        out.append(text)
+    return list(dict.fromkeys(out))
+
+
+def render(pieces: Pieces, values: dict[str, str]) -> str | None:
+    """The one text of *pieces* (None: a value is not known, or it takes several)."""
+    texts = render_all(pieces, values)
+    return texts[0] if texts is not None and len(texts) == 1 else None
+
+
+def _items(d: dict[str, Any], values: dict[str, str]) -> list[Any] | None:
+    items = d["items"]
+    if items is None:
+        value = values.get(d["param"])
+        if value is None:
+            return None
+        how = d["how"]
+        try:
+            if how == "json":
+                items = json.loads(value)
+            elif how == "range":
+                items = list(range(min(int(value), MAX_TEXTS + 1)))
+            else:
+                items = value.split(how.partition(":")[2])
+        except (ValueError, TypeError):
+            return None
+        if not isinstance(items, list):
+            return None
+    items = items[: MAX_TEXTS + 1]
+    return [[i, x] for i, x in enumerate(items)] if d["enum"] else items
+
+
+def _item_text(d: dict[str, Any], item: Any) -> str | None:
+    x = item
+    for k in d["path"]:
+        try:
+            x = x[k]
+        except (KeyError, IndexError, TypeError):
+            return None
+    try:
+        if d["spec"] is not None:
+            return format(x, d["spec"])
+    except (ValueError, TypeError):
+        return None
+    if isinstance(x, (dict, list)):
+        return None
+    return str(x)
+
+
+def _part(p: tuple[str, str], values: dict[str, str]) -> str | None:
+    """The text of an input's piece: its value, or the bucket or key of its location."""
+    value = values.get(p[1])
+    if value is None or p[0] == "param":
+        return value
+    scheme, sep, rest = value.partition("://")
+    if scheme not in ("s3", "s3a") or not rest:
+        return None  # (a bucket and key for boto3: an S3 location's)
+    bucket, _, key = rest.partition("/")
+    return bucket if p[0] == "bucket" else key
+
+
+def _render(pieces: Pieces, values: dict[str, str], chosen: dict[str, Any]) -> str | None:
+    out = []
+    scheme = ""
+    for p in pieces:
+        if isinstance(p, str):
+            out.append(p)
+        elif p[0] == ON_FS:
+            scheme = p[1]
+        elif p[0] == "each":
+            d = json.loads(p[1])
+            text = _item_text(d, chosen[d["loop"]])
+            if text is None:
+                return None
+            out.append(text)
+        else:
+            text = _part(p, values)
+            if text is None:
+                return None
+            out.append(text)
+    text = "".join(out)
+    if scheme and "://" not in text and BUCKET_PATH.match(text):
+        text = f"{scheme}://{text}"  # s3fs's, gcsfs's "bucket/key"
+    scheme, sep, rest = text.partition("://")  # os.path.join("s3://b/x/", "y"): one slash
+    return scheme + sep + re.sub(r"//+", "/", rest) if sep else text
