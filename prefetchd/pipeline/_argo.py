@@ -366,6 +366,9 @@ class ArgoAnalyzer:
         name = task.get("name")
         child = replace(scope, siblings=scope.siblings)
         when = task.get("when")
+        depends = task.get("depends")
+        if not when and isinstance(depends, str) and not _runs_when_all_succeed(depends):
+            when = depends  # runs on another task's failure or skip: as conditional as `when`
         if when:
             child.condition = f"{scope.condition} && {when}" if scope.condition else str(when)
         loop, item = self.loop_of(task, scope, where)
@@ -934,3 +937,22 @@ def library_of(docs: list[Document]) -> dict[str, dict[str, dict[str, Any]]]:
                 if isinstance(t, dict) and "name" in t
             }
     return lib
+
+
+_DEP_TERM = re.compile(r"[A-Za-z0-9_-]+(?:\.([A-Za-z]+))?")
+_SUCCESS = frozenset({"Succeeded", "Completed", "Daemoned", "AnySucceeded", "AllSucceeded"})
+
+
+def _runs_when_all_succeed(expr: str) -> bool:
+    """Whether a `depends` expression holds when every task it names succeeds (``A &&
+    (B.Succeeded || B.Failed)``); one that does not (``train.Failed || eval.Failed``) makes
+    its task conditional. An expression we cannot read counts as holding."""
+    text = _DEP_TERM.sub(lambda m: " True " if (m.group(1) or "Succeeded") in _SUCCESS
+                         else " False ", expr)
+    text = text.replace("&&", " and ").replace("||", " or ").replace("!", " not ")
+    if not re.fullmatch(r"(?:\s|True|False|and|or|not|\(|\))*", text):
+        return True
+    try:
+        return bool(eval(text, {"__builtins__": {}}, {}))  # noqa: S307 (True/False/and/or)
+    except SyntaxError:
+        return True

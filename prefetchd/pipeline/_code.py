@@ -86,6 +86,7 @@ _WRITE_SECOND = frozenset({"put", "upload", "put_file",
                            "write_table", "write_dataset"})  # pyarrow, lance: (data, where)
 _COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
 _BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object", "head_object"})
+_BOTO_LIST = frozenset({"list_objects_v2", "list_objects", "paginate"})
 _BOTO_WRITE = frozenset(
     {"upload_file", "upload_fileobj", "put_object", "delete_object", "delete_objects"}
 )
@@ -114,6 +115,8 @@ class _Flow(ast.NodeVisitor):
         self._on_fs = ""  # the scheme of the file system whose method is being read
         self.dicts: dict[str, dict[str, ast.AST]] = {}  # variable -> its literal dict's values
         self.lists: dict[str, list[Any]] = {}  # variable -> its literal list's items
+        self.listed: list[tuple[tuple[str, Any], tuple[str, Any]]] = []  # boto3 listings
+        self.reads_unnamed = False  # a boto3 read of a key we cannot name (a listed one)
         self.loops: dict[str, tuple[str, str]] = {}  # loop variable -> its item piece
         self.urls: dict[str, str] = {}  # variable -> the parameter it is urlparse() of
         # helper functions of one `return EXPR`: name -> (parameters, EXPR)
@@ -417,6 +420,12 @@ class _Flow(ast.NodeVisitor):
 
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
         targets = list(targets)
+        if len(targets) == 1 and isinstance(targets[0], ast.Tuple) and isinstance(
+                value, ast.Tuple) and len(targets[0].elts) == len(value.elts) and not any(
+                isinstance(e, ast.Starred) for e in (*targets[0].elts, *value.elts)):
+            for t, v in zip(targets[0].elts, value.elts, strict=True):  # a, b = x, y
+                self._assign([t], v)
+            return
         src = self._split_location(value)
         if src is not None and len(targets) == 1 and isinstance(targets[0], ast.Tuple) and len(
                 targets[0].elts) == 2 and all(isinstance(e, ast.Name) for e in targets[0].elts):
@@ -658,6 +667,12 @@ class _Flow(ast.NodeVisitor):
             if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
                 m = mode.value
             self.mark(target, "write" if any(c in m for c in "wax") else "read")
+        elif name in _BOTO_LIST and "Bucket" in kw and "Prefix" in kw:
+            # list_objects_v2(Bucket=b, Prefix=p): a read of the prefix when the program
+            # also reads objects it cannot name (the listed keys); else a listing only
+            b, k = self.ref(kw["Bucket"]), self.ref(kw["Prefix"])
+            if b is not None and k is not None:
+                self.listed.append((b, k))
         elif name in _BOTO_READ or name in _BOTO_WRITE:
             d = "read" if name in _BOTO_READ else "write"
             pos = args[1:3] if name in ("upload_file", "upload_fileobj") else args[:2]
@@ -668,6 +683,8 @@ class _Flow(ast.NodeVisitor):
             b, k = self.ref(bucket), self.ref(key)
             if b is not None and k is not None:
                 self.pairs.append((b, k, d))
+            elif d == "read" and name != "head_object":
+                self.reads_unnamed = True
         elif name in _READ_FIRST and (args or kw.keys() & _READ_KEYWORDS):
             if args:
                 self.mark(args[0], "read")
@@ -840,6 +857,8 @@ def analyze(code: str) -> Flow | None:
         kind, _, name = s.partition(":")
         if "prefetchd-code-" not in name:  # a marker of ours, not the program's
             (params if kind == "param" else lits)[name] = d
+    if flow.reads_unnamed:  # the objects a listing found are read: its prefix is
+        flow.pairs += [(b, k, "read") for b, k in flow.listed]
     for (bk, b), (kk, k), d in flow.pairs:
         if bk == kk == "const" and b and "/" not in b:
             u = f"s3://{b}/{k.lstrip('/')}"

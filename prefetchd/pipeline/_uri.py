@@ -227,10 +227,38 @@ def tokenize(argv: list[str]) -> list[str]:
 _HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")
 
 
+_SHELL_REF = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
+_ASSIGN = re.compile(r"([A-Za-z_]\w*)=(.*)", re.S)
+_DECLARE = frozenset({"export", "readonly", "local", "declare", "typeset"})
+
+
+def _shell_vars(words: list[str], known: dict[str, str]) -> list[str]:
+    """*words* with the script's own variables expanded (``REL="{{...}}"`` on one line,
+    ``s3://models/${REL}/`` on the next); a command of assignments only (``export`` too)
+    records them in *known*, one whose value runs a command (``$(date)``) forgets it."""
+    def sub(m: re.Match[str]) -> str:
+        return known.get(m.group(1) or m.group(2), m.group(0))
+
+    words = [_SHELL_REF.sub(sub, w) if "$" in w and known else w for w in words]
+    body = words[1:] if words and words[0] in _DECLARE else words
+    pairs = [_ASSIGN.fullmatch(w) for w in body if not w.startswith("-")]
+    if body and all(pairs):
+        for m in pairs:
+            assert m is not None
+            name, value = m.group(1), m.group(2)
+            if "$" in value or "`" in value:
+                known.pop(name, None)  # known at run time only
+            else:
+                known[name] = value
+    return words
+
+
 def _script_words(script: str) -> list[str]:
     """A shell script's words, `;` between its commands: a line ends one unless it ends in
-    `\\` or a quote opened on it is still open (a multi-line string, as python -c has)."""
+    `\\` or a quote opened on it is still open (a multi-line string, as python -c has);
+    the script's own variables expanded (`_shell_vars`)."""
     out: list[str] = []
+    known: dict[str, str] = {}
     buf = ""
     here = None  # the delimiter of the heredoc being read
     for line in script.split("\n"):
@@ -253,7 +281,7 @@ def _script_words(script: str) -> list[str]:
         except ValueError:
             continue  # an open quote: the command goes on
         if words:
-            out += [*words, ";"]
+            out += [*_shell_vars(words, known), ";"]
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()
@@ -273,6 +301,14 @@ _SWITCHES = frozenset({
     "--only-show-errors", "--follow-symlinks", "--no-follow-symlinks", "--delete", "-m", "-n",
     "--no-clobber", "--exact-timestamps", "--size-only", "--checksum", "-c", "--progress",
     "-P", "-v", "--verbose", "--overwrite"})
+
+
+# copy-tool options that always take a value, however it looks (`--exclude '*/val/*'`)
+_VALUED = frozenset({
+    "--exclude", "--include", "--filter", "--exclude-from", "--include-from", "--filter-from",
+    "--acl", "--storage-class", "--sse", "--sse-kms-key-id", "--region", "--profile",
+    "--endpoint-url", "--content-type", "--cache-control", "--metadata", "--expected-size",
+    "-x", "--transfers", "--checkers", "--concurrency", "--part-size", "--config"})
 
 
 def _operand_like(t: str) -> bool:
@@ -304,8 +340,8 @@ def classify_tokens(
                 t = tokens[j]
                 if t.startswith("-") and t != "-":
                     if "=" not in t and t not in _SWITCHES and j + 1 < n and \
-                            not tokens[j + 1].startswith("-") and \
-                            not _operand_like(tokens[j + 1]):
+                            not tokens[j + 1].startswith("-") and (
+                            t in _VALUED or not _operand_like(tokens[j + 1])):
                         j += 1  # the option's value
                     j += 1
                     continue

@@ -485,3 +485,66 @@ def test_a_location_split_into_bucket_and_key_in_code_names_the_object() -> None
                                     origin="pipeline-parameter")
                              for k, v in inputs.items()})
     assert [r.uri for r in step.reads if r.uri and r.uri.startswith("s3://")] == []
+
+
+def test_a_script_variable_names_the_location_it_is_expanded_in() -> None:
+    """``REL="{{workflow.parameters.release}}"`` on one line, ``"s3://m/${REL}/"`` on the
+    next: the location is known. ``--exclude '*/validation/*'`` is the option's value, not
+    the copy's destination; a variable set from a command (``$(date)``) stays run-time."""
+    script = textwrap.dedent('''\
+        set -euo pipefail
+        REL="{{workflow.parameters.release}}"
+        export STAMP=$(date +%s)
+        aws s3 sync "s3://models/liver/${REL}/" \\
+          "s3://registry/liver/$REL/" --exclude '*.npz' --exclude '*/validation/*'
+        aws s3 cp /tmp/m.json "s3://registry/runs/${STAMP}/m.json"
+        ''')
+    step = _plan([{"name": "main", "container": {"image": "x", "command": ["bash", "-c"],
+                                                 "args": [script]}}],
+                 arguments={"parameters": [{"name": "release", "value": "v2"}]}).step("main")
+    assert [r.uri for r in step.reads] == ["s3://models/liver/v2/"]
+    assert [w.uri for w in step.writes] == ["s3://registry/liver/v2/"]
+
+
+def test_a_task_that_runs_on_another_tasks_failure_is_conditional() -> None:
+    """``depends: "train.Failed || evaluate.Failed"`` does not run when all succeed: as
+    conditional as a ``when``; ``(a.Succeeded || a.Failed) && b`` runs when all succeed."""
+    def task(name: str, depends: str | None = None) -> dict:
+        return {"name": name, "template": "t", **({"depends": depends} if depends else {})}
+    main = {"name": "main", "dag": {"tasks": [
+        task("train"), task("evaluate", "train"),
+        task("page", "train.Failed || evaluate.Failed"),
+        task("report", "(train.Succeeded || train.Failed) && evaluate"),
+        task("again", "!evaluate.Succeeded")]}}
+    t = {"name": "t", "container": {"image": "x", "command": ["true"]}}
+    plan = _plan([main, t])
+    assert plan.step("page").condition == "train.Failed || evaluate.Failed"
+    assert plan.step("again").condition == "!evaluate.Succeeded"
+    assert plan.step("report").condition is None and plan.step("evaluate").condition is None
+
+
+def test_a_listing_whose_objects_are_read_reads_its_prefix() -> None:
+    """boto3 ``list_objects_v2``/``paginate(Bucket=, Prefix=)`` then ``get_object`` of the
+    listed keys: the prefix is read; a listing whose keys are only counted is not; ``a, b =
+    x, y`` assigns element by element."""
+    code = textwrap.dedent('''\
+        import boto3
+        from urllib.parse import urlparse
+        def pick(registry: str):
+            u = urlparse(registry)
+            bucket, root = u.netloc, u.path.strip("/")
+            s3 = boto3.client("s3")
+            for page in s3.get_paginator("list_objects_v2").paginate(
+                    Bucket=bucket, Prefix=root + "/candidates/"):
+                for obj in page.get("Contents", []):
+                    s3.get_object(Bucket=bucket, Key=obj["Key"])
+            s3.get_object(Bucket=bucket, Key=root + "/prod/metrics.json")
+        ''')
+    step = _component(code, {"registry": Val(values=["s3://reg/fraud"],
+                                             origin="pipeline-parameter")})
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://reg/fraud/candidates/", "s3://reg/fraud/prod/metrics.json"]
+    only_counted = code.replace('s3.get_object(Bucket=bucket, Key=obj["Key"])', "n = 1")
+    step = _component(only_counted, {"registry": Val(values=["s3://reg/fraud"],
+                                                     origin="pipeline-parameter")})
+    assert [r.uri for r in step.reads] == ["s3://reg/fraud/prod/metrics.json"]
