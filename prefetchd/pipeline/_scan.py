@@ -84,11 +84,15 @@ def code_directions(argv: list[str]) -> dict[str, str]:
     return out
 
 
-def _fallback(step: Step, name: str | None) -> str:
-    """No evidence in the command line: the parameter's name, then the step's name, else read."""
+def _fallback(step: Step, name: str | None, flag: str | None = None) -> str:
+    """No evidence in the command line: the parameter's name, then a flag naming a model
+    (`--models`: loaded more often than saved to, which `--output*` says), then the step's
+    name, else read."""
     d = _uri.name_direction(name)
     if d is not None:
         return d
+    if flag and _uri.names_model(flag):
+        return "read"
     if _uri.step_says_write(step.id) or _uri.step_says_write(step.template):
         return "write"
     return "read"
@@ -237,7 +241,9 @@ def scan_argv(
         if v is None or i in only_built:
             continue
         if d is None:  # the command line says nothing: the input's name, then the step's
-            d = _fallback(step, v.get("input"))
+            flag = toks[i].split("=", 1)[0] if toks[i].startswith("-") else \
+                toks[i - 1] if i and toks[i - 1].startswith("-") else None
+            d = _fallback(step, v.get("input"), flag)
         if v.values is None:
             if reps[i].endswith(_RUNTIME):
                 pattern = v.get("pattern") or toks[i]

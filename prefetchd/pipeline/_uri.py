@@ -137,6 +137,12 @@ def name_direction(name: str | None) -> str | None:
     return None
 
 
+def names_model(flag: str) -> bool:
+    """`--model`, `--models`, `--model-path`: a flag naming a model and nothing else."""
+    w = _words(flag.lower().lstrip("-"))
+    return bool(w & {"model", "models"}) and w <= {"model", "models", "path", "uri", "file"}
+
+
 def name_says_write(name: str | None) -> bool:
     """True when a flag, parameter or env name denotes an output location."""
     return name_direction(name) == "write"

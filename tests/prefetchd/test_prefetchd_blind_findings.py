@@ -548,3 +548,16 @@ def test_a_listing_whose_objects_are_read_reads_its_prefix() -> None:
     step = _component(only_counted, {"registry": Val(values=["s3://reg/fraud"],
                                                      origin="pipeline-parameter")})
     assert [r.uri for r in step.reads] == ["s3://reg/fraud/prod/metrics.json"]
+
+
+def test_a_flag_naming_a_model_reads_in_a_step_named_as_an_export() -> None:
+    """``export-cog`` runs ``predict --models s3://.../`` then copies its output up: the models
+    are read (a flag naming a model beats the step's verb, not an input's name)."""
+    script = ("python -m predict --models s3://models/crop/2024/ --out /mnt/m.tif\n"
+              "aws s3 cp /mnt/m.tif s3://deliver/crop/m.tif")
+    step = _plan([{"name": "export-cog", "container": {
+        "image": "x", "command": ["bash", "-c"], "args": [script]}}],
+        entrypoint="export-cog").step("export-cog")
+    assert [r.uri for r in step.reads] == ["s3://models/crop/2024/"]
+    assert [w.uri for w in step.writes] == ["s3://deliver/crop/m.tif"]
+    assert _uri.names_model("--model-path") and not _uri.names_model("--model-dir")
