@@ -85,7 +85,9 @@ _WRITE_SELF = frozenset({"write_bytes", "write_text"})
 _WRITE_SECOND = frozenset({"put", "upload", "put_file",
                            "write_table", "write_dataset"})  # pyarrow, lance: (data, where)
 _COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
-_BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object", "head_object"})
+_BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object"})
+# existence checks: no data read (`head_object`, fsspec `exists`/`info`)
+_CHECKS = frozenset({"head_object", "head_bucket", "exists", "isfile", "isdir", "info"})
 _BOTO_LIST = frozenset({"list_objects_v2", "list_objects", "paginate"})
 _BOTO_WRITE = frozenset(
     {"upload_file", "upload_fileobj", "put_object", "delete_object", "delete_objects"}
@@ -122,6 +124,10 @@ class _Flow(ast.NodeVisitor):
         # helper functions of one `return EXPR`: name -> (parameters, EXPR)
         self.funcs: dict[str, tuple[list[str], ast.AST]] = {}
         self.bound: list[dict[str, Pieces]] = []  # a helper's parameters while inlined
+        # classes: name -> ((__init__'s parameters, self.X = EXPR), methods of one return)
+        self.classes: dict[str, tuple[tuple[list[str], dict[str, ast.AST]],
+                                      dict[str, tuple[list[str], ast.AST]]]] = {}
+        self.objects: dict[str, tuple[str, dict[str, Pieces]]] = {}  # var -> (class, attrs)
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -173,6 +179,28 @@ class _Flow(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        """A small class holding a location (``self.root = root``) with methods of one
+        ``return`` building on it: followed where an instance is made and its methods
+        called (``ResultStore(uri).generations(suite)``)."""
+        init: tuple[list[str], dict[str, ast.AST]] = ([], {})
+        methods: dict[str, tuple[list[str], ast.AST]] = {}
+        for f in node.body:
+            if not isinstance(f, ast.FunctionDef) or not f.args.args:
+                continue
+            names = [a.arg for a in f.args.args[1:]]
+            if f.name == "__init__":
+                init = (names, {t.attr: st.value for st in f.body if isinstance(st, ast.Assign)
+                                for t in st.targets if isinstance(t, ast.Attribute)
+                                and isinstance(t.value, ast.Name) and t.value.id == "self"})
+                continue
+            body = [b for b in f.body if not (isinstance(b, ast.Expr) and isinstance(
+                b.value, ast.Constant))]
+            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
+                methods[f.name] = (names, body[0].value)
+        self.classes[node.name] = (init, methods)
+        self.generic_visit(node)
+
     def ref(self, node: ast.AST | None) -> tuple[str, Any] | None:
         """A bucket or key argument we can name: ("const", text), ("param", name), or
         ("pieces", pieces) for one built from parameters (``Key=f"ltr/{locale}/x.json"``)."""
@@ -223,6 +251,11 @@ class _Flow(ast.NodeVisitor):
                 node.slice) == "1:":
             made = self.pieces(node.value, depth + 1)  # urlparse(uri).path[1:]: the key
             return made[1:] if made and made[0] == "/" else None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id == "self" and self.bound:
+                return self.bound[-1].get("self." + node.attr)
+            if node.value.id in self.objects:  # store.root
+                return self.objects[node.value.id][1].get(node.attr)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                 node.value.id in self.urls and node.attr in ("netloc", "path"):
             src = self.urls[node.value.id]  # urlparse(uri).netloc / .path
@@ -301,7 +334,14 @@ class _Flow(ast.NodeVisitor):
             return None
         f = node.func
         if isinstance(f, ast.Name) and f.id in self.funcs and not self.bound:
-            return self._inlined(node, depth)
+            return self._inlined(node, *self.funcs[f.id], depth)
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                f.value.id in self.objects and not self.bound:
+            cls, attrs = self.objects[f.value.id]  # store.generations(suite)
+            method = self.classes[cls][1].get(f.attr)
+            if method is None:
+                return None
+            return self._inlined(node, *method, depth, {"self." + k: v for k, v in attrs.items()})
         if _call_name(node) in (*_PATH_TYPES, "str") and len(node.args) == 1 \
                 and not node.keywords:
             return self.pieces(node.args[0], depth + 1)  # UPath("s3://b/x"), str(p): the text
@@ -336,13 +376,14 @@ class _Flow(ast.NodeVisitor):
             return self._format_pieces(f.value.value, node, depth)
         return None
 
-    def _inlined(self, call: ast.Call, depth: int) -> Pieces | None:
-        """A helper of one ``return EXPR`` called here: EXPR with its parameters bound to the
-        call's arguments (not inside another helper: no recursion to follow)."""
-        names, expr = self.funcs[call.func.id]  # type: ignore[attr-defined]
+    def _inlined(self, call: ast.Call, names: list[str], expr: ast.AST, depth: int,
+                 attrs: dict[str, Pieces] | None = None) -> Pieces | None:
+        """A helper (or method) of one ``return EXPR`` called here: EXPR with its parameters
+        bound to the call's arguments (and ``self.X`` to the object's *attrs*); not inside
+        another helper: no recursion to follow."""
         if len(call.args) > len(names) or any(k.arg not in names for k in call.keywords):
             return None
-        bound: dict[str, Pieces] = {}
+        bound: dict[str, Pieces] = dict(attrs or {})
         for name, a in [*zip(names, call.args, strict=False),
                         *((k.arg, k.value) for k in call.keywords if k.arg)]:
             made = self.pieces(a, depth + 1)
@@ -351,11 +392,33 @@ class _Flow(ast.NodeVisitor):
             bound[name] = made
         if set(names) - bound.keys():
             return None  # a default value: not followed
+        if expr is None:
+            return None
         self.bound.append(bound)
         try:
             return self.pieces(expr, depth + 1)
         finally:
             self.bound.pop()
+
+    def _object(self, call: ast.Call) -> tuple[str, dict[str, Pieces]] | None:
+        """``ResultStore(f"s3://{b}/{p}")``: the class and the pieces of the attributes its
+        ``__init__`` sets from its parameters (``self.root = root``)."""
+        cls = call.func.id  # type: ignore[attr-defined]
+        (names, attr_exprs), _ = self.classes[cls]
+        if len(call.args) > len(names):
+            return None
+        bound: dict[str, Pieces] = {}
+        for name, a in [*zip(names, call.args, strict=False),
+                        *((k.arg, k.value) for k in call.keywords if k.arg in names)]:
+            made = self.pieces(a)
+            if made is not None:
+                bound[name] = made  # type: ignore[index]
+        self.bound.append(bound)
+        try:
+            attrs = {k: p for k, e in attr_exprs.items() if (p := self.pieces(e)) is not None}
+        finally:
+            self.bound.pop()
+        return (cls, attrs) if attrs else None
 
     def _format_pieces(self, fmt: str, node: ast.Call, depth: int) -> Pieces | None:
         """``"s3://{}/raw/{day}/".format(bucket, day=d)``: fields by position or name, none
@@ -444,6 +507,12 @@ class _Flow(ast.NodeVisitor):
                 else:
                     self.fs_vars.pop(t.id, None)
                 self.loops.pop(t.id, None)
+                self.objects.pop(t.id, None)
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+                        value.func.id in self.classes:
+                    made = self._object(value)
+                    if made is not None:
+                        self.objects[t.id] = made
                 items = _constant(value) if isinstance(value, (ast.List, ast.Tuple)) else None
                 if items:  # SPLITS = ["train", "val"]: a loop over it takes these
                     self.lists[t.id] = items
@@ -667,6 +736,13 @@ class _Flow(ast.NodeVisitor):
             if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
                 m = mode.value
             self.mark(target, "write" if any(c in m for c in "wax") else "read")
+        elif name in _CHECKS or name in self.funcs or name in self.classes:
+            # an existence check reads no data; the inputs it is given are used (not read
+            # whole); a helper or class of ours is followed where its result is used
+            for a in [*args, *kw.values()] if name in _CHECKS else ():
+                made = self.pieces(a)
+                if made is not None and _pieces.needs(made):
+                    self.built.append((made, "check"))
         elif name in _BOTO_LIST and "Bucket" in kw and "Prefix" in kw:
             # list_objects_v2(Bucket=b, Prefix=p): a read of the prefix when the program
             # also reads objects it cannot name (the listed keys); else a listing only
@@ -683,7 +759,7 @@ class _Flow(ast.NodeVisitor):
             b, k = self.ref(bucket), self.ref(key)
             if b is not None and k is not None:
                 self.pairs.append((b, k, d))
-            elif d == "read" and name != "head_object":
+            elif d == "read":
                 self.reads_unnamed = True
         elif name in _READ_FIRST and (args or kw.keys() & _READ_KEYWORDS):
             if args:
@@ -752,13 +828,17 @@ class _Flow(ast.NodeVisitor):
     def command(self, node: ast.AST) -> None:
         """A command line: render each part (a source becomes a marker location), classify."""
         parts: list[tuple[str, set[str]]] = []
+        made: dict[int, Pieces] = {}  # a word built from parameters (f"s3://b/{x}/")
         if isinstance(node, (ast.List, ast.Tuple)):
             for i, el in enumerate(node.elts):
                 if isinstance(el, ast.Constant) and isinstance(el.value, str):
                     parts.append((el.value, self.sources(el)))
-                else:
-                    src = self.sources(el)
-                    parts.append((f"s3://prefetchd-code-{i}/" if src else "x", src))
+                    continue
+                built = self.pieces(el)
+                if built is not None and is_built(built):
+                    made[i] = built
+                src = self.sources(el)
+                parts.append((f"s3://prefetchd-code-{i}/" if src or i in made else "x", src))
             toks = [p for p, _ in parts]
         elif isinstance(node, (ast.Constant, ast.JoinedStr, ast.BinOp)):
             # a shell string: "aws s3 cp " + src + " /x", f"gsutil cp {src} {dst}"
@@ -787,6 +867,9 @@ class _Flow(ast.NodeVisitor):
         for i, d in _uri.classify_tokens(toks).items():
             if d is None:
                 continue  # the command line does not say: the caller's fallbacks decide
+            if i in made:  # the caller, who knows the parameters' values, names it
+                self.built.append((made[i], d))
+                continue
             for s in parts[i][1]:
                 self.found.setdefault(s, set()).add(d)
 
@@ -822,8 +905,9 @@ class Flow:
     # boto3 bucket/key pairs: ((const|param, text), (const|param, text), direction); a pair of
     # constants is also in `lits` as s3://BUCKET/KEY
     pairs: tuple[tuple[tuple[str, str], tuple[str, str], str], ...] = ()
-    # locations a sink builds from parameters and literals: (pieces, direction); a parameter
-    # used only in these is named by them, not by its own value
+    # locations a sink builds from parameters and literals: (pieces, direction: read, write,
+    # unknown, or check: only checked to exist); a parameter used only in these is named by
+    # them, not by its own value
     built: tuple[tuple[Pieces, str], ...] = ()
     escaped: frozenset[str] = frozenset()  # parameters also handed to code not followed
     partial: frozenset[str] = frozenset()  # literals only ever the start of a location
@@ -865,7 +949,7 @@ def analyze(code: str) -> Flow | None:
             lits[u] = d if lits.get(u, d) == d else "unknown"
     # what a loop over literal items builds, with no parameter in it: its locations
     for pieces, d in [*flow.built, *((pair_pieces(b, k), d) for b, k, d in flow.pairs)]:
-        if pieces is None or _pieces.needs(pieces):
+        if pieces is None or _pieces.needs(pieces) or d == "check":
             continue
         for text in render_all(pieces, {}) or ():
             for u in _uri.find_uris(text):

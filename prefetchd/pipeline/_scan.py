@@ -310,14 +310,41 @@ def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
     used: set[str] = set()
     for pieces, d in built[0]:
         used.update(_pieces.needs(pieces))
+        if d == "check":
+            continue  # only checked to exist (head_object): used, not read
         rendered = _rendered(pieces, inputs)
         if rendered is None:
+            later = _run_time(pieces, inputs)
+            if later is not None and d == "read":  # built from another step's output
+                step.add(d, read_from(later[0], None, pattern=later[1]))
             continue
         lead, texts = rendered
         for text in texts:
             for u in _uri.find_uris(text):
                 step.add(d, read_from(lead, u))
     return used - built[1]
+
+
+def _run_time(pieces: _pieces.Pieces, inputs: dict[str, Val]) -> tuple[Val, str] | None:
+    """A location built from an input only the run knows (another step's output) and no
+    input we do not know at all: that input, and the location's pattern."""
+    vals = [inputs.get(name) for name in _pieces.needs(pieces)]
+    if not vals or any(v is None for v in vals):
+        return None
+    later = next((v for v in vals if v is not None and v.values is None), None)
+    if later is None:
+        return None
+    return later, "".join(_pattern_part(p) for p in pieces)
+
+
+def _pattern_part(p: str | tuple[str, str]) -> str:
+    """A piece as a run-time pattern shows it: its input as ``{{name}}``."""
+    if isinstance(p, str):
+        return p
+    if p[0] == _pieces.ON_FS:
+        return ""
+    name = _pieces.needs((p,))
+    return "{{" + name[0] + "}}" if name else "{}"
 
 
 def _rendered(pieces: _pieces.Pieces, inputs: dict[str, Val]) -> tuple[Val, list[str]] | None:
@@ -383,6 +410,10 @@ def scan_named_inputs(
     in_built = _scan_built(step, inputs, built or ([], set()))
     _scan_pairs(step, inputs, pairs or [])
     for name, v in inputs.items():
+        if v.values is None and (code_dirs or {}).get(name) == "read":
+            # the code reads it as a location (aws s3 sync <it>), whose value is another
+            # step's output: a read only the run can name
+            step.add("read", read_from(v, None, pattern="{{" + name + "}}"))
         if v.values is None or (name in in_built and name not in (code_dirs or {})):
             continue
         d = (code_dirs or {}).get(name) or _fallback(step, name)

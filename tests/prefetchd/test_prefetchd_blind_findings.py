@@ -561,3 +561,60 @@ def test_a_flag_naming_a_model_reads_in_a_step_named_as_an_export() -> None:
     assert [r.uri for r in step.reads] == ["s3://models/crop/2024/"]
     assert [w.uri for w in step.writes] == ["s3://deliver/crop/m.tif"]
     assert _uri.names_model("--model-path") and not _uri.names_model("--model-dir")
+
+
+def test_code_reading_another_steps_output_is_a_run_time_read() -> None:
+    """A component given another step's output (``model_uris=Collected(train.output)``,
+    ``checkpoint_uri=ft.output``) that reads it (a loop over it, ``aws s3 sync`` of it):
+    a runtime-only read from the task output; a ``subprocess`` list word built from inputs
+    (``f"s3://data/{eval_set}/wav/"``) is named from their values."""
+    code = textwrap.dedent('''\
+        import subprocess
+        import s3fs
+        def evaluate(model_uris: list, checkpoint_uri: str, eval_set: str, lm_bucket: str):
+            fs = s3fs.S3FileSystem()
+            for uri in model_uris:
+                with fs.open(uri, "r") as f:
+                    f.read()
+            subprocess.run(["aws", "s3", "sync", checkpoint_uri, "/tmp/ckpt"], check=True)
+            lm_uri = "s3://" + lm_bucket + "/kenlm/5gram.bin"
+            subprocess.run(["aws", "s3", "cp", lm_uri, "/tmp/lm.bin"], check=True)
+            subprocess.run(["aws", "s3", "sync", f"s3://data/{eval_set}/wav/", "/tmp/w"])
+        ''')
+    later = Val(values=None, origin="task-output")
+    step = _component(code, {"model_uris": later, "checkpoint_uri": later,
+                             "eval_set": Val(values=["a", "b"], origin="loop-item"),
+                             "lm_bucket": Val(values=["lm"], origin="pipeline-parameter")})
+    assert sorted(r.uri for r in step.reads if r.static) == [
+        "s3://data/a/wav/", "s3://data/b/wav/", "s3://lm/kenlm/5gram.bin"]
+    assert sorted(r.pattern or "" for r in step.reads if not r.static) == [
+        "{{checkpoint_uri}}", "{{model_uris}}"]
+    assert {r.origin for r in step.reads if not r.static} == {"task-output"}
+
+
+def test_a_small_class_holding_a_root_and_an_existence_check() -> None:
+    """``store = ResultStore(f"s3://{bucket}/{prefix}")`` with ``self.root = root`` and methods
+    of one ``return self.root + ...``: each call names its location, the root alone is not
+    read; ``head_object`` only checks that an object exists: nothing is read."""
+    code = textwrap.dedent('''\
+        import boto3
+        import pandas as pd
+        from urllib.parse import urlparse
+        def judge(bucket: str, prefix: str, model_uri: str):
+            class ResultStore:
+                def __init__(self, root):
+                    self.root = root
+                def generations(self, suite):
+                    return self.root + "/" + suite + "/generations.jsonl"
+            store = ResultStore(f"s3://{bucket}/{prefix}")
+            for suite in ["mmlu", "gsm8k"]:
+                pd.read_json(store.generations(suite), lines=True)
+            u = urlparse(model_uri)
+            boto3.client("s3").head_object(Bucket=u.netloc, Key=u.path.lstrip("/") + "x.json")
+        ''')
+    step = _component(code, {"bucket": Val(values=["ev"], origin="pipeline-parameter"),
+                             "prefix": Val(values=["runs/7"], origin="pipeline-parameter"),
+                             "model_uri": Val(values=["s3://ck/step-9/"],
+                                              origin="pipeline-parameter")})
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://ev/runs/7/gsm8k/generations.jsonl", "s3://ev/runs/7/mmlu/generations.jsonl"]
