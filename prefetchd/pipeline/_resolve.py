@@ -126,6 +126,7 @@ def substitute(
     parts: list[tuple[str, ...] | None] = []
     groups: list[str | None] = []  # the loop each part varies with (None: a single value)
     lead: Val | None = None
+    later: Val | None = None  # the first part only the run knows: what makes it run-time
     pos = 0
     static = True
     for m in matches:
@@ -135,8 +136,8 @@ def substitute(
         v = lookup(m.group(1))
         if v is None or v.values is None:
             static = False
-            if lead is None or lead.origin == "constant":
-                lead = v if v is not None else runtime("unresolved")
+            if later is None:
+                later = v if v is not None else runtime("unresolved")
             parts.append(None)
             groups.append(None)
         else:
@@ -147,6 +148,11 @@ def substitute(
         pos = m.end()
     parts.append((text[pos:],))
     groups.append(None)
+    if later is not None and (lead is None or lead.origin == "constant"
+                              or later.origin != "workflow-runtime"):
+        # another step's output makes it run-time; the run's own name or time does not
+        # make it less a parameter's expression
+        lead = later
     assert lead is not None
     origin = lead.origin
     if origin == "pipeline-parameter":

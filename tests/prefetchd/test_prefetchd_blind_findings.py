@@ -618,3 +618,21 @@ def test_a_small_class_holding_a_root_and_an_existence_check() -> None:
                                               origin="pipeline-parameter")})
     assert sorted(r.uri for r in step.reads) == [
         "s3://ev/runs/7/gsm8k/generations.jsonl", "s3://ev/runs/7/mmlu/generations.jsonl"]
+
+
+def test_a_location_made_run_time_by_another_steps_output_has_that_origin() -> None:
+    """``{{inputs.parameters.registry}}/candidates/{{...select-champion-Output}}/``: the
+    champion's name, another step's output, is what only the run knows (origin
+    ``task-output``), not the registry parameter; ``{{workflow.name}}`` beside a parameter
+    keeps it a parameter's expression."""
+    from prefetchd.pipeline import _resolve
+
+    known = {"registry": Val(values=("s3://reg",), origin="pipeline-parameter"),
+             "champ": _resolve.runtime("task-output", producer="select")}
+    v = _resolve.substitute("{{registry}}/candidates/{{champ}}/", known.get,
+                            pattern=_resolve.re.compile(r"\{\{(\w+)\}\}"))
+    assert v is not None and v.values is None and v.origin == "task-output"
+    known["champ"] = _resolve.runtime("workflow-runtime")
+    v = _resolve.substitute("{{registry}}/runs/{{champ}}/", known.get,
+                            pattern=_resolve.re.compile(r"\{\{(\w+)\}\}"))
+    assert v is not None and v.origin == "parameter-expression"
