@@ -244,7 +244,12 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
         out += [t.dataset for t in w.targets(resolve) if t.dataset not in out]
         for g in w.groups:
             for ref in g.datasets:
-                if resolve(ref) is not None:
+                uri = resolve(ref)
+                maker = w.written_by(g.name, uri) if uri else None
+                if maker:
+                    skipped.append(f"{w.key} {g.name}: {uri} (written by {maker} as the job "
+                                   "runs)")
+                if uri is not None:
                     continue
                 if ref.direction != "read":
                     why = "read or written"

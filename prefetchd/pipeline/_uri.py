@@ -126,7 +126,8 @@ def name_direction(name: str | None) -> str | None:
         return None
     n = name.lower().lstrip("-")
     w = _words(n)
-    if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES) or {"log", "dir"} <= w:
+    if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES) or {"log", "dir"} <= w or \
+            {"logging", "dir"} <= w:  # TensorBoard's (HF's --logging_dir)
         return "write"
     if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES) or \
             "name_or_path" in n.replace("-", "_"):  # Hugging Face's model to load

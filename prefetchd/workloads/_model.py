@@ -129,6 +129,7 @@ class PodGroup:
     datasets: tuple[DatasetRef, ...] = ()
     after: tuple[str, ...] = ()  # groups that must complete first
     notes: tuple[str, ...] = ()  # constraints left out because they are not known yet
+    writes: tuple[str, ...] = ()  # object-store locations its pods write (never warmed)
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -154,6 +155,7 @@ class PodGroup:
             "name": self.name,
             "pods": self.pods,
             "after": list(self.after),
+            "writes": list(self.writes),
             "nodeSelector": dict(spec.get("nodeSelector") or {}),
             "tolerations": list(spec.get("tolerations") or []),
             "nodeAffinity": ((spec.get("affinity") or {}).get("nodeAffinity")),
@@ -252,6 +254,19 @@ class UpcomingWork:
             width[stages[g.name]] = width.get(stages[g.name], 0) + g.nodes
         return self.copies * max(width.values(), default=0)
 
+    def written_by(self, group: str, uri: str) -> str | None:
+        """Another group of this work, running beside *group* (or after it), that writes
+        *uri* (or a folder holding it): what *group* reads is made as it runs (a trainer's
+        checkpoints an eval watcher follows), so warming it ahead would fetch an old copy or
+        nothing. A group of a later stage reads what an earlier one finished writing; None
+        then, and when no group writes it."""
+        stages = self.stages
+        for g in self.groups:
+            if g.name != group and stages[g.name] >= stages.get(group, 0) and any(
+                    _under(uri, w) for w in g.writes):
+                return g.name
+        return None
+
     def targets(self, resolve: Resolver = s3_only) -> list[WarmTarget]:
         """Datasets to warm, earliest stage first: one target per (dataset, constraints).
 
@@ -272,7 +287,7 @@ class UpcomingWork:
             seen: set[str] = set()
             for ref in g.datasets:
                 uri = resolve(ref)
-                if not uri or uri in seen:
+                if not uri or uri in seen or self.written_by(g.name, uri):
                     continue
                 seen.add(uri)
                 k = (uri, req)
@@ -407,3 +422,9 @@ def constraints_key(spec: Mapping[str, Any]) -> str:
                        (spec.get("affinity") or {}).get("nodeAffinity") or {},
                        sorted((k, str(v)) for k, v in placement.pod_requests(spec).items())],
                       sort_keys=True, default=str)
+
+
+def _under(uri: str, folder: str) -> bool:
+    """*uri* is *folder* or lies in it (``s3://b/run/`` holds ``s3://b/run/ckpt/``)."""
+    a, b = uri.replace("s3a://", "s3://", 1), folder.replace("s3a://", "s3://", 1)
+    return a.rstrip("/") == b.rstrip("/") or a.startswith(b.rstrip("/") + "/")

@@ -58,7 +58,8 @@ def group(
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
     refs = template_refs(clean, claim_templates or {})
-    out = PodGroup(name, pods, clean_tmpl, tuple(refs), tuple(after), tuple(notes))
+    out = PodGroup(name, pods, clean_tmpl, tuple(refs), tuple(after), tuple(notes),
+                   tuple(template_writes(clean)))
     try:  # what every reader of the model does with it must work: fail here, naming it
         out.requirements  # noqa: B018
         placement.pod_requests(clean)
@@ -145,6 +146,19 @@ def _trusted_constraints(spec: Mapping[str, Any]) -> tuple[dict[str, Any], list[
 
 def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
+
+
+def template_writes(spec: Mapping[str, Any]) -> list[str]:
+    """The object-store locations a PodSpec's containers write (``--output_dir s3://...``,
+    an ``aws s3 sync`` destination), at most MAX_REFS."""
+    out: list[str] = []
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        words = k8s_datasets.container_words(c) if isinstance(c, Mapping) else []
+        for uri, _origin, direction in k8s_datasets.settled_locations(
+                w for w in words if PLACEHOLDER not in w[0]):
+            if direction == "write" and uri not in out and len(out) < MAX_REFS:
+                out.append(uri)
+    return out
 
 
 def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],

@@ -36,10 +36,8 @@ def resolver_from_view(view: k8s_datasets.ClusterView, namespace: str,
     def resolve(ref: DatasetRef) -> str | None:
         if ref.claim is None:
             return s3_only(ref)
-        pvc = view.pvc(namespace, ref.claim)
-        pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
-        pv = view.pv(pv_name) if pv_name else None
-        base = k8s_datasets.csi_location(((pv or {}).get("spec") or {}).get("csi"), driver)
-        return dataset_under(base, ref.path) if base else None
+        # (a PV whose claimRef names another claim is that claim's, not this one's)
+        found = k8s_datasets.claim_dataset(view, namespace, ref.claim, driver)
+        return dataset_under(found.location, ref.path) if found else None
 
     return resolve

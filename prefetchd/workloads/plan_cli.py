@@ -206,6 +206,11 @@ def unresolved_claim(claim: str, namespace: str, view: FileClusterView) -> str:
     pvc = view.pvc(namespace, claim)
     pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
     pv = view.pv(pv_name) if pv_name else None
+    ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
+    if pv is not None and ref and (ref.get("name"), ref.get("namespace") or namespace) != (
+            claim, namespace):
+        return (f"PV {pv_name} is bound to claim {ref.get('namespace') or namespace}/"
+                f"{ref.get('name')}, not this one: unresolved: --pvc {claim}=s3://BUCKET/PREFIX")
     if pv is not None:
         spec = pv.get("spec") or {}
         kind = (spec.get("csi") or {}).get("driver") or next(
@@ -268,6 +273,11 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                 if ref.direction != "read":
                     lines.append(f"      unknown {ref.describe()}  ({ref.origin}) "
                                  "[read or written: not warmed]")
+                    continue
+                maker = w.written_by(g.name, uri) if uri else None
+                if maker:
+                    lines.append(f"      reads {ref.describe()}  ({ref.origin}){where} "
+                                 f"[written by {maker} as the job runs: not warmed]")
                     continue
                 if ref.claim and not uri:
                     where = f" ({unresolved_claim(ref.claim, w.namespace, view)})"

@@ -166,3 +166,54 @@ def test_a_claim_of_another_driver_and_a_mount_of_no_volume_are_said_so(tmp_path
     assert "bound to PV nfs-labels (nfs.csi.k8s.io), not a fusecache volume" in r.stdout
     assert "--pvc geo-labels" not in r.stdout
     assert "volumeMount 'audio' names no volume of the pod" in r.stdout
+
+
+def test_a_pending_claim_whose_pv_is_bound_to_another_is_not_resolved(tmp_path) -> None:
+    """A PVC naming a PV (``volumeName``) whose ``claimRef`` is a claim of another namespace
+    is Pending, not bound: its location is not that PV's (warming it would fetch another
+    team's data); plan asks for ``--pvc`` instead."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "args": ["--names", "/tax/v12/names.tsv"],
+               "volumeMounts": [{"name": "tax", "mountPath": "/tax"}]}],
+               "volumes": [{"name": "tax",
+                            "persistentVolumeClaim": {"claimName": "taxonomy"}}]}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "taxonomy", "namespace": "ml"},
+           "spec": {"volumeName": "tax-pv", "accessModes": ["ReadOnlyMany"]},
+           "status": {"phase": "Pending"}}
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "tax-pv"},
+          "spec": {"csi": {"driver": "csi.fusecache.io", "volumeHandle": "tax",
+                           "volumeAttributes": {"bucket": "catalog", "prefix": "taxonomy"}},
+                   "claimRef": {"namespace": "shared", "name": "taxonomy"}}}
+    r = plan(write(tmp_path, "job.yaml", job, pvc, pv))
+    assert r.returncode == 0, r.stderr
+    assert "s3://catalog" not in r.stdout
+    assert "PV tax-pv is bound to claim shared/taxonomy, not this one" in r.stdout
+    assert "--pvc taxonomy=s3://BUCKET/PREFIX" in r.stdout
+
+
+def test_what_a_job_writes_as_it_runs_is_not_warmed_for_a_group_beside_it(tmp_path) -> None:
+    """A JobSet whose eval watcher (started when train is Ready: beside it) follows the
+    checkpoints train writes under its ``--output_dir``: not warmed, said so; a
+    ``--logging_dir`` is written, not read."""
+    def rjob(name: str, args: list[str], depends: list[dict] | None = None) -> dict:
+        out = {"name": name, "replicas": 1, "template": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": name, "image": "x", "args": args}]}}}}}
+        if depends:
+            out["dependsOn"] = depends
+        return out
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "ft", "namespace": "ml"},
+          "spec": {"replicatedJobs": [
+              rjob("train", ["--model", "s3://m/base.pt", "--output_dir", "s3://runs/ft/",
+                             "--logging_dir", "s3://runs/tb/"]),
+              rjob("watch", ["aws", "s3", "sync", "s3://runs/ft/checkpoints/", "/ck"],
+                   [{"name": "train", "status": "Ready"}])]}}
+    r = plan(write(tmp_path, "js.yaml", js))
+    assert r.returncode == 0, r.stderr
+    assert "s3://runs/ft/checkpoints/  (arg) [written by train as the job runs: not warmed]" \
+        in r.stdout
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://m/base.pt" in warm and "s3://runs" not in warm
