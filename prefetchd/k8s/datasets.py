@@ -256,6 +256,7 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             # a Katib trial's ${trialParameters.lr} in the code: a value, so it parses
             code = _TEMPLATE_VALUE.sub("0", a)
             out += [(u, "code", d) for u, d in _code.program_locations(code, env)]
+            out += [(p, "code", d) for p, d in _code.program_paths(code)]
     tokens = _uri.tokenize(["__code__" if program else a
                             for a, program in zip(argv, programs, strict=True)])
     directions = _uri.classify_tokens(tokens)

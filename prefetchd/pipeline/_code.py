@@ -119,6 +119,7 @@ class _Flow(ast.NodeVisitor):
         self.lists: dict[str, list[Any]] = {}  # variable -> its literal list's items
         self.listed: list[tuple[tuple[str, Any], tuple[str, Any]]] = []  # boto3 listings
         self.reads_unnamed = False  # a boto3 read of a key we cannot name (a listed one)
+        self.paths: dict[str, set[str]] = {}  # literal absolute path -> directions
         self.loops: dict[str, tuple[str, str]] = {}  # loop variable -> its item piece
         self.urls: dict[str, str] = {}  # variable -> the parameter it is urlparse() of
         # helper functions of one `return EXPR`: name -> (parameters, EXPR)
@@ -688,6 +689,9 @@ class _Flow(ast.NodeVisitor):
     # ---- sinks --------------------------------------------------------------------------
     def mark(self, node: ast.AST | None, direction: str) -> None:
         built = self.pieces(node)
+        text = _literal(built)
+        if text is not None and text.startswith("/") and len(self.paths) < 256:
+            self.paths.setdefault(text, set()).add(direction)  # read_csv("/ref/x.csv")
         if built is not None and is_built(built):
             # the caller, who knows the parameters' values, names the location (Flow.built)
             self.built.append((((_pieces.ON_FS, self._on_fs), *built) if self._on_fs else built,
@@ -913,6 +917,8 @@ class Flow:
     partial: frozenset[str] = frozenset()  # literals only ever the start of a location
     # literal locations that are an env var's default (os.environ.get(NAME, "s3://...")) -> NAME
     env_defaults: tuple[tuple[str, str], ...] = ()
+    # literal absolute paths a reader or writer is given (a mounted volume's files)
+    paths: tuple[tuple[str, str], ...] = ()
 
 
 @functools.lru_cache(maxsize=64)
@@ -956,7 +962,9 @@ def analyze(code: str) -> Flow | None:
                 lits[u] = d if lits.get(u, d) == d else "unknown"
     return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs),
                 tuple(flow.built), frozenset(flow.escaped), frozenset(flow.partial - lits.keys()),
-                tuple(flow.env_defaults.items()))
+                tuple(flow.env_defaults.items()),
+                tuple((p, "unknown" if len(ds) > 1 else next(iter(ds)))
+                      for p, ds in flow.paths.items()))
 
 
 def pair_pieces(bucket: tuple[str, Any], key: tuple[str, Any]) -> Pieces | None:
@@ -1000,6 +1008,13 @@ def program_locations(code: str, env: Iterable[str] = ()) -> list[tuple[str, str
                          for n in flow.names.get(u, ())) if x), None)
         out.append((u, d or "read"))
     return list(dict.fromkeys(out))
+
+
+def program_paths(code: str) -> list[tuple[str, str]]:
+    """(absolute path, direction) of the literal paths a program reads or writes
+    (``pd.read_csv("/ref/calendar.csv")``): the files it uses of a mounted volume."""
+    flow = analyze(code)
+    return list(flow.paths) if flow is not None else []
 
 
 _PATH_TYPES = frozenset({"Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"})

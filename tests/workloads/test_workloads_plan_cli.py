@@ -217,3 +217,23 @@ def test_what_a_job_writes_as_it_runs_is_not_warmed_for_a_group_beside_it(tmp_pa
         in r.stdout
     warm = r.stdout.split("warm:", 1)[1]
     assert "s3://m/base.pt" in warm and "s3://runs" not in warm
+
+
+def test_the_files_a_python_c_program_reads_narrow_its_volume(tmp_path) -> None:
+    """``python -c`` reading ``/ref/calendar.csv`` and ``/ref/prices.parquet`` of a fusecache
+    claim mounted at /ref: those two files are warmed, not the whole volume."""
+    program = ("import pandas as pd\n"
+               "cal = pd.read_csv('/ref/calendar.csv')\n"
+               "prices = pd.read_parquet('/ref/prices.parquet')\n"
+               "cal.to_parquet('/work/out.parquet')\n")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "command": ["python", "-c", program],
+               "volumeMounts": [{"name": "ref", "mountPath": "/ref", "readOnly": True}]}],
+               "volumes": [{"name": "ref", "persistentVolumeClaim": {"claimName": "ref"}}]}}}}
+    r = plan(write(tmp_path, "job.yaml", job), "--pvc", "ref=s3://lake/m5/reference/")
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://lake/m5/reference/calendar.csv" in warm
+    assert "s3://lake/m5/reference/prices.parquet" in warm
+    assert "s3://lake/m5/reference/ " not in warm
