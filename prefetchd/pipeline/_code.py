@@ -464,13 +464,13 @@ class _Flow(ast.NodeVisitor):
         """The parameter *node* splits into bucket and key: ``uri[5:].split("/", 1)``,
         ``uri[len("s3://"):]...``, ``uri.replace("s3://", "")...``,
         ``uri.removeprefix("s3://")...``; else None."""
-        if not (isinstance(node, ast.Call) and _call_name(node) == "split" and isinstance(
-                node.func, ast.Attribute) and [ast.unparse(a) for a in node.args] in (
-                ["'/', 1"], ["'/'", "1"]) or (isinstance(node, ast.Call) and [
-                ast.unparse(a) for a in node.args] == ["'/'"] and [
-                ast.unparse(k) for k in node.keywords] == ["maxsplit=1"])):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "split"):
             return None
-        s = node.func.value  # type: ignore[union-attr]
+        how = [ast.unparse(a) for a in [*node.args, *node.keywords]]
+        if how not in (["'/'", "1"], ["'/'", "maxsplit=1"]):
+            return None
+        s = node.func.value
         if isinstance(s, ast.Subscript) and isinstance(s.slice, ast.Slice) and \
                 s.slice.upper is None and s.slice.step is None and ast.unparse(
                 s.slice.lower or ast.Constant(0)) in ("5", "len('s3://')", "6",
