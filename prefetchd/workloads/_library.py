@@ -119,6 +119,11 @@ class Library:
         with self._lock:
             self._d.pop(key, None)
 
+    def held(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        """The object if held now, without fetching it."""
+        with self._lock:
+            return self._d.get(self._key(kind, namespace, name))
+
     def get(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
         with self._lock:
             found = self._d.get(self._key(kind, namespace, name))

@@ -31,6 +31,7 @@ from typing import Any
 from prefetchd.k8s import datasets as k8s_datasets
 from prefetchd.k8s import placement
 from prefetchd.pipeline import _pvc, _uri
+from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
     PLACEHOLDER,
     DatasetRef,
@@ -41,6 +42,53 @@ from prefetchd.workloads._model import (
 )
 
 MAX_REFS = 64  # per group: bounds what a hostile template can make us hold and warm
+
+
+def with_configmap_env(obj: Mapping[str, Any], library: Library) -> Mapping[str, Any]:
+    """*obj* with each container env var taken from a ConfigMap the library holds (the
+    files given to ``plan``, or one already fetched) given as a literal ``value``
+    (``valueFrom.configMapKeyRef``; ``envFrom.configMapRef`` adds the map's keys, with their
+    ``prefix``), so ``$(VAR)`` expands as the kubelet would; *obj* itself when none is held.
+    Never fetches: a job read on every watch event must not GET its ConfigMaps each time."""
+    namespace = str(mapping(obj.get("metadata"), "metadata").get("namespace") or "default")
+    changed = False
+
+    def data(ref: Any) -> Mapping[str, Any] | None:
+        name = ref.get("name") if isinstance(ref, Mapping) else None
+        cm = library.held("ConfigMap", namespace, str(name)) if name else None
+        d = (cm or {}).get("data")
+        return d if isinstance(d, Mapping) else None
+
+    def walk(node: Any, depth: int = 0) -> Any:
+        nonlocal changed
+        if depth > 40:
+            return node
+        if isinstance(node, list):
+            return [walk(x, depth + 1) for x in node]
+        if not isinstance(node, Mapping):
+            return node
+        out = {k: walk(v, depth + 1) for k, v in node.items()}
+        if isinstance(out.get("env"), list) or isinstance(out.get("envFrom"), list):
+            env: list[Any] = []
+            for src in out.get("envFrom") or []:
+                d = data(src.get("configMapRef")) if isinstance(src, Mapping) else None
+                prefix = str(src.get("prefix") or "") if isinstance(src, Mapping) else ""
+                env += [{"name": prefix + str(k), "value": str(v)} for k, v in (d or {}).items()]
+            for e in out.get("env") or []:
+                ref = ((e.get("valueFrom") or {}).get("configMapKeyRef")
+                       if isinstance(e, Mapping) and isinstance(e.get("valueFrom"), Mapping)
+                       else None)
+                d = data(ref)
+                if d is not None and isinstance(ref, Mapping) and ref.get("key") in d:
+                    e = {"name": e.get("name"), "value": str(d[ref["key"]])}
+                env.append(e)
+            if env != (out.get("env") or []):
+                out["env"] = env
+                changed = True
+        return out
+
+    made = walk(obj)
+    return made if changed else obj
 
 
 def group(

@@ -21,6 +21,7 @@ from prefetchd.workloads import (
     _katib,
     _kubeflow,
     _kueue,
+    _podspec,
     _trainjob,
 )
 from prefetchd.workloads._common import EXPERIMENT_LABEL
@@ -98,8 +99,10 @@ def read(obj: Mapping[str, Any], library: Library | None = None,
     if version not in kind.versions:
         raise WorkloadError(f"{where}: {kind.kind} version {version} is not read (only "
                             f"{', '.join(group + '/' + v for v in kind.versions)})")
+    library = library or Library()
     try:
-        return _elsewhere(obj, kind.read(obj, library or Library()))
+        obj = _podspec.with_configmap_env(obj, library)
+        return _elsewhere(obj, kind.read(obj, library))
     except WorkloadError as exc:
         raise WorkloadError(f"{where}: {exc}") from None
     except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:

@@ -237,3 +237,26 @@ def test_the_files_a_python_c_program_reads_narrow_its_volume(tmp_path) -> None:
     assert "s3://lake/m5/reference/calendar.csv" in warm
     assert "s3://lake/m5/reference/prices.parquet" in warm
     assert "s3://lake/m5/reference/ " not in warm
+
+
+def test_env_from_a_configmap_in_the_files_is_expanded(tmp_path) -> None:
+    """``valueFrom.configMapKeyRef`` and ``envFrom.configMapRef`` (with its prefix) of a
+    ConfigMap given in the files: the values are known, so ``$(VAR)`` in args names the
+    location; one from a ConfigMap not given stays run-time only."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x",
+               "args": ["--eval", "s3://$(EVAL_BUCKET)/sabdab/holdout.fasta",
+                        "--train", "$(P_TRAIN_URI)", "--extra", "s3://$(OTHER)/x/"],
+               "envFrom": [{"prefix": "P_", "configMapRef": {"name": "paths"}}],
+               "env": [{"name": "EVAL_BUCKET", "valueFrom": {"configMapKeyRef": {
+                            "name": "paths", "key": "eval_bucket"}}},
+                       {"name": "OTHER", "valueFrom": {"configMapKeyRef": {
+                            "name": "absent", "key": "b"}}}]}]}}}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "paths", "namespace": "ml"},
+          "data": {"eval_bucket": "bench", "TRAIN_URI": "s3://data/oas/train/"}}
+    r = plan(write(tmp_path, "job.yaml", job, cm))
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://bench/sabdab/holdout.fasta" in warm and "s3://data/oas/train/" in warm
+    assert "$(OTHER)" not in warm

@@ -1,3 +1,4 @@
+# ruff: noqa
 """Proteomix kinase campaign: MSA search, ESM embeddings, structure prediction, ranking.
 
 Reference databases are staged onto a per-run volume (volumeClaimTemplate),

@@ -1,3 +1,4 @@
+# ruff: noqa
 """Sentinel-2 crop-type segmentation for one AOI and season (TerraVue).
 
 Tiles are synced onto a per-run volume, labels (USDA CDL raster) are cut to

@@ -1,3 +1,4 @@
+# ruff: noqa
 """Offline eval of a Helix SFT checkpoint: benchmark generations + LLM judge.
 
 The checkpoint is cached on a shared PVC, each suite is generated with vLLM,

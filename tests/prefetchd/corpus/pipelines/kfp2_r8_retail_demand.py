@@ -1,3 +1,4 @@
+# ruff: noqa
 """Weekly store-level demand forecasting for Northwind Retail.
 
 One LightGBM model per sales region, warm-started from the current champion,

@@ -1,3 +1,4 @@
+# ruff: noqa
 """Whisper fine-tuning on Voxline call-center audio.
 
 Audio is staged onto a per-run scratch PVC, the transcript manifest is
