@@ -85,9 +85,12 @@ def launched_on_workers(work: UpcomingWork, launcher: str, workers: str,
     lg = next((g for g in work.groups if g.name == launcher), None)
     if lg is None or not any(g.name == workers for g in work.groups):
         return
-    words = [w for c in [*(lg.spec.get("initContainers") or []), *(lg.spec.get("containers")
-                                                                   or [])]
+    # (the launcher's init containers run in its own pod: what they read stays there)
+    inits = {str(c.get("name", "")) for c in lg.spec.get("initContainers") or []
+             if isinstance(c, Mapping)}
+    words = [w for c in lg.spec.get("containers") or []
              if isinstance(c, Mapping) for w in k8s_datasets.container_words(c)]
+    launched = [d for d in lg.datasets if not _on_mount(d) and d.container not in inits]
     for i, g in enumerate(work.groups):
         if g.name == workers:
             # the workers' own mounts, narrowed by the paths the launcher's command names
@@ -95,11 +98,12 @@ def launched_on_workers(work: UpcomingWork, launcher: str, workers: str,
             redone = {d.origin for d in mounted}
             own = tuple(d for d in g.datasets if not (_on_mount(d) and d.origin in redone))
             have = {replace(d, container="") for d in own}
-            more = tuple(d for d in (*mounted, *(d for d in lg.datasets if not _on_mount(d)))
+            more = tuple(d for d in (*mounted, *launched)
                          if replace(d, container="") not in have)
             work.groups[i] = replace(g, datasets=own + more)
         elif g is lg and not launcher_works:
-            work.groups[i] = replace(g, datasets=())
+            work.groups[i] = replace(g, datasets=tuple(d for d in g.datasets
+                                                       if d.container in inits))
 
 
 def _on_mount(ref: DatasetRef) -> bool:

@@ -188,3 +188,23 @@ def test_an_admitted_workload_lends_its_job_the_admitted_count_and_flavor() -> N
     [target] = merged.targets()
     assert target.nodes == 6
     assert target.requirements.node_selector == {"cloud.google.com/gke-spot": "true"}
+
+
+def test_what_an_mpi_launchers_init_container_reads_stays_on_the_launcher() -> None:
+    """The launcher pod's init container (``aws s3 cp`` of a config) runs in that pod only:
+    its read is warmed for the launcher, while the ``mpirun`` line's data goes to the
+    workers."""
+    job = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "wd", "namespace": "ml"},
+           "spec": {"mpiReplicaSpecs": {
+               "Launcher": {"replicas": 1, "template": {"spec": {
+                   "initContainers": [{"name": "cfg", "image": "x", "command": [
+                       "aws", "s3", "cp", "s3://cfg/wd/run.yaml", "/etc/run.yaml"]}],
+                   "containers": [{"name": "l", "image": "x", "command": [
+                       "mpirun", "-np", "8", "python", "train.py", "--data", DATA]}]}}},
+               "Worker": {"replicas": 4, "template": {"spec": {
+                   "containers": [{"name": "w", "image": "x"}]}}}}}}
+    work = workloads.read(job)
+    by_group = {g: sorted(t.dataset for t in work.targets() if g in t.groups)
+                for g in ("Launcher", "Worker")}
+    assert by_group == {"Launcher": ["s3://cfg/wd/run.yaml"], "Worker": [DATA]}
