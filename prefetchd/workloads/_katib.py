@@ -26,13 +26,17 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
+from prefetchd.pipeline import _uri
 from prefetchd.workloads import _common
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
+    DatasetRef,
+    PodGroup,
     State,
     UpcomingWork,
     WorkloadError,
@@ -84,6 +88,48 @@ def static_substitutions(spec: Mapping[str, Any], trial: Mapping[str, Any],
         else:
             known[name] = value
     return known, unknown
+
+
+MAX_CANDIDATES = 8  # locations one per-trial placeholder may stand for, to be warmed all
+
+
+def candidates(spec: Mapping[str, Any]) -> dict[str, list[str]]:
+    """trialParameter name -> the values a Trial may give it, for those drawn from a short
+    list (``categorical``/``discrete`` ``feasibleSpace.list`` of at most MAX_CANDIDATES)."""
+    params = {str(p.get("name")): p for p in sequence(spec.get("parameters"), "spec.parameters")
+              if isinstance(p, Mapping)}
+    out: dict[str, list[str]] = {}
+    tt = mapping(spec.get("trialTemplate"), "spec.trialTemplate")
+    for tp in sequence(tt.get("trialParameters"), "spec.trialTemplate.trialParameters"):
+        tp = mapping(tp, "spec.trialTemplate.trialParameters[]")
+        ref = params.get(str(tp.get("reference")))
+        values = mapping((ref or {}).get("feasibleSpace"), "feasibleSpace").get("list")
+        if isinstance(values, list) and 1 < len(values) <= MAX_CANDIDATES:
+            out[str(tp.get("name"))] = [str(v) for v in values]
+    return out
+
+
+def with_candidates(group: PodGroup, choices: Mapping[str, list[str]]) -> PodGroup:
+    """*group* with a location that holds per-trial placeholders drawn from short lists
+    (``s3://lake/features/${trialParameters.featureSet}/``) read at each value it may take:
+    the trials running at once read different ones, so all are warmed."""
+    out: list[DatasetRef] = []
+    for ref in group.datasets:
+        names = _PLACEHOLDER.findall(ref.pattern or "")
+        rest = _PLACEHOLDER.sub("", ref.pattern or "")
+        if not names or "${" in rest or "://" not in rest or any(n not in choices for n in names):
+            out.append(ref)
+            continue
+        texts = [ref.pattern or ""]
+        for n in dict.fromkeys(names):
+            mark = "${trialParameters." + n + "}"
+            texts = [t.replace(mark, v) for t in texts for v in choices[n] if "://" not in v]
+        uris = [u for t in texts for u in _uri.find_uris(t)[:1]]
+        if not texts or len(uris) != len(texts) or len(uris) > MAX_CANDIDATES:
+            out.append(ref)  # a value that is a location of its own, or too many
+            continue
+        out += [replace(ref, uri=u, pattern=None) for u in uris]
+    return replace(group, datasets=tuple(out))
 
 
 def _substitute(node: Any, known: Mapping[str, str]) -> Any:
@@ -153,7 +199,8 @@ def read_experiment(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     trial = _substitute(trial, known)
     inner = _inner(_run_object(trial, f"{work.name}-${{trialSpec.Name}}", work.namespace,
                                work.name), library, "trial template")
-    work.groups = inner.groups
+    choices = candidates(spec)
+    work.groups = [with_candidates(g, choices) for g in inner.groups] if choices else inner.groups
     work.queue, work.priority_class, work.priority = \
         inner.queue, inner.priority_class, inner.priority
     parallel = count(spec.get("parallelTrialCount"), "spec.parallelTrialCount",

@@ -244,10 +244,18 @@ def test_experiment_static_parameters_substituted() -> None:
     assert work.targets() == []
     assert "per-trial values: dataPath (one of s3://datasets/mnist/, s3://datasets/fashion/), " \
         "learningRate, momentum" in work.notes
-    # A location holding a per-trial part: a runtime-only dataset, never a guess.
+    # A location holding a per-trial part drawn from a short list: the trials running at
+    # once read different ones, so each is warmed; a part that is a location of its own
+    # (the list above) or a range is a runtime-only dataset, never a guess.
     c["command"][-1] = "--data=s3://datasets/${trialParameters.dataPath}/train"
     (ref,) = workloads.read(exp).groups[0].datasets
     assert ref.pattern == "--data=s3://datasets/${trialParameters.dataPath}/train"
+    assert not ref.warmable
+    exp["spec"]["parameters"][-1]["feasibleSpace"]["list"] = ["mnist", "fashion"]
+    refs = workloads.read(exp).groups[0].datasets
+    assert [r.uri for r in refs] == ["s3://datasets/mnist/train", "s3://datasets/fashion/train"]
+    c["command"][-1] = "--data=s3://datasets/${trialParameters.learningRate}/train"
+    (ref,) = workloads.read(exp).groups[0].datasets
     assert not ref.warmable
 
 
