@@ -666,10 +666,13 @@ class ArgoAnalyzer:
                 (e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)
             ]
             names = [str(n) for n, _ in env]
-            _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv), names)
+            envs = _scan.env_inputs(env, res)
+            only_built = _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv),
+                                         names, envs)
             if isinstance(c.get("source"), str):
-                _scan.scan_argv(step, [c["source"]], res, paths, env=names)
-            _scan.scan_env(step, env, res)
+                only_built |= _scan.scan_argv(step, [c["source"]], res, paths, env=names,
+                                              env_values=envs)
+            _scan.scan_env(step, env, res, only_built)
         self._artifacts(step, tmpl, scope)
         mounts = [m for c in containers for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
         tvols = {v.get("name"): v for v in tmpl.get("volumes") or [] if isinstance(v, dict)}

@@ -74,7 +74,10 @@ _NO_READ = frozenset(
 # calls whose result is data or a list of files, not a location to follow
 _READS_DATA = frozenset(_READ_FIRST | {"ls", "listdir", "find", "walk"})
 # keyword arguments of those that name what is read (datasets.load_dataset, pyarrow)
-_READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths"})
+_READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths", "path"})
+# keyword arguments naming where a writer writes (awswrangler ``wr.s3.to_parquet(df,
+# path=...)``, pandas ``path_or_buf``)
+_WRITE_KEYWORDS = ("path", "path_or_buf")
 _WRITE_FIRST = frozenset(
     {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
      "makedirs", "mkdir", "open_output_stream", "sink_parquet", "sink_csv", "sink_ipc",
@@ -252,6 +255,9 @@ class _Flow(ast.NodeVisitor):
                 node.slice) == "1:":
             made = self.pieces(node.value, depth + 1)  # urlparse(uri).path[1:]: the key
             return made[1:] if made and made[0] == "/" else None
+        env = _env_name(node)
+        if env is not None:  # os.environ["VOCAB_URI"]: the caller knows the step's env
+            return (("param", ENV + env),)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
             if node.value.id == "self" and self.bound:
                 return self.bound[-1].get("self." + node.attr)
@@ -537,7 +543,9 @@ class _Flow(ast.NodeVisitor):
                     self.consts.pop(t.id, None)
                 built = self.pieces(value) if text is None else None
                 is_path = value is not None and self._is_path(value)
-                if built is not None and (is_built(built) or is_path):
+                env = built is not None and len(built) == 1 and isinstance(
+                    built[0], tuple) and built[0][1].startswith(ENV)  # x = os.environ["X"]
+                if built is not None and (is_built(built) or is_path or env):
                     self.tmpl[t.id] = built  # a path object keeps its text for "/" joins
                 else:
                     self.tmpl.pop(t.id, None)
@@ -776,8 +784,10 @@ class _Flow(ast.NodeVisitor):
         elif name in _WRITE_SELF and isinstance(f, ast.Attribute):
             # fs.write_text(path, data) (fsspec); Path(p).write_text(data): p, not the data
             self.mark(args[0] if len(args) > 1 else f.value, "write")
-        elif name in _WRITE_FIRST and args:
-            self.mark(args[0], "write")
+        elif name in _WRITE_FIRST and (args or _WRITE_KEYWORDS[0] in kw or
+                                       _WRITE_KEYWORDS[1] in kw):
+            where = next((kw[k] for k in _WRITE_KEYWORDS if k in kw), None)
+            self.mark(where if where is not None else args[0], "write")
         elif name in _WRITE_SECOND and len(args) > 1:
             self.mark(args[1], "write")
         elif name in _COPY and len(args) > 1:
@@ -1045,6 +1055,22 @@ def _constant(node: ast.AST) -> Any:
         vals = {k.value: _constant(v) for k, v in zip(  # type: ignore[union-attr]
             node.keys, node.values, strict=True)}
         return None if None in vals.values() else vals
+    return None
+
+
+ENV = "env:"  # a piece ("param", "env:NAME"): the value of the step's env var NAME
+
+
+def _env_name(node: ast.AST) -> str | None:
+    """NAME of ``os.environ["NAME"]``, ``os.environ.get("NAME")``, ``os.getenv("NAME")``
+    (without a default: one with a default is `Flow.env_defaults`'); else None."""
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("os.environ", "environ") \
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.slice.value
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and isinstance(
+            node.args[0], ast.Constant) and isinstance(node.args[0].value, str) and ast.unparse(
+            node.func) in ("os.environ.get", "environ.get", "os.getenv", "getenv"):
+        return node.args[0].value
     return None
 
 

@@ -549,18 +549,20 @@ class Kfp2Analyzer:
         paths: list[tuple[str, str]] = []
         code_dirs = _scan.code_directions(argv)
         env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
-        _scan.scan_argv(step, argv, res, paths, code_dirs, [str(n) for n, _ in env])
+        envs = _scan.env_inputs(env, res)
+        only_built = _scan.scan_argv(step, argv, res, paths, code_dirs, [str(n) for n, _ in env],
+                                     envs)
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
-            _scan.scan_named_inputs(step, params, code_dirs, _scan.code_pairs(argv),
-                                    _scan.code_built(argv))
+            only_built |= _scan.scan_named_inputs(step, {**envs, **params}, code_dirs,
+                                                  _scan.code_pairs(argv), _scan.code_built(argv))
             # paths handed to the component as inputs (e.g. root="/data/train"): they narrow
             # reads through a PVC mounted there (see _pvc.map_mounts)
             for pname, pv in params.items():
                 for value in pv.values or ():
                     if value.startswith("/") and "\n" not in value:
                         paths.append((value, "write" if _uri.name_says_write(pname) else "read"))
-        _scan.scan_env(step, env, res)
+        _scan.scan_env(step, env, res, only_built)
         step.settle()
         step.scheduling = _kfp_scheduling(c, self.k8s.get(label) or {})
         for i, m in enumerate(((self.k8s.get(label) or {}).get("pvcMount")) or []):

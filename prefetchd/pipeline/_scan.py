@@ -69,6 +69,7 @@ _is_code = _code.is_program
 # an Argo/KFP placeholder in a program (its code is read once resolved, by scan_code), not a
 # Python f-string's escaped brace ("{{000..031}}")
 _RUNTIME = "s3://runtime-value/"  # stands in for a location only the run knows
+_QUIET = "s3://runtime-quiet/"  # a run-time value whose name says nothing of a location
 _TEMPLATED = re.compile(
     r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
 
@@ -193,11 +194,14 @@ def scan_argv(
     paths: list[tuple[str, str]],
     flag_dirs: dict[str, str] | None = None,
     env: Iterable[str] = (),
-) -> None:
+    env_values: dict[str, Val] | None = None,
+) -> set[str]:
     """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`.
     `env`: the names of the env vars the step's container sets.
 
-    `flag_dirs`: directions of options known from a lightweight component's code.
+    `flag_dirs`: directions of options known from a lightweight component's code;
+    `env_values`: the env vars as inputs (`env_inputs`). Returns the options and env vars
+    the code uses only to build locations (their own values are not read).
     """
     argv = [a for a in argv if isinstance(a, str)]
     # a program read as code stays in place as a word, so `sh -c '... "$0" "$@"'` still
@@ -220,6 +224,9 @@ def scan_argv(
         elif _hints_uri(t, v):  # --flag={{...}} keeps its flag: it says the way
             reps.append((t.split("=", 1)[0] + "=" if t.startswith("-") and "=" in t else "")
                         + _RUNTIME)
+        elif t.startswith("{{") and t.endswith("}}") and v.origin != "unresolved":
+            reps.append(_QUIET)  # a value of the run named nothing: a location only where
+            # the command line reads one (a copy's source), below
         else:
             reps.append(t)
     # a lightweight component's options (KFP v1: --src-uri VALUE for parameter src_uri):
@@ -229,8 +236,9 @@ def scan_argv(
                for i in range(len(toks) - 1)
                if toks[i].startswith("--") and "=" not in toks[i] and (
                    vals[i + 1] is not None or not toks[i + 1].startswith("-"))}
-    built = code_built(argv) if options else ([], set())
-    opt_inputs = {k: v for k, (_, v) in options.items() if v is not None}
+    built = code_built(argv) if options or env_values else ([], set())
+    opt_inputs = {**(env_values or {}),
+                  **{k: v for k, (_, v) in options.items() if v is not None}}
     in_built = _scan_built(step, opt_inputs, built)
     if options:  # KFP v1: boto3 calls on the options' values
         _scan_pairs(step, opt_inputs, code_pairs(argv))
@@ -239,6 +247,10 @@ def scan_argv(
     for i, d in directions.items():
         v = vals[i]
         if v is None or i in only_built:
+            continue
+        if reps[i] == _QUIET:
+            if d == "read":  # aws s3 sync {{...Output}} /x: another step's output, read
+                step.add(d, read_from(v, None, pattern=v.get("pattern") or toks[i]))
             continue
         if d is None:  # the command line says nothing: the input's name, then the step's
             flag = toks[i].split("=", 1)[0] if toks[i].startswith("-") else \
@@ -257,11 +269,26 @@ def scan_argv(
                 step.add(d, read_from(v, u))
             if not uris and value.startswith("/"):
                 paths.append((value, d))
+    return {k for k in in_built - set(flag_dirs or {}) if k.startswith(_code.ENV)}
 
 
-def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver) -> None:
+def env_inputs(env: list[tuple[str, str]], resolve: Resolver) -> dict[str, Val]:
+    """The step's env vars as inputs code may build locations from (``os.environ["X"] +
+    "/vocab.json"``: `_code.ENV`), by the name ``env:X``."""
+    out: dict[str, Val] = {}
     for name, raw in env:
-        if not isinstance(raw, str):
+        if isinstance(name, str) and isinstance(raw, str):
+            out[_code.ENV + name] = (resolve(raw) if "{{" in raw else None) or const(raw)
+    return out
+
+
+def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver,
+             only_built: Iterable[str] = ()) -> None:
+    """The env vars' locations, by their names; *only_built*: names of those the code uses
+    only to build other locations (``env:X``), whose own values are not read."""
+    skip = {n[len(_code.ENV):] for n in only_built if n.startswith(_code.ENV)}
+    for name, raw in env:
+        if not isinstance(raw, str) or name in skip:
             continue
         v = resolve(raw) if "{{" in raw else None
         if v is None:
@@ -399,8 +426,9 @@ def scan_named_inputs(
     code_dirs: dict[str, str] | None = None,
     pairs: list[tuple[tuple[str, Any], tuple[str, Any], str]] | None = None,
     built: Built | None = None,
-) -> None:
+) -> set[str]:
     """Inputs handed to code (KFP lightweight `{{$}}`): the code's use, else the name.
+    Returns the env vars (``env:X`` inputs) the code uses only to build locations.
 
     A boto3 call whose bucket and key are inputs (or constants) names s3://BUCKET/KEY; a
     location the code builds from inputs is named from their values, and an input used only
@@ -410,6 +438,8 @@ def scan_named_inputs(
     in_built = _scan_built(step, inputs, built or ([], set()))
     _scan_pairs(step, inputs, pairs or [])
     for name, v in inputs.items():
+        if name.startswith(_code.ENV):
+            continue  # an env var: scan_env reads it by its name
         if v.values is None and (code_dirs or {}).get(name) == "read":
             # the code reads it as a location (aws s3 sync <it>), whose value is another
             # step's output: a read only the run can name
@@ -422,3 +452,4 @@ def scan_named_inputs(
                 if not _uri.is_uri(value):
                     continue
                 step.add(d, read_from(v, u))
+    return {k for k in in_built - set(code_dirs or {}) if k.startswith(_code.ENV)}

@@ -636,3 +636,62 @@ def test_a_location_made_run_time_by_another_steps_output_has_that_origin() -> N
     v = _resolve.substitute("{{registry}}/runs/{{champ}}/", known.get,
                             pattern=_resolve.re.compile(r"\{\{(\w+)\}\}"))
     assert v is not None and v.origin == "parameter-expression"
+
+
+def test_an_env_var_the_step_sets_builds_a_location_in_code() -> None:
+    """``vocab_uri = os.environ["VOCAB_URI"]`` then ``f"{vocab_uri.rstrip('/')}/sizes.json"``
+    in a KFP v2 component whose task sets VOCAB_URI: the file is read, not the folder the
+    env var names; awswrangler's ``to_parquet(df, path=...)`` writes its ``path``."""
+    code = textwrap.dedent('''\
+        import json, os
+        import awswrangler as wr
+        import s3fs
+        def featurize(logs_uri: str, out_root: str):
+            vocab_uri = os.environ["VOCAB_URI"]
+            with s3fs.S3FileSystem().open(f"{vocab_uri.rstrip('/')}/sizes.json") as f:
+                json.load(f)
+            df = wr.s3.read_parquet(path=logs_uri, dataset=True)
+            wr.s3.to_parquet(df, path=f"{out_root}/dt=1/", dataset=True)
+        ''')
+    spec = {"pipelineInfo": {"name": "p"}, "schemaVersion": "2.1.0", "sdkVersion": "kfp-2.7.0",
+            "root": {"dag": {"tasks": {"featurize": {
+                "taskInfo": {"name": "featurize"},
+                "componentRef": {"name": "comp-featurize"},
+                "inputs": {"parameters": {
+                    "logs_uri": {"runtimeValue": {"constant": "s3://logs/clicks/"}},
+                    "out_root": {"runtimeValue": {"constant": "s3://feats/ctr"}}}}}}}},
+            "components": {"comp-featurize": {
+                "executorLabel": "exec-featurize",
+                "inputDefinitions": {"parameters": {
+                    "logs_uri": {"parameterType": "STRING"},
+                    "out_root": {"parameterType": "STRING"}}}}},
+            "deploymentSpec": {"executors": {"exec-featurize": {"container": {
+                "image": "python:3.11",
+                "command": ["sh", "-ec", "python3 -m kfp.dsl.executor_main", code],
+                "args": ["--executor_input", "{{$}}", "--function_to_execute", "featurize"],
+                "env": [{"name": "VOCAB_URI", "value": "s3://feats/vocab/v14/"}]}}}}}
+    [plan] = pipeline.analyze_documents([spec], source="p.yaml")
+    step = plan.step("featurize")
+    assert sorted(r.uri for r in step.reads) == ["s3://feats/vocab/v14/sizes.json",
+                                                 "s3://logs/clicks/"]
+    assert [w.uri for w in step.writes] == ["s3://feats/ctr/dt=1/"]
+
+
+def test_another_steps_output_a_copy_reads_is_a_run_time_read() -> None:
+    """``aws s3 sync {{inputs.parameters.fit-Output}} s3://serving/...``: the value's name
+    says nothing, but a copy's source is read: a runtime-only read from the task output."""
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "fit", "template": "fit"},
+        {"name": "publish", "template": "publish", "depends": "fit", "arguments": {
+            "parameters": [{"name": "fit-Output",
+                            "value": "{{tasks.fit.outputs.parameters.fit-Output}}"}]}}]}}
+    fit = {"name": "fit", "outputs": {"parameters": [{"name": "fit-Output",
+                                                     "valueFrom": {"path": "/tmp/o"}}]},
+           "container": {"image": "x", "command": ["fit.sh"]}}
+    publish = {"name": "publish", "inputs": {"parameters": [{"name": "fit-Output"}]},
+               "container": {"image": "x", "command": ["sh", "-c"], "args": [
+                   "aws s3 sync {{inputs.parameters.fit-Output}} s3://serving/topics/ "
+                   "--delete"]}}
+    step = _plan([main, fit, publish]).step("publish")
+    assert [(r.uri, r.origin) for r in step.reads] == [(None, "task-output")]
+    assert [w.uri for w in step.writes] == ["s3://serving/topics/"]
