@@ -55,6 +55,40 @@ class ClusterView(Protocol):
     def nodes(self) -> list[placement.NodeInfo]: ...
 
 
+class ObjectsView:
+    """PVCs and PVs given as objects (files a user passes to ``plan``), looked up as
+    ``ApiClusterView`` looks them up in the API (no nodes)."""
+
+    def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
+        self._pvc: dict[tuple[str, str], Mapping[str, Any]] = {}
+        self._pv: dict[str, Mapping[str, Any]] = {}
+        for o in objects:
+            meta = o.get("metadata") or {}
+            if o.get("kind") == "PersistentVolumeClaim":
+                self._pvc[(meta.get("namespace") or "default", meta.get("name", ""))] = o
+            elif o.get("kind") == "PersistentVolume":
+                self._pv[meta.get("name", "")] = o
+
+    def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self._pvc.get((namespace, name))
+
+    def pv(self, name: str) -> Mapping[str, Any] | None:
+        return self._pv.get(name)
+
+    def nodes(self) -> list[placement.NodeInfo]:
+        return []
+
+    def claim_locations(self, driver: str = DRIVER_NAME) -> dict[str, str]:
+        """Claim name -> the location of the fusecache PV it is bound to, for every claim
+        given (one named alike in two namespaces with two locations: neither)."""
+        out: dict[str, str | None] = {}
+        for (namespace, name) in self._pvc:
+            ds = claim_dataset(self, namespace, name, driver)
+            if ds is not None:
+                out[name] = ds.location if out.get(name, ds.location) == ds.location else None
+        return {k: v for k, v in out.items() if v}
+
+
 class TtlCache:
     """A small LRU whose entries expire: fresh enough for placement, bounded in size."""
 

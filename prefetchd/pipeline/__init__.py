@@ -125,6 +125,11 @@ def parse_pvc_map(pvc_map: Mapping[str, str]) -> dict[str, str]:
 
 def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, str]) -> list[Plan]:
     pvc_map = parse_pvc_map(pvc_map)
+    volumes = [d.data for d in docs if d.kind == "volume"]
+    if volumes:  # claims given with the pipeline, bound to fusecache PVs; --pvc wins
+        from prefetchd.k8s import datasets as k8s_datasets  # (it imports this package)
+
+        pvc_map = {**k8s_datasets.ObjectsView(volumes).claim_locations(), **pvc_map}
     library = _argo.library_of(docs)
     runnable: list[Document] = []
     platforms = [d for d in docs if d.kind == "kfp-v2-platform"]

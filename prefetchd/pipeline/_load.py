@@ -42,7 +42,7 @@ class Document:
     source: str  # file path or a caller-given label
     index: int  # position in its file (0-based)
     data: dict[str, Any]
-    kind: str  # kfp-v2-ir | kfp-v2-platform | kfp-v2-argo | kfp-v1-argo | argo
+    kind: str  # kfp-v2-ir | kfp-v2-platform | kfp-v2-argo | kfp-v1-argo | argo | volume
 
     @property
     def label(self) -> str:
@@ -112,6 +112,9 @@ def documents_from_dicts(objs: list[dict[str, Any]], source: str = "<api>") -> l
     return out
 
 
+VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
+
+
 def classify(d: dict[str, Any], source: str, index: int) -> str:
     """Tell the pipeline format of one document, or refuse it."""
     if "pipelineInfo" in d and ("root" in d or "components" in d or "deploymentSpec" in d):
@@ -147,6 +150,8 @@ def classify(d: dict[str, Any], source: str, index: int) -> str:
         if any(isinstance(k, str) and k.startswith("pipelines.kubeflow.org/") for k in marks):
             return "kfp-v1-argo"
         return "argo"
+    if api == "v1" and kind in VOLUME_KINDS:
+        return "volume"  # a claim (and its PV) the pipeline mounts: resolves --pvc for it
     where = f"document {index + 1}" if index else "file"
     if kind:
         raise PipelineError(f"{source}: {where} is a {kind!r} ({api}), not a pipeline")

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from prefetchd import pipeline
-from prefetchd.k8s import placement
+from prefetchd.k8s import datasets as k8s_datasets
 from prefetchd.pipeline import _load
 from prefetchd.workloads import _registry, _resolve
 from prefetchd.workloads._library import Library, is_library_object
@@ -127,27 +127,7 @@ def _nodes(n: int) -> str:
     return f"{n} node" if n == 1 else f"{n} nodes"
 
 
-class FileClusterView:
-    """PVCs and PVs given in the files, looked up as :class:`ApiClusterView` does (no nodes)."""
-
-    def __init__(self, objects: list[Mapping[str, Any]]) -> None:
-        self._pvc: dict[tuple[str, str], Mapping[str, Any]] = {}
-        self._pv: dict[str, Mapping[str, Any]] = {}
-        for o in objects:
-            meta = o.get("metadata") or {}
-            if o.get("kind") == "PersistentVolumeClaim":
-                self._pvc[(meta.get("namespace") or "default", meta.get("name", ""))] = o
-            else:
-                self._pv[meta.get("name", "")] = o
-
-    def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
-        return self._pvc.get((namespace, name))
-
-    def pv(self, name: str) -> Mapping[str, Any] | None:
-        return self._pv.get(name)
-
-    def nodes(self) -> list[placement.NodeInfo]:
-        return []
+FileClusterView = k8s_datasets.ObjectsView  # PVCs and PVs given in the files
 
 
 def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterView]:

@@ -90,3 +90,36 @@ def test_kfp_claim_of_a_pipelinechannel_parameter_is_resolved_from_the_run_param
     assert [(m["claim"], m["s3_prefix"]) for m in train["pvc_mounts"]] == [
         ("ds-9", "s3://b/ds-9/")]
     assert [r["uri"] for r in train["reads"] if r["origin"] == "pvc"] == ["s3://b/ds-9/train"]
+
+
+def test_a_claim_given_with_the_pipeline_resolves_from_its_pv(tmp_path, capsys):
+    """A user keeps the PVC (and its fusecache PV) in the Workflow's file: the claim resolves
+    from them as ``--pvc`` would (``--pvc`` still wins); a PV bound to another claim gives
+    nothing, and the file is not refused for holding them."""
+    import yaml
+
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+          "metadata": {"generateName": "crop-", "namespace": "cons"},
+          "spec": {"entrypoint": "crop", "volumes": [
+              {"name": "images", "persistentVolumeClaim": {"claimName": "serengeti"}}],
+              "templates": [{"name": "crop", "container": {
+                  "image": "x", "args": ["--images", "/images/S9"],
+                  "volumeMounts": [{"name": "images", "mountPath": "/images"}]}}]}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "serengeti", "namespace": "cons"},
+           "spec": {"volumeName": "serengeti-pv", "accessModes": ["ReadOnlyMany"]}}
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "serengeti-pv"},
+          "spec": {"csi": {"driver": "csi.fusecache.io", "volumeHandle": "s",
+                           "volumeAttributes": {"bucket": "cons", "prefix": "lila/serengeti"}},
+                   "claimRef": {"namespace": "cons", "name": "serengeti"}}}
+    f = tmp_path / "wf.yaml"
+    f.write_text(yaml.safe_dump_all([wf, pvc, pv]))
+    assert cli.main(["plan", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "reads  s3://cons/lila/serengeti/S9 (pvc)" in out and "unresolved" not in out
+    assert cli.main(["plan", str(f), "--pvc", "serengeti=s3://other/x"]) == 0
+    assert "reads  s3://other/x/S9 (pvc)" in capsys.readouterr().out
+    pv["spec"]["claimRef"]["namespace"] = "elsewhere"
+    f.write_text(yaml.safe_dump_all([wf, pvc, pv]))
+    assert cli.main(["plan", str(f)]) == 0
+    assert "unresolved pvc serengeti of crop" in capsys.readouterr().out
