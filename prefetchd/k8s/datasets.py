@@ -313,12 +313,49 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 def sub_path(mount: Mapping[str, Any], container: Mapping[str, Any]) -> str:
     """The folder of the volume a mount shows: ``subPath``, or ``subPathExpr`` with the
     container's env expanded as the kubelet does (``$(REGION)/$(ZONE)``); what only the pod
-    knows (``$(POD_NAME)``, from the downward API) ends it there."""
+    knows (``fold=$(FOLD)`` from the downward API, in a template) stays ``$(FOLD)``: the
+    caller cannot name the folder (see ``with_pod_fields`` for a pod's own)."""
     sub = str(mount.get("subPath") or "")
     expr = mount.get("subPathExpr")
     if not sub and isinstance(expr, str):
-        sub = _uri.kube_expand([expr], container.get("env"))[0].split("$(", 1)[0]
+        sub = _uri.kube_expand([expr], container.get("env"))[0]
     return sub
+
+
+def with_pod_fields(container: Mapping[str, Any], pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    """*container* with its env vars from the downward API (``fieldRef``: the pod's name,
+    namespace, node, labels and annotations, such as an Indexed Job's completion index) given
+    their values from *pod*, as the kubelet gives them; *container* itself when none is."""
+    env = container.get("env")
+    if not isinstance(env, list):
+        return container
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    out, changed = [], False
+    for e in env:
+        ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}) if isinstance(
+            e, Mapping) and isinstance(e.get("valueFrom"), Mapping) else {}
+        value = _pod_field(str(ref.get("fieldPath") or ""), meta, spec) if isinstance(
+            ref, Mapping) else None
+        if value is not None:
+            e, changed = {"name": e.get("name"), "value": value}, True
+        out.append(e)
+    return {**container, "env": out} if changed else container
+
+
+_FIELD_KEY = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
+
+
+def _pod_field(path: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
+    if path in ("metadata.name", "metadata.namespace", "metadata.uid"):
+        value = meta.get(path.split(".", 1)[1])
+    elif path in ("spec.nodeName", "spec.serviceAccountName"):
+        value = spec.get(path.split(".", 1)[1])
+    elif m := _FIELD_KEY.fullmatch(path):
+        value = (meta.get(m.group(1)) or {}).get(m.group(2))
+    else:
+        value = None
+    return str(value) if isinstance(value, (str, int)) else None
 
 
 def settled_locations(words: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
@@ -371,6 +408,7 @@ def pod_datasets(
             found.append(uri)
 
     for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        c = with_pod_fields(c, pod)
         words = container_words(c)
         for u, _origin, d in settled_locations(words):
             if d == "read":
@@ -379,7 +417,10 @@ def pod_datasets(
         for m in c.get("volumeMounts") or []:
             if m.get("name") not in volumes:
                 continue
-            base = _pvc.join(volumes[m["name"]], sub_path(m, c))
+            sub = sub_path(m, c)
+            if "$(" in sub:  # a folder named by what even the pod does not say
+                continue
+            base = _pvc.join(volumes[m["name"]], sub)
             named = paths_under(words, m.get("mountPath", ""))
             for rel, d in named:
                 if d != "write":  # the same name the workflow analysis gives it

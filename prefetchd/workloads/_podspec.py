@@ -268,7 +268,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             if not named:
                 paths.append(sub + "/" if sub else "")
             for p in paths:
-                if PLACEHOLDER in value or PLACEHOLDER in p:
+                if PLACEHOLDER in value or PLACEHOLDER in p or "$(" in p:
+                    # (fold=$(FOLD): a folder only each pod knows, from the downward API)
                     add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
                 elif vkind == "claim":
                     add(DatasetRef(origin, cname, claim=value, path=p))

@@ -222,3 +222,26 @@ def test_a_katib_trials_python_c_is_read_with_its_placeholders_in_it() -> None:
     container = {"name": "trial", "image": "x", "command": ["python", "-c", code]}
     found = {w[0] for w in ds_mod.container_words(container) if w[1] == "code"}
     assert found == {"s3://tab/churn/train.parquet", "s3://tab/churn/valid.parquet"}
+
+
+def test_a_folder_named_by_the_downward_api_is_each_pods_own() -> None:
+    """An Indexed Job's ``subPathExpr: folds/fold=$(FOLD)`` with FOLD from the pod's
+    completion-index annotation: the template cannot name the folder (a runtime-only read,
+    never the bogus ``fold=/train.parquet``); a pod of index 3 reads ``fold=3``."""
+    pod = worker_pod(0)
+    c = pod["spec"]["containers"][0]
+    c["args"] = ["--train", "/data/coco/train.parquet"]
+    c["env"] = [{"name": "FOLD", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}]
+    c["volumeMounts"][0]["subPathExpr"] = "folds/fold=$(FOLD)"
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "cv", "namespace": NS},
+           "spec": {"completions": 5, "parallelism": 5, "completionMode": "Indexed",
+                    "template": {"spec": copy.deepcopy(pod["spec"])}}}
+    work = workloads.read(job)
+    assert work.targets(workloads.resolver_from_view(view(), NS)) == []
+    [ref] = [d for d in work.groups[0].datasets if d.origin.startswith("pvc")]
+    assert ref.pattern == "coco-2017:folds/fold=$(FOLD)/train.parquet"
+    assert ds_mod.pod_datasets(pod, view()) == []  # no annotation: not named
+    pod["metadata"]["annotations"] = {"batch.kubernetes.io/job-completion-index": "3"}
+    assert ds_mod.pod_datasets(pod, view()) == [
+        "s3://vision-datasets/coco/2017/folds/fold=3/train.parquet"]
