@@ -310,16 +310,20 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-def sub_path(mount: Mapping[str, Any], container: Mapping[str, Any]) -> str:
+def sub_path(mount: Mapping[str, Any], container: Mapping[str, Any]) -> tuple[str, bool]:
     """The folder of the volume a mount shows: ``subPath``, or ``subPathExpr`` with the
-    container's env expanded as the kubelet does (``$(REGION)/$(ZONE)``); what only the pod
-    knows (``fold=$(FOLD)`` from the downward API, in a template) stays ``$(FOLD)``: the
-    caller cannot name the folder (see ``with_pod_fields`` for a pod's own)."""
+    container's env expanded as the kubelet does (``$(REGION)/$(ZONE)``), and whether it is
+    that folder. What only the pod knows (``$(POD_NAME)``, ``fold=$(FOLD)`` from the
+    downward API, in a template) ends it at the folder holding every pod's (``eu-west/``,
+    ``folds/``): False, the paths under the mount cannot be placed in it (see
+    ``with_pod_fields`` for a pod's own values)."""
     sub = str(mount.get("subPath") or "")
     expr = mount.get("subPathExpr")
     if not sub and isinstance(expr, str):
         sub = _uri.kube_expand([expr], container.get("env"))[0]
-    return sub
+        if "$(" in sub:
+            return sub.split("$(", 1)[0].rpartition("/")[0], False
+    return sub, True
 
 
 def with_pod_fields(container: Mapping[str, Any], pod: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -417,11 +421,10 @@ def pod_datasets(
         for m in c.get("volumeMounts") or []:
             if m.get("name") not in volumes:
                 continue
-            sub = sub_path(m, c)
-            if "$(" in sub:  # a folder named by what even the pod does not say
-                continue
+            sub, exact = sub_path(m, c)
             base = _pvc.join(volumes[m["name"]], sub)
-            named = paths_under(words, m.get("mountPath", ""))
+            # (a folder only the pod knows: the one holding every pod's, read whole)
+            named = paths_under(words, m.get("mountPath", "")) if exact else []
             for rel, d in named:
                 if d != "write":  # the same name the workflow analysis gives it
                     add(_pvc.narrow(base, rel))

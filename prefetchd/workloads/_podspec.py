@@ -257,9 +257,12 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             if vname not in volumes:
                 continue
             vkind, value = volumes[vname]
-            sub = _pvc.join("", k8s_datasets.sub_path(m, c)).strip("/")
+            sub, exact = k8s_datasets.sub_path(m, c)
+            sub = _pvc.join("", sub).strip("/")
             origin = f"{'pvc' if vkind == 'claim' else 'csi'} {vname}"
-            named = k8s_datasets.paths_under([*words, *more_words], str(m.get("mountPath", "")))
+            # (a folder only each pod knows: the one holding every pod's, read whole)
+            named = k8s_datasets.paths_under([*words, *more_words], str(m.get("mountPath", ""))
+                                             ) if exact else []
             # a path under the mount: named as pipeline/_pvc.py dataset_under reads it (a
             # trailing "/" for a folder: the mount itself, or its subPath); one that could be
             # read or written is read (the volume warmed is fusecache's: read-only)
@@ -268,8 +271,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             if not named:
                 paths.append(sub + "/" if sub else "")
             for p in paths:
-                if PLACEHOLDER in value or PLACEHOLDER in p or "$(" in p:
-                    # (fold=$(FOLD): a folder only each pod knows, from the downward API)
+                if PLACEHOLDER in value or PLACEHOLDER in p:
                     add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
                 elif vkind == "claim":
                     add(DatasetRef(origin, cname, claim=value, path=p))
