@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from prefetchd.pipeline import _uri
+from prefetchd.pipeline import _pvc, _uri
 from prefetchd.workloads import _common
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
@@ -111,25 +111,42 @@ def candidates(spec: Mapping[str, Any]) -> dict[str, list[str]]:
 
 def with_candidates(group: PodGroup, choices: Mapping[str, list[str]]) -> PodGroup:
     """*group* with a location that holds per-trial placeholders drawn from short lists
-    (``s3://lake/features/${trialParameters.featureSet}/``) read at each value it may take:
-    the trials running at once read different ones, so all are warmed."""
+    (``s3://lake/features/${trialParameters.featureSet}/``, or a path under a mounted claim)
+    read at each value it may take: the trials running at once read different ones, so all
+    are warmed."""
     out: list[DatasetRef] = []
     for ref in group.datasets:
         names = _PLACEHOLDER.findall(ref.pattern or "")
         rest = _PLACEHOLDER.sub("", ref.pattern or "")
-        if not names or "${" in rest or "://" not in rest or any(n not in choices for n in names):
-            out.append(ref)
-            continue
-        texts = [ref.pattern or ""]
-        for n in dict.fromkeys(names):
-            mark = "${trialParameters." + n + "}"
-            texts = [t.replace(mark, v) for t in texts for v in choices[n] if "://" not in v]
-        uris = [u for t in texts for u in _uri.find_uris(t)[:1]]
-        if not texts or len(uris) != len(texts) or len(uris) > MAX_CANDIDATES:
-            out.append(ref)  # a value that is a location of its own, or too many
-            continue
-        out += [replace(ref, uri=u, pattern=None) for u in uris]
+        made = _at_each(ref, names, choices) if names and "${" not in rest and all(
+            n in choices for n in names) else None
+        out += made if made is not None else [ref]
     return replace(group, datasets=tuple(out))
+
+
+def _at_each(ref: DatasetRef, names: list[str], choices: Mapping[str, list[str]]
+             ) -> list[DatasetRef] | None:
+    """*ref*'s pattern at each value of its placeholders (None: a value is a location of its
+    own, there are too many, or the pattern names no location)."""
+    texts = [ref.pattern or ""]
+    for n in dict.fromkeys(names):
+        mark = "${trialParameters." + n + "}"
+        if any("://" in v for v in choices[n]):
+            return None
+        texts = [t.replace(mark, v) for t in texts for v in choices[n]]
+    if len(texts) > MAX_CANDIDATES:
+        return None
+    if ref.origin.startswith("pvc "):  # "CLAIM:path" (_podspec.template_refs)
+        return [replace(ref, claim=t.partition(":")[0], path=t.partition(":")[2], pattern=None)
+                for t in texts]
+    if ref.origin.startswith("csi "):  # "s3://bucket/prefix/:path"
+        return [replace(ref, uri=_pvc.dataset_under(t.rpartition(":")[0],
+                                                    t.rpartition(":")[2]), pattern=None)
+                for t in texts]
+    uris = [u for t in texts for u in _uri.find_uris(t)[:1]]
+    if len(uris) != len(texts):
+        return None
+    return [replace(ref, uri=u, pattern=None) for u in uris]
 
 
 def _substitute(node: Any, known: Mapping[str, str]) -> Any:

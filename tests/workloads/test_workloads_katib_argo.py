@@ -126,3 +126,41 @@ def test_an_unanalysable_trial_workflow_is_named_in_the_error() -> None:
         workloads.read(experiment(spec))
     assert "Experiment argo/katib-argo-workflow" in str(err.value)
     assert "no-such-template" in str(err.value)
+
+
+def test_a_per_trial_location_from_a_short_list_is_warmed_at_each_value() -> None:
+    """``--aug s3://cfg/augment/${trialParameters.aug}.yaml`` (and a path under a fusecache
+    volume holding it) with ``aug`` categorical over three values: the trials running at
+    once read different ones, so all three are warmed; a placeholder over a range (the
+    learning rate) names no location."""
+    exp = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+           "metadata": {"name": "hpo", "namespace": "ml"},
+           "spec": {"parallelTrialCount": 2, "maxTrialCount": 9,
+                    "objective": {"type": "maximize", "objectiveMetricName": "map"},
+                    "algorithm": {"algorithmName": "random"},
+                    "parameters": [
+                        {"name": "policy", "parameterType": "categorical",
+                         "feasibleSpace": {"list": ["a", "b", "c"]}},
+                        {"name": "lr", "parameterType": "double",
+                         "feasibleSpace": {"min": "0.0001", "max": "0.01"}}],
+                    "trialTemplate": {
+                        "primaryContainerName": "main",
+                        "trialParameters": [{"name": "aug", "reference": "policy"},
+                                            {"name": "lr", "reference": "lr"}],
+                        "trialSpec": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
+                            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                                "name": "main", "image": "x", "args": [
+                                    "--aug", "s3://cfg/augment/${trialParameters.aug}.yaml",
+                                    "--lr", "${trialParameters.lr}",
+                                    "--weights", "/w/${trialParameters.aug}/model.bin",
+                                    "--data", "s3://data/coco/"],
+                                "volumeMounts": [{"name": "w", "mountPath": "/w"}]}],
+                                "volumes": [{"name": "w", "csi": {
+                                    "driver": "csi.fusecache.io", "volumeAttributes": {
+                                        "bucket": "models", "prefix": "timm"}}}]}}}}}}}
+    work = workloads.read(exp)
+    assert sorted(t.dataset for t in work.targets()) == [
+        "s3://cfg/augment/a.yaml", "s3://cfg/augment/b.yaml", "s3://cfg/augment/c.yaml",
+        "s3://data/coco/", "s3://models/timm/a/model.bin", "s3://models/timm/b/model.bin",
+        "s3://models/timm/c/model.bin"]
+    assert all(t.nodes == 2 for t in work.targets())
