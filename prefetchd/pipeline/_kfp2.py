@@ -554,7 +554,10 @@ class Kfp2Analyzer:
                                      envs)
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
-            only_built |= _scan.scan_named_inputs(step, {**envs, **params}, code_dirs,
+            # (pipelinechannel--X inputs only feed a task input's template, as in
+            # f"{scans_root}/{quarter}/{lang}/": not handed to the code)
+            handed = {k: v for k, v in params.items() if not k.startswith("pipelinechannel--")}
+            only_built |= _scan.scan_named_inputs(step, {**envs, **handed}, code_dirs,
                                                   _scan.code_pairs(argv), _scan.code_built(argv))
             # paths handed to the component as inputs (e.g. root="/data/train"): they narrow
             # reads through a PVC mounted there (see _pvc.map_mounts)

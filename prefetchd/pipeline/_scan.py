@@ -249,7 +249,12 @@ def scan_argv(
         if v is None or i in only_built:
             continue
         if reps[i] == _QUIET:
-            if d == "read":  # aws s3 sync {{...Output}} /x: another step's output, read
+            flag = toks[i - 1] if i and toks[i - 1].startswith("-") else None
+            if d == "read" and (flag is None or flag.lstrip("-").replace("-", "_") in {
+                    k.replace("-", "_") for k in flag_dirs or {}}):
+                # aws s3 sync {{...Output}} /x, or a component's option its code reads:
+                # another step's output, read (a flag's name alone, --src-lang {{...}}, is
+                # no evidence here)
                 step.add(d, read_from(v, None, pattern=v.get("pattern") or toks[i]))
             continue
         if d is None:  # the command line says nothing: the input's name, then the step's

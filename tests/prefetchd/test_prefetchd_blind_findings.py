@@ -695,3 +695,18 @@ def test_another_steps_output_a_copy_reads_is_a_run_time_read() -> None:
     step = _plan([main, fit, publish]).step("publish")
     assert [(r.uri, r.origin) for r in step.reads] == [(None, "task-output")]
     assert [w.uri for w in step.writes] == ["s3://serving/topics/"]
+
+
+def test_a_run_time_value_under_a_flag_named_for_a_source_language_is_no_read() -> None:
+    """``--src-lang {{inputs.parameters.src}}`` fed by a loop over another step's output: the
+    flag's name ("src") is no evidence that a value the run makes is a location."""
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "ls", "template": "ls"},
+        {"name": "prep", "template": "prep", "depends": "ls",
+         "withParam": "{{tasks.ls.outputs.result}}",
+         "arguments": {"parameters": [{"name": "src", "value": "{{item.src}}"}]}}]}}
+    ls = {"name": "ls", "container": {"image": "x", "command": ["ls.sh"]}}
+    prep = {"name": "prep", "inputs": {"parameters": [{"name": "src"}]},
+            "container": {"image": "x", "command": ["python", "-m", "prep"],
+                          "args": ["--src-lang", "{{inputs.parameters.src}}"]}}
+    assert _plan([main, ls, prep]).step("prep").reads == []
