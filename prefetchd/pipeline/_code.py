@@ -69,6 +69,7 @@ _NO_READ = frozenset(
     {"join", "basename", "dirname", "split", "splitext", "urlparse", "urlsplit", "str", "len",
      "repr", "print", "format", "debug", "info", "warning", "error", "exception", "log",
      "startswith", "endswith", "isinstance", "int", "float", "bool",
+     "connect",  # lancedb/duckdb connect: the tables opened through it say what is read
      "Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"}  # path objects
 )
 # calls whose result is data or a list of files, not a location to follow
@@ -123,6 +124,8 @@ class _Flow(ast.NodeVisitor):
         self.listed: list[tuple[tuple[str, Any], tuple[str, Any]]] = []  # boto3 listings
         self.reads_unnamed = False  # a boto3 read of a key we cannot name (a listed one)
         self.paths: dict[str, set[str]] = {}  # literal absolute path -> directions
+        self.fstrings: dict[str, ast.JoinedStr] = {}  # variable -> an f-string not all known
+        self.lance_dbs: dict[str, Pieces] = {}  # variable -> its lancedb.connect(...) location
         self.loops: dict[str, tuple[str, str]] = {}  # loop variable -> its item piece
         self.urls: dict[str, str] = {}  # variable -> the parameter it is urlparse() of
         # helper functions of one `return EXPR`: name -> (parameters, EXPR)
@@ -249,7 +252,10 @@ class _Flow(ast.NodeVisitor):
                 node.slice, ast.Constant) and isinstance(node.slice.value, (str, int)):
             item = self.pieces(node.value, depth + 1)  # item["uri"], pair[0] of a loop item
             if item is not None and len(item) == 1 and isinstance(item[0], tuple):
-                part = _pieces.each_part(item[0], key=node.slice.value)
+                one = item[0]
+                if one[0] == "param":  # cohort["uri"] of a dict input: its one item's field
+                    one = _pieces.each("one:" + one[1], param=one[1], how="one")
+                part = _pieces.each_part(one, key=node.slice.value)
                 return (part,) if part is not None else None
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and ast.unparse(
                 node.slice) == "1:":
@@ -515,6 +521,15 @@ class _Flow(ast.NodeVisitor):
                     self.fs_vars.pop(t.id, None)
                 self.loops.pop(t.id, None)
                 self.objects.pop(t.id, None)
+                db = self._lance_db(value) if isinstance(value, ast.Call) else None
+                if db is not None:  # db = lancedb.connect(uri)
+                    self.lance_dbs[t.id] = db
+                else:
+                    self.lance_dbs.pop(t.id, None)
+                if isinstance(value, ast.JoinedStr):  # rec = f"records500/{i:05d}/x"
+                    self.fstrings[t.id] = value
+                else:
+                    self.fstrings.pop(t.id, None)
                 if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
                         value.func.id in self.classes:
                     made = self._object(value)
@@ -700,6 +715,8 @@ class _Flow(ast.NodeVisitor):
         text = _literal(built)
         if text is not None and text.startswith("/") and len(self.paths) < 256:
             self.paths.setdefault(text, set()).add(direction)  # read_csv("/ref/x.csv")
+        if built is None:
+            built = self._leading(node)  # f"{root}/records500/{rec}.dat": its folder
         if built is not None and is_built(built):
             # the caller, who knows the parameters' values, names the location (Flow.built)
             self.built.append((((_pieces.ON_FS, self._on_fs), *built) if self._on_fs else built,
@@ -712,6 +729,67 @@ class _Flow(ast.NodeVisitor):
             return
         for s in self.sources(node):
             self.found.setdefault(s, set()).add(direction)
+
+    def _lance_db(self, node: ast.AST) -> Pieces | None:
+        """The location of a lancedb database: ``lancedb.connect(X)`` or a variable set so."""
+        if isinstance(node, ast.Name):
+            return self.lance_dbs.get(node.id)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "lancedb.connect" and \
+                node.args:
+            return self.pieces(node.args[0])
+        return None
+
+    def _mark_pieces(self, pieces: Pieces, direction: str) -> None:
+        """A location made of *pieces* used in *direction*: built (the caller names it) or,
+        all literal, a location of its own."""
+        if is_built(pieces):
+            self.built.append((pieces, direction))
+        elif (text := _literal(pieces)) is not None:
+            for u in _uri.find_uris(text):
+                self.found.setdefault("lit:" + u, set()).add(direction)
+
+    def _leading(self, node: ast.AST | None) -> Pieces | None:
+        """The folder a location built in code lies in when only its start is known: an
+        f-string (or a variable holding one) whose known pieces run from a parameter through
+        a literal folder (``f"{root}/records500/{ecg_id // 1000:05d}/x.dat"``:
+        ``root/records500/``); None when that folder would be the parameter alone
+        (``f"{bucket}/{key}"``: the parameter itself stays the evidence)."""
+        known = self._known_start(node, 0)
+        if not known:
+            return None
+        first = next((i for i, p in enumerate(known) if isinstance(p, tuple)), None)
+        after = "".join(p for p in known[first:] if isinstance(p, str)) if first is not None \
+            else ""
+        if first is None or not re.search(r"/[^/]+/", after):
+            return None
+        text = list(known)
+        while text and not (isinstance(text[-1], str) and "/" in text[-1]):
+            text.pop()
+        if not text:
+            return None
+        last = text.pop()
+        assert isinstance(last, str)
+        text.append(last[: last.rfind("/") + 1])
+        return tuple(text)
+
+    def _known_start(self, node: ast.AST | None, depth: int) -> list[str | tuple[str, str]]:
+        """The pieces of an f-string up to its first part we cannot tell (following a
+        variable that holds an f-string); [] when none."""
+        if isinstance(node, ast.Name):
+            node = self.fstrings.get(node.id)
+        if not isinstance(node, ast.JoinedStr) or depth > 4:
+            return []
+        out: list[str | tuple[str, str]] = []
+        for v in node.values:
+            if not isinstance(v, ast.FormattedValue):
+                out += self.pieces(v) or []
+                continue
+            part = self.pieces(v.value) if v.format_spec is None and v.conversion in (
+                -1, 115) else None
+            if part is None:
+                return out + self._known_start(v.value, depth + 1)
+            out += part
+        return out
 
     def _filesystem(self, f: ast.AST) -> str:
         """The scheme of the file system *f* is a method of (its paths may lack it); ""."""
@@ -748,6 +826,13 @@ class _Flow(ast.NodeVisitor):
             if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
                 m = mode.value
             self.mark(target, "write" if any(c in m for c in "wax") else "read")
+        elif name in ("create_table", "open_table") and isinstance(f, ast.Attribute) and (
+                db := self._lance_db(f.value)) is not None and (args or "name" in kw):
+            # lancedb: db.open_table("t") reads <db>/t.lance/, create_table writes it
+            table = self.pieces(args[0] if args else kw["name"])
+            if table is not None:
+                self._mark_pieces((*db, "/", *table, ".lance/"),
+                                  "read" if name == "open_table" else "write")
         elif name in _CHECKS or name in self.funcs or name in self.classes:
             # an existence check reads no data; the inputs it is given are used (not read
             # whole); a helper or class of ours is followed where its result is used

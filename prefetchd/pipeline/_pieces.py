@@ -130,6 +130,8 @@ def _items(d: dict[str, Any], values: dict[str, str]) -> list[Any] | None:
         try:
             if how == "json":
                 items = json.loads(value)
+            elif how == "one":  # a dict (or list) input taken as it is: one item
+                items = [json.loads(value)]
             elif how == "range":
                 items = list(range(min(int(value), MAX_TEXTS + 1)))
             else:

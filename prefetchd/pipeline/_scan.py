@@ -224,7 +224,7 @@ def scan_argv(
         elif _hints_uri(t, v):  # --flag={{...}} keeps its flag: it says the way
             reps.append((t.split("=", 1)[0] + "=" if t.startswith("-") and "=" in t else "")
                         + _RUNTIME)
-        elif t.startswith("{{") and t.endswith("}}") and v.origin != "unresolved":
+        elif t.startswith("{{") and v.origin != "unresolved":
             reps.append(_QUIET)  # a value of the run named nothing: a location only where
             # the command line reads one (a copy's source), below
         else:
@@ -251,10 +251,10 @@ def scan_argv(
         if reps[i] == _QUIET:
             flag = toks[i - 1] if i and toks[i - 1].startswith("-") else None
             if d == "read" and (flag is None or flag.lstrip("-").replace("-", "_") in {
-                    k.replace("-", "_") for k in flag_dirs or {}}):
-                # aws s3 sync {{...Output}} /x, or a component's option its code reads:
-                # another step's output, read (a flag's name alone, --src-lang {{...}}, is
-                # no evidence here)
+                    k.replace("-", "_") for k in flag_dirs or {}} or _uri.names_place(flag)):
+                # aws s3 sync {{...Output}} /x, a component's option its code reads, a flag
+                # naming a place (--model_load_path): another step's output, read (a flag's
+                # read word alone, --src-lang {{...}}, is no evidence here)
                 step.add(d, read_from(v, None, pattern=v.get("pattern") or toks[i]))
             continue
         if d is None:  # the command line says nothing: the input's name, then the step's

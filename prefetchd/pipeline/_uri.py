@@ -138,6 +138,17 @@ def name_direction(name: str | None) -> str | None:
     return None
 
 
+_PLACE_WORDS = frozenset({"path", "dir", "uri", "url", "root", "prefix", "location", "file",
+                          "files", "bucket", "folder"})
+
+
+def names_place(flag: str) -> bool:
+    """A flag naming where data is (`--model_load_path`, `--data-dir`), not what it is
+    (`--src-lang`), or one to load from (`--resume`, `--init-from`)."""
+    w = _words(flag.lower().lstrip("-"))
+    return bool(w & _PLACE_WORDS or w & RESUME_WORDS)
+
+
 def names_model(flag: str) -> bool:
     """`--model`, `--models`, `--model-path`: a flag naming a model and nothing else."""
     w = _words(flag.lower().lstrip("-"))

@@ -710,3 +710,58 @@ def test_a_run_time_value_under_a_flag_named_for_a_source_language_is_no_read() 
             "container": {"image": "x", "command": ["python", "-m", "prep"],
                           "args": ["--src-lang", "{{inputs.parameters.src}}"]}}
     assert _plan([main, ls, prep]).step("prep").reads == []
+
+
+def test_a_location_known_only_to_a_folder_a_dict_inputs_field_and_lancedb() -> None:
+    """``f"{root}/{rec}.dat"`` with ``rec = f"records500/{i // 1000:05d}/..."`` over rows
+    the run reads: the folder ``root/records500/`` is read (not ``root`` whole, and
+    ``f"{bucket}/{key}"`` keeps the input itself); a dict input's field (``cohort["uri"]``,
+    a ParallelFor over dicts) names the location per item; lancedb's ``open_table("t")``
+    reads ``<db>/t.lance/`` and ``create_table`` writes it."""
+    code = textwrap.dedent('''\
+        import lancedb
+        import pandas as pd
+        import s3fs
+        def pack(root: str, cohort: dict, db_uri: str, table: str, rows: list):
+            fs = s3fs.S3FileSystem()
+            for ecg_id in rows:
+                rec = f"records500/{ecg_id // 1000 * 1000:05d}/{ecg_id:05d}_hr"
+                fs.get(f"{root}/{rec}.dat", "/tmp/x")
+            pd.read_parquet(cohort["uri"])
+            db = lancedb.connect(db_uri)
+            db.open_table(table).search([0.1]).limit(10)
+            db.create_table(table + "_v2", [{"x": 1}])
+        ''')
+    step = _component(code, {
+        "root": Val(values=["s3://raw/ptb-xl/1.0.3"], origin="pipeline-parameter"),
+        "cohort": Val(values=['{"name": "a", "uri": "s3://ext/a/test.parquet"}',
+                              '{"name": "b", "uri": "s3://ext/b/test.parquet"}'],
+                      origin="loop-item"),
+        "db_uri": Val(values=["s3://idx/lance"], origin="pipeline-parameter"),
+        "table": Val(values=["funcs"], origin="pipeline-parameter"),
+        "rows": Val(values=None, origin="task-output")})
+    assert sorted(r.uri for r in step.reads if r.static) == [
+        "s3://ext/a/test.parquet", "s3://ext/b/test.parquet", "s3://idx/lance/funcs.lance/",
+        "s3://raw/ptb-xl/1.0.3/records500/"]
+    assert [w.uri for w in step.writes] == ["s3://idx/lance/funcs_v2.lance/"]
+
+
+def test_a_run_time_value_with_a_path_after_it_or_under_a_place_flag_is_read() -> None:
+    """``s5cmd sync "{{...snapshot-Output}}audio/*" /data/`` and ``--model_load_path
+    {{...model_dir}}`` (a flag naming a place): runtime-only reads of another step's
+    output."""
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "snap", "template": "snap"},
+        {"name": "use", "template": "use", "depends": "snap", "arguments": {"parameters": [
+            {"name": "snap", "value": "{{tasks.snap.outputs.parameters.out}}"}]}}]}}
+    snap = {"name": "snap", "outputs": {"parameters": [{"name": "out",
+                                                      "valueFrom": {"path": "/tmp/o"}}]},
+            "container": {"image": "x", "command": ["snap.sh"]}}
+    use = {"name": "use", "inputs": {"parameters": [{"name": "snap"}]},
+           "container": {"image": "x", "command": ["sh", "-c"], "args": [
+               's5cmd sync "{{inputs.parameters.snap}}audio/*" /data/ && '
+               "python -m eval --model_load_path {{inputs.parameters.snap}}"]}}
+    step = _plan([main, snap, use]).step("use")
+    assert sorted(r.pattern or "" for r in step.reads) == [
+        "{{inputs.parameters.snap}}", "{{inputs.parameters.snap}}audio/*"]
+    assert {r.origin for r in step.reads} == {"task-output"}
