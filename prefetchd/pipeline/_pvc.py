@@ -168,7 +168,12 @@ def unresolved(plan: Plan) -> list[tuple[str, PvcMount, str]]:
             if m.s3_prefix:
                 continue
             name = m.claim or m.volume_claim_template
-            if name:
+            if m.volume_claim_template or m.created_by:
+                # a volumeClaimTemplates / CreatePVC / VolumeOp volume: new, empty at the start
+                hint = ("a volume the run creates, empty when it starts: nothing to warm"
+                        + (f" (--pvc {name}=s3://BUCKET/PREFIX if it holds a dataset)"
+                           if name else ""))
+            elif name:
                 hint = f"--pvc {name}=s3://BUCKET/PREFIX"
             elif m.parameter:
                 hint = f"--param {m.parameter}=CLAIM --pvc CLAIM=s3://BUCKET/PREFIX"

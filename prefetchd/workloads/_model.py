@@ -85,6 +85,7 @@ class DatasetRef:
     path: str = ""  # under the claim's volume (pipeline/_pvc.py dataset_under: "a/" a folder)
     pattern: str | None = None
     direction: str = "read"  # or "unknown"
+    made: bool = False  # a claim the work makes from a template (volumeClaimPolicies): new
 
     @property
     def scheme(self) -> str | None:
@@ -112,6 +113,7 @@ class DatasetRef:
                 out[k] = getattr(self, k)
         if self.claim:
             out["path"] = self.path
+            out["made"] = self.made
         out["direction"] = self.direction
         resolved = (resolve or s3_only)(self)
         out["resolved"] = resolved

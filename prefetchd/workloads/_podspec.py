@@ -217,7 +217,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
     ``paths_under``), so a job's dataset has the name the agent gives its bound pod.
     *more_words*: words of another pod that runs this one's program (an MPI launcher's
     ``mpirun ... --data /data/train``), matched against this pod's mounts too."""
-    volumes: dict[str, tuple[str, str]] = {}  # volume name -> ("claim"|"uri", value)
+    # volume name -> ("claim"|"made"|"uri", value); "made": a claim the work makes from a template
+    volumes: dict[str, tuple[str, str]] = {}
     for vol in spec.get("volumes") or []:
         if not isinstance(vol, Mapping):
             continue
@@ -231,7 +232,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
         elif claim:
             volumes[vname] = ("claim", str(claim))
     for vname, claim in claim_templates.items():
-        volumes.setdefault(vname, ("claim", claim))
+        volumes.setdefault(vname, ("made", claim))
     out: list[DatasetRef] = []
 
     def add(ref: DatasetRef) -> None:
@@ -259,7 +260,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             vkind, value = volumes[vname]
             sub, exact = k8s_datasets.sub_path(m, c)
             sub = _pvc.join("", sub).strip("/")
-            origin = f"{'pvc' if vkind == 'claim' else 'csi'} {vname}"
+            origin = f"{'csi' if vkind == 'uri' else 'pvc'} {vname}"
             # (a folder only each pod knows: the one holding every pod's, read whole)
             named = k8s_datasets.paths_under([*words, *more_words], str(m.get("mountPath", ""))
                                              ) if exact else []
@@ -273,8 +274,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             for p in paths:
                 if PLACEHOLDER in value or PLACEHOLDER in p:
                     add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
-                elif vkind == "claim":
-                    add(DatasetRef(origin, cname, claim=value, path=p))
+                elif vkind in ("claim", "made"):
+                    add(DatasetRef(origin, cname, claim=value, path=p, made=vkind == "made"))
                 else:
                     add(DatasetRef(origin, cname, uri=_pvc.dataset_under(value, p)))
     return out

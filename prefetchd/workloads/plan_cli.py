@@ -180,9 +180,14 @@ def _as_the_agent_sees(works: list[UpcomingWork], ignored: list[str]) -> list[Up
     return out
 
 
-def unresolved_claim(claim: str, namespace: str, view: FileClusterView) -> str:
-    """Why a claim gives no dataset: bound (in the files) to a volume that is not
-    fusecache's, so nothing to warm; else where its location could come from."""
+def unresolved_claim(claim: str, namespace: str, view: FileClusterView,
+                     made: bool = False) -> str:
+    """Why a claim gives no dataset: made by the work from a template (new, empty), or bound
+    (in the files) to a volume that is not fusecache's, so nothing to warm; else where its
+    location could come from."""
+    if made:
+        return (f"a claim the job makes from its template, empty when it starts: nothing to "
+                f"warm (--pvc {claim}=s3://BUCKET/PREFIX if it holds a dataset)")
     pvc = view.pvc(namespace, claim)
     pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
     pv = view.pv(pv_name) if pv_name else None
@@ -260,7 +265,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                                  f"[written by {maker} as the job runs: not warmed]")
                     continue
                 if ref.claim and not uri:
-                    where = f" ({unresolved_claim(ref.claim, w.namespace, view)})"
+                    where = f" ({unresolved_claim(ref.claim, w.namespace, view, ref.made)})"
                 elif ref.uri and not ref.warmable:
                     where = " [unsupported scheme]"
                 lines.append(f"      reads {ref.describe()}  ({ref.origin}){where}")

@@ -260,3 +260,25 @@ def test_env_from_a_configmap_in_the_files_is_expanded(tmp_path) -> None:
     warm = r.stdout.split("warm:", 1)[1]
     assert "s3://bench/sabdab/holdout.fasta" in warm and "s3://data/oas/train/" in warm
     assert "$(OTHER)" not in warm
+
+
+def test_a_claim_the_job_makes_from_a_template_asks_for_nothing(tmp_path) -> None:
+    """A JobSet's ``volumeClaimPolicies`` scratch claim (made by the job, empty when it
+    starts) is nothing to warm, said so, rather than an unresolved claim asking for --pvc;
+    a pipeline's volumeClaimTemplates volume is said so too."""
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "pre", "namespace": "ml"},
+          "spec": {"volumeClaimPolicies": [{"templates": [{
+              "metadata": {"name": "scratch"},
+              "spec": {"storageClassName": "gp3", "accessModes": ["ReadWriteOnce"],
+                       "resources": {"requests": {"storage": "100Gi"}}}}]}],
+              "replicatedJobs": [{"name": "build", "replicas": 1, "template": {"spec": {
+                  "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                      "name": "b", "image": "x",
+                      "args": ["--in", "s3://raw/x/", "--cache", "/scratch/cache"],
+                      "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}]}}}}}]}}
+    r = plan(write(tmp_path, "js.yaml", js))
+    assert r.returncode == 0, r.stderr
+    assert "a claim the job makes from its template, empty when it starts: nothing to warm" \
+        in r.stdout
+    assert "unresolved" not in r.stdout
