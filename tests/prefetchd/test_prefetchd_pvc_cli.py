@@ -123,3 +123,24 @@ def test_a_claim_given_with_the_pipeline_resolves_from_its_pv(tmp_path, capsys):
     f.write_text(yaml.safe_dump_all([wf, pvc, pv]))
     assert cli.main(["plan", str(f)]) == 0
     assert "unresolved pvc serengeti of crop" in capsys.readouterr().out
+
+
+def test_a_volume_the_run_creates_is_nothing_to_warm(tmp_path, capsys):
+    """An Argo volumeClaimTemplates scratch volume is empty when the run starts: plan says
+    so rather than asking for --pvc as for a claim that holds a dataset."""
+    import yaml
+
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+          "metadata": {"generateName": "w-"},
+          "spec": {"entrypoint": "s", "volumeClaimTemplates": [{
+              "metadata": {"name": "work"},
+              "spec": {"accessModes": ["ReadWriteOnce"],
+                       "resources": {"requests": {"storage": "10Gi"}}}}],
+              "templates": [{"name": "s", "container": {
+                  "image": "x", "args": ["--cache", "/work/cache", "--in", "s3://raw/x/"],
+                  "volumeMounts": [{"name": "work", "mountPath": "/work"}]}}]}}
+    f = tmp_path / "wf.yaml"
+    f.write_text(yaml.safe_dump(wf))
+    assert cli.main(["plan", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "a volume the run creates, empty when it starts: nothing to warm" in out

@@ -264,8 +264,7 @@ def test_env_from_a_configmap_in_the_files_is_expanded(tmp_path) -> None:
 
 def test_a_claim_the_job_makes_from_a_template_asks_for_nothing(tmp_path) -> None:
     """A JobSet's ``volumeClaimPolicies`` scratch claim (made by the job, empty when it
-    starts) is nothing to warm, said so, rather than an unresolved claim asking for --pvc;
-    a pipeline's volumeClaimTemplates volume is said so too."""
+    starts) is nothing to warm, said so, rather than an unresolved claim asking for --pvc."""
     js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
           "metadata": {"name": "pre", "namespace": "ml"},
           "spec": {"volumeClaimPolicies": [{"templates": [{
