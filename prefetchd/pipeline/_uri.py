@@ -126,6 +126,9 @@ def name_direction(name: str | None) -> str | None:
         return None
     n = name.lower().lstrip("-")
     w = _words(n)
+    if "dst" in w and w - {"dst"} and not w & (_PLACE_WORDS | WRITE_WORDS - {"dst"}):
+        w = w - {"dst"}  # --dst-calendar: daylight saving time, not a destination
+        n = "-".join(sorted(w))
     if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES) or {"log", "dir"} <= w or \
             {"logging", "dir"} <= w:  # TensorBoard's (HF's --logging_dir)
         return "write"

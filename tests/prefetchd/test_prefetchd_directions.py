@@ -84,7 +84,8 @@ def test_copy_to_a_local_path_reads_and_from_a_local_path_writes() -> None:
     ("--to", 1), ("--dst", 1), ("--dest", 1), ("--output", 1), ("--output-dir", 1),
     ("--out", 1), ("--save-to", 1), ("--save_path", 1), ("--export", 1), ("--export-dir", 1),
     ("--logdir", 1), ("--log-dir", 1), ("--job-dir", 1), ("--predictions", 1),
-    ("--metrics-uri", 1), ("--logs", 0),
+    ("--metrics-uri", 1), ("--logs", 0), ("--dst-dir", 1), ("--logging_dir", 1),
+    ("--dst-calendar", 0),  # daylight saving time, not a destination
     ("--from", 0), ("--src", 0), ("--source", 0), ("--input", 0), ("--input-table", 0),
     ("--data", 0), ("--data-dir", 0), ("--resume-from-checkpoint", 0),
     ("--checkpoint-dir", 2), ("--ckpt", 2), ("--model-dir", 2),
