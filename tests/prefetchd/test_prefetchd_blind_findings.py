@@ -30,6 +30,20 @@ def _container(name: str, *args: str) -> dict:
             "container": {"image": "x", "command": ["python", f"{name}.py"], "args": list(args)}}
 
 
+def _fed_by_output(consumer: dict, param: str) -> Step:
+    """The step of *consumer* (a template taking input *param*) run after a step ``make``
+    whose output parameter feeds *param*: a value only the run knows."""
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "make", "template": "make"},
+        {"name": "use", "template": consumer["name"], "depends": "make", "arguments": {
+            "parameters": [{"name": param,
+                            "value": "{{tasks.make.outputs.parameters.out}}"}]}}]}}
+    make = {"name": "make", "outputs": {"parameters": [{"name": "out",
+                                                      "valueFrom": {"path": "/tmp/out"}}]},
+            "container": {"image": "x", "command": ["make.sh"]}}
+    return _plan([main, make, consumer]).step("use")
+
+
 def _component(code: str, inputs: dict[str, Val], env: tuple[str, ...] = (),
                with_argv: bool = True) -> Step:
     """A KFP v2 lightweight component's step, read as ``_kfp2`` reads one: its program in
@@ -378,18 +392,11 @@ def test_a_flag_keeps_its_run_time_value_and_its_way() -> None:
     """``--netlist_file={{inputs.parameters.netlist_uri}}`` fed by another step's output: a
     runtime-only read of the value (not of ``--netlist_file=...``); ``--output_dir={{...}}``
     of the same kind is a write."""
-    main = {"name": "main", "dag": {"tasks": [
-        {"name": "gen", "template": "gen"},
-        {"name": "place", "template": "place", "depends": "gen", "arguments": {"parameters": [
-            {"name": "netlist_uri", "value": "{{tasks.gen.outputs.parameters.uri}}"}]}}]}}
-    gen = {"name": "gen", "outputs": {"parameters": [{"name": "uri",
-                                                      "valueFrom": {"path": "/tmp/uri"}}]},
-           "container": {"image": "x", "command": ["gen.sh"]}}
     place = {"name": "place", "inputs": {"parameters": [{"name": "netlist_uri"}]},
              "container": {"image": "x", "command": ["python", "place.py"], "args": [
                  "--netlist_file={{inputs.parameters.netlist_uri}}",
                  "--output_dir={{inputs.parameters.netlist_uri}}.placed"]}}
-    step = _plan([main, gen, place]).step("place")
+    step = _fed_by_output(place, "netlist_uri")
     assert [(r.uri, r.pattern) for r in step.reads] == [
         (None, "{{inputs.parameters.netlist_uri}}")]
     assert [w.pattern for w in step.writes] == ["{{inputs.parameters.netlist_uri}}.placed"]
@@ -680,19 +687,11 @@ def test_an_env_var_the_step_sets_builds_a_location_in_code() -> None:
 def test_another_steps_output_a_copy_reads_is_a_run_time_read() -> None:
     """``aws s3 sync {{inputs.parameters.fit-Output}} s3://serving/...``: the value's name
     says nothing, but a copy's source is read: a runtime-only read from the task output."""
-    main = {"name": "main", "dag": {"tasks": [
-        {"name": "fit", "template": "fit"},
-        {"name": "publish", "template": "publish", "depends": "fit", "arguments": {
-            "parameters": [{"name": "fit-Output",
-                            "value": "{{tasks.fit.outputs.parameters.fit-Output}}"}]}}]}}
-    fit = {"name": "fit", "outputs": {"parameters": [{"name": "fit-Output",
-                                                     "valueFrom": {"path": "/tmp/o"}}]},
-           "container": {"image": "x", "command": ["fit.sh"]}}
     publish = {"name": "publish", "inputs": {"parameters": [{"name": "fit-Output"}]},
                "container": {"image": "x", "command": ["sh", "-c"], "args": [
                    "aws s3 sync {{inputs.parameters.fit-Output}} s3://serving/topics/ "
                    "--delete"]}}
-    step = _plan([main, fit, publish]).step("publish")
+    step = _fed_by_output(publish, "fit-Output")
     assert [(r.uri, r.origin) for r in step.reads] == [(None, "task-output")]
     assert [w.uri for w in step.writes] == ["s3://serving/topics/"]
 
@@ -750,18 +749,11 @@ def test_a_run_time_value_with_a_path_after_it_or_under_a_place_flag_is_read() -
     """``s5cmd sync "{{...snapshot-Output}}audio/*" /data/`` and ``--model_load_path
     {{...model_dir}}`` (a flag naming a place): runtime-only reads of another step's
     output."""
-    main = {"name": "main", "dag": {"tasks": [
-        {"name": "snap", "template": "snap"},
-        {"name": "use", "template": "use", "depends": "snap", "arguments": {"parameters": [
-            {"name": "snap", "value": "{{tasks.snap.outputs.parameters.out}}"}]}}]}}
-    snap = {"name": "snap", "outputs": {"parameters": [{"name": "out",
-                                                      "valueFrom": {"path": "/tmp/o"}}]},
-            "container": {"image": "x", "command": ["snap.sh"]}}
     use = {"name": "use", "inputs": {"parameters": [{"name": "snap"}]},
            "container": {"image": "x", "command": ["sh", "-c"], "args": [
                's5cmd sync "{{inputs.parameters.snap}}audio/*" /data/ && '
                "python -m eval --model_load_path {{inputs.parameters.snap}}"]}}
-    step = _plan([main, snap, use]).step("use")
+    step = _fed_by_output(use, "snap")
     assert sorted(r.pattern or "" for r in step.reads) == [
         "{{inputs.parameters.snap}}", "{{inputs.parameters.snap}}audio/*"]
     assert {r.origin for r in step.reads} == {"task-output"}
