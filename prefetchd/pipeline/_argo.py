@@ -483,7 +483,7 @@ class ArgoAnalyzer:
                     expression=str(expr),
                     parallelism=par,
                 ),
-                runtime("loop-item", producer=v.get("producer")),
+                runtime("task-output", producer=v.get("producer")),  # an item of its output
             )
         if "withSequence" in task:
             # Argo's items are the numbers as strings (format "%d" unless given)

@@ -730,6 +730,19 @@ class _Flow(ast.NodeVisitor):
         for s in self.sources(node):
             self.found.setdefault(s, set()).add(direction)
 
+    def _lenient(self, node: ast.AST) -> Pieces:
+        """An f-string's pieces with the parts we cannot tell as a blank (no location runs
+        through one): the SQL a component builds around its inputs; () for other nodes."""
+        if not isinstance(node, ast.JoinedStr):
+            return ()
+        out: list[str | tuple[str, str]] = []
+        for v in node.values:
+            part = self.pieces(v.value) if isinstance(v, ast.FormattedValue) and \
+                v.format_spec is None and v.conversion in (-1, 115) else \
+                self.pieces(v) if not isinstance(v, ast.FormattedValue) else None
+            out += part if part is not None else [" "]
+        return tuple(out)
+
     def _lance_db(self, node: ast.AST) -> Pieces | None:
         """The location of a lancedb database: ``lancedb.connect(X)`` or a variable set so."""
         if isinstance(node, ast.Name):
@@ -891,8 +904,11 @@ class _Flow(ast.NodeVisitor):
                 elif isinstance(a, ast.Name) and a.id in self.tmpl:
                     self.built.append((self.tmpl[a.id], "read"))
                 elif not isinstance(a, (ast.Name, ast.Constant)) and is_built(
-                        made := self.pieces(a) or ()):
-                    self.built.append((made, "read"))  # sopen(root + "/metadata.csv")
+                        made := self.pieces(a) or self._lenient(a)):
+                    # sopen(root + "/metadata.csv"); con.sql(f"... '{root}/x/*.parquet' ...
+                    # TO '{out.path}'"): each location in the text (a COPY ... TO target is
+                    # written: the caller's sql_direction)
+                    self.built.append((made, "read"))
                 elif (text := _literal(self.pieces(a))) is not None:
                     # con.sql(f"... read_parquet('{feats}')") with feats = "s3://a/" + "x/*"
                     # reads; SQL's COPY ... TO 's3://...' writes (a plain string's other
@@ -1116,6 +1132,12 @@ _PATH_TYPES = frozenset({"Path", "PurePosixPath", "UPath", "S3Path", "CloudPath"
 _SQL_TO = re.compile(r"\bTO\s*['\"]?$", re.IGNORECASE)  # COPY (...) TO 's3://...'
 _FS_CLASSES = {"S3FileSystem": "s3", "GCSFileSystem": "gs"}
 _FS_PROTOCOLS = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs"}
+
+
+def sql_direction(text: str, uri: str, default: str) -> str:
+    """The way SQL text uses a location in it: written when it is a ``COPY ... TO`` target."""
+    at = text.find(uri)
+    return "write" if at >= 0 and _SQL_TO.search(text[:at]) else default
 
 
 def _filesystem_scheme(call: ast.Call) -> str | None:

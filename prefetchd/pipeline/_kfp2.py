@@ -417,7 +417,7 @@ class Kfp2Analyzer:
                     parallelism=par,
                 ),
                 name,
-                runtime("loop-item", producer=prod),
+                runtime("task-output", producer=prod),  # an item of its output
             )
         if isinstance(t.get("artifactIterator"), dict):
             return Loop("task-output", parallelism=par), None, None

@@ -196,4 +196,5 @@ def _render(pieces: Pieces, values: dict[str, str], chosen: dict[str, Any]) -> s
     if scheme and "://" not in text and BUCKET_PATH.match(text):
         text = f"{scheme}://{text}"  # s3fs's, gcsfs's "bucket/key"
     scheme, sep, rest = text.partition("://")  # os.path.join("s3://b/x/", "y"): one slash
-    return scheme + sep + re.sub(r"//+", "/", rest) if sep else text
+    # (not the "//" of another location in the same text: SQL naming two)
+    return scheme + sep + re.sub(r"(?<!:)//+", "/", rest) if sep else text

@@ -111,6 +111,7 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
     (`_uri.name_direction`); else the step's name; else a read.
     """
     subs: dict[str, Val] = {}
+    later: list[tuple[str, Val]] = []  # placeholders only the run fills (another step's output)
     for ph in dict.fromkeys(_PH_RE.findall(code)) if resolve is not None else ():
         v = resolve(ph)
         if v is None:
@@ -119,6 +120,8 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
             subs[ph] = v
         elif _hints_uri(ph, v):
             step.add(_fallback(step, v.get("input")), read_from(v, None, pattern=ph))
+        else:
+            later.append((ph, v))
     n = max((len(v.values or ()) for v in subs.values()), default=1)
 
     def render(k: int) -> str:
@@ -128,7 +131,7 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
                 return "__runtime__"
             return v.values[k] if len(v.values) == n else v.values[0]
 
-        return _PH_RE.sub(one, code) if subs else code
+        return _PH_RE.sub(one, code) if subs or later else code
 
     first = render(0)
     flow = _code.analyze(first)
@@ -156,6 +159,11 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
         else:
             dk = dirs
         for u, d in zip(uris, dk, strict=True):
+            if "__runtime__" in u:  # f"s3://b/raw/{cell}/x" with cell from another step
+                if later and d != "write":
+                    ph, v = later[0]
+                    step.add(d, read_from(v, None, pattern=u.replace("__runtime__", ph)))
+                continue
             src = _supplier(u, subs, k, n)
             step.add(d, read_from(src, u) if src is not None else Read(u, True, "constant"))
     return True
@@ -353,7 +361,7 @@ def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
         lead, texts = rendered
         for text in texts:
             for u in _uri.find_uris(text):
-                step.add(d, read_from(lead, u))
+                step.add(_code.sql_direction(text, u, d), read_from(lead, u))
     return used - built[1]
 
 

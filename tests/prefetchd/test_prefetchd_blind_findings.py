@@ -757,3 +757,45 @@ def test_a_run_time_value_with_a_path_after_it_or_under_a_place_flag_is_read() -
     assert sorted(r.pattern or "" for r in step.reads) == [
         "{{inputs.parameters.snap}}", "{{inputs.parameters.snap}}audio/*"]
     assert {r.origin for r in step.reads} == {"task-output"}
+
+
+def test_sql_built_around_inputs_reads_its_sources_and_writes_its_copy_target() -> None:
+    """DuckDB SQL in an f-string: both ``read_parquet('{root}/.../*.parquet')`` sources are
+    read (a second ``s3://`` in the text keeps its slashes), a part we cannot tell (``TO
+    '{out.path}'``) names nothing, and ``COPY ... TO 's3://...{day}.parquet'`` is written."""
+    code = textwrap.dedent('''\
+        import duckdb
+        def sessions(root: str, day: str, aoi: str, out: str):
+            con = duckdb.connect()
+            con.execute(f"""
+                COPY (SELECT * FROM read_parquet('{root}/impressions/dt={day}/*.parquet') i
+                      JOIN read_parquet('{root}/applications/dt={day}/*.parquet') a USING (id))
+                TO '{out.path}' (FORMAT PARQUET)""")
+            con.sql(f"COPY t TO 's3://reports/dark/{aoi}/{day}.parquet' (FORMAT PARQUET)")
+        ''')
+    step = _component(code, {"root": Val(values=["s3://lake/events"], origin="pipeline-parameter"),
+                             "day": Val(values=["2025-05-18"], origin="pipeline-parameter"),
+                             "aoi": Val(values=["north-sea"], origin="pipeline-parameter")})
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://lake/events/applications/dt=2025-05-18/*.parquet",
+        "s3://lake/events/impressions/dt=2025-05-18/*.parquet"]
+    assert [w.uri for w in step.writes] == ["s3://reports/dark/north-sea/2025-05-18.parquet"]
+
+
+def test_a_script_location_holding_another_steps_output_is_read_at_run_time() -> None:
+    """A Hera script whose location holds an input fed by a loop over another step's output
+    (``f"s3://cells/raw/{cell}/cycles.csv.gz"``): a runtime-only read from the task output,
+    never a static read of ``.../__runtime__/...``."""
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "ls", "template": "ls"},
+        {"name": "parse", "template": "parse", "depends": "ls",
+         "withParam": "{{tasks.ls.outputs.result}}",
+         "arguments": {"parameters": [{"name": "cell", "value": "{{item}}"}]}}]}}
+    ls = {"name": "ls", "container": {"image": "x", "command": ["ls.sh"]}}
+    parse = {"name": "parse", "inputs": {"parameters": [{"name": "cell"}]},
+             "script": {"image": "python:3.11", "command": ["python"], "source": (
+                 "import pandas as pd\n"
+                 "cell = '{{inputs.parameters.cell}}'\n"
+                 "df = pd.read_csv(f's3://cells/raw/{cell}/cycles.csv.gz')\n")}}
+    step = _plan([main, ls, parse]).step("parse")
+    assert [(r.uri, r.origin, r.static) for r in step.reads] == [(None, "task-output", False)]
