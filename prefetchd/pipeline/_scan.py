@@ -254,6 +254,12 @@ def scan_argv(
     directions = _uri.classify_tokens(reps, flag_dirs)
     for i, d in directions.items():
         v = vals[i]
+        if v is None and toks[i].startswith("-") and "=" in toks[i]:
+            value = toks[i].split("=", 1)[1]  # --audio-root=/data/train_audio: a path too
+            if value.startswith("/") and "{{" not in value:
+                # (a step's verb is no evidence for a path under a read-only mount)
+                paths.append((value, d or _uri.name_direction(toks[i].split("=", 1)[0])
+                              or "read"))
         if v is None or i in only_built:
             continue
         if reps[i] == _QUIET:
@@ -265,6 +271,9 @@ def scan_argv(
                 # read word alone, --src-lang {{...}}, is no evidence here)
                 step.add(d, read_from(v, None, pattern=v.get("pattern") or toks[i]))
             continue
+        # a path under a read-only mount: the command line or a name decides, never the
+        # step's verb (export-onnx --train /data/x reads /data/x)
+        path_d = d or _uri.name_direction(v.get("input")) or "read"
         if d is None:  # the command line says nothing: the input's name, then the step's
             flag = toks[i].split("=", 1)[0] if toks[i].startswith("-") else \
                 toks[i - 1] if i and toks[i - 1].startswith("-") else None
@@ -281,7 +290,7 @@ def scan_argv(
             for u in uris:
                 step.add(d, read_from(v, u))
             if not uris and value.startswith("/"):
-                paths.append((value, d))
+                paths.append((value, path_d))
     return {k for k in in_built - set(flag_dirs or {}) if k.startswith(_code.ENV)}
 
 

@@ -274,6 +274,17 @@ def _shell_vars(words: list[str], known: dict[str, str]) -> list[str]:
     return words
 
 
+def _local_assignment(words: list[str], script: str) -> bool:
+    """A command that only sets script variables (not exported) the script goes on to use:
+    no reading of its own, its uses carry the value (`DATA=/data/x` then `--train "$DATA/t"`
+    reads `/data/x/t`, not all of `/data/x`)."""
+    pairs = [_ASSIGN.fullmatch(w) for w in words]
+    if not words or words[0] in _DECLARE or not all(pairs):
+        return False
+    return all(re.search(r"\$\{?" + re.escape(m.group(1)) + r"\b", script)
+               for m in pairs if m is not None)
+
+
 def _script_words(script: str) -> list[str]:
     """A shell script's words, `;` between its commands: a line ends one unless it ends in
     `\\` or a quote opened on it is still open (a multi-line string, as python -c has);
@@ -302,7 +313,9 @@ def _script_words(script: str) -> list[str]:
         except ValueError:
             continue  # an open quote: the command goes on
         if words:
-            out += [*_shell_vars(words, known), ";"]
+            words = _shell_vars(words, known)
+            if not _local_assignment(words, script):
+                out += [*words, ";"]
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()

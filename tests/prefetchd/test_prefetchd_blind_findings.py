@@ -799,3 +799,19 @@ def test_a_script_location_holding_another_steps_output_is_read_at_run_time() ->
                  "df = pd.read_csv(f's3://cells/raw/{cell}/cycles.csv.gz')\n")}}
     step = _plan([main, ls, parse]).step("parse")
     assert [(r.uri, r.origin, r.static) for r in step.reads] == [(None, "task-output", False)]
+
+
+def test_a_flags_path_value_narrows_a_mount_and_a_script_variable_is_no_read() -> None:
+    """``--taxonomy=/data/taxonomy.csv`` names a file under the claim mounted at /data (the
+    mount is not read whole), whatever the step's verb (``export-onnx``); ``DATA=/data/tok``
+    then ``--train "$DATA/train"`` reads ``/data/tok/train``, not all of ``/data/tok``."""
+    tmpl = {"name": "export-onnx", "container": {
+        "image": "x", "command": ["bash", "-c"], "args": [
+            'DATA=/data/tok\npython -m export --taxonomy=/data/taxonomy.csv '
+            '--train "$DATA/train"'],
+        "volumeMounts": [{"name": "d", "mountPath": "/data", "readOnly": True}]}}
+    doc = {**_ARGO, "spec": {"entrypoint": "export-onnx", "templates": [tmpl], "volumes": [
+        {"name": "d", "persistentVolumeClaim": {"claimName": "comp"}}]}}
+    [plan] = pipeline.analyze_documents([doc], pvc_map={"comp": "s3://b/comp"}, source="w")
+    assert sorted(r.uri for r in plan.step("export-onnx").reads) == [
+        "s3://b/comp/taxonomy.csv", "s3://b/comp/tok/train"]
