@@ -383,6 +383,11 @@ def _run_time(pieces: _pieces.Pieces, inputs: dict[str, Val]) -> tuple[Val, str]
     later = next((v for v in vals if v is not None and v.values is None), None)
     if later is None:
         return None
+    known = {name: v.values[0] for name, v in inputs.items() if v.values}
+    shown = "".join(known.get(p[1], _pattern_part(p)) if isinstance(p, tuple) and p[0] == "param"
+                    else _pattern_part(p) for p in pieces)
+    if shown.startswith("/"):
+        return None  # f"{scratch}/scenes/{scene}/*.tiff" with scratch="/scratch": a local path
     return later, "".join(_pattern_part(p) for p in pieces)
 
 

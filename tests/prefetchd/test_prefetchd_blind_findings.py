@@ -815,3 +815,21 @@ def test_a_flags_path_value_narrows_a_mount_and_a_script_variable_is_no_read() -
     [plan] = pipeline.analyze_documents([doc], pvc_map={"comp": "s3://b/comp"}, source="w")
     assert sorted(r.uri for r in plan.step("export-onnx").reads) == [
         "s3://b/comp/taxonomy.csv", "s3://b/comp/tok/train"]
+
+
+def test_a_local_path_built_from_another_steps_output_is_no_read() -> None:
+    """``glob.glob(f"{scratch}/scenes/{scene_id}/*.tiff")`` with ``scratch="/scratch"`` and
+    ``scene_id`` from a loop over another step's output: a path on a volume, not a location
+    to read at run time; ``f"{root}/x/"`` with ``root`` from another step still is."""
+    code = textwrap.dedent('''\
+        import glob
+        import pandas as pd
+        def detect(scratch: str, scene_id: str, root: str):
+            tif = glob.glob(f"{scratch}/scenes/{scene_id}/*.tiff")[0]
+            pd.read_parquet(f"{root}section=news/")
+        ''')
+    later = Val(values=None, origin="task-output")
+    step = _component(code, {"scratch": Val(values=["/scratch"], origin="pipeline-parameter"),
+                             "scene_id": later, "root": later})
+    assert [(r.pattern, r.origin) for r in step.reads] == [
+        ("{{root}}section=news/", "task-output")]
