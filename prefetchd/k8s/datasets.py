@@ -41,6 +41,9 @@ from prefetchd.k8s import placement, rest
 from prefetchd.pipeline import _code, _pvc, _uri
 
 log = logging.getLogger(__name__)
+# an env entry's mark (on copies made for reading, never sent to the API): it came with
+# envFrom, a ConfigMap's every key, so it serves $(VAR) but names no dataset by itself
+EXPAND_ONLY = "x-prefetchd-expand-only"
 DRIVER_NAME = "csi.fusecache.io"  # csi/__init__.py DRIVER_NAME; not imported: no grpc needed here
 MAX_DATASETS = 16  # per pod: bounds webhook work and the size of the affinity it adds
 
@@ -292,7 +295,8 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             out += [(u, "code", d) for u, d in _code.program_locations(code, env)]
             out += [(p, "code", d) for p, d in _code.program_paths(code)]
     tokens = _uri.tokenize(["__code__" if program else a
-                            for a, program in zip(argv, programs, strict=True)])
+                            for a, program in zip(argv, programs, strict=True)],
+                           _uri.kube_env(container.get("env")))
     directions = _uri.classify_tokens(tokens)
     for i, t in enumerate(tokens):
         d = "write" if i and tokens[i - 1] in REDIRECTS else directions.get(i) or "read"
@@ -302,7 +306,11 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             d = said if said in ("write", "unknown") else d
             out.append((value, "arg", d))
         out.append((t, "arg", d))
+    bulk = {e.get("name") for e in container.get("env") or []
+            if isinstance(e, Mapping) and e.get(EXPAND_ONLY)}
     for name, value in _uri.kube_env(container.get("env")).items():
+        if name in bulk:
+            continue  # one of a ConfigMap's keys (envFrom): a value for $(VAR), no read itself
         said = _uri.name_direction(name)
         d = said if said in ("write", "unknown") else "read"
         for word in value.split():

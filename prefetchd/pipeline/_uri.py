@@ -232,14 +232,14 @@ def kube_expand(argv: list[str], env: object) -> list[str]:
     return [_expand(a, values) for a in argv] if values else argv
 
 
-def tokenize(argv: list[str]) -> list[str]:
+def tokenize(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     """Flatten argv, splitting shell strings (`sh -c "..."`) into words; a line of a script
     ends its command as `;` does (`aws s3 cp A B` then `python train.py C` on the next line:
     C is no third operand of the copy)."""
     out: list[str] = []
     for a in shell_args(argv):
         if any(c in a for c in " \n\t") and len(a) < 20000:
-            out.extend(_script_words(a))
+            out.extend(_script_words(a, env))
         else:
             out.append(a)
     return out
@@ -285,12 +285,13 @@ def _local_assignment(words: list[str], script: str) -> bool:
                for m in pairs if m is not None)
 
 
-def _script_words(script: str) -> list[str]:
+def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     """A shell script's words, `;` between its commands: a line ends one unless it ends in
     `\\` or a quote opened on it is still open (a multi-line string, as python -c has);
-    the script's own variables expanded (`_shell_vars`)."""
+    the script's own variables expanded (`_shell_vars`), and *env*'s (the container's env,
+    which the script sees: `aws s3 cp "${INIT_CKPT}" /w`)."""
     out: list[str] = []
-    known: dict[str, str] = {}
+    known: dict[str, str] = dict(env or {})
     buf = ""
     here = None  # the delimiter of the heredoc being read
     for line in script.split("\n"):

@@ -73,7 +73,9 @@ def with_configmap_env(obj: Mapping[str, Any], library: Library) -> Mapping[str,
             for src in out.get("envFrom") or []:
                 d = data(src.get("configMapRef")) if isinstance(src, Mapping) else None
                 prefix = str(src.get("prefix") or "") if isinstance(src, Mapping) else ""
-                env += [{"name": prefix + str(k), "value": str(v)} for k, v in (d or {}).items()]
+                # (envFrom's keys: for $(VAR), not datasets of their own, see container_words)
+                env += [{"name": prefix + str(k), "value": str(v), k8s_datasets.EXPAND_ONLY: True}
+                        for k, v in (d or {}).items()]
             for e in out.get("env") or []:
                 ref = ((e.get("valueFrom") or {}).get("configMapKeyRef")
                        if isinstance(e, Mapping) and isinstance(e.get("valueFrom"), Mapping)

@@ -281,3 +281,20 @@ def test_a_claim_the_job_makes_from_a_template_asks_for_nothing(tmp_path) -> Non
     assert "a claim the job makes from its template, empty when it starts: nothing to warm" \
         in r.stdout
     assert "unresolved" not in r.stdout
+
+
+def test_a_configmaps_keys_from_envfrom_serve_expansion_not_reads(tmp_path) -> None:
+    """``envFrom`` brings every key of a ConfigMap: one the container uses (``$(EVAL)``, or
+    ``"${INIT}"`` in its script) names what it reads; the others (``TRAIN_FILES``, used by
+    the trainer, not this evaluator) are no dataset of this container."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ev", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "command": ["bash", "-c"],
+               "args": ['aws s3 cp "${INIT}" /w/init.pt && python eval.py --eval $(EVAL)'],
+               "envFrom": [{"configMapRef": {"name": "paths"}}]}]}}}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "paths", "namespace": "ml"},
+          "data": {"EVAL": "s3://d/eval/", "INIT": "s3://m/init.pt", "TRAIN_FILES": "s3://d/train/"}}
+    r = plan(write(tmp_path, "job.yaml", job, cm))
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://d/eval/" in warm and "s3://m/init.pt" in warm and "s3://d/train/" not in warm
