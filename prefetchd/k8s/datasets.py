@@ -285,6 +285,8 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     argv = _uri.kube_expand([str(a) for a in [*(container.get("command") or []),
                                               *(container.get("args") or [])]],
                             container.get("env"))
+    argv = _uri.with_s3_remotes(argv, _uri.rclone_s3_remotes(_uri.kube_env(
+        container.get("env"))))  # rclone copy hydro:bucket/x, RCLONE_CONFIG_HYDRO_TYPE=s3
     out: list[tuple[str, str, str]] = []
     env = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, Mapping)]
     programs = [_code.is_program(a) for a in argv]

@@ -70,6 +70,7 @@ _NO_READ = frozenset(
      "repr", "print", "format", "debug", "info", "warning", "error", "exception", "log",
      "startswith", "endswith", "isinstance", "int", "float", "bool",
      "connect",  # lancedb/duckdb connect: the tables opened through it say what is read
+     "makedirs", "mkdir", "relpath",  # a folder made (no data), a path made relative
      "Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"}  # path objects
 )
 # calls whose result is data or a list of files, not a location to follow
@@ -81,7 +82,7 @@ _READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths",
 _WRITE_KEYWORDS = ("path", "path_or_buf")
 _WRITE_FIRST = frozenset(
     {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
-     "makedirs", "mkdir", "open_output_stream", "sink_parquet", "sink_csv", "sink_ipc",
+     "open_output_stream", "sink_parquet", "sink_csv", "sink_ipc",
      "write_parquet", "write_csv", "write_ndjson", "write_deltalake"}
 )
 # writers given the location first (fsspec) or called on it (pathlib: p.write_text(data))

@@ -212,6 +212,9 @@ def scan_argv(
     the code uses only to build locations (their own values are not read).
     """
     argv = [a for a in argv if isinstance(a, str)]
+    if env_values:  # rclone copy hydro:bucket/x with RCLONE_CONFIG_HYDRO_TYPE=s3
+        argv = _uri.with_s3_remotes(argv, _uri.rclone_s3_remotes({
+            k[len(_code.ENV):]: v.values[0] for k, v in env_values.items() if v.values}))
     # a program read as code stays in place as a word, so `sh -c '... "$0" "$@"'` still
     # finds its positional args where they are
     shell = ["__code__" if _is_code(a) and scan_code(step, a, resolve, env) else a

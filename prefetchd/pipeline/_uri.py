@@ -170,6 +170,25 @@ def step_says_write(step_name: str | None) -> bool:
     return first in WRITE_STEP_VERBS
 
 
+_RCLONE_TYPE = re.compile(r"RCLONE_CONFIG_([A-Z0-9_]+)_TYPE")
+
+
+def rclone_s3_remotes(env: dict[str, str]) -> list[str]:
+    """The rclone remotes the env configures as S3 (``RCLONE_CONFIG_HYDRO_TYPE=s3``: the
+    remote ``hydro``), so ``hydro:bucket/key`` names ``s3://bucket/key``."""
+    return [m.group(1).lower() for name, value in env.items()
+            if (m := _RCLONE_TYPE.fullmatch(name)) and value.strip().lower() == "s3"]
+
+
+def with_s3_remotes(argv: list[str], remotes: list[str]) -> list[str]:
+    """*argv* with ``remote:bucket/key`` of those remotes written ``s3://bucket/key``."""
+    if not remotes:
+        return argv
+    pat = re.compile(r"(?<![\w/.:-])(?:" + "|".join(map(re.escape, remotes)) +
+                     r"):(?=[a-z0-9])", re.IGNORECASE)
+    return [pat.sub("s3://", a) for a in argv]
+
+
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
 _POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{?(\d)\}?')
 

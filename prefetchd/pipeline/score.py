@@ -129,12 +129,12 @@ def score_case(yaml_path: str, truth_path: str) -> CaseScore:
         gpo = sorted(p.claim_origin for p in s.pvc_mounts)
         sc.check(wpo == gpo, f"{sid}: pvc claim origins {gpo} != {wpo}")
         if w.get("imports"):
-            wi = w["imports"]
-            gi = s.imports[0] if s.imports else None
-            sc.check(
-                gi is not None and gi.uri == wi["uri"] and gi.static == wi["static"],
-                f"{sid}: imports {gi} != {wi['uri']}",
-            )
+            # one entry (the README's form) or a list of them
+            wis = w["imports"] if isinstance(w["imports"], list) else [w["imports"]]
+            want_i = sorted((str(x.get("uri")), bool(x.get("static"))) for x in wis
+                            if isinstance(x, dict))
+            got_i = sorted((str(g.uri), bool(g.static)) for g in s.imports)
+            sc.check(got_i == want_i, f"{sid}: imports {got_i} != {want_i}")
     return sc
 
 

@@ -833,3 +833,35 @@ def test_a_local_path_built_from_another_steps_output_is_no_read() -> None:
                              "scene_id": later, "root": later})
     assert [(r.pattern, r.origin) for r in step.reads] == [
         ("{{root}}section=news/", "task-output")]
+
+
+def test_an_rclone_remote_the_env_makes_s3_and_a_listing_downloaded_locally() -> None:
+    """``rclone copy hydro:bucket/x /cache`` with ``RCLONE_CONFIG_HYDRO_TYPE=s3`` reads
+    ``s3://bucket/x``; a paginated listing downloaded to local paths made with
+    ``os.makedirs`` reads the listed prefix (making a local folder writes no location)."""
+    tmpl = {"name": "mirror", "container": {
+        "image": "rclone/rclone", "command": ["rclone"],
+        "args": ["copy", "hydro:forcings/daymet/camels", "/cache/daymet", "--include", "*.nc"],
+        "env": [{"name": "RCLONE_CONFIG_HYDRO_TYPE", "value": "s3"},
+                {"name": "RCLONE_CONFIG_HYDRO_ENV_AUTH", "value": "true"}]}}
+    assert [r.uri for r in _plan([tmpl], entrypoint="mirror").step("mirror").reads] == [
+        "s3://forcings/daymet/camels"]
+    code = textwrap.dedent('''\
+        import os
+        from urllib.parse import urlparse
+        import boto3
+        def fetch(eval_uri: str, eval_set: str):
+            u = urlparse(eval_uri)
+            s3 = boto3.client("s3")
+            for page in s3.get_paginator("list_objects_v2").paginate(
+                    Bucket=u.netloc, Prefix=u.path.lstrip("/")):
+                for obj in page.get("Contents", []):
+                    dest = os.path.join(f"/tmp/{eval_set}",
+                                        os.path.relpath(obj["Key"], u.path.lstrip("/")))
+                    os.makedirs(os.path.dirname(dest), exist_ok=True)
+                    s3.download_file(u.netloc, obj["Key"], dest)
+        ''')
+    step = _component(code, {"eval_uri": Val(values=["s3://adas/gtsdb/test/"],
+                                             origin="loop-item"),
+                             "eval_set": Val(values=["gtsdb"], origin="loop-item")})
+    assert [r.uri for r in step.reads] == ["s3://adas/gtsdb/test/"] and step.writes == []
