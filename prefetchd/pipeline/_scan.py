@@ -85,16 +85,19 @@ def code_directions(argv: list[str]) -> dict[str, str]:
     return out
 
 
-def _fallback(step: Step, name: str | None, flag: str | None = None) -> str:
+def _fallback(step: Step, name: str | None, flag: str | None = None,
+              verb: bool = True) -> str:
     """No evidence in the command line: the parameter's name, then a flag naming a model
     (`--models`: loaded more often than saved to, which `--output*` says), then the step's
     name, else read."""
     d = _uri.name_direction(name)
-    if d is not None:
+    if d is not None and d != "unknown":
         return d
     if flag and _uri.names_model(flag):
-        return "read"
-    if _uri.step_says_write(step.id) or _uri.step_says_write(step.template):
+        return "read"  # --model {{item.ckpt}}: a checkpoint to load, whatever else "ckpt" is
+    if d is not None:
+        return d
+    if verb and (_uri.step_says_write(step.id) or _uri.step_says_write(step.template)):
         return "write"
     return "read"
 
@@ -251,10 +254,13 @@ def scan_argv(
     opt_inputs = {**(env_values or {}),
                   **{k: v for k, (_, v) in options.items() if v is not None}}
     in_built = _scan_built(step, opt_inputs, built)
-    if options:  # KFP v1: boto3 calls on the options' values
+    if options or env_values:  # KFP v1: boto3 calls on the options' (and env vars') values
         _scan_pairs(step, opt_inputs, code_pairs(argv))
     only_built = {options[k][0] for k in in_built - set(flag_dirs or {}) if k in options}
     directions = _uri.classify_tokens(reps, flag_dirs)
+    # a command line that names its output (--out s3://...) leaves its other locations to
+    # be inputs, whatever the step's verb (publish-block-model --blocks X --out Y reads X)
+    verb = "write" not in directions.values()
     for i, d in directions.items():
         v = vals[i]
         if v is None and toks[i].startswith("-") and "=" in toks[i]:
@@ -280,7 +286,7 @@ def scan_argv(
         if d is None:  # the command line says nothing: the input's name, then the step's
             flag = toks[i].split("=", 1)[0] if toks[i].startswith("-") else \
                 toks[i - 1] if i and toks[i - 1].startswith("-") else None
-            d = _fallback(step, v.get("input"), flag)
+            d = _fallback(step, v.get("input"), flag, verb)
         if v.values is None:
             if reps[i].endswith(_RUNTIME):
                 pattern = v.get("pattern") or toks[i]

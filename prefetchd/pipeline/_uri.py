@@ -293,6 +293,20 @@ def _shell_vars(words: list[str], known: dict[str, str]) -> list[str]:
     return words
 
 
+def _commands(words: list[str]) -> list[list[str]]:
+    """A line's words split into its commands at `;` (shlex leaves it on the word before)."""
+    out: list[list[str]] = [[]]
+    for w in words:
+        if w == ";":
+            out.append([])
+        elif w.endswith(";") and not w.endswith("\\;"):  # find -exec ... \; is no separator
+            out[-1].append(w[:-1])
+            out.append([])
+        else:
+            out[-1].append(w)
+    return [c for c in out if c]
+
+
 def _local_assignment(words: list[str], script: str) -> bool:
     """A command that only sets script variables (not exported) the script goes on to use:
     no reading of its own, its uses carry the value (`DATA=/data/x` then `--train "$DATA/t"`
@@ -332,10 +346,10 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
             words = shlex.split(buf, comments=True)
         except ValueError:
             continue  # an open quote: the command goes on
-        if words:
-            words = _shell_vars(words, known)
-            if not _local_assignment(words, script):
-                out += [*words, ";"]
+        for command in _commands(words):  # a=1; b=2 on one line: two commands
+            command = _shell_vars(command, known)
+            if not _local_assignment(command, script):
+                out += [*command, ";"]
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()

@@ -865,3 +865,40 @@ def test_an_rclone_remote_the_env_makes_s3_and_a_listing_downloaded_locally() ->
                                              origin="loop-item"),
                              "eval_set": Val(values=["gtsdb"], origin="loop-item")})
     assert [r.uri for r in step.reads] == ["s3://adas/gtsdb/test/"] and step.writes == []
+
+
+def test_round_13_idioms() -> None:
+    """``SEASON="$0"; MATCH="$1"`` on one line (two commands) then
+    ``s3://raw/${SEASON}/${MATCH}/*.mp4``; ``--model {{item.ckpt}}`` (a checkpoint to load);
+    ``publish-*`` with ``--blocks X --out Y`` (the output named: X is an input); a script's
+    listing under a prefix built from an env var, its listed keys downloaded."""
+    extract = {"name": "extract", "inputs": {"parameters": [{"name": "match"}]},
+               "container": {"image": "x", "command": ["bash", "-c"], "args": [
+                   'SEASON="$0"; MATCH="$1"\n'
+                   's5cmd cp "s3://raw/${SEASON}/${MATCH}/*.mp4" /frames/\n',
+                   "2024-25", "{{inputs.parameters.match}}"]}}
+    publish = {"name": "publish-blocks", "container": {"image": "x", "args": [
+        "--blocks", "s3://geo/blocks/grid.csv", "--out", "s3://products/graded.csv"]}}
+    score = {"name": "score", "inputs": {"parameters": [{"name": "ckpt"}]},
+             "container": {"image": "x", "args": ["--model", "{{inputs.parameters.ckpt}}"]}}
+    gate = {"name": "gate", "script": {"image": "x", "command": ["python"],
+            "env": [{"name": "SNAPSHOT", "value": "2025-06-01"}], "source": (
+                "import os, boto3\n"
+                "s3 = boto3.client('s3')\n"
+                "for lang in ('en', 'de'):\n"
+                "    prefix = f\"models/router/{os.environ['SNAPSHOT']}/{lang}/\"\n"
+                "    for obj in s3.list_objects_v2(Bucket='ml', Prefix=prefix)['Contents']:\n"
+                "        s3.download_file('ml', obj['Key'], '/tmp/' + obj['Key'])\n")}}
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "extract", "template": "extract",
+         "arguments": {"parameters": [{"name": "match", "value": "m0412"}]}},
+        {"name": "publish-blocks", "template": "publish-blocks"},
+        {"name": "score", "template": "score", "withItems": [{"ckpt": "s3://m/a.onnx"}],
+         "arguments": {"parameters": [{"name": "ckpt", "value": "{{item.ckpt}}"}]}},
+        {"name": "gate", "template": "gate"}]}}
+    plan = _plan([main, extract, publish, score, gate])
+    assert [r.uri for r in plan.step("extract").reads] == ["s3://raw/2024-25/m0412/*.mp4"]
+    assert [r.uri for r in plan.step("publish-blocks").reads] == ["s3://geo/blocks/grid.csv"]
+    assert [r.uri for r in plan.step("score").reads] == ["s3://m/a.onnx"]
+    assert sorted(r.uri for r in plan.step("gate").reads) == [
+        "s3://ml/models/router/2025-06-01/de/", "s3://ml/models/router/2025-06-01/en/"]
