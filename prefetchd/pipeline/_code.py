@@ -309,8 +309,11 @@ class _Flow(ast.NodeVisitor):
                         # the text of x
                         spec = _literal(self.pieces(v.format_spec, depth + 1))
                         one = part[0] if part is not None and len(part) == 1 else None
-                        made = _pieces.each_part(one, spec=spec) if isinstance(
-                            one, tuple) and spec is not None else None
+                        if isinstance(one, tuple) and one[0] == "param" and spec is not None:
+                            made = _pieces.formatted(one[1], spec)  # {month:02d} of an input
+                        else:
+                            made = _pieces.each_part(one, spec=spec) if isinstance(
+                                one, tuple) and spec is not None else None
                         part = (made,) if made is not None else None
                 else:
                     part = self.pieces(v, depth + 1)
@@ -826,6 +829,13 @@ class _Flow(ast.NodeVisitor):
 
     def _sinks(self, node: ast.Call, f: ast.AST, name: str, args: list[ast.AST],
                kw: dict[str, ast.AST]) -> None:
+        if name in ("write", "dump") and args and not isinstance(args[0], ast.Name):
+            # fh.write(f"s3://{b}/x/"): text the program writes to a file (the location it
+            # hands the next step), no location it uses itself
+            text = _literal(self.pieces(args[0]))
+            if text is not None:
+                self.partial.update(_uri.find_uris(text))
+            return
         if name in ("get", "getenv") and len(args) == 2 and "environ" in ast.unparse(f) + name \
                 and isinstance(args[0], ast.Constant) and isinstance(args[1], ast.Constant) \
                 and isinstance(args[1].value, str):

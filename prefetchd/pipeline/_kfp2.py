@@ -123,6 +123,9 @@ class Kfp2Analyzer:
                 v = run_values[n]
             elif "defaultValue" in d:
                 v = d["defaultValue"]
+                if d.get("parameterType") == "NUMBER_INTEGER" and isinstance(v, float) and \
+                        v.is_integer():
+                    v = int(v)  # the compiler writes an int's default as 2025.0
             else:
                 self.param_values[n] = None
                 self.root_scope[n] = runtime("required-parameter", parameter=n)

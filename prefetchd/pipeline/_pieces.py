@@ -14,6 +14,7 @@ for pieces that need none. A piece is literal text or a tuple:
   the path into an item (``item["uri"]``, tuple unpacking) and a format spec
   (``f"{i:05d}"``). Pieces of one loop take the same item; pieces of two
   loops take every pair;
+- ``("fmt", JSON)``: an input's value formatted with a spec (``f"{month:02d}"``);
 - ``("fs", SCHEME)``: a location without a scheme is on that store (s3fs).
 
 Bounded: a location that would take more than MAX_TEXTS texts renders as
@@ -47,7 +48,7 @@ def is_built(pieces: Pieces) -> bool:
     """A location made in the code, not an input passed as it is: inputs and some literal
     text, a part of an input's location, or a loop's item."""
     kinds = {p[0] for p in pieces if isinstance(p, tuple)}
-    return bool(kinds & {"bucket", "key", "each"}) or ("param" in kinds and any(
+    return bool(kinds & {"bucket", "key", "each", "fmt"}) or ("param" in kinds and any(
         isinstance(p, str) and p for p in pieces))
 
 
@@ -76,12 +77,19 @@ def each_part(piece: tuple[str, str], key: str | int | None = None,
     return ("each", json.dumps(d))
 
 
+def formatted(param: str, spec: str) -> tuple[str, str]:
+    """The piece for an input formatted with *spec* (``f"{month:02d}"``)."""
+    return ("fmt", json.dumps([param, spec]))
+
+
 def needs(pieces: Pieces) -> list[str]:
     """The inputs whose values *pieces* need, in order."""
     out = []
     for p in pieces:
         if isinstance(p, tuple) and p[0] in _FROM_INPUT:
             out.append(p[1])
+        elif isinstance(p, tuple) and p[0] == "fmt":
+            out.append(json.loads(p[1])[0])
         elif isinstance(p, tuple) and p[0] == "each":
             param = json.loads(p[1])["param"]
             if param:
@@ -162,7 +170,21 @@ def _item_text(d: dict[str, Any], item: Any) -> str | None:
 
 
 def _part(p: tuple[str, str], values: dict[str, str]) -> str | None:
-    """The text of an input's piece: its value, or the bucket or key of its location."""
+    """The text of an input's piece: its value (formatted, for a "fmt" piece), or the bucket
+    or key of its location."""
+    if p[0] == "fmt":
+        name, spec = json.loads(p[1])
+        raw = values.get(name)
+        if raw is None:
+            return None
+        # (a KFP v2 int input's default is written 4.0 in the IR)
+        for conv in (int, lambda x: int(float(x)) if float(x).is_integer() else float(x),
+                     float, str):
+            try:
+                return format(conv(raw), spec)
+            except (ValueError, TypeError):
+                continue
+        return None
     value = values.get(p[1])
     if value is None or p[0] == "param":
         return value

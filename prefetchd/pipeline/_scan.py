@@ -69,6 +69,9 @@ _is_code = _code.is_program
 # an Argo/KFP placeholder in a program (its code is read once resolved, by scan_code), not a
 # Python f-string's escaped brace ("{{000..031}}")
 _RUNTIME = "s3://runtime-value/"  # stands in for a location only the run knows
+_PY_HEREDOC = re.compile(
+    r"\bpython[0-9.]*\s+(?:-\s+)?<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n(.*?)\n\s*\1[ \t]*(?:\n|$)",
+    re.DOTALL)
 _QUIET = "s3://runtime-quiet/"  # a run-time value whose name says nothing of a location
 _TEMPLATED = re.compile(
     r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
@@ -222,6 +225,9 @@ def scan_argv(
     # finds its positional args where they are
     shell = ["__code__" if _is_code(a) and scan_code(step, a, resolve, env) else a
              for a in argv]
+    for a in argv:  # python - <<'PY' ... PY inside a script: the document is a program
+        for m in _PY_HEREDOC.finditer(a):
+            scan_code(step, m.group(2), resolve, env)
     protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected)]
     vals: list[Val | None] = []
@@ -395,8 +401,11 @@ def _run_time(pieces: _pieces.Pieces, inputs: dict[str, Val]) -> tuple[Val, str]
     known = {name: v.values[0] for name, v in inputs.items() if v.values}
     shown = "".join(known.get(p[1], _pattern_part(p)) if isinstance(p, tuple) and p[0] == "param"
                     else _pattern_part(p) for p in pieces)
-    if shown.startswith("/"):
-        return None  # f"{scratch}/scenes/{scene}/*.tiff" with scratch="/scratch": a local path
+    if shown.startswith("/") or all(isinstance(p, tuple) and p[0] == "fmt" or
+                                    isinstance(p, str) and "/" not in p for p in pieces):
+        # f"{scratch}/scenes/{scene}/*.tiff" with scratch="/scratch": a local path; f"{auc:.4f}"
+        # (a number formatted): no location
+        return None
     return later, "".join(_pattern_part(p) for p in pieces)
 
 

@@ -902,3 +902,30 @@ def test_round_13_idioms() -> None:
     assert [r.uri for r in plan.step("score").reads] == ["s3://m/a.onnx"]
     assert sorted(r.uri for r in plan.step("gate").reads) == [
         "s3://ml/models/router/2025-06-01/de/", "s3://ml/models/router/2025-06-01/en/"]
+
+
+def test_round_14_idioms() -> None:
+    """``f"{root}/year={year}/month={month:02d}/"`` formats an input (the IR writes an int's
+    default as 4.0); a ``python - <<'PY'`` document inside a script is read as Python; a
+    location the program writes into a file it hands on is no location it reads."""
+    code = textwrap.dedent('''\
+        import polars as pl
+        def ingest(root: str, year: int, month: int):
+            src = f"{root}/year={year}/month={month:02d}/"
+            pl.read_parquet(src + "*.parquet")
+        ''')
+    step = _component(code, {"root": Val(values=["s3://bts/ontime"], origin="pipeline-parameter"),
+                             "year": Val(values=["2025"], origin="pipeline-parameter"),
+                             "month": Val(values=["4.0"], origin="pipeline-parameter")})
+    assert [r.uri for r in step.reads] == ["s3://bts/ontime/year=2025/month=04/*.parquet"]
+    script = ("pip install -q boto3 && python - <<'PY'\n"
+              "import boto3\n"
+              "s3 = boto3.client('s3')\n"
+              "for f in range(2):\n"
+              "    s3.get_object(Bucket='models', Key=f'usleep/fold-{f}/metrics.json')\n"
+              "open('/tmp/out', 'w').write(f's3://models/usleep/best/')\n"
+              "PY")
+    tmpl = {"name": "agg", "container": {"image": "x", "command": ["sh", "-c"], "args": [script]}}
+    step = _plan([tmpl], entrypoint="agg").step("agg")
+    assert sorted(r.uri for r in step.reads) == ["s3://models/usleep/fold-0/metrics.json",
+                                                 "s3://models/usleep/fold-1/metrics.json"]
