@@ -69,9 +69,6 @@ _is_code = _code.is_program
 # an Argo/KFP placeholder in a program (its code is read once resolved, by scan_code), not a
 # Python f-string's escaped brace ("{{000..031}}")
 _RUNTIME = "s3://runtime-value/"  # stands in for a location only the run knows
-_PY_HEREDOC = re.compile(
-    r"\bpython[0-9.]*\s+(?:-\s+)?<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n(.*?)\n\s*\1[ \t]*(?:\n|$)",
-    re.DOTALL)
 _QUIET = "s3://runtime-quiet/"  # a run-time value whose name says nothing of a location
 _TEMPLATED = re.compile(
     r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
@@ -226,8 +223,8 @@ def scan_argv(
     shell = ["__code__" if _is_code(a) and scan_code(step, a, resolve, env) else a
              for a in argv]
     for a in argv:  # python - <<'PY' ... PY inside a script: the document is a program
-        for m in _PY_HEREDOC.finditer(a):
-            scan_code(step, m.group(2), resolve, env)
+        for program in _uri.python_heredocs(a):
+            scan_code(step, program, resolve, env)
     protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected)]
     vals: list[Val | None] = []

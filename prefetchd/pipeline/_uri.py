@@ -264,6 +264,17 @@ def tokenize(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     return out
 
 
+_PY_HEREDOC = re.compile(
+    r"\bpython[0-9.]*\s+(?:-\s+)?<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n(.*?)\n\s*\1[ \t]*(?:\n|$)",
+    re.DOTALL)
+
+
+def python_heredocs(script: str) -> list[str]:
+    """The Python programs a script feeds its interpreter as a heredoc (``python - <<'PY'``
+    ... ``PY``); `_script_words` leaves their lines out, the callers read them as Python."""
+    return [m.group(2) for m in _PY_HEREDOC.finditer(script)] if "<<" in script else []
+
+
 _HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")
 
 
@@ -327,17 +338,19 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     known: dict[str, str] = dict(env or {})
     buf = ""
     here = None  # the delimiter of the heredoc being read
+    python_doc = False  # the heredoc is a Python program (read as Python by the caller)
     for line in script.split("\n"):
         if here is not None:
             if line.strip() == here:
                 here = None
-            else:  # a document, no command: each word on its own (a config naming inputs)
+            elif not python_doc:  # a document, no command: each word on its own (a config)
                 for w in line.split():
                     out += [w, ";"]
             continue
         m = _HEREDOC.search(line) if not buf else None
         if m is not None:
             here = m.group(1)
+            python_doc = re.search(r"\bpython[0-9.]*\b", line[: m.start()]) is not None
         buf = f"{buf}\n{line}" if buf else line
         if buf.endswith("\\"):
             buf = buf[:-1]

@@ -246,3 +246,19 @@ def test_a_folder_named_by_the_downward_api_is_each_pods_own() -> None:
     pod["metadata"]["annotations"] = {"batch.kubernetes.io/job-completion-index": "3"}
     assert ds_mod.pod_datasets(pod, view()) == [
         "s3://vision-datasets/coco/2017/folds/fold=3/train.parquet"]
+
+
+def test_a_python_heredoc_in_a_containers_script_is_read_as_python() -> None:
+    """``python - <<'PY' ... PY``: the program's reads (boto3 keys per fold) are the
+    container's; a location it writes into a file is not; the document is no shell words."""
+    c = {"name": "agg", "image": "x", "command": ["sh", "-c"], "args": [
+        "python - <<'PY'\n"
+        "import boto3\n"
+        "s3 = boto3.client('s3')\n"
+        "for f in range(2):\n"
+        "    s3.get_object(Bucket='models', Key=f'cv/fold-{f}/metrics.json')\n"
+        "open('/tmp/out', 'w').write('s3://models/cv/best/')\n"
+        "PY"]}
+    words = ds_mod.container_words(c)
+    assert sorted(u for u, _o, d in ds_mod.settled_locations(words) if d == "read") == [
+        "s3://models/cv/fold-0/metrics.json", "s3://models/cv/fold-1/metrics.json"]
