@@ -289,12 +289,12 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         container.get("env"))))  # rclone copy hydro:bucket/x, RCLONE_CONFIG_HYDRO_TYPE=s3
     out: list[tuple[str, str, str]] = []
     env = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, Mapping)]
-    programs = [_code.is_program(a) for a in argv]
+    programs = [_code.is_program(a) and not _uri.python_heredocs(a) for a in argv]
     for a, program in zip(argv, programs, strict=True):
         # python -c "...", or python - <<'PY' ... PY in a script: the program's own use of
         # what it names (a Katib trial's ${trialParameters.lr} in it: a value, so it parses)
         for code in [_TEMPLATE_VALUE.sub("0", c) for c in
-                     ([a] if program else _uri.python_heredocs(a))]:
+                     (_uri.python_heredocs(a) or ([a] if program else []))]:
             out += [(u, "code", d) for u, d in _code.program_locations(code, env)]
             out += [(p, "code", d) for p, d in _code.program_paths(code)]
     tokens = _uri.tokenize(["__code__" if program else a
