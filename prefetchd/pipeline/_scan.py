@@ -74,14 +74,19 @@ _TEMPLATED = re.compile(
     r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
 
 
+def _flows(argv: list[str]) -> list[_code.Flow]:
+    """The analyses of the Python programs among `argv` (whole program words, with no
+    placeholder of the run left in them: those scan_code reads once resolved)."""
+    return [flow for a in argv if isinstance(a, str) and _is_code(a)
+            and not _TEMPLATED.search(a) and (flow := _code.analyze(a)) is not None]
+
+
 def code_directions(argv: list[str]) -> dict[str, str]:
     """Direction of each function parameter in the Python programs among `argv`."""
     out: dict[str, str] = {}
-    for a in argv:
-        if isinstance(a, str) and _is_code(a) and not _TEMPLATED.search(a):
-            flow = _code.analyze(a)
-            for k, d in (flow.params if flow else {}).items():
-                out[k] = d if out.get(k, d) == d else "unknown"
+    for flow in _flows(argv):
+        for k, d in flow.params.items():
+            out[k] = d if out.get(k, d) == d else "unknown"
     return out
 
 
@@ -266,16 +271,17 @@ def scan_argv(
     verb = "write" not in directions.values()
     for i, d in directions.items():
         v = vals[i]
+        # the flag the location is the value of: --flag=VALUE, or --flag VALUE
+        flag = toks[i].split("=", 1)[0] if toks[i].startswith("-") else \
+            toks[i - 1] if i and toks[i - 1].startswith("-") else None
         if v is None and toks[i].startswith("-") and "=" in toks[i]:
             value = toks[i].split("=", 1)[1]  # --audio-root=/data/train_audio: a path too
             if value.startswith("/") and "{{" not in value:
                 # (a step's verb is no evidence for a path under a read-only mount)
-                paths.append((value, d or _uri.name_direction(toks[i].split("=", 1)[0])
-                              or "read"))
+                paths.append((value, d or _uri.name_direction(flag) or "read"))
         if v is None or i in only_built:
             continue
         if reps[i] == _QUIET:
-            flag = toks[i - 1] if i and toks[i - 1].startswith("-") else None
             if d == "read" and (flag is None or flag.lstrip("-").replace("-", "_") in {
                     k.replace("-", "_") for k in flag_dirs or {}} or _uri.names_place(flag)):
                 # aws s3 sync {{...Output}} /x, a component's option its code reads, a flag
@@ -287,8 +293,6 @@ def scan_argv(
         # step's verb (export-onnx --train /data/x reads /data/x)
         path_d = d or _uri.name_direction(v.get("input")) or "read"
         if d is None:  # the command line says nothing: the input's name, then the step's
-            flag = toks[i].split("=", 1)[0] if toks[i].startswith("-") else \
-                toks[i - 1] if i and toks[i - 1].startswith("-") else None
             d = _fallback(step, v.get("input"), flag, verb)
         if v.values is None:
             if reps[i].endswith(_RUNTIME):
@@ -338,13 +342,8 @@ def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver,
 
 def code_pairs(argv: list[str]) -> list[tuple[tuple[str, str], tuple[str, str], str]]:
     """boto3 bucket/key pairs of the Python programs among `argv` (see `_code.Flow.pairs`)."""
-    out: list[tuple[tuple[str, str], tuple[str, str], str]] = []
-    for a in argv:
-        if isinstance(a, str) and _is_code(a) and not _TEMPLATED.search(a):
-            flow = _code.analyze(a)
-            out += [p for p in (flow.pairs if flow else ())
-                    if {"param", "pieces"} & {p[0][0], p[1][0]}]
-    return out
+    return [p for flow in _flows(argv) for p in flow.pairs
+            if {"param", "pieces"} & {p[0][0], p[1][0]}]
 
 
 Built = tuple[list[tuple[_code.Pieces, str]], set[str]]
@@ -355,12 +354,9 @@ def code_built(argv: list[str]) -> Built:
     parameters they also hand to code not followed (see `_code.Flow.built`)."""
     out: list[tuple[_code.Pieces, str]] = []
     escaped: set[str] = set()
-    for a in argv:
-        if isinstance(a, str) and _is_code(a) and not _TEMPLATED.search(a):
-            flow = _code.analyze(a)
-            if flow is not None:
-                out += list(flow.built)
-                escaped |= flow.escaped
+    for flow in _flows(argv):
+        out += list(flow.built)
+        escaped |= flow.escaped
     return out, escaped
 
 
