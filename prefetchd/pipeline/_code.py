@@ -177,12 +177,10 @@ class _Flow(ast.NodeVisitor):
         for a in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
             self.params.add(a.arg)
             self.taint[a.arg] = {"param:" + a.arg}
-        body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(
-            b.value, ast.Constant))]  # the docstring
-        if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None \
-                and not node.args.vararg and not node.args.kwarg:
+        expr = _one_return(node)
+        if expr is not None and not node.args.vararg and not node.args.kwarg:
             # def shard_uri(i): return f"s3://b/part-{i:05d}": inlined where it is called
-            self.funcs[node.name] = ([a.arg for a in node.args.args], body[0].value)
+            self.funcs[node.name] = ([a.arg for a in node.args.args], expr)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
@@ -202,10 +200,9 @@ class _Flow(ast.NodeVisitor):
                                 for t in st.targets if isinstance(t, ast.Attribute)
                                 and isinstance(t.value, ast.Name) and t.value.id == "self"})
                 continue
-            body = [b for b in f.body if not (isinstance(b, ast.Expr) and isinstance(
-                b.value, ast.Constant))]
-            if len(body) == 1 and isinstance(body[0], ast.Return) and body[0].value is not None:
-                methods[f.name] = (names, body[0].value)
+            expr = _one_return(f)
+            if expr is not None:
+                methods[f.name] = (names, expr)
         self.classes[node.name] = (init, methods)
         self.generic_visit(node)
 
@@ -518,56 +515,33 @@ class _Flow(ast.NodeVisitor):
             text = _literal(self.pieces(value))  # "s3://a/" + "x/*.parquet": a constant too
         for t in targets:
             if isinstance(t, ast.Name):
-                scheme = _filesystem_scheme(value) if isinstance(value, ast.Call) else None
-                if scheme:
-                    self.fs_vars[t.id] = scheme
-                else:
-                    self.fs_vars.pop(t.id, None)
-                self.loops.pop(t.id, None)
-                self.objects.pop(t.id, None)
-                db = self._lance_db(value) if isinstance(value, ast.Call) else None
-                if db is not None:  # db = lancedb.connect(uri)
-                    self.lance_dbs[t.id] = db
-                else:
-                    self.lance_dbs.pop(t.id, None)
-                if isinstance(value, ast.JoinedStr):  # rec = f"records500/{i:05d}/x"
-                    self.fstrings[t.id] = value
-                else:
-                    self.fstrings.pop(t.id, None)
-                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
-                        value.func.id in self.classes:
-                    made = self._object(value)
-                    if made is not None:
-                        self.objects[t.id] = made
-                items = _constant(value) if isinstance(value, (ast.List, ast.Tuple)) else None
-                if items:  # SPLITS = ["train", "val"]: a loop over it takes these
-                    self.lists[t.id] = items
-                else:
-                    self.lists.pop(t.id, None)
-                if isinstance(value, ast.Call) and _call_name(value) in (
-                        "urlparse", "urlsplit") and value.args and (
-                        p := self._param(value.args[0])):
-                    self.urls[t.id] = p
-                else:
-                    self.urls.pop(t.id, None)
-                if isinstance(value, ast.Dict):  # cfg = {"names": "s3://...", ...}
-                    self.dicts[t.id] = {
-                        k.value: v for k, v in zip(value.keys, value.values, strict=True)
-                        if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-                else:
-                    self.dicts.pop(t.id, None)
-                if text is not None:
-                    self.consts[t.id] = text
-                else:
-                    self.consts.pop(t.id, None)
+                # what the variable holds now (None: nothing of that kind any more)
+                call = value if isinstance(value, ast.Call) else None
+                _keep(self.fs_vars, t.id, call and _filesystem_scheme(call) or None)
+                _keep(self.loops, t.id, None)
+                _keep(self.objects, t.id, self._object(call) if call is not None and isinstance(
+                    call.func, ast.Name) and call.func.id in self.classes else None)
+                _keep(self.lance_dbs, t.id,  # db = lancedb.connect(uri)
+                      self._lance_db(call) if call is not None else None)
+                _keep(self.fstrings, t.id,  # rec = f"records500/{i:05d}/x"
+                      value if isinstance(value, ast.JoinedStr) else None)
+                _keep(self.lists, t.id,  # SPLITS = ["train", "val"]: a loop over it takes these
+                      _constant(value) or None if isinstance(value, (ast.List, ast.Tuple))
+                      else None)
+                _keep(self.urls, t.id, self._param(call.args[0]) if call is not None and
+                      _call_name(call) in ("urlparse", "urlsplit") and call.args else None)
+                _keep(self.dicts, t.id, {  # cfg = {"names": "s3://...", ...}
+                    k.value: v for k, v in zip(value.keys, value.values, strict=True)
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+                    if isinstance(value, ast.Dict) else None)
+                _keep(self.consts, t.id, text)
                 built = self.pieces(value) if text is None else None
                 is_path = value is not None and self._is_path(value)
                 env = built is not None and len(built) == 1 and isinstance(
                     built[0], tuple) and built[0][1].startswith(ENV)  # x = os.environ["X"]
-                if built is not None and (is_built(built) or is_path or env):
-                    self.tmpl[t.id] = built  # a path object keeps its text for "/" joins
-                else:
-                    self.tmpl.pop(t.id, None)
+                # (a path object keeps its text for "/" joins)
+                _keep(self.tmpl, t.id, built if built is not None and (
+                    is_built(built) or is_path or env) else None)
                 (self.pathvars.add if is_path else self.pathvars.discard)(t.id)
         if isinstance(value, ast.Call) and _call_name(value) in _READS_DATA:
             return  # what a reader returns (a DataFrame, a file list) is data, no location
@@ -741,11 +715,18 @@ class _Flow(ast.NodeVisitor):
             return ()
         out: list[str | tuple[str, str]] = []
         for v in node.values:
-            part = self.pieces(v.value) if isinstance(v, ast.FormattedValue) and \
-                v.format_spec is None and v.conversion in (-1, 115) else \
-                self.pieces(v) if not isinstance(v, ast.FormattedValue) else None
+            part = self._plain_part(v)
             out += part if part is not None else [" "]
         return tuple(out)
+
+    def _plain_part(self, v: ast.expr) -> Pieces | None:
+        """A part of an f-string as its pieces: literal text, or a field with no format
+        spec or conversion (``{x}``); None for one we cannot tell."""
+        if not isinstance(v, ast.FormattedValue):
+            return self.pieces(v)
+        if v.format_spec is None and v.conversion in (-1, 115):
+            return self.pieces(v.value)
+        return None
 
     def _lance_db(self, node: ast.AST) -> Pieces | None:
         """The location of a lancedb database: ``lancedb.connect(X)`` or a variable set so."""
@@ -798,14 +779,10 @@ class _Flow(ast.NodeVisitor):
             return []
         out: list[str | tuple[str, str]] = []
         for v in node.values:
-            if not isinstance(v, ast.FormattedValue):
-                out += self.pieces(v) or []
-                continue
-            part = self.pieces(v.value) if v.format_spec is None and v.conversion in (
-                -1, 115) else None
-            if part is None:
+            part = self._plain_part(v)
+            if part is None and isinstance(v, ast.FormattedValue):
                 return out + self._known_start(v.value, depth + 1)
-            out += part
+            out += part or []
         return out
 
     def _filesystem(self, f: ast.AST) -> str:
@@ -1190,6 +1167,23 @@ def _env_name(node: ast.AST) -> str | None:
             node.func) in ("os.environ.get", "environ.get", "os.getenv", "getenv"):
         return node.args[0].value
     return None
+
+
+def _one_return(f: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
+    """EXPR of a function whose body (its docstring aside) is ``return EXPR``; else None."""
+    body = [b for b in f.body if not (isinstance(b, ast.Expr) and isinstance(
+        b.value, ast.Constant))]
+    if len(body) == 1 and isinstance(body[0], ast.Return):
+        return body[0].value
+    return None
+
+
+def _keep(held: dict[str, Any], name: str, value: Any) -> None:
+    """*name* now holds *value* (None: nothing of the kind *held* records)."""
+    if value is None:
+        held.pop(name, None)
+    else:
+        held[name] = value
 
 
 def _call_name(node: ast.Call) -> str:
