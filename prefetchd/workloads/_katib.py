@@ -62,27 +62,41 @@ def _static_value(param: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _trial_parameters(spec: Mapping[str, Any]
+                      ) -> list[tuple[str, str, Mapping[str, Any] | None]]:
+    """(name, reference, the Experiment parameter it references or None) of each of the
+    trial template's trialParameters."""
+    params = {str(p.get("name")): p for p in sequence(spec.get("parameters"), "spec.parameters")
+              if isinstance(p, Mapping)}
+    tt = mapping(spec.get("trialTemplate"), "spec.trialTemplate")
+    out = []
+    for tp in sequence(tt.get("trialParameters"), "spec.trialTemplate.trialParameters"):
+        tp = mapping(tp, "spec.trialTemplate.trialParameters[]")
+        ref = str(tp.get("reference"))
+        out.append((str(tp.get("name")), ref, params.get(ref)))
+    return out
+
+
+def _feasible_list(param: Mapping[str, Any] | None) -> Any:
+    """A parameter's ``feasibleSpace.list`` (None when it has none)."""
+    return mapping((param or {}).get("feasibleSpace"), "feasibleSpace").get("list")
+
+
 def static_substitutions(spec: Mapping[str, Any], trial: Mapping[str, Any],
                          namespace: str) -> tuple[dict[str, str], list[str]]:
     """trialParameter name -> static value; and those whose value only a Trial knows (with
     their feasible values when listed, so a per-trial dataset shows its candidates)."""
-    params = {str(p.get("name")): p for p in sequence(spec.get("parameters"), "spec.parameters")
-              if isinstance(p, Mapping)}
     meta_refs = {"${trialSpec.Namespace}": namespace,
                  "${trialSpec.Kind}": str(trial.get("kind") or ""),
                  "${trialSpec.APIVersion}": str(trial.get("apiVersion") or "")}
     known: dict[str, str] = {}
     unknown: list[str] = []
-    tt = mapping(spec.get("trialTemplate"), "spec.trialTemplate")
-    for tp in sequence(tt.get("trialParameters"), "spec.trialTemplate.trialParameters"):
-        tp = mapping(tp, "spec.trialTemplate.trialParameters[]")
-        name, ref = str(tp.get("name")), str(tp.get("reference"))
+    for name, ref, param in _trial_parameters(spec):
         value = meta_refs.get(ref)
-        if value is None and ref in params:
-            value = _static_value(params[ref])
+        if value is None and param is not None:
+            value = _static_value(param)
         if value is None:
-            values = (mapping(params.get(ref, {}).get("feasibleSpace"), "feasibleSpace")
-                      .get("list") or [])
+            values = _feasible_list(param) or []
             shown = ", ".join(str(v) for v in values[:4]) + (", ..." if len(values) > 4 else "")
             unknown.append(f"{name} (one of {shown})" if values else name)
         else:
@@ -96,16 +110,11 @@ MAX_CANDIDATES = 8  # locations one per-trial placeholder may stand for, to be w
 def candidates(spec: Mapping[str, Any]) -> dict[str, list[str]]:
     """trialParameter name -> the values a Trial may give it, for those drawn from a short
     list (``categorical``/``discrete`` ``feasibleSpace.list`` of at most MAX_CANDIDATES)."""
-    params = {str(p.get("name")): p for p in sequence(spec.get("parameters"), "spec.parameters")
-              if isinstance(p, Mapping)}
     out: dict[str, list[str]] = {}
-    tt = mapping(spec.get("trialTemplate"), "spec.trialTemplate")
-    for tp in sequence(tt.get("trialParameters"), "spec.trialTemplate.trialParameters"):
-        tp = mapping(tp, "spec.trialTemplate.trialParameters[]")
-        ref = params.get(str(tp.get("reference")))
-        values = mapping((ref or {}).get("feasibleSpace"), "feasibleSpace").get("list")
+    for name, _ref, param in _trial_parameters(spec):
+        values = _feasible_list(param)
         if isinstance(values, list) and 1 < len(values) <= MAX_CANDIDATES:
-            out[str(tp.get("name"))] = [str(v) for v in values]
+            out[name] = [str(v) for v in values]
     return out
 
 
