@@ -242,10 +242,11 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
     for w in works:
         resolve = plan_cli.resolver(w, pvc_map, view)
         out += [t.dataset for t in w.targets(resolve) if t.dataset not in out]
+        stages = w.stages
         for g in w.groups:
             for ref in g.datasets:
                 uri = resolve(ref)
-                maker = w.written_by(g.name, uri) if uri else None
+                maker = w.written_by(g.name, uri, stages) if uri else None
                 if maker:
                     skipped.append(f"{w.key} {g.name}: {uri} (written by {maker} as the job "
                                    "runs)")

@@ -256,13 +256,14 @@ class UpcomingWork:
             width[stages[g.name]] = width.get(stages[g.name], 0) + g.nodes
         return self.copies * max(width.values(), default=0)
 
-    def written_by(self, group: str, uri: str) -> str | None:
+    def written_by(self, group: str, uri: str,
+                   stages: Mapping[str, int] | None = None) -> str | None:
         """Another group of this work, running beside *group* (or after it), that writes
         *uri* (or a folder holding it): what *group* reads is made as it runs (a trainer's
         checkpoints an eval watcher follows), so warming it ahead would fetch an old copy or
         nothing. A group of a later stage reads what an earlier one finished writing; None
-        then, and when no group writes it."""
-        stages = self.stages
+        then, and when no group writes it. *stages*: self.stages, when the caller has it."""
+        stages = self.stages if stages is None else stages
         for g in self.groups:
             if g.name != group and stages[g.name] >= stages.get(group, 0) and any(
                     _under(uri, w) for w in g.writes):
@@ -289,7 +290,7 @@ class UpcomingWork:
             seen: set[str] = set()
             for ref in g.datasets:
                 uri = resolve(ref)
-                if not uri or uri in seen or self.written_by(g.name, uri):
+                if not uri or uri in seen or self.written_by(g.name, uri, stages):
                     continue
                 seen.add(uri)
                 k = (uri, req)

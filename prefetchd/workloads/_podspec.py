@@ -107,9 +107,10 @@ def group(
     notes += _unknown_mounts(spec, claim_templates or {})
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
-    refs = template_refs(clean, claim_templates or {})
+    words = containers_words(clean)  # read once: both passes below use them
+    refs = template_refs(clean, claim_templates or {}, words=words)
     out = PodGroup(name, pods, clean_tmpl, tuple(refs), tuple(after), tuple(notes),
-                   tuple(template_writes(clean)))
+                   tuple(template_writes(words)))
     try:  # what every reader of the model does with it must work: fail here, naming it
         out.requirements  # noqa: B018
         placement.pod_requests(clean)
@@ -198,27 +199,43 @@ def _join(*parts: str) -> str:
     return "/".join(p.strip("/") for p in parts if p.strip("/"))
 
 
-def template_writes(spec: Mapping[str, Any]) -> list[str]:
-    """The object-store locations a PodSpec's containers write (``--output_dir s3://...``,
-    an ``aws s3 sync`` destination), at most MAX_REFS."""
-    out: list[str] = []
+Word = tuple[str, str, str]  # (text, origin, direction): k8s_datasets.container_words
+
+
+def containers_words(spec: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], list[Word]]]:
+    """Each container of a PodSpec (init containers first) with its words: the analysis of
+    its command, args and env (``python -c`` programs included), done once per container."""
+    out: list[tuple[Mapping[str, Any], list[Word]]] = []
     for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        words = k8s_datasets.container_words(c) if isinstance(c, Mapping) else []
+        if not isinstance(c, Mapping):
+            raise WorkloadError("container: expected a mapping")
+        out.append((c, k8s_datasets.container_words(c)))
+    return out
+
+
+def template_writes(words: Sequence[tuple[Mapping[str, Any], list[Word]]]) -> list[str]:
+    """The object-store locations a PodSpec's containers write (``--output_dir s3://...``,
+    an ``aws s3 sync`` destination), at most MAX_REFS; *words*: containers_words(spec)."""
+    out: list[str] = []
+    for _c, words_of in words:
         for uri, _origin, direction in k8s_datasets.settled_locations(
-                w for w in words if PLACEHOLDER not in w[0]):
+                w for w in words_of if PLACEHOLDER not in w[0]):
             if direction == "write" and uri not in out and len(out) < MAX_REFS:
                 out.append(uri)
     return out
 
 
 def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
-                  more_words: Sequence[tuple[str, str, str]] = ()) -> list[DatasetRef]:
+                  more_words: Sequence[Word] = (),
+                  words: Sequence[tuple[Mapping[str, Any], list[Word]]] | None = None,
+                  ) -> list[DatasetRef]:
     """The datasets one PodSpec names, in container order, deduplicated, at most MAX_REFS.
 
     Containers are read as the pod path reads them (``k8s_datasets.container_words`` and
     ``paths_under``), so a job's dataset has the name the agent gives its bound pod.
     *more_words*: words of another pod that runs this one's program (an MPI launcher's
-    ``mpirun ... --data /data/train``), matched against this pod's mounts too."""
+    ``mpirun ... --data /data/train``), matched against this pod's mounts too. *words*:
+    containers_words(spec), when the caller has them."""
     # volume name -> ("claim"|"made"|"uri", value); "made": a claim the work makes from a template
     volumes: dict[str, tuple[str, str]] = {}
     for vol in spec.get("volumes") or []:
@@ -241,18 +258,15 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
         if ref not in out and len(out) < MAX_REFS:
             out.append(ref)
 
-    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        if not isinstance(c, Mapping):
-            raise WorkloadError("container: expected a mapping")
+    for c, words_of in containers_words(spec) if words is None else words:
         cname = str(c.get("name", ""))
-        words = k8s_datasets.container_words(c)
-        for text, origin, direction in words:
+        for text, origin, direction in words_of:
             if PLACEHOLDER in text and "://" in text:
                 flag = text.split("=", 1)[0] if text.startswith("-") and "=" in text else ""
                 if direction != "write" and _uri.name_direction(flag) != "write":
                     add(DatasetRef(origin, cname, pattern=text))  # --save-dir=s3://x/${..}: no
         for uri, origin, direction in k8s_datasets.settled_locations(
-                w for w in words if PLACEHOLDER not in w[0]):
+                w for w in words_of if PLACEHOLDER not in w[0]):
             if direction != "write":
                 add(DatasetRef(origin, cname, uri=uri, direction=direction))
         for m in c.get("volumeMounts") or []:
@@ -264,8 +278,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             sub = _pvc.join("", sub).strip("/")
             origin = f"{'csi' if vkind == 'uri' else 'pvc'} {vname}"
             # (a folder only each pod knows: the one holding every pod's, read whole)
-            named = k8s_datasets.paths_under([*words, *more_words], str(m.get("mountPath", ""))
-                                             ) if exact else []
+            named = k8s_datasets.paths_under([*words_of, *more_words],
+                                             str(m.get("mountPath", ""))) if exact else []
             # a path under the mount: named as pipeline/_pvc.py dataset_under reads it (a
             # trailing "/" for a folder: the mount itself, or its subPath); one that could be
             # read or written is read (the volume warmed is fusecache's: read-only)
