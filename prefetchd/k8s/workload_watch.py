@@ -607,16 +607,24 @@ class WorkloadWatch:
             self._bound_pods[uid] = None
             while len(self._bound_pods) > self.config.max_works:
                 self._bound_pods.popitem(last=False)
-        self._warm_bound_pod(pod, rk, work[0][1])
+            models = [w for k, w in self._jobs[rk].works.items() if k in keys]
+        self._warm_bound_pod(pod, rk, work[0][1], models)
         return True
 
-    def _warm_bound_pod(self, pod: dict[str, Any], release_key: str, group: str) -> None:
+    def _warm_bound_pod(self, pod: dict[str, Any], release_key: str, group: str,
+                        models: list[wl.UpcomingWork]) -> None:
         """The urgent warm of a pod bound here: every dataset it names (its fusecache
-        volumes, the s3:// URIs of its containers), under its work's release key (taken out
-        of the queued lane if it waited there)."""
+        volumes, the s3:// URIs of its containers), then those its group of the work's
+        *models* reads without naming them (what an MPI launcher's command line or a
+        RayJob's entrypoint runs on it), under its work's release key (taken out of the
+        queued lane if it waited there)."""
         meta = pod.get("metadata") or {}
         try:
             found = ds_mod.pod_datasets(pod, self.view)
+            for w in models:
+                resolve = wl.resolver_from_view(self.view, w.namespace)
+                found += [t.dataset for t in w.targets(resolve) if t.dataset not in found
+                          and group.lower() in (g.lower() for g in t.groups)]
         except Exception as exc:  # noqa: BLE001 - API trouble resolving a claim
             log.warning("pod %s/%s: cannot resolve datasets: %s", meta.get("namespace"),
                         meta.get("name"), exc)

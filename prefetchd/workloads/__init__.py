@@ -1,5 +1,5 @@
 """Upcoming training work beyond pipelines: Kubeflow Trainer, v1 jobs, Katib, Job, CronJob,
-JobSet, Kueue.
+JobSet, Kueue, KubeRay.
 
 Public API (callers: ``prefetchd plan`` through :mod:`prefetchd.workloads.plan_cli`; the node
 agent's :mod:`prefetchd.k8s.workload_watch` and the webhook's :mod:`prefetchd.k8s.job_steering`
@@ -23,7 +23,7 @@ call :func:`read` on watched / fetched objects, see docs/prefetchd.md):
     WorkloadError: bad input; str(e) is one line naming the object and the field.
 
 One module per kind (``_batch``, ``_cronjob``, ``_jobset``, ``_kubeflow``, ``_trainjob``,
-``_katib``, ``_kueue``; ``_argo_run`` for a Katib trial that is an Argo Workflow), each
+``_katib``, ``_kueue``, ``_ray``; ``_argo_run`` for a Katib trial that is an Argo Workflow), each
 turning its object into the common model of ``_model`` through ``_podspec`` (pod template ->
 datasets and trustworthy constraints; ``_argo_run`` through the pipeline analysis).
 Everything is pure: no API reads; PVC claims are named and resolved by the caller

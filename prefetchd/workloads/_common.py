@@ -5,14 +5,14 @@ Who calls this: the adapter modules, first thing for each object (:func:`start`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from prefetchd.k8s import datasets as k8s_datasets
 from prefetchd.workloads import _podspec
 from prefetchd.workloads._library import Library
-from prefetchd.workloads._model import DatasetRef, UpcomingWork, mapping, work_key
+from prefetchd.workloads._model import DatasetRef, PodGroup, UpcomingWork, mapping, work_key
 
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -20,7 +20,8 @@ EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 GENERATED = "<generated>"  # a generateName object read from a file has no name yet
 
 # Controller owners that describe the same pods as the object they made: a TrainJob's JobSet,
-# a JobSet's Jobs, a Trial's run object, a job's Kueue Workload, a CronJob's Jobs.
+# a JobSet's Jobs, a Trial's run object, a job's Kueue Workload, a CronJob's Jobs, a RayJob's
+# submitter Job (its one pod only hands the entrypoint to the cluster the RayJob describes).
 # (Experiment -> Trial is not one: the Trial is the rendered instance, read on its own.)
 SAME_PODS_OWNERS = {
     "trainer.kubeflow.org": {"TrainJob"},
@@ -28,6 +29,7 @@ SAME_PODS_OWNERS = {
     "kubeflow.org": {"Trial", "PyTorchJob", "TFJob", "MPIJob", "JAXJob", "XGBoostJob",
                      "PaddleJob"},
     "batch": {"Job", "CronJob"},
+    "ray.io": {"RayJob"},
 }
 
 
@@ -93,17 +95,23 @@ def launched_on_workers(work: UpcomingWork, launcher: str, workers: str,
     launched = [d for d in lg.datasets if not _on_mount(d) and d.container not in inits]
     for i, g in enumerate(work.groups):
         if g.name == workers:
-            # the workers' own mounts, narrowed by the paths the launcher's command names
-            mounted = [d for d in _podspec.template_refs(g.spec, {}, words) if _on_mount(d)]
-            redone = {d.origin for d in mounted}
-            own = tuple(d for d in g.datasets if not (_on_mount(d) and d.origin in redone))
-            have = {replace(d, container="") for d in own}
-            more = tuple(d for d in (*mounted, *launched)
-                         if replace(d, container="") not in have)
-            work.groups[i] = replace(g, datasets=own + more)
+            work.groups[i] = with_program(g, words, launched)
         elif g is lg and not launcher_works:
             work.groups[i] = replace(g, datasets=tuple(d for d in g.datasets
                                                        if d.container in inits))
+
+
+def with_program(group: PodGroup, words: Sequence[_podspec.Word],
+                 refs: Sequence[DatasetRef]) -> PodGroup:
+    """*group* running a program started from elsewhere (an MPI launcher's command line, a
+    RayJob's entrypoint), whose *words* and the locations they name (*refs*) are read on its
+    pods: its own mounts narrowed by the paths the words name under them, and *refs* added."""
+    mounted = [d for d in _podspec.template_refs(group.spec, {}, words) if _on_mount(d)]
+    redone = {d.origin for d in mounted}
+    own = tuple(d for d in group.datasets if not (_on_mount(d) and d.origin in redone))
+    have = {replace(d, container="") for d in own}
+    more = tuple(d for d in (*mounted, *refs) if replace(d, container="") not in have)
+    return replace(group, datasets=own + more)
 
 
 def _on_mount(ref: DatasetRef) -> bool:

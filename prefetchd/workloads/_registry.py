@@ -9,6 +9,7 @@ group a pod belongs to (for the webhook: steer a worker to a warm node its sibli
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,6 +23,7 @@ from prefetchd.workloads import (
     _kubeflow,
     _kueue,
     _podspec,
+    _ray,
     _trainjob,
 )
 from prefetchd.workloads._common import EXPERIMENT_LABEL
@@ -51,6 +53,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("kubeflow.org", "Experiment", ("v1beta1",), "experiments", _katib.read_experiment),
     Kind("kubeflow.org", "Trial", ("v1beta1",), "trials", _katib.read_trial),
     Kind("kueue.x-k8s.io", "Workload", ("v1beta2", "v1beta1"), "workloads", _kueue.read),
+    Kind("ray.io", "RayJob", ("v1",), "rayjobs", _ray.read),
 )
 # Read only as a Katib trial's run object, never watched as work of its own (the agent's
 # pipeline path watches Workflows): not in KINDS, so neither in the watches nor in the RBAC.
@@ -137,6 +140,12 @@ JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOB_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 TRIAL_LABEL = "katib.kubeflow.org/trial"
+# KubeRay labels a RayCluster's pods with the cluster and the worker group ("headgroup" for
+# the head); a RayJob's cluster is named "<rayjob>-<5 random characters>".
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+RAY_GROUP_LABEL = "ray.io/group"
+RAY_HEAD_GROUP = "headgroup"
+_RAYJOB_CLUSTER = re.compile(r"(.+)-[a-z0-9]{5}")
 
 
 def object_paths(key: str) -> list[str]:
@@ -158,6 +167,7 @@ def sibling_selector(pod: Mapping[str, Any]) -> str | None:
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
     for keys in ((TRIAL_LABEL,), (JOBSET_LABEL,), (V1_JOB_LABEL, V1_OPERATOR_LABEL),
+                 (RAY_CLUSTER_LABEL,),
                  JOB_LABELS[:1],
                  JOB_LABELS[1:]):
         if labels.get(keys[0]):
@@ -188,6 +198,12 @@ def pod_work(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
         if kind in v1_kinds:
             group = labels.get(V1_REPLICA_LABEL) or labels.get(V1_ROLE_LABEL) or ""
             out.append((work_key(v1_kinds[kind], ns, str(labels[V1_JOB_LABEL])), str(group)))
+    elif labels.get(RAY_CLUSTER_LABEL):
+        made = _RAYJOB_CLUSTER.fullmatch(str(labels[RAY_CLUSTER_LABEL]))
+        group = str(labels.get(RAY_GROUP_LABEL, ""))
+        if made:
+            out.append((work_key("RayJob", ns, made.group(1)),
+                        _ray.HEAD if group == RAY_HEAD_GROUP else group))
     else:
         job = next((labels[k] for k in JOB_LABELS if labels.get(k)), None)
         if job:

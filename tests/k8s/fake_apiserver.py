@@ -114,6 +114,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
                  "WorkloadPriorityClass", False),
     ResourceType("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", False),
+    ResourceType("ray.io", "v1", "rayjobs", "RayJob", True),
+    ResourceType("ray.io", "v1", "rayclusters", "RayCluster", True),
     # cert-manager: the agents ask for their cache-group peer certificates
     ResourceType("cert-manager.io", "v1", "certificates", "Certificate", True),
 )

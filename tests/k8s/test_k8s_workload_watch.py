@@ -189,6 +189,41 @@ def test_a_trainjob_pod_bound_off_its_data_is_warmed_there_under_the_trainjob(fa
     assert rec.warms == [("trainjob ml/llm", "s3://data/llm/")] and rec.urgent == [True]
 
 
+def test_a_queued_rayjob_is_warmed_on_its_workers_nodes_and_its_bound_pod_where_it_lands(
+        fake, watching):
+    """KubeRay: a RayJob queued in Kueue is warmed ahead on the nodes placement picks for its
+    2 workers (its head starts with no CPUs for tasks); once running, a worker pod KubeRay
+    made (labelled with its RayCluster, owned by it) bound to another node gets the data
+    there at once, under the RayJob, and the data is released when the job completes."""
+    fake.create(to.own_crd("ray.io_rayjobs.yaml"))
+    job = fake.create(to.rayjob("embed", NS, "s3://data/news/", workers=2, queue="q"))
+    nodes = [node_info(f"n{i}") for i in range(1, 6)]
+    chosen = pl.choose("s3://data/news/", nodes, None, 2)
+    here = next(n.name for n in nodes if n.name not in chosen)
+    w, rec = watching(node_name=chosen[0], nodes=nodes)
+    wait_for("the queued job warmed on a chosen node",
+             lambda: rec.warms == [("rayjob ml/embed", "s3://data/news/")])
+    w2, rec2 = watching(node_name=here, nodes=nodes)
+    wait_for("the second agent's listings", w2.listed)
+    assert rec2.warms == []  # not one of the two nodes placement chose
+    cluster = fake.create(to.raycluster_of(job))
+    fake.patch("ray.io/v1", "RayJob", "embed", {"spec": {"suspend": False}}, NS)
+    fake.patch("ray.io/v1", "RayJob", "embed", {"status": {
+        "jobDeploymentStatus": "Running", "jobStatus": "RUNNING",
+        "rayClusterName": cluster["metadata"]["name"], "jobId": "embed-q8zrk"}}, NS)
+    pod = to.ray_pod(cluster, "gpu")
+    pod["metadata"]["uid"] = "7d2e0c1e-0000-4000-8000-000000000005"
+    wait_for("the job read", lambda: w2.claim_pod(pod))
+    assert rec2.warms == []  # not bound yet
+    pod["spec"]["nodeName"] = here
+    assert w2.claim_pod(pod) and w2.claim_pod(pod)
+    assert rec2.warms == [("rayjob ml/embed", "s3://data/news/")] and rec2.urgent == [True]
+    fake.patch("ray.io/v1", "RayJob", "embed", {"status": {
+        "jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}}, NS)
+    wait_for("the job's data released on both nodes",
+             lambda: rec.releases == rec2.releases == [("rayjob ml/embed", "s3://data/news/")])
+
+
 def test_unreadable_object_is_logged_once_and_skipped(fake, watching, log_police, caplog):
     log_police.allow(r"cannot read, skipped: PyTorchJob ml/bad")
     fake.create(to.crd(PYTORCH_CRD))

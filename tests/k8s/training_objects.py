@@ -22,6 +22,12 @@ writes (names, labels, ownerReferences, status conditions), following ../shared/
   ``lastSuccessfulTime``). Pods of a Job carry the Job controller's labels
   (``batch.kubernetes.io/job-name``, ``job-name``, ``batch.kubernetes.io/controller-uid``,
   ``controller-uid``) and are controller-owned by it.
+* KubeRay: a RayJob's cluster is a RayCluster ``<rayjob>-<5 random characters>`` owned by the
+  RayJob (labels ``ray.io/originated-from-cr-name``, ``ray.io/originated-from-crd``); its pods
+  ``<cluster>-head-<random>`` and ``<cluster>-<group>-worker-<random>`` carry ``ray.io/cluster``,
+  ``ray.io/group`` (``headgroup`` for the head), ``ray.io/node-type``, ``ray.io/is-ray-node``,
+  ``ray.io/identifier`` and ``app.kubernetes.io/{name,created-by}``, and are controller-owned
+  by the RayCluster (ray-operator/controllers/ray/common/pod.go ``labelPod``).
 * Katib: Trials ``<experiment>-<random>`` labelled ``katib.kubeflow.org/experiment``, owned by
   the Experiment, with the rendered ``runSpec``; the Trial's Job is named as the Trial and
   owned by it; its pods carry the Job controller's labels and ``katib.kubeflow.org/trial``.
@@ -44,6 +50,11 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 
 
+def own_crd(name: str) -> dict[str, Any]:
+    """A CRD of tests/k8s/data/crds (a kind ../shared/k8s/crds lacks), Established."""
+    return crd(str(Path(__file__).resolve().parent / "data" / "crds" / name))
+
+
 def shared_file(relpath: str) -> Path:
     """../shared/k8s/crds/<relpath>, which is not part of the repository: a clone on its own
     skips the calling test, saying which file it lacks."""
@@ -57,7 +68,8 @@ def shared_file(relpath: str) -> Path:
 
 def crd(relpath: str) -> dict[str, Any]:
     """An upstream CRD (../shared/k8s/crds/<relpath>) as the API server holds it, Established."""
-    doc = yaml.safe_load(shared_file(relpath).read_text())
+    path = Path(relpath) if Path(relpath).is_absolute() else shared_file(relpath)
+    doc = yaml.safe_load(path.read_text())
     names = doc["spec"]["names"]
     doc["status"] = {"acceptedNames": {"kind": names["kind"], "plural": names["plural"]},
                      "conditions": [
@@ -373,3 +385,74 @@ def job_pod(job: dict[str, Any]) -> dict[str, Any]:
                          "namespace": job["metadata"]["namespace"], "labels": labels,
                          "ownerReferences": [owner_ref(job)]},
             "spec": tmpl["spec"], "status": {"phase": "Pending"}}
+
+
+def rayjob(name: str, namespace: str, dataset: str, workers: int, queue: str) -> dict[str, Any]:
+    """A RayJob (a head without CPUs for tasks, one GPU worker group of ``workers``) running
+    ``python embed.py --input <dataset>``, as submitted to a Kueue queue after Kueue's webhook
+    suspended it (``spec.suspend: true``)."""
+    def template(cname: str, image: str) -> dict[str, Any]:
+        return {"spec": {"containers": [{"name": cname, "image": image,
+                                         "resources": {"limits": {"cpu": "1"}}}]}}
+
+    return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": {QUEUE_LABEL: queue}},
+            "spec": {"suspend": True, "shutdownAfterJobFinishes": True,
+                     "entrypoint": f"python /home/ray/embed.py --input {dataset}",
+                     "rayClusterSpec": {
+                         "rayVersion": "2.40.0",
+                         "headGroupSpec": {"rayStartParams": {"num-cpus": "0"},
+                                           "template": template("ray-head",
+                                                                "rayproject/ray:2.40.0")},
+                         "workerGroupSpecs": [{
+                             "groupName": "gpu", "replicas": workers, "minReplicas": 1,
+                             "maxReplicas": 8, "rayStartParams": {},
+                             "template": template("ray-worker", "rayproject/ray:2.40.0")}]}}}
+
+
+def raycluster_of(job: dict[str, Any], suffix: str = "x7k2q") -> dict[str, Any]:
+    """The RayCluster KubeRay makes for a RayJob (status.rayClusterName of the job)."""
+    name = job["metadata"]["name"]
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": f"{name}-{suffix}", "namespace": job["metadata"]["namespace"],
+                         "uid": str(uuid.uuid4()),
+                         "labels": {**job["metadata"].get("labels", {}),
+                                    "ray.io/originated-from-cr-name": name,
+                                    "ray.io/originated-from-crd": "RayJob",
+                                    "ray.io/job-submission-mode": "K8sJobMode"},
+                         "ownerReferences": [owner_ref(job)]},
+            "spec": copy.deepcopy(job["spec"]["rayClusterSpec"])}
+
+
+def ray_pod(cluster: dict[str, Any], group: str, suffix: str = "bxq2z") -> dict[str, Any]:
+    """A pod KubeRay makes for a RayCluster's group ("headgroup" for the head)."""
+    name = cluster["metadata"]["name"]
+    head = group == "headgroup"
+    spec = copy.deepcopy(cluster["spec"]["headGroupSpec"]["template"]["spec"] if head else next(
+        g for g in cluster["spec"]["workerGroupSpecs"] if g["groupName"] == group
+    )["template"]["spec"])
+    node_type = "head" if head else "worker"
+    labels = {"ray.io/is-ray-node": "yes", "ray.io/cluster": name,
+              "ray.io/node-type": node_type, "ray.io/group": group,
+              "ray.io/identifier": f"{name}-{node_type}",
+              "app.kubernetes.io/name": "kuberay",
+              "app.kubernetes.io/created-by": "kuberay-operator"}
+    def label(key: str) -> dict[str, Any]:
+        return {"fieldRef": {"fieldPath": f"metadata.labels['{key}']"}}
+
+    for c in spec["containers"]:  # as setContainerEnvVars adds them (downward API)
+        c["env"] = [{"name": "RAY_CLUSTER_NAME", "valueFrom": label("ray.io/cluster")},
+                    {"name": "RAY_CLUSTER_NAMESPACE",
+                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                    {"name": "RAY_CLOUD_INSTANCE_ID",
+                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "RAY_NODE_TYPE_NAME", "valueFrom": label("ray.io/group")},
+                    {"name": "KUBERAY_GEN_RAY_START_CMD",
+                     "value": "ray start --head --num-cpus=0 --block" if head else
+                     "ray start --address=" + name + "-head-svc:6379 --block"}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{name}-{'head' if head else group + '-worker'}-{suffix}",
+                         "namespace": cluster["metadata"]["namespace"], "labels": labels,
+                         "ownerReferences": [owner_ref(cluster)]},
+            "spec": spec, "status": {"phase": "Pending"}}

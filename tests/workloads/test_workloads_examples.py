@@ -14,6 +14,7 @@ from prefetchd import workloads
 from prefetchd.workloads import State
 
 SHARED_CRDS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "k8s", "crds")
+OWN_CRDS = os.path.join(os.path.dirname(__file__), "..", "k8s", "data", "crds")
 
 
 def groups(work: workloads.UpcomingWork) -> list[tuple[str, int]]:
@@ -68,7 +69,8 @@ def test_upstream_example(name: str, kind: str, expect_groups: list[tuple[str, i
 
 def test_kinds_match_the_crds() -> None:
     """Group, plural, scope and served version of every kind read, against the upstream CRDs
-    (controller-gen names each file ``<group>_<plural>.yaml``)."""
+    (controller-gen names each file ``<group>_<plural>.yaml``); KubeRay's, which
+    ../shared lacks, against the tests' own (tests/k8s/data/crds)."""
     if not os.path.isdir(SHARED_CRDS):
         pytest.skip("../shared/k8s/crds is not beside this checkout")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRDs are 0.5-1.4 MB each
@@ -76,8 +78,8 @@ def test_kinds_match_the_crds() -> None:
         if k.group == "batch":
             continue  # built into Kubernetes
         fname = f"{k.group}_{k.plural}.yaml"
-        found = [os.path.join(root, fname) for root, _, files in os.walk(SHARED_CRDS)
-                 if fname in files]
+        found = [os.path.join(root, fname) for top in (SHARED_CRDS, OWN_CRDS)
+                 for root, _, files in os.walk(top) if fname in files]
         assert len(found) == 1, (k, found)
         with open(found[0]) as fh:
             crd = yaml.load(fh, Loader=loader)
@@ -418,6 +420,9 @@ def test_owned_objects_name_their_owner() -> None:
     job["metadata"].update(name="x-workers-0", ownerReferences=[{
         "apiVersion": "ray.io/v1", "kind": "RayJob", "name": "nightly", "uid": "c",
         "controller": True}])
-    assert workloads.read(job).owner is None  # RayJob is not read: the Job is its own work
+    # KubeRay's submitter Job: its pod only hands the entrypoint to the RayJob's cluster
+    assert workloads.read(job).owner == "rayjob default/nightly"
+    job["metadata"]["ownerReferences"][0].update(apiVersion="ray.io/v1", kind="RayService")
+    assert workloads.read(job).owner is None  # a kind not read: the Job is its own work
     job["metadata"]["ownerReferences"][0].update(apiVersion="batch/v1", kind="CronJob")
     assert workloads.read(job).owner == "cronjob default/nightly"  # a run of the CronJob

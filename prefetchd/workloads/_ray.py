@@ -1,0 +1,134 @@
+"""Adapter: KubeRay RayJob (ray.io/v1) -> UpcomingWork: a Ray cluster made for one program.
+
+Who calls this: :mod:`prefetchd.workloads._registry`. A RayJob's operator makes a RayCluster
+from ``spec.rayClusterSpec`` (a head pod, and worker groups of ``replicas`` pods each, as
+KubeRay counts them: clamped to ``minReplicas``..``maxReplicas``, times ``numOfHosts``, none
+while the group is suspended) and runs ``spec.entrypoint``, a shell command, against it: the
+driver runs on the head and its Ray tasks (Ray Data reads, Ray Train workers) wherever the
+cluster has room. So the entrypoint's locations are read on every group that can run tasks:
+the workers, and the head unless its ``rayStartParams`` give it no CPUs (``num-cpus: "0"``,
+the usual production set-up); paths it names under a group's volumes narrow those volumes
+(as an MPI launcher's command line narrows its workers', :mod:`._common`). Environment from
+``runtimeEnvYAML``'s ``env_vars`` serves the entrypoint's ``$(VAR)``. Groups are named as
+Kueue names the RayJob's pod sets: ``head``, then each worker group's ``groupName``.
+
+State: ``spec.suspend`` -> queued (Kueue holds it); ``status.jobDeploymentStatus`` Complete
+-> succeeded (failed when ``jobStatus`` is not SUCCEEDED), Failed / ValidationFailed ->
+failed, Running -> running, else admitted. A RayJob with ``clusterSelector`` runs on a
+RayCluster that already exists: it makes no pods, so nothing is warmed for it (a note says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import yaml
+
+from prefetchd.k8s import datasets as k8s_datasets
+from prefetchd.workloads import _common, _podspec
+from prefetchd.workloads._library import Library
+from prefetchd.workloads._model import (
+    DatasetRef,
+    PodGroup,
+    State,
+    UpcomingWork,
+    WorkloadError,
+    count,
+    mapping,
+    sequence,
+)
+
+HEAD = "head"  # Kueue's pod-set name for the head group (KubeRay labels its pods "headgroup")
+ENTRYPOINT = "entrypoint"  # the container name the entrypoint's datasets are shown under
+
+
+def _worker_pods(wg: Mapping[str, Any], where: str) -> int:
+    """Pods of a worker group as KubeRay starts it (GetWorkerGroupDesiredReplicas)."""
+    if wg.get("suspend") is True:
+        return 0
+    low = count(wg.get("minReplicas", 0), f"{where}.minReplicas")
+    replicas = count(wg.get("replicas", 0), f"{where}.replicas")
+    if wg.get("maxReplicas") is not None:
+        replicas = min(replicas, count(wg["maxReplicas"], f"{where}.maxReplicas"))
+    hosts = count(wg.get("numOfHosts", 1), f"{where}.numOfHosts")
+    return max(replicas, low) * hosts
+
+
+def _state(obj: Mapping[str, Any], spec: Mapping[str, Any]) -> State:
+    status = mapping(obj.get("status"), "status")
+    deployment = status.get("jobDeploymentStatus")
+    if deployment == "Complete":
+        return State.SUCCEEDED if status.get("jobStatus") == "SUCCEEDED" else State.FAILED
+    if deployment in ("Failed", "ValidationFailed"):
+        return State.FAILED
+    if spec.get("suspend"):
+        return State.QUEUED
+    return State.RUNNING if deployment == "Running" else State.ADMITTED
+
+
+def _runtime_env(spec: Mapping[str, Any]) -> list[dict[str, str]]:
+    """``runtimeEnvYAML``'s ``env_vars`` as container env (the entrypoint's environment)."""
+    text = spec.get("runtimeEnvYAML")
+    if not text:
+        return []
+    try:
+        env = yaml.safe_load(str(text))
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"spec.runtimeEnvYAML: malformed YAML ({exc})") from None
+    env_vars = mapping(mapping(env, "spec.runtimeEnvYAML").get("env_vars"),
+                       "spec.runtimeEnvYAML.env_vars")
+    return [{"name": str(k), "value": str(v)} for k, v in env_vars.items()]
+
+
+def _runs_tasks(group: PodGroup, start_params: Mapping[str, Any]) -> bool:
+    """A pod Ray may schedule tasks on: not a head started with no CPUs."""
+    return not (group.name == HEAD and str(start_params.get("num-cpus", "")).strip() == "0")
+
+
+def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
+    work = _common.start(obj, library)
+    spec = mapping(obj.get("spec"), "spec")
+    work.state = _state(obj, spec)
+    cluster = mapping(spec.get("rayClusterSpec"), "spec.rayClusterSpec")
+    if not cluster:
+        if spec.get("clusterSelector"):
+            work.notes.append("spec.clusterSelector: runs on an existing RayCluster, whose "
+                              "pods are not this job's; nothing is warmed for it")
+            return work
+        raise WorkloadError("spec.rayClusterSpec: missing (and no spec.clusterSelector)")
+    head = mapping(cluster.get("headGroupSpec"), "spec.rayClusterSpec.headGroupSpec")
+    at = "spec.rayClusterSpec.headGroupSpec"
+    work.groups.append(_podspec.group(HEAD, 1, head.get("template"), f"{at}.template"))
+    start_params = {HEAD: mapping(head.get("rayStartParams"), f"{at}.rayStartParams")}
+    for i, wg in enumerate(sequence(cluster.get("workerGroupSpecs"),
+                                    "spec.rayClusterSpec.workerGroupSpecs")):
+        at = f"spec.rayClusterSpec.workerGroupSpecs[{i}]"
+        wg = mapping(wg, at)
+        name = str(wg.get("groupName") or "")
+        if not name:
+            raise WorkloadError(f"{at}.groupName: missing")
+        work.groups.append(_podspec.group(name, _worker_pods(wg, at), wg.get("template"),
+                                          f"{at}.template"))
+        start_params[name] = mapping(wg.get("rayStartParams"), f"{at}.rayStartParams")
+    if cluster.get("suspend") is True:
+        work.groups = [replace(g, pods=0) for g in work.groups]
+    entrypoint = str(spec.get("entrypoint") or "")
+    if entrypoint:
+        program = {"name": ENTRYPOINT, "command": ["sh", "-c", entrypoint],
+                   "env": _runtime_env(spec)}
+        words = k8s_datasets.container_words(program)
+        refs = [DatasetRef(origin, ENTRYPOINT, uri=uri, direction=direction)
+                for uri, origin, direction in k8s_datasets.settled_locations(
+                    w for w in words if _podspec.PLACEHOLDER not in w[0])
+                if direction != "write"]
+        writes = tuple(uri for uri, _o, direction in k8s_datasets.settled_locations(words)
+                       if direction == "write")
+        # with no worker to run on, Ray runs the tasks on the head whatever its CPUs say
+        workers = [g for g in work.groups if g.name != HEAD and g.pods]
+        for i, g in enumerate(work.groups):
+            if g.pods and (_runs_tasks(g, start_params[g.name]) or not workers):
+                g = _common.with_program(g, words, refs)
+            work.groups[i] = replace(g, writes=g.writes + writes)
+    return work
