@@ -270,6 +270,35 @@ _TEMPLATE_VALUE = re.compile(r"\$\{(?:trialParameters|trialSpec)\.[^}]*\}")
 _PATH_SPLIT = re.compile(r"[=,:;\"'\[\]]+")
 
 
+# $(NAME) as the kubelet expands it, ${NAME} and $NAME as a shell script does
+_REFERENCE = re.compile(r"\$[({]?([A-Za-z_][A-Za-z0-9_]*)")
+_ROOT_WORDS = {"ROOT", "BASE", "PREFIX"}
+
+
+def _spelled_out(container: Mapping[str, Any]) -> set[str]:
+    """The env vars named as a root (``DATA_ROOT``, ``S3_BASE``, ``OUT_PREFIX``) that the
+    command line or another var spells out in full words (``$(DATA_ROOT)/sft/train.jsonl``,
+    ``${DATA_ROOT}/x`` in a script): such a value is read where it is spelled out, as far as
+    the words there say (a file under it, not the whole folder), so it is no read of its
+    own. A var whose words also hold a value only the pod knows
+    (``$(SHARD_PREFIX)part-${IDX}.tar``) stays one: its value is what can be warmed; so does
+    one named for what it holds (``TRAIN``, ``DATA_DIR``), which the program may read whole."""
+    env = container.get("env") or []
+    names = {str(e.get("name")) for e in env if isinstance(e, Mapping)
+             if _ROOT_WORDS & set(str(e.get("name")).upper().split("_"))}
+    texts = [str(a) for a in [*(container.get("command") or []),
+                              *(container.get("args") or [])]]
+    texts += [str(e.get("value") or "") for e in env if isinstance(e, Mapping)]
+    out: set[str] = set()
+    kept: set[str] = set()
+    for word in (w for t in texts for w in re.split(r"[\s\"'=]+", t.replace("$$", ""))):
+        named = {n for n in _REFERENCE.findall(word) if n in names}
+        if named:
+            rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names else m.group(0), word)
+            (kept if "$" in rest else out).update(named)
+    return out - kept
+
+
 def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(word, origin, direction) for every word of a container's command/args (``$(VAR)``
     expanded as the kubelet does, shell strings split, a ``python -c`` program read as
@@ -311,9 +340,10 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         out.append((t, "arg", d))
     bulk = {e.get("name") for e in container.get("env") or []
             if isinstance(e, Mapping) and e.get(EXPAND_ONLY)}
+    bulk |= _spelled_out(container)
     for name, value in _uri.kube_env(container.get("env")).items():
         if name in bulk:
-            continue  # one of a ConfigMap's keys (envFrom): a value for $(VAR), no read itself
+            continue  # a value for $(VAR) (or one of a ConfigMap's keys): no read itself
         said = _uri.name_direction(name)
         d = said if said in ("write", "unknown") else "read"
         for word in value.split():

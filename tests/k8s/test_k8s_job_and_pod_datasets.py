@@ -45,7 +45,8 @@ READ = {
     "s3://vision-datasets/coco/2017/val2017",
     "s3://vision-datasets/coco/2017/annotations/instances_train2017.json",
     "s3://vision-extra/coco/lvis",
-    "s3://vision-extra/coco",  # the env value itself: the program may read all of it
+    # (not the env value s3://vision-extra/coco itself: a root the args spell out, read
+    # where they do; a var named for what it holds is read whole, see below)
     "s3://tfr/coco/train-*.tfrecord",
     "s3://tfr/coco/val-*.tfrecord",
 }
@@ -262,3 +263,28 @@ def test_a_python_heredoc_in_a_containers_script_is_read_as_python() -> None:
     words = ds_mod.container_words(c)
     assert sorted(u for u, _o, d in ds_mod.settled_locations(words) if d == "read") == [
         "s3://models/cv/fold-0/metrics.json", "s3://models/cv/fold-1/metrics.json"]
+
+
+def test_a_root_the_command_line_spells_out_is_read_where_it_is_spelled_out() -> None:
+    """``DATA_ROOT=/data/coco`` used only as ``$(DATA_ROOT)/...`` in the args and ``${..}`` in
+    a script names the files under it, not the whole mount; a var named for what it holds
+    (``TRAIN``) may be read whole by the program; a root whose words end in a value only
+    the pod knows (``part-${IDX}.tar``) is what can be warmed: the folder holding them all."""
+    pod = worker_pod(0)
+    c = pod["spec"]["containers"][0]
+    c["env"] = [{"name": "DATA_ROOT", "value": "/data/coco"},
+                {"name": "TRAIN", "value": "s3://speech/cv17/de/train/"},
+                {"name": "SHARD_PREFIX", "value": "s3://shards/cc12m/"}]
+    c["command"] = ["bash", "-c", "python train.py --ann ${DATA_ROOT}/annotations/a.json "
+                    "--shards $(SHARD_PREFIX)part-${JOB_COMPLETION_INDEX}.tar"]
+    c["args"] = ["--images", "$(DATA_ROOT)/train2017", "--eval", "$(TRAIN)eval.tsv"]
+    want = {"s3://vision-datasets/coco/2017/train2017",
+            "s3://vision-datasets/coco/2017/annotations/a.json",
+            "s3://speech/cv17/de/train/", "s3://speech/cv17/de/train/eval.tsv",
+            "s3://shards/cc12m/"}
+    assert set(ds_mod.pod_datasets(pod, view())) == want
+    job = pytorchjob()
+    for r in job["spec"]["pytorchReplicaSpecs"].values():
+        r["template"]["spec"] = copy.deepcopy(pod["spec"])
+    targets = workloads.read(job).targets(workloads.resolver_from_view(view(), NS))
+    assert {t.dataset for t in targets} == want
