@@ -245,6 +245,10 @@ def read_experiment(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         work.state = State.FAILED
     elif condition(obj, "Running"):
         work.state = State.RUNNING
+    elif inner.state is State.QUEUED or inner.queue:
+        # its trials' run objects wait in a Kueue queue (a queue-name label: Kueue's webhook
+        # suspends each as the Trial controller creates it)
+        work.state = State.QUEUED
     else:
         work.state = State.ADMITTED
     return work

@@ -279,6 +279,15 @@ def test_experiment_states() -> None:
     exp["status"]["conditions"].append(condition("Succeeded", reason="ExperimentGoalReached",
                                                  katib=True))
     assert workloads.read(exp).state.done
+    # trials whose Jobs go through a Kueue queue wait there until they run
+    queued = doc("katib/experiment-random-batchjob.yaml")
+    queued["status"] = {"conditions": [condition("Created", katib=True)]}
+    run = queued["spec"]["trialTemplate"]["trialSpec"]
+    run.setdefault("metadata", {})["labels"] = {"kueue.x-k8s.io/queue-name": "hpo"}
+    work = workloads.read(queued)
+    assert work.state is State.QUEUED and work.queue == "hpo"
+    queued["status"]["conditions"].append(condition("Running", katib=True))
+    assert workloads.read(queued).state is State.RUNNING
 
 
 def _trial_of(exp: dict, name: str, lr: str, momentum: str) -> dict:
