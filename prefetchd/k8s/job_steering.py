@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from prefetchd import workloads as wl
@@ -27,32 +28,59 @@ log = logging.getLogger(__name__)
 STEERED_ANNOTATION = "fusecache.io/preferred-nodes"  # as the webhook writes it
 
 
-def job_node(pod: Mapping[str, Any], dataset: str, nodes: list[placement.NodeInfo],
-             requirements: placement.PodRequirements, replicas: int,
-             view: Any) -> list[str] | None:
-    """[the node this pod should prefer for ``dataset``], or None (not a job we read)."""
-    candidates = wl.pod_work(pod)
-    selector = wl.sibling_selector(pod)
-    get_json, list_pods = getattr(view, "get_json", None), getattr(view, "pods", None)
-    if not candidates or selector is None or get_json is None or list_pods is None:
+@dataclass(frozen=True)
+class JobTargets:
+    """The warm targets of the work a pod belongs to, and the pod's group in it."""
+
+    targets: tuple[wl.WarmTarget, ...]
+    group: str
+
+    def datasets(self) -> list[str]:
+        """What the pod's group reads, named by the pod or not (an MPI or Ray worker runs a
+        program its launcher or the RayJob's entrypoint names)."""
+        out: list[str] = []
+        for t in self.targets:
+            if self.group.lower() in (g.lower() for g in t.groups) and t.dataset not in out:
+                out.append(t.dataset)
+        return out
+
+
+def job_targets(pod: Mapping[str, Any], view: Any) -> JobTargets | None:
+    """The targets of the training work ``pod`` belongs to (one GET of its object, and of
+    its runtime for a TrainJob), or None (not such work, or not readable now)."""
+    get_json = getattr(view, "get_json", None)
+    if get_json is None or wl.sibling_selector(pod) is None:
         return None
-    meta = pod.get("metadata") or {}
-    namespace = str(meta.get("namespace") or "default")
-    width = None
-    for key, _group in candidates:
+    namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+    for key, group in wl.pod_work(pod):
         try:
             obj = next((o for o in map(get_json, wl.object_paths(key)) if o is not None), None)
             if obj is None:
                 continue
             work = wl.read(obj, wl.Library(fetch=wl.fetcher(get_json)))  # runtimes by GET
-            targets = work.targets(wl.resolver_from_view(view, namespace))
+            return JobTargets(tuple(work.targets(wl.resolver_from_view(view, namespace))),
+                              group)
         except Exception as exc:  # noqa: BLE001 - never block a pod
             log.debug("webhook: %s not readable for steering: %s", key, exc)
-            continue
-        width = next((t.nodes for t in targets if t.dataset == dataset or
-                      dataset.startswith(t.dataset)), None)
-        if width is not None:
-            break
+    return None
+
+
+def job_node(pod: Mapping[str, Any], dataset: str, nodes: list[placement.NodeInfo],
+             requirements: placement.PodRequirements, replicas: int,
+             view: Any, found: JobTargets | None = None) -> list[str] | None:
+    """[the node this pod should prefer for ``dataset``], or None (not a job we read).
+    *found*: job_targets(pod, view), when the caller has it."""
+    selector = wl.sibling_selector(pod)
+    list_pods = getattr(view, "pods", None)
+    if selector is None or list_pods is None:
+        return None
+    found = found or job_targets(pod, view)
+    if found is None:
+        return None
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    width = next((t.nodes for t in found.targets if t.dataset == dataset or
+                  dataset.startswith(t.dataset)), None)
     if width is None:
         return None
     chosen = placement.choose(dataset, nodes, requirements, max(replicas, width))

@@ -78,6 +78,9 @@ def affinity_terms(
     if config.striping:
         return [], []
     datasets = ds_mod.pod_datasets(pod, view, config.driver)
+    job = job_steering.job_targets(pod, view)  # a pod of a training job prefetchd reads
+    if job is not None:  # and what its group reads without naming it (MPI, Ray workers)
+        datasets += [d for d in job.datasets() if d not in datasets]
     if not datasets:
         return [], []
     nodes = view.nodes()
@@ -88,7 +91,7 @@ def affinity_terms(
     holds: list[str] = []
     for dataset in datasets:
         chosen = job_steering.job_node(pod, dataset, nodes, requirements, config.replicas,
-                                       view)  # a worker of a training job: its own node
+                                       view, job) if job else None  # a job's worker: its own
         if chosen is None:
             chosen = placement.choose(dataset, nodes, requirements, config.replicas)
         if chosen:

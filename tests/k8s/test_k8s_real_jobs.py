@@ -1,5 +1,5 @@
 """A Kueue-queued PyTorchJob (1 master + 3 workers), a running one with a pod the scheduler
-binds off its data, and a CronJob, on a real control plane.
+binds off its data, a CronJob, and a Kueue-queued KubeRay RayJob, on a real control plane.
 
 kube-apiserver, kube-scheduler and kube-controller-manager v1.36 with four fake Ready nodes
 (../shared/k8s/harness/k8s_harness.sh; no kubelet, no Kueue or training-operator: this test
@@ -42,6 +42,9 @@ BUCKET = "real-jobs"
 CRDS = ("kubeflow-trainer/crds/kubeflow.org_pytorchjobs.yaml",
         "kueue/crds/kueue.x-k8s.io_workloads.yaml",
         "kueue/crds/kueue.x-k8s.io_workloadpriorityclasses.yaml")
+# KubeRay's kinds, which ../shared lacks: the tests' own CRDs (tests/k8s/data/crds)
+OWN_CRDS = tuple(Path(__file__).resolve().parent / "data" / "crds" / f"ray.io_{p}.yaml"
+                 for p in ("rayjobs", "rayclusters"))
 PLURALS = {(r.api_version, r.kind): (r.plural, r.namespaced) for r in RESOURCES}
 
 
@@ -103,7 +106,7 @@ class Api:
 
 @pytest.fixture()
 def control_plane(tmp_path: Path) -> Iterator[dict[str, str]]:
-    crds = " ".join(str(to.shared_file(c)) for c in CRDS)
+    crds = " ".join([str(to.shared_file(c)) for c in CRDS] + [str(c) for c in OWN_CRDS])
     with real_control_plane.control_plane(
             tmp_path, nodes=len(NODES), namespace=NS,
             setup=f"&& for f in {crds}; do kc create -f $f >&2; done "
@@ -380,6 +383,75 @@ def test_cronjob_runs_made_by_the_real_controllers(control_plane, private_s3, tm
                     "?propagationPolicy=Background")
         wait_until("the suspended cronjob's pins released once its run is gone",
                    lambda: site.holders(keys[:1]) == set(), 90)
+    except BaseException:
+        print(site.logs())
+        raise
+    finally:
+        site.stop()
+
+
+def test_queued_rayjob_on_a_real_control_plane(control_plane, private_s3, tmp_path):
+    """A RayJob (a head with no CPUs for tasks, 2 GPU-group workers) queued in Kueue: its
+    entrypoint's data warm on 2 nodes before Kueue admits it; once admitted, the worker pods
+    KubeRay makes go through the webhook to those nodes and the scheduler binds them there
+    (the head, which reads nothing, anywhere); a third worker the autoscaler adds, bound to
+    a node without the data, gets it there at once; the job's end releases it everywhere."""
+    site = Site(control_plane, private_s3, tmp_path)
+    api = site.api
+    uri, keys = site.dataset("news")
+    try:
+        site.start()
+        job = api.create(to.rayjob("embed", NS, uri, workers=2, queue="user-queue"))
+        spec = job["spec"]["rayClusterSpec"]
+        wl = api.create(to.workload_for(job, [
+            ("head", 1, spec["headGroupSpec"]["template"]),
+            ("gpu", 2, spec["workerGroupSpecs"][0]["template"])], "user-queue", None))
+        t0 = time.monotonic()
+        warm = wait_until("the queued job's data warm on 2 nodes",
+                          lambda: (h := site.holders(keys)) is not None and len(h) == 2 and h,
+                          180)
+        print(f"queued RayJob warm on {sorted(warm)} {time.monotonic() - t0:.1f}s after its "
+              "Workload was created")
+        status = to.admitted(wl)
+        api.status("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"], status, NS)
+        api.patch("ray.io/v1", "RayJob", "embed", {"spec": {"suspend": False}}, NS)
+        cluster = api.create(to.raycluster_of(job))
+        api.status("ray.io/v1", "RayJob", "embed", {
+            "jobDeploymentStatus": "Initializing",
+            "rayClusterName": cluster["metadata"]["name"]}, NS)
+        names = []
+        for group, suffix in (("headgroup", "h4w8c"), ("gpu", "bxq2z"), ("gpu", "k9d2m")):
+            pod = to.ray_pod(cluster, group, suffix)
+            pod.pop("status")
+            names.append(api.create(pod)["metadata"]["name"])
+
+        def bound() -> dict[str, str] | None:
+            got = {p: api.get("v1", "Pod", p, NS)["spec"].get("nodeName") for p in names}
+            return got if all(got.values()) else None
+
+        placed = wait_until("the scheduler binding the 3 pods", bound, 60)
+        workers = {p: n for p, n in placed.items() if "-gpu-worker-" in p}
+        steered = {p: api.get("v1", "Pod", p, NS)["metadata"].get("annotations", {}).get(
+            "fusecache.io/preferred-nodes") for p in workers}
+        print("pods bound:", placed, "steered:", steered)
+        assert set(workers.values()) == warm and steered == workers
+        api.status("ray.io/v1", "RayJob", "embed", {
+            "jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, NS)
+        cold = sorted(set(NODES) - warm)[0]
+        extra = to.ray_pod(cluster, "gpu", "z5t7p")
+        extra.pop("status")
+        extra["spec"]["nodeSelector"] = {"kubernetes.io/hostname": cold}
+        name = api.create(extra)["metadata"]["name"]
+        assert wait_until("the scheduler binding the added worker", lambda: api.get(
+            "v1", "Pod", name, NS)["spec"].get("nodeName"), 60) == cold
+        wait_until("the data warm where the added worker landed",
+                   lambda: site.holders(keys) == {*warm, cold}, 60)
+        assert f"rayjob ml/embed: pod {name} bound here before its data" in (
+            tmp_path / f"agent-{cold}.log").read_text()
+        api.status("ray.io/v1", "RayJob", "embed", {
+            "jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, NS)
+        wait_until("the pins released on every node",
+                   lambda: site.holders(keys[:1]) == set(), 60)
     except BaseException:
         print(site.logs())
         raise

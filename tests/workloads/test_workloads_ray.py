@@ -217,3 +217,67 @@ def test_prefetchd_plan_reads_a_rayjob_file(tmp_path) -> None:
                          capture_output=True, text=True)
     assert res.returncode == 2 and "workerGroupSpecs[0].replicas" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+class _RayCluster:
+    """What the webhook reads: the RayJob (one GET), the cluster's pods, the nodes."""
+
+    def __init__(self, job: dict[str, Any], pods: list[dict[str, Any]],
+                 nodes: list[Any]) -> None:
+        self.job, self._pods, self._nodes = job, pods, nodes
+        self.gets: list[str] = []
+
+    def get_json(self, path: str) -> dict[str, Any] | None:
+        self.gets.append(path)
+        return self.job if path == "/apis/ray.io/v1/namespaces/ray/rayjobs/embed" else None
+
+    def pods(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        assert (namespace, selector) == ("ray", "ray.io/cluster=embed-x7k2q")
+        return self._pods
+
+    def nodes(self) -> list[Any]:
+        return self._nodes
+
+    def pvc(self, namespace: str, name: str) -> None:
+        return None
+
+    def pv(self, name: str) -> None:
+        return None
+
+
+def test_the_webhook_steers_a_ray_worker_that_names_nothing_to_a_warm_node_of_its_own() -> None:
+    """A KubeRay worker pod's containers name no dataset (the RayJob's entrypoint does): the
+    webhook finds what its group reads through its RayJob and steers each worker to a
+    distinct node the agents warmed it on; the head, which runs no tasks, is left alone."""
+    from prefetchd.k8s import placement, webhook
+
+    job = rayjob()
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"].pop("volumes")
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"][
+        "containers"][0].pop("volumeMounts")
+    nodes = [placement.NodeInfo.from_node({
+        "metadata": {"name": f"node-{i}", "labels": {
+            "kubernetes.io/hostname": f"node-{i}",
+            "node.kubernetes.io/instance-type": "g5.2xlarge"},
+            "annotations": {placement.CACHE_FREE_ANNOTATION: str(500 << 30)}},
+        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"}}})
+        for i in range(8)]
+    spec = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    warmed = placement.choose("s3://corpus/news/2026/", nodes,
+                              placement.PodRequirements.from_pod_spec(spec), 4)
+
+    def pod(group: str, node: str | None = None, suffix: str = "abcde") -> dict[str, Any]:
+        body = copy.deepcopy(spec if group != "headgroup" else
+                             job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"])
+        if node:
+            body["nodeName"] = node
+        return {"metadata": {"name": f"embed-x7k2q-{group}-worker-{suffix}", "namespace": "ray",
+                             "labels": {"ray.io/cluster": "embed-x7k2q", "ray.io/group": group,
+                                        "ray.io/node-type": "worker"}}, "spec": body}
+
+    first = pod("gpu", warmed[0], "q8zrk")
+    view = _RayCluster(job, [first], nodes)
+    terms, chosen = webhook.affinity_terms(pod("gpu"), view, webhook.WebhookConfig())
+    assert len(chosen) == 1 and chosen[0] in warmed[1:]  # not the node its sibling has
+    assert terms and view.gets == ["/apis/ray.io/v1/namespaces/ray/rayjobs/embed"]
+    assert webhook.affinity_terms(pod("headgroup"), view, webhook.WebhookConfig()) == ([], [])
