@@ -205,6 +205,38 @@ class Site:
     def holders(self, keys: list[str]) -> set[str] | None:
         return _holders(self.caches, keys)
 
+    def bound_off_data(self, pod: dict[str, Any], warm: set[str], keys: list[str],
+                       source: str) -> str:
+        """Create a pod of the work *source* that can only go to a node without its data
+        (its nodeSelector names one, as when the warm nodes are full), wait for the
+        scheduler to bind it there and that node's agent to warm the data at once; the
+        node."""
+        cold = sorted(set(NODES) - warm)[0]
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": cold}
+        [(name, host)] = self.create_bound([pod]).items()
+        assert host == cold
+        t0 = time.monotonic()
+        wait_until("the data warm where the pod landed",
+                   lambda: self.holders(keys) == {*warm, cold}, 60)
+        print(f"warm on {cold} {time.monotonic() - t0:.1f}s after the pod was bound")
+        assert f"{source}: pod {name} bound here before its data" in (
+            self.tmp / f"agent-{cold}.log").read_text()
+        return cold
+
+    def create_bound(self, pods: list[dict[str, Any]]) -> dict[str, str]:
+        """Create the pods (as their controller makes them, without a status) and wait for
+        the scheduler to bind them all: {pod name: node}."""
+        names = []
+        for pod in pods:
+            pod.pop("status", None)
+            names.append(self.api.create(pod)["metadata"]["name"])
+
+        def bound() -> dict[str, str] | None:
+            got = {p: self.api.get("v1", "Pod", p, NS)["spec"].get("nodeName") for p in names}
+            return got if all(got.values()) else None
+
+        return wait_until(f"the scheduler binding the {len(names)} pods", bound, 60)
+
     def sources(self) -> set[str]:
         out = set()
         for c in self.caches.values():
@@ -248,17 +280,9 @@ def test_queued_pytorchjob_on_a_real_control_plane(control_plane, private_s3, tm
         api.status("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"], status, NS)
         api.patch("kubeflow.org/v1", "PyTorchJob", "train",
                   {"spec": {"runPolicy": {"suspend": False}}}, NS)
-        names = []
-        for rtype, i in (("Master", 0), ("Worker", 0), ("Worker", 1), ("Worker", 2)):
-            pod = to.pytorch_pod(job, rtype, i)
-            pod.pop("status")
-            names.append(api.create(pod)["metadata"]["name"])
-
-        def bound() -> dict[str, str] | None:
-            got = {p: api.get("v1", "Pod", p, NS)["spec"].get("nodeName") for p in names}
-            return got if all(got.values()) else None
-
-        placed = wait_until("the scheduler binding the 4 pods", bound, 60)
+        placed = site.create_bound([to.pytorch_pod(job, rtype, i) for rtype, i in (
+            ("Master", 0), ("Worker", 0), ("Worker", 1), ("Worker", 2))])
+        names = list(placed)
         print("pods bound:", placed)
         assert len(set(placed.values())) == 4, placed
         steered = {p: api.get("v1", "Pod", p, NS)["metadata"]["annotations"][
@@ -307,22 +331,10 @@ def test_a_job_pod_the_scheduler_binds_off_its_data_is_warmed_where_it_lands(
         warm = wait_until("the running job's data warm on 2 nodes",
                           lambda: (h := site.holders(keys)) is not None and len(h) == 2 and h,
                           120)
-        cold = sorted(set(NODES) - warm)[0]
-        pod = to.pytorch_pod(job, "Worker", 1)
-        pod.pop("status")
-        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": cold}
-        name = api.create(pod)["metadata"]["name"]
-        host = wait_until("the scheduler binding the pod", lambda: api.get(
-            "v1", "Pod", name, NS)["spec"].get("nodeName"), 60)
-        assert host == cold
-        t0 = time.monotonic()
-        wait_until("the data warm where the pod landed",
-                   lambda: site.holders(keys) == {*warm, cold}, 60)
-        print(f"warm on {cold} {time.monotonic() - t0:.1f}s after the pod was bound")
+        cold = site.bound_off_data(to.pytorch_pod(job, "Worker", 1), warm, keys,
+                                   "pytorchjob ml/run")
         records = json.loads((site.caches[cold] / "prefetchd" / "k8s-pins.json").read_text())
         assert {r["source"] for r in records.values()} == {"pytorchjob ml/run"}
-        assert f"pytorchjob ml/run: pod {name} bound here before its data" in (
-            tmp_path / f"agent-{cold}.log").read_text()
         api.status("kubeflow.org/v1", "PyTorchJob", "run", to.v1_job_status(
             to.cond("Created", reason="PyTorchJobCreated"),
             to.cond("Running", "False", "PyTorchJobSucceeded"),
@@ -419,17 +431,8 @@ def test_queued_rayjob_on_a_real_control_plane(control_plane, private_s3, tmp_pa
         api.status("ray.io/v1", "RayJob", "embed", {
             "jobDeploymentStatus": "Initializing",
             "rayClusterName": cluster["metadata"]["name"]}, NS)
-        names = []
-        for group, suffix in (("headgroup", "h4w8c"), ("gpu", "bxq2z"), ("gpu", "k9d2m")):
-            pod = to.ray_pod(cluster, group, suffix)
-            pod.pop("status")
-            names.append(api.create(pod)["metadata"]["name"])
-
-        def bound() -> dict[str, str] | None:
-            got = {p: api.get("v1", "Pod", p, NS)["spec"].get("nodeName") for p in names}
-            return got if all(got.values()) else None
-
-        placed = wait_until("the scheduler binding the 3 pods", bound, 60)
+        placed = site.create_bound([to.ray_pod(cluster, group, suffix) for group, suffix in (
+            ("headgroup", "h4w8c"), ("gpu", "bxq2z"), ("gpu", "k9d2m"))])
         workers = {p: n for p, n in placed.items() if "-gpu-worker-" in p}
         steered = {p: api.get("v1", "Pod", p, NS)["metadata"].get("annotations", {}).get(
             "fusecache.io/preferred-nodes") for p in workers}
@@ -437,17 +440,7 @@ def test_queued_rayjob_on_a_real_control_plane(control_plane, private_s3, tmp_pa
         assert set(workers.values()) == warm and steered == workers
         api.status("ray.io/v1", "RayJob", "embed", {
             "jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}, NS)
-        cold = sorted(set(NODES) - warm)[0]
-        extra = to.ray_pod(cluster, "gpu", "z5t7p")
-        extra.pop("status")
-        extra["spec"]["nodeSelector"] = {"kubernetes.io/hostname": cold}
-        name = api.create(extra)["metadata"]["name"]
-        assert wait_until("the scheduler binding the added worker", lambda: api.get(
-            "v1", "Pod", name, NS)["spec"].get("nodeName"), 60) == cold
-        wait_until("the data warm where the added worker landed",
-                   lambda: site.holders(keys) == {*warm, cold}, 60)
-        assert f"rayjob ml/embed: pod {name} bound here before its data" in (
-            tmp_path / f"agent-{cold}.log").read_text()
+        site.bound_off_data(to.ray_pod(cluster, "gpu", "z5t7p"), warm, keys, "rayjob ml/embed")
         api.status("ray.io/v1", "RayJob", "embed", {
             "jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}, NS)
         wait_until("the pins released on every node",
