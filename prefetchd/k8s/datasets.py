@@ -330,7 +330,10 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                             for a, program in zip(argv, programs, strict=True)],
                            _uri.kube_env(container.get("env")))
     directions = _uri.classify_tokens(tokens)
+    elsewhere = _uri.handed_on(tokens)  # a RayJob submitter's entrypoint: the cluster's reads
     for i, t in enumerate(tokens):
+        if i in elsewhere:
+            continue
         d = "write" if i and tokens[i - 1] in REDIRECTS else directions.get(i) or "read"
         if "=" in t and not t.startswith("-"):
             key, value = t.split("=", 1)

@@ -454,6 +454,23 @@ def classify_tokens(
     return out
 
 
+def handed_on(tokens: list[str]) -> set[int]:
+    """Indices of the words a command hands to other machines to run (``ray job submit
+    [options] -- python train.py --data s3://...``: the Ray cluster runs it, so its reads
+    are not this container's), up to the end of that command."""
+    out: set[int] = set()
+    for i in range(len(tokens) - 2):
+        if tokens[i:i + 3] != ["ray", "job", "submit"]:
+            continue
+        j = i + 3
+        while j < len(tokens) and tokens[j] not in _SEPARATORS and tokens[j] != "--":
+            j += 1
+        while j < len(tokens) and tokens[j] not in _SEPARATORS:
+            out.add(j)
+            j += 1
+    return out
+
+
 def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
     """`prog SRC DST`: in a command with two or more bare URI operands, the last could be
     the output (`convert.py s3://in s3://out`): unknown rather than a guessed read."""

@@ -281,3 +281,25 @@ def test_the_webhook_steers_a_ray_worker_that_names_nothing_to_a_warm_node_of_it
     assert len(chosen) == 1 and chosen[0] in warmed[1:]  # not the node its sibling has
     assert terms and view.gets == ["/apis/ray.io/v1/namespaces/ray/rayjobs/embed"]
     assert webhook.affinity_terms(pod("headgroup"), view, webhook.WebhookConfig()) == ([], [])
+
+
+def test_the_submitter_reads_nothing_its_entrypoint_names() -> None:
+    """KubeRay's submitter (a Job's pod in K8sJobMode, a head sidecar in SidecarMode) runs
+    ``ray job submit ... -- <entrypoint>`` (ray-operator/controllers/ray/common/job.go): the
+    cluster runs the entrypoint, so the submitter's node is warmed for nothing of it; what
+    the same script reads itself still counts."""
+    from prefetchd.k8s import datasets as ds_mod
+
+    script = ("until python -c \"import urllib.request\" >/dev/null 2>&1 ; do sleep 2 ; done ; "
+              "if ! ray job status --address http://embed-head-svc:8265 embed-q8zrk >/dev/null "
+              "2>&1 ; then ray job submit --address http://embed-head-svc:8265 --no-wait "
+              "--submission-id embed-q8zrk -- python /home/ray/embed.py --input "
+              "s3://corpus/news/2026/ ; fi ; ray job logs --address "
+              "http://embed-head-svc:8265 --follow embed-q8zrk ; "
+              "aws s3 cp s3://corpus/manifests/run.json /tmp/run.json")
+    pod = {"metadata": {"name": "embed-7xk2p", "namespace": "ray", "labels": {
+        "batch.kubernetes.io/job-name": "embed", "job-name": "embed",
+        "ray.io/originated-from-cr-name": "embed", "ray.io/originated-from-crd": "RayJob"}},
+        "spec": {"containers": [{"name": "ray-job-submitter", "image": "rayproject/ray:2.40.0",
+                                 "command": ["/bin/bash", "-lc", "--"], "args": [script]}]}}
+    assert ds_mod.pod_datasets(pod, None) == ["s3://corpus/manifests/run.json"]
