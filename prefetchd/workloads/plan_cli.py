@@ -246,6 +246,9 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
             state += f", priority {w.priority}"
         lines.append(f"{n}. {w.kind} {w.namespace}/{w.name}  [{w.api_version}]  {state}")
         copies = f" ({w.copies} trials at once)" if w.copies > 1 else ""
+        pods = w.copies * sum(g.pods for g in w.groups)
+        if pods != w.nodes:  # stages one after another: the widest at once, not the sum
+            copies += f" at once, {pods} pods in all"
         lines.append(f"   {_nodes(w.nodes)}{copies}; pins released with {w.release_key}")
         stages = w.stages
         for g in w.groups:
