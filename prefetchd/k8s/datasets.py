@@ -299,6 +299,45 @@ def _spelled_out(container: Mapping[str, Any]) -> set[str]:
     return out - kept
 
 
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ash", "ksh"})
+
+
+def _code_arg(argv: list[str], i: int) -> bool:
+    """Whether argv[i] is a Python program: the argument of ``python -c``; never the script
+    of ``bash -c`` / ``sh -lc`` (its own ``python -c`` programs are found among its words,
+    and a word such as ``--cohort-def`` in it is no ``def``); else by its text."""
+    k = i - 1 - (i >= 1 and argv[i - 1] == "--")  # bash -lc -- SCRIPT
+    flag = argv[k] if k >= 1 else ""
+    runner = posixpath.basename(argv[k - 1]) if k >= 1 else ""
+    if flag.startswith("-") and not flag.startswith("--") and flag.endswith("c"):
+        if runner in _SHELLS:
+            return False
+        if runner.startswith("python"):
+            return True
+    return _code.is_program(argv[i]) and not _uri.python_heredocs(argv[i])
+
+
+def _program_words(code: str, env: list[str]) -> list[tuple[str, str, str]]:
+    """(location, "code", direction) of a Python program's reads and writes. A Katib
+    trial's ``${trialParameters.x}`` in it stands as a name while it is read (so the program
+    parses) and comes back in what is found, for the trial's values to fill in."""
+    marks: dict[str, str] = {}
+
+    def mark(m: re.Match[str]) -> str:
+        return marks.setdefault(m.group(0), f"__katib_{len(marks)}__")
+
+    text = _TEMPLATE_VALUE.sub(mark, code)
+    back = {v: k for k, v in marks.items()}
+
+    def restore(found: str) -> str:
+        for name, value in back.items():
+            found = found.replace(name, value)
+        return found
+
+    return [(restore(u), "code", d) for u, d in [*_code.program_locations(text, env),
+                                                  *_code.program_paths(text)]]
+
+
 def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(word, origin, direction) for every word of a container's command/args (``$(VAR)``
     expanded as the kubelet does, shell strings split, a ``python -c`` program read as
@@ -318,21 +357,25 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         container.get("env"))))  # rclone copy hydro:bucket/x, RCLONE_CONFIG_HYDRO_TYPE=s3
     out: list[tuple[str, str, str]] = []
     env = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, Mapping)]
-    programs = [_code.is_program(a) and not _uri.python_heredocs(a) for a in argv]
+    programs = [_code_arg(argv, i) for i in range(len(argv))]
     for a, program in zip(argv, programs, strict=True):
         # python -c "...", or python - <<'PY' ... PY in a script: the program's own use of
-        # what it names (a Katib trial's ${trialParameters.lr} in it: a value, so it parses)
-        for code in [_TEMPLATE_VALUE.sub("0", c) for c in
-                     (_uri.python_heredocs(a) or ([a] if program else []))]:
-            out += [(u, "code", d) for u, d in _code.program_locations(code, env)]
-            out += [(p, "code", d) for p, d in _code.program_paths(code)]
+        # what it names
+        for code in _uri.python_heredocs(a) or ([a] if program else []):
+            out += _program_words(code, env)
     tokens = _uri.tokenize(["__code__" if program else a
                             for a, program in zip(argv, programs, strict=True)],
                            _uri.kube_env(container.get("env")))
     directions = _uri.classify_tokens(tokens)
     elsewhere = _uri.handed_on(tokens)  # a RayJob submitter's entrypoint: the cluster's reads
+    # a script's own python -c "...": read as Python, its text no words of the script
+    inline = {j for j in range(2, len(tokens)) if tokens[j - 1] == "-c" and
+              posixpath.basename(tokens[j - 2]).startswith("python") and
+              tokens[j] != "__code__" and j not in elsewhere}
+    for j in sorted(inline):
+        out += _program_words(tokens[j], env)
     for i, t in enumerate(tokens):
-        if i in elsewhere:
+        if i in elsewhere or i in inline:
             continue
         d = "write" if i and tokens[i - 1] in REDIRECTS else directions.get(i) or "read"
         if "=" in t and not t.startswith("-"):

@@ -898,6 +898,10 @@ class _Flow(ast.NodeVisitor):
                     # written: the caller's sql_direction)
                     self.built.append((made, "read"))
                 elif (text := _literal(self.pieces(a))) is not None:
+                    if text.startswith("/") and len(self.paths) < 256:
+                        # LLM(model="/models/llama-70b"): a file or folder of a mounted
+                        # volume it is handed, read there
+                        self.paths.setdefault(text, set()).add("read")
                     # con.sql(f"... read_parquet('{feats}')") with feats = "s3://a/" + "x/*"
                     # reads; SQL's COPY ... TO 's3://...' writes (a plain string's other
                     # locations are left to the caller's rules, as before)

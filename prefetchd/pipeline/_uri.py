@@ -329,6 +329,26 @@ def _local_assignment(words: list[str], script: str) -> bool:
                for m in pairs if m is not None)
 
 
+def _substitutions(words: list[str]) -> list[str]:
+    """A command substitution's command as words of their own: ``LATEST=$(aws s3 ls
+    s3://b/ckpt/ | tail -1)`` gives ``LATEST=$(``, ``aws``, ... ``s3://b/ckpt/``, ``|``,
+    ``tail``, ``-1``, ``)``, so ``aws s3 ls`` is seen as the command it is."""
+    out: list[str] = []
+    depth = 0
+    for w in words:
+        at = w.find("$(")
+        if at >= 0 and len(w) > at + 2 and not w.startswith("'"):
+            out.append(w[:at + 2])
+            w = w[at + 2:]
+            depth += 1
+        if depth and w.endswith(")") and w.count("(") < w.count(")") and len(w) > 1:
+            out += [w[:-1], ")"]
+            depth -= 1
+            continue
+        out.append(w)
+    return out
+
+
 def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     """A shell script's words, `;` between its commands: a line ends one unless it ends in
     `\\` or a quote opened on it is still open (a multi-line string, as python -c has);
@@ -359,7 +379,7 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
             words = shlex.split(buf, comments=True)
         except ValueError:
             continue  # an open quote: the command goes on
-        for command in _commands(words):  # a=1; b=2 on one line: two commands
+        for command in _commands(_substitutions(words)):  # a=1; b=2 on one line: two
             command = _shell_vars(command, known)
             if not _local_assignment(command, script):
                 out += [*command, ";"]

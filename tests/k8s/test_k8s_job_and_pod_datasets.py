@@ -288,3 +288,45 @@ def test_a_root_the_command_line_spells_out_is_read_where_it_is_spelled_out() ->
         r["template"]["spec"] = copy.deepcopy(pod["spec"])
     targets = workloads.read(job).targets(workloads.resolver_from_view(view(), NS))
     assert {t.dataset for t in targets} == want
+
+
+def test_a_scripts_own_python_and_command_substitutions_are_read_as_such() -> None:
+    """A ``bash -c`` script is a shell script even with ``import`` and ``--cohort-def`` in it;
+    the ``python -c`` programs among its lines (multi-line or one line) are read as Python
+    (what they write is no read); ``LATEST=$(aws s3 ls s3://.../ckpt/ ...)`` lists the folder,
+    and a path literal handed to code not followed (``LLM(model="/models/llama")``) names
+    the part of a mount it reads."""
+    script = "\n".join([
+        "set -euo pipefail",
+        "LATEST=$(aws s3 ls s3://runs/r7/ckpt/ | sort | tail -n1 | awk '{print $2}')",
+        'python -c "import polars as pl; pl.read_parquet(\'s3://lake/a.parquet\')'
+        '.write_parquet(\'s3://lake/out/a.parquet\')"',
+        'python -c "',
+        "import pandas as pd",
+        "from vllm import LLM",
+        "llm = LLM(model='/data/coco/weights/llama-8b')",
+        "pd.read_csv('s3://lake/prompts.csv')",
+        '"',
+        "python build.py --cohort-def /data/coco/cohorts/v3.csv --resume s3://runs/r7/ckpt/",
+    ])
+    pod = worker_pod(0)
+    pod["spec"]["containers"][0].update(command=["/bin/bash", "-lc", "--"], args=[script],
+                                        env=[])
+    got = set(ds_mod.pod_datasets(pod, view()))
+    assert got == {"s3://lake/a.parquet", "s3://lake/prompts.csv",
+                   "s3://vision-datasets/coco/2017/weights/llama-8b",
+                   "s3://vision-datasets/coco/2017/cohorts/v3.csv"}  # not the whole mount
+    words = ds_mod.container_words(pod["spec"]["containers"][0])
+    assert ("s3://lake/out/a.parquet", "code", "write") in words
+    assert {d for u, _, d in words if u == "s3://runs/r7/ckpt/"} == {"read", "unknown"}
+
+
+def test_a_katib_placeholder_in_a_programs_location_is_filled_per_trial() -> None:
+    """``f".../features/${trialParameters.featureSet}/x.parquet"`` in a trial's ``python -c``
+    keeps its placeholder (it used to become ``features/0/``), for the trial's values."""
+    code = ("import pandas as pd; "
+            "pd.read_parquet('s3://lake/features/${trialParameters.featureSet}/x.parquet'); "
+            "fit(lr=${trialParameters.lr})")
+    container = {"name": "trial", "image": "x", "command": ["python", "-c", code]}
+    found = {w[0] for w in ds_mod.container_words(container) if w[1] == "code"}
+    assert found == {"s3://lake/features/${trialParameters.featureSet}/x.parquet"}
