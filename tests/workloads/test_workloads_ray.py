@@ -88,6 +88,19 @@ def test_a_head_with_cpus_runs_tasks_too_and_runtime_env_vars_serve_the_entrypoi
     }
 
 
+def test_a_head_that_runs_no_tasks_reads_no_more_of_a_shared_mount_than_the_driver_names(
+        ) -> None:
+    """The head's template mounts the workers' volume too (one template copied): the driver
+    runs there, so what the entrypoint names under it is read there, not the whole mount."""
+    job = rayjob()
+    head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    wspec = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+    head["volumes"] = copy.deepcopy(wspec["volumes"])
+    head["containers"][0]["volumeMounts"] = [{"name": "meta", "mountPath": "/data"}]
+    assert ("s3://corpus-meta/shared/labels/v3.csv", 1, ("head",)) in targets(workloads.read(job))
+    assert not any(t.dataset == "s3://corpus-meta/shared/" for t in workloads.read(job).targets())
+
+
 @pytest.mark.parametrize(("group", "pods"), [
     ({"replicas": 4, "minReplicas": 1, "maxReplicas": 8}, 4),
     ({"replicas": 12, "minReplicas": 1, "maxReplicas": 8}, 8),  # clamped to maxReplicas
