@@ -210,7 +210,8 @@ def _req(expr: Mapping[str, Any]) -> Requirement:
 
 
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    """Effective requests: max(sum over containers, any init container), as the scheduler does.
+    """Effective requests as the scheduler counts them: the containers' sum plus the sidecars
+    (init containers with ``restartPolicy: Always``), or the peak of the init phase if higher.
 
     A limit without a request counts as the request (Kubernetes defaults it so); extended
     resources such as ``nvidia.com/gpu`` are usually given only as limits.
@@ -227,13 +228,29 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
                 continue
         return out
 
+    def add(into: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
+        for k, v in more.items():
+            into[k] = into.get(k, Fraction(0)) + v
+
     total: dict[str, Fraction] = {}
     for c in spec.get("containers") or []:
-        for k, v in of(c).items():
-            total[k] = total.get(k, Fraction(0)) + v
+        add(total, of(c))
+    # init containers run one at a time before them; a sidecar (restartPolicy: Always) goes
+    # on running beside the ones after it and beside the containers (the scheduler's sum)
+    sidecars: dict[str, Fraction] = {}
+    peak: dict[str, Fraction] = {}
     for c in spec.get("initContainers") or []:
-        for k, v in of(c).items():
-            total[k] = max(total.get(k, Fraction(0)), v)
+        if c.get("restartPolicy") == "Always":
+            add(total, of(c))
+            add(sidecars, of(c))
+            during = dict(sidecars)
+        else:
+            during = dict(sidecars)
+            add(during, of(c))
+        for k, v in during.items():
+            peak[k] = max(peak.get(k, Fraction(0)), v)
+    for k, v in peak.items():
+        total[k] = max(total.get(k, Fraction(0)), v)
     return total
 
 

@@ -222,6 +222,23 @@ def test_resources_against_allocatable():
     assert pl.parse_quantity("4Gi") == 4 * 2**30 and pl.parse_quantity("250m") == Fraction(1, 4)
 
 
+def test_a_sidecar_adds_to_the_containers_as_the_scheduler_counts_it():
+    """A native sidecar (an init container with ``restartPolicy: Always``) runs beside the
+    containers: its requests add to theirs; an init container before it runs alone, one
+    after it runs beside it (Kubernetes' PodRequests)."""
+    spec = {"containers": [{"resources": {"requests": {"cpu": "96", "memory": "960Gi"}}}],
+            "initContainers": [
+                {"name": "fetch", "resources": {"requests": {"cpu": "99"}}},
+                {"name": "eval", "restartPolicy": "Always",
+                 "resources": {"requests": {"cpu": "4", "memory": "32Gi"}}},
+                {"name": "warmup", "resources": {"requests": {"cpu": "98"}}}]}
+    got = pl.pod_requests(spec)
+    assert got["memory"] == pl.parse_quantity("992Gi")
+    assert got["cpu"] == 102  # warmup (98) beside the sidecar (4) outweighs 96 + 4
+    spec["initContainers"].pop()
+    assert pl.pod_requests(spec)["cpu"] == 100  # 96 + 4; fetch (99) ran alone before
+
+
 def test_unschedulable_and_node_selector():
     cordoned = pl.NodeInfo("c", unschedulable=True, cache_free_bytes=1)
     assert pl.ineligibility_reason(pl.PodRequirements(), cordoned) == "unschedulable"
