@@ -377,8 +377,16 @@ def test_nowait_read_serves_only_bytes_already_in_memory(disk_tmp_path: Path) ->
                                    f"{held_back} with the disk held back")
             pytest.skip("no blkio cgroup to hold the disk back, and the kernel's read-ahead "
                         "paged the block in before each of five nowait reads answered")
-    assert c.get_block(o, 0) == data_for(o, 0, bs)  # a plain read pages it in
-    assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0, bs)
+    for _ in range(5):  # a plain read pages it in (CI once saw reclaim, under load from
+        # other processes, take a page back before the nowait read: a page cache's right)
+        assert c.get_block(o, 0) == data_for(o, 0, bs)
+        try:
+            assert bytes(c.get_block(o, 0, nowait=True)) == data_for(o, 0, bs)
+            break
+        except nodecache_mod.NotInMemory:
+            continue
+    else:
+        pytest.fail("a block just read was not served from memory in 5 of 5 tries")
     assert c.get_block(oid("absent"), 0, nowait=True) is None
     c.close()
 
