@@ -217,6 +217,8 @@ class _Flow(ast.NodeVisitor):
             if self.taint.get(node.id) == {"param:" + node.id}:
                 return ("param", node.id)
         made = self.pieces(node)
+        if made is not None and (text := _literal(made)) is not None:
+            return ("const", text)  # Key=f"regions/{region}/x.json", region a constant
         if made is not None and is_built(made):
             return ("pieces", made)
         return None
@@ -1079,6 +1081,19 @@ def pair_pieces(bucket: tuple[str, Any], key: tuple[str, Any]) -> Pieces | None:
     if any(isinstance(p, str) and "/" in p for p in parts[0]):
         return None
     return ("s3://", *parts[0], "/", *parts[1])
+
+
+_SYS_ARGV = re.compile(r"\bsys\.argv\[(\d+)\]")
+
+
+def with_argv(code: str, args: list[str]) -> str:
+    """*code* run as ``python -c CODE ARG1 ARG2...`` with ``sys.argv[N]`` replaced by the
+    text of ARGN (a placeholder of the run too), so what it builds from them is named."""
+    def one(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        return repr(args[n - 1]) if 1 <= n <= len(args) else m.group(0)
+
+    return _SYS_ARGV.sub(one, code) if "sys.argv[" in code else code
 
 
 def is_program(a: str) -> bool:

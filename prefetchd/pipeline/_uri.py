@@ -261,6 +261,31 @@ def tokenize(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
             out.extend(_script_words(a, env))
         else:
             out.append(a)
+    return _without_payloads(out)
+
+
+# what an HTTP client sends (a chat message, a JSON body, a header): text, no location it uses
+_HTTP_CLIENTS = frozenset({"curl", "wget", "http", "https", "xh"})
+_PAYLOAD_FLAGS = frozenset({"-d", "--data", "--data-raw", "--data-binary", "--data-ascii",
+                            "--data-urlencode", "--json", "-F", "--form", "--form-string",
+                            "-H", "--header", "--post-data", "--body-data"})
+
+
+def _without_payloads(tokens: list[str]) -> list[str]:
+    """*tokens* with the payload an HTTP client posts blanked (``curl -d '{"text": "report
+    at s3://b/x.json"}' $HOOK``): a link in a message is read by whoever gets it, if anyone."""
+    out = list(tokens)
+    client = False
+    for i, t in enumerate(tokens):
+        if t in _SEPARATORS:
+            client = False
+        elif t.rsplit("/", 1)[-1] in _HTTP_CLIENTS:  # curl ..., sh -c 'curl ...'
+            client = True
+        elif client and t.split("=", 1)[0] in _PAYLOAD_FLAGS:
+            if "=" in t and t.startswith("--"):
+                out[i] = t.split("=", 1)[0] + "="
+            elif i + 1 < len(tokens):
+                out[i + 1] = ""
     return out
 
 

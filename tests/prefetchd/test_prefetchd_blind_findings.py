@@ -929,3 +929,26 @@ def test_round_14_idioms() -> None:
     step = _plan([tmpl], entrypoint="agg").step("agg")
     assert sorted(r.uri for r in step.reads) == ["s3://models/usleep/fold-0/metrics.json",
                                                  "s3://models/usleep/fold-1/metrics.json"]
+
+
+def test_round_18_idioms() -> None:
+    """A chat message a step posts with ``curl -d`` names a report, which nothing reads
+    there; a ``python -c`` program's ``sys.argv[1]`` is the word after it (here a parameter),
+    and a boto3 key formatted from a constant is a constant (``Key=f"regions/{region}/..."``)."""
+    alert = {"name": "alert", "container": {"image": "curlimages/curl", "command": ["sh", "-c"],
+             "args": ['curl -fsS -X POST "$HOOK" -H \'Content-Type: application/json\' '
+                      '-d "{\\"text\\": \\"see s3://reports/x/2025-07-09.json\\"}"']}}
+    assert _plan([alert], entrypoint="alert").step("alert").reads == []
+    code = ("import json, sys, boto3\n"
+            "region = sys.argv[1]\n"
+            "obj = boto3.client('s3').get_object(\n"
+            "    Bucket='cfg', Key=f'regions/{region}/farms.json')\n"
+            "json.dump([f['id'] for f in json.load(obj['Body'])], open('/tmp/farms.json', 'w'))\n")
+    farms = {"name": "farms", "inputs": {"parameters": [{"name": "region", "value": "west"}]},
+             "container": {"image": "python:3.11", "command": ["python", "-c"],
+                           "args": [code, "{{inputs.parameters.region}}"]}}
+    step = _plan([farms], entrypoint="farms").step("farms")
+    assert [r.uri for r in step.reads] == ["s3://cfg/regions/west/farms.json"]
+    local = ("import boto3\nr = 'east'\n"
+             "boto3.client('s3').get_object(Bucket='cfg', Key=f'{r}/a.json')\n")
+    assert _code.program_locations(local) == [("s3://cfg/east/a.json", "read")]
