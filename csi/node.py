@@ -9,6 +9,11 @@ Data flow for a volume on a node::
     NodeUnpublish      unmount target_path, remove it
     NodeUnstage        fusecache umount <staging_target_path>, forget the volume
 
+A pod's inline volume (``volumes: - csi: {driver: csi.fusecache.io, volumeAttributes:
+{bucket, prefix, ...}, nodePublishSecretRef}``, CSI ephemeral) is never staged: its
+NodePublishVolume mounts the FUSE server at the target itself, and its NodeUnpublish
+unmounts it and forgets the volume.
+
 The FUSE file system is mounted nowhere but at the staging path and the publish
 targets. The kubelet refuses to unstage (UnmountDevice: "still mounted by other
 references") while any other mount of the same file system exists outside its
@@ -62,6 +67,8 @@ from csi.state import NodeStateStore, StagedVolume
 log = logging.getLogger(__name__)
 
 NodeRPC = csi_pb2.NodeServiceCapability.RPC
+# volume_context key the kubelet sets on a pod's inline (CSI ephemeral) volume
+EPHEMERAL = "csi.storage.k8s.io/ephemeral"
 
 # Secret keys accepted from the node-stage secret -> environment variable.
 _SECRET_ENV = {
@@ -299,6 +306,9 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     @serialized_by("volume_id")
     def NodePublishVolume(self, request, context) -> csi_pb2.NodePublishVolumeResponse:
         access.check_capability(request.volume_capability)
+        if request.volume_context.get(EPHEMERAL) == "true" and not request.staging_target_path:
+            self._publish_inline(request)
+            return csi_pb2.NodePublishVolumeResponse()
         if not request.staging_target_path:
             raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
                            "staging_target_path is required (the plugin stages volumes)")
@@ -327,12 +337,60 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             self.store.save(vol)
         return csi_pb2.NodePublishVolumeResponse()
 
+    def _publish_inline(self, request) -> None:
+        """An inline (ephemeral) volume of a pod (``volumes: - csi: {driver, volumeAttributes,
+        nodePublishSecretRef}``): the kubelet stages nothing and publishes once, so the FUSE
+        server is mounted at the target itself; the volume lives as long as the pod's
+        target, and its record makes it survive as a staged one does (reconcile)."""
+        source = volumes.VolumeSource.from_map(request.volume_context)
+        target = mounts.normalize(request.target_path)
+        secrets = dict(request.secrets)
+        if not secrets:  # else any pod could read whatever the plugin's own identity may
+            raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                           "an inline fusecache volume needs nodePublishSecretRef (the S3 "
+                           "credentials, a Secret in the pod's namespace)")
+        mount_env(self.config.base_env, secrets)  # reject an unusable secret up front
+        key = volumes.volume_key(request.volume_id)
+        vol = self.store.get(key)
+        if vol is not None and (vol.staging_path != target
+                                or vol.context != source.to_context()):
+            raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
+                           f"volume {request.volume_id} is already published at "
+                           f"{vol.staging_path} or with another S3 location")
+        is_new = vol is None
+        if vol is None:
+            vol = StagedVolume(volume_id=request.volume_id, key=key, staging_path=target,
+                               context=source.to_context())
+            self.store.save_secrets(key, secrets)
+            self.store.save(vol)
+        try:
+            self._ensure_fuse(vol, secrets)
+        except BaseException:
+            if is_new:
+                try:
+                    self._teardown(vol)
+                except CsiError as e:
+                    log.warning("volume %s: cleanup after failed publish: %s",
+                                request.volume_id, e.message)
+            raise
+
     @log_rpc
     @require("volume_id", "target_path")
     @when_ready
     @serialized_by("volume_id")
     def NodeUnpublishVolume(self, request, context) -> csi_pb2.NodeUnpublishVolumeResponse:
         target = mounts.normalize(request.target_path)
+        vol = self.store.get(volumes.volume_key(request.volume_id))
+        if vol is not None and vol.staging_path == target:  # an inline volume: all of it
+            self._teardown(vol)
+            try:
+                os.rmdir(target)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise CsiError(grpc.StatusCode.INTERNAL,
+                               f"cannot remove {target}: {os.strerror(e.errno or 0)}") from None
+            return csi_pb2.NodeUnpublishVolumeResponse()
         try:
             mounts.unmount_all(target)
             os.rmdir(target)

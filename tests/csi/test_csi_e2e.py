@@ -172,6 +172,43 @@ def test_static_volume_from_volume_attributes(plugin: PluginProc, dataset: S3Vol
     unstage(plugin, vol, staging)
 
 
+def test_a_pods_inline_volume_is_published_without_staging_and_gone_when_unpublished(
+        plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
+    """A CSI ephemeral (inline) volume, as the kubelet drives it: no NodeStageVolume, one
+    NodePublishVolume with the pod's volumeAttributes, ``csi.storage.k8s.io/ephemeral`` and
+    the nodePublishSecretRef's secret; its NodeUnpublishVolume leaves no mount, process or
+    record. A second publish of the same volume is idempotent; a secret without its secret
+    key, or no secret (the plugin's own identity would serve any pod), is refused before
+    any mount, naming what is missing."""
+    ctx = {**dataset.context, "prefix": "datasets/demo", "csi.storage.k8s.io/ephemeral": "true",
+           "csi.storage.k8s.io/pod.name": "reader", "csi.storage.k8s.io/pod.namespace": "ml"}
+    vol = csi_pb2.Volume(volume_id="csi-5f1b8e0c9a", volume_context=ctx)
+    target = csi_root / "pods" / "uid-1" / "volumes" / "kubernetes.io~csi" / "data" / "mount"
+    target.parent.mkdir(parents=True)
+
+    def publish_inline(secrets: dict[str, str]) -> None:
+        plugin.node.NodePublishVolume(csi_pb2.NodePublishVolumeRequest(
+            volume_id=vol.volume_id, target_path=str(target), volume_capability=mount_cap(),
+            readonly=True, secrets=secrets, volume_context=ctx))
+
+    with pytest.raises(grpc.RpcError) as err:
+        publish_inline({"accessKeyID": "x"})
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "secretAccessKey" in err.value.details() and not mounts.is_mountpoint(str(target))
+    with pytest.raises(grpc.RpcError) as err:  # never with the plugin's own identity
+        publish_inline({})
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "nodePublishSecretRef" in err.value.details()
+    publish_inline(dataset.secrets)
+    publish_inline(dataset.secrets)  # the kubelet may call again
+    assert mounts.is_mountpoint(str(target))
+    assert_serves(target, dataset.files)
+    unpublish(plugin, vol, target)
+    assert not target.exists()
+    assert not [e for e in mounts.mount_table() if e.mountpoint.startswith(str(csi_root))]
+    assert not pids_mentioning(str(target))
+
+
 def test_bad_credentials_fail_stage_without_leaking_the_secret(
         plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
     vol = create(plugin, dataset)

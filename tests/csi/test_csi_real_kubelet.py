@@ -356,7 +356,10 @@ done
 """.replace("FILES", " ".join(FILES))
 
 
-def start_pod(node: Node, name: str, claim: str) -> float:
+def start_pod(node: Node, name: str, claim: str, inline: dict | None = None) -> float:
+    """A reader pod of the claim, or of an *inline* CSI volume source (``csi: {...}``)."""
+    source = {"csi": inline} if inline else {
+        "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
     pod = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
         "spec": {"terminationGracePeriodSeconds": 2,
@@ -364,8 +367,7 @@ def start_pod(node: Node, name: str, claim: str) -> float:
                                  "imagePullPolicy": "Never", "command": ["sh", "-c", READER],
                                  "volumeMounts": [{"name": "d", "mountPath": "/data",
                                                    "readOnly": True}]}],
-                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim,
-                                                                      "readOnly": True}}]}}
+                 "volumes": [{"name": "d", **source}]}}
     node.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
     return float(node.bash(f"kl_wait_pod_phase default {name} Running 120").strip())
 
@@ -444,9 +446,11 @@ def fault_and_check(node: Node, pod: str, fault: Callable[[], None], label: str)
           f"{len(rs)} reads, none bad")
 
 
-def delete_and_check_clean(node: Node, plugin: Plugin, pod: str) -> None:
+def delete_and_check_clean(node: Node, plugin: Plugin, pod: str,
+                           last_rpc: str = "NodeUnstageVolume") -> None:
+    """Delete *pod*: the kubelet's *last_rpc* for its volume returns and nothing is left."""
     log_from = node.kubelet_log.stat().st_size
-    unstaged_before = plugin.log().count("NodeUnstageVolume ok")
+    unstaged_before = plugin.log().count(f"{last_rpc} ok")
     t0 = time.monotonic()
     node.kubectl("delete", "pod", pod, "--wait=false")
     empty: dict[str, object] = {"mounts": [], "processes": [], "records": []}
@@ -454,7 +458,7 @@ def delete_and_check_clean(node: Node, plugin: Plugin, pod: str) -> None:
 
     def clean() -> bool:  # the kubelet's NodeUnstageVolume returned, and nothing is left
         last.update(plugin.leftovers())
-        last["unstaged"] = plugin.log().count("NodeUnstageVolume ok") > unstaged_before
+        last["unstaged"] = plugin.log().count(f"{last_rpc} ok") > unstaged_before
         return last == {**empty, "unstaged": True}
     try:
         took = wait_for("nothing left after the pod was deleted", clean, 60)
@@ -525,3 +529,24 @@ def test_deleted_pod_leaves_nothing(node: Node, volume: str, plugin) -> None:  #
     assert p.leftovers()["mounts"], "the volume is not mounted while the pod runs"
     delete_and_check_clean(node, p, "p3")
 
+
+
+def test_a_pods_inline_volume_reads_and_leaves_nothing(node: Node, volume: str, local_s3,
+                                                      plugin) -> None:  # noqa: ANN001
+    """(4) A pod naming the S3 location in its own volumes (a CSI ephemeral inline volume,
+    with a nodePublishSecretRef in its namespace): the kubelet publishes it without staging,
+    the pod reads every byte, and deleting the pod leaves nothing of the volume."""
+    p = plugin()
+    node.kubectl("-n", "default", "create", "secret", "generic", "fusecache-s3-inline",
+                 f"--from-literal=accessKeyID={local_s3.access_key}",
+                 f"--from-literal=secretAccessKey={local_s3.secret_key}", check=False)
+    inline = {"driver": DRIVER, "readOnly": True,
+              "volumeAttributes": {"bucket": "klds", "prefix": "ds",
+                                   "endpointUrl": local_s3.endpoint_url, "region": "us-east-1"},
+              "nodePublishSecretRef": {"name": "fusecache-s3-inline"}}
+    print(f"\n[real-kubelet] p4: Running in {start_pod(node, 'p4', '', inline):.2f} s")
+    wait_for("p4: 2 good rounds", lambda: good_rounds_after(reads(node, "p4"), 0) >= 2, 60)
+    assert_all_good(reads(node, "p4"))
+    assert p.leftovers()["mounts"], "the inline volume is not mounted while the pod runs"
+    assert "NodeStageVolume" not in p.log()
+    delete_and_check_clean(node, p, "p4", last_rpc="NodeUnpublishVolume")
