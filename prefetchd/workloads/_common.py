@@ -114,6 +114,24 @@ def with_program(group: PodGroup, words: Sequence[_podspec.Word],
     return replace(group, datasets=own + more)
 
 
+def without_program_mounts(group: PodGroup, words: Sequence[_podspec.Word]) -> PodGroup:
+    """*group* beside a program that runs elsewhere (a RayJob's head that runs no tasks):
+    of the volumes it shares with the program's pods, those the program names paths under
+    are the program's to read, not this group's."""
+    def by_volume(refs: Sequence[DatasetRef]) -> dict[str, set[DatasetRef]]:
+        out: dict[str, set[DatasetRef]] = {}
+        for d in refs:
+            if _on_mount(d):
+                out.setdefault(d.origin, set()).add(replace(d, container=""))
+        return out
+
+    alone = by_volume(_podspec.template_refs(group.spec, {}))
+    narrowed = {o for o, refs in by_volume(_podspec.template_refs(group.spec, {}, words)
+                                           ).items() if refs != alone.get(o)}
+    return replace(group, datasets=tuple(d for d in group.datasets
+                                         if not (_on_mount(d) and d.origin in narrowed)))
+
+
 def _on_mount(ref: DatasetRef) -> bool:
     """A dataset a pod reads through one of its volumes (named by the volume: origin)."""
     return ref.origin.startswith(("pvc ", "csi "))

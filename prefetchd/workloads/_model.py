@@ -285,6 +285,8 @@ class UpcomingWork:
         per_stage: dict[tuple[str, str, int], int] = {}
         reqs: dict[str, placement.PodRequirements] = {}
         for g in sorted(self.groups, key=lambda g: stages[g.name]):
+            if not g.pods:  # none wanted now (a suspended or empty group): nothing to hold
+                continue
             req = constraints_key(g.spec)
             reqs.setdefault(req, g.requirements)
             seen: set[str] = set()

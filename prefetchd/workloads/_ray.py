@@ -8,9 +8,9 @@ driver runs on the head and its Ray tasks (Ray Data reads, Ray Train workers) wh
 cluster has room. So the entrypoint's locations are read on every group that can run tasks:
 the workers, and the head unless its ``rayStartParams`` give it no CPUs (``num-cpus: "0"``,
 the usual production set-up); paths it names under a group's volumes narrow those volumes
-(as an MPI launcher's command line narrows its workers', :mod:`._common`), the volumes of a
-head that runs no tasks too (the driver runs there: the same template's mount is not read
-whole on it). Environment from
+(as an MPI launcher's command line narrows its workers', :mod:`._common`); a head that runs
+no tasks reads nothing of a volume it shares with them under which the entrypoint names
+paths (those are the tasks' reads; its template is often the workers' copied). Environment from
 ``runtimeEnvYAML``'s ``env_vars`` serves the entrypoint's ``$(VAR)``. Groups are named as
 Kueue names the RayJob's pod sets: ``head``, then each worker group's ``groupName``.
 
@@ -132,7 +132,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         for i, g in enumerate(work.groups):
             if g.pods and (_runs_tasks(g, start_params[g.name]) or not workers):
                 g = _common.with_program(g, words, refs)
-            elif g.pods:  # the driver only: its volumes narrowed by what it names, no more
-                g = _common.with_program(g, words, [])
+            elif g.pods:  # the driver only: what the entrypoint names under a volume the
+                g = _common.without_program_mounts(g, words)  # head shares is the tasks'
             work.groups[i] = replace(g, writes=g.writes + writes)
     return work

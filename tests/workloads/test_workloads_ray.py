@@ -88,17 +88,29 @@ def test_a_head_with_cpus_runs_tasks_too_and_runtime_env_vars_serve_the_entrypoi
     }
 
 
-def test_a_head_that_runs_no_tasks_reads_no_more_of_a_shared_mount_than_the_driver_names(
+def test_a_head_that_runs_no_tasks_reads_nothing_of_a_mount_the_entrypoint_reads_under(
         ) -> None:
-    """The head's template mounts the workers' volume too (one template copied): the driver
-    runs there, so what the entrypoint names under it is read there, not the whole mount."""
+    """The head's template mounts the workers' volume too (one template copied): what the
+    entrypoint names under it is the tasks' to read, on the workers; the head, which runs
+    none, holds none of it (it held the whole mount, then the named paths, before)."""
     job = rayjob()
     head = job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
     wspec = job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
     head["volumes"] = copy.deepcopy(wspec["volumes"])
     head["containers"][0]["volumeMounts"] = [{"name": "meta", "mountPath": "/data"}]
-    assert ("s3://corpus-meta/shared/labels/v3.csv", 1, ("head",)) in targets(workloads.read(job))
-    assert not any(t.dataset == "s3://corpus-meta/shared/" for t in workloads.read(job).targets())
+    assert not [t for t in targets(workloads.read(job)) if "head" in t[2]]
+
+
+def test_a_group_with_no_pod_holds_nothing() -> None:
+    """A suspended worker group (or one of 0 replicas) wants no node now: no target, where
+    its mount was a target "on 0 nodes" that warm --pipeline warmed whole."""
+    job = rayjob()
+    job["spec"]["rayClusterSpec"]["workerGroupSpecs"].append(copy.deepcopy(
+        job["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]) | {"groupName": "burst",
+                                                                 "suspend": True})
+    work = workloads.read(job)
+    assert [(g.name, g.pods) for g in work.groups] == [("head", 1), ("gpu", 4), ("burst", 0)]
+    assert all(t.nodes > 0 and "burst" not in t.groups for t in work.targets())
 
 
 @pytest.mark.parametrize(("group", "pods"), [
