@@ -141,6 +141,24 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             raise CsiError(grpc.StatusCode.INTERNAL, scrub(str(e), secrets.values())) from None
         self.store.save(vol)
 
+    def _record_and_mount(self, vol: StagedVolume, secrets: Mapping[str, str], is_new: bool,
+                          rpc: str) -> None:
+        """Record the volume (and its secret), then mount its FUSE server: persisted first,
+        a crash half-way leaves a record to repair or undo; a volume this call made is
+        undone again if the mount fails."""
+        self.store.save_secrets(vol.key, dict(secrets))
+        self.store.save(vol)
+        try:
+            self._ensure_fuse(vol, secrets)
+        except BaseException:
+            if is_new:
+                try:
+                    self._teardown(vol)
+                except CsiError as e:
+                    log.warning("volume %s: cleanup after failed %s: %s", vol.volume_id,
+                                rpc, e.message)
+            raise
+
     def _upgrade_server(self, vol: StagedVolume) -> None:
         """Have the relay run this plugin's server command (a new plugin version): it
         starts the new server and hands it the connection; the mount stays."""
@@ -262,19 +280,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
                            f"volume {request.volume_id} is already staged with another "
                            "S3 location or options")
-        # Persist before mounting: a crash half-way leaves a record to repair or unstage.
-        self.store.save_secrets(key, secrets)
-        self.store.save(vol)
-        try:
-            self._ensure_fuse(vol, secrets)
-        except BaseException:
-            if is_new:
-                try:
-                    self._teardown(vol)
-                except CsiError as e:
-                    log.warning("volume %s: cleanup after failed stage: %s",
-                                request.volume_id, e.message)
-            raise
+        self._record_and_mount(vol, secrets, is_new, "stage")
         return csi_pb2.NodeStageVolumeResponse()
 
     @log_rpc
@@ -361,18 +367,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         if vol is None:
             vol = StagedVolume(volume_id=request.volume_id, key=key, staging_path=target,
                                context=source.to_context())
-            self.store.save_secrets(key, secrets)
-            self.store.save(vol)
-        try:
-            self._ensure_fuse(vol, secrets)
-        except BaseException:
-            if is_new:
-                try:
-                    self._teardown(vol)
-                except CsiError as e:
-                    log.warning("volume %s: cleanup after failed publish: %s",
-                                request.volume_id, e.message)
-            raise
+        self._record_and_mount(vol, secrets, is_new, "publish")
 
     @log_rpc
     @require("volume_id", "target_path")
