@@ -306,14 +306,13 @@ def _code_arg(argv: list[str], i: int) -> bool:
     """Whether argv[i] is a Python program: the argument of ``python -c``; never the script
     of ``bash -c`` / ``sh -lc`` (its own ``python -c`` programs are found among its words,
     and a word such as ``--cohort-def`` in it is no ``def``); else by its text."""
+    if _code.is_python_c(argv, i):
+        return True
     k = i - 1 - (i >= 1 and argv[i - 1] == "--")  # bash -lc -- SCRIPT
     flag = argv[k] if k >= 1 else ""
-    runner = posixpath.basename(argv[k - 1]) if k >= 1 else ""
-    if flag.startswith("-") and not flag.startswith("--") and flag.endswith("c"):
-        if runner in _SHELLS:
-            return False
-        if runner.startswith("python"):
-            return True
+    if flag.startswith("-") and not flag.startswith("--") and flag.endswith("c") and \
+            posixpath.basename(argv[k - 1]) in _SHELLS:
+        return False
     return _code.is_program(argv[i]) and not _uri.python_heredocs(argv[i])
 
 
@@ -370,9 +369,8 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     directions = _uri.classify_tokens(tokens)
     elsewhere = _uri.handed_on(tokens)  # a RayJob submitter's entrypoint: the cluster's reads
     # a script's own python -c "...": read as Python, its text no words of the script
-    inline = {j for j in range(2, len(tokens)) if tokens[j - 1] == "-c" and
-              posixpath.basename(tokens[j - 2]).startswith("python") and
-              tokens[j] != "__code__" and j not in elsewhere}
+    inline = {j for j in range(len(tokens)) if _code.is_python_c(tokens, j)
+              and tokens[j] != "__code__" and j not in elsewhere}
     for j in sorted(inline):
         out += _program_words(tokens[j], env)
     for i, t in enumerate(tokens):

@@ -1083,6 +1083,12 @@ def pair_pieces(bucket: tuple[str, Any], key: tuple[str, Any]) -> Pieces | None:
     return ("s3://", *parts[0], "/", *parts[1])
 
 
+def is_python_c(words: list[str], i: int) -> bool:
+    """words[i] is the program of ``python -c`` (``python3``, ``/usr/bin/python3.11``)."""
+    return i >= 2 and words[i - 1] == "-c" and \
+        words[i - 2].rsplit("/", 1)[-1].startswith("python")
+
+
 _SYS_ARGV = re.compile(r"\bsys\.argv\[(\d+)\]")
 
 

@@ -74,12 +74,6 @@ _TEMPLATED = re.compile(
     r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
 
 
-def _python_c(argv: list[str], i: int) -> bool:
-    """argv[i] is the program of ``python -c`` (its ``sys.argv`` are the words after it)."""
-    return i >= 2 and argv[i - 1] == "-c" and \
-        argv[i - 2].rsplit("/", 1)[-1].startswith("python")
-
-
 def _flows(argv: list[str]) -> list[_code.Flow]:
     """The analyses of the Python programs among `argv` (whole program words, with no
     placeholder of the run left in them: those scan_code reads once resolved)."""
@@ -232,7 +226,7 @@ def scan_argv(
     # a program read as code stays in place as a word, so `sh -c '... "$0" "$@"'` still
     # finds its positional args where they are
     shell = ["__code__" if _is_code(a) and scan_code(
-                 step, _code.with_argv(a, argv[i + 1:]) if _python_c(argv, i) else a,
+                 step, _code.with_argv(a, argv[i + 1:]) if _code.is_python_c(argv, i) else a,
                  resolve, env) else a
              for i, a in enumerate(argv)]
     for a in argv:  # python - <<'PY' ... PY inside a script: the document is a program
