@@ -379,7 +379,7 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         d = "write" if i and tokens[i - 1] in REDIRECTS else directions.get(i) or "read"
         if "=" in t and not t.startswith("-"):
             key, value = t.split("=", 1)
-            said = _uri.name_direction(key.rsplit(".", 1)[-1])
+            said = _uri.key_direction(key.lstrip("+"))
             d = said if said in ("write", "unknown") else d
             out.append((value, "arg", d))
         out.append((t, "arg", d))

@@ -130,13 +130,15 @@ def name_direction(name: str | None) -> str | None:
         w = w - {"dst"}  # --dst-calendar: daylight saving time, not a destination
         n = "-".join(sorted(w))
     if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES) or {"log", "dir"} <= w or \
-            {"logging", "dir"} <= w:  # TensorBoard's (HF's --logging_dir)
+            {"logging", "dir"} <= w or {"default", "root"} <= w:
+        # TensorBoard's (HF's --logging_dir); Lightning's default_root_dir (logs, checkpoints)
         return "write"
     if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES) or \
             "name_or_path" in n.replace("-", "_"):  # Hugging Face's model to load
         return "read"
     if w & AMBIGUOUS_WORDS or n.startswith(("checkpoint", "ckpt")) or {"model", "dir"} <= w \
-            or {"work", "dir"} <= w:
+            or {"work", "dir"} <= w or {"storage", "path"} <= w:
+        # (Ray Train's storage_path: where a run keeps its results and checkpoints)
         return "unknown"
     return None
 
@@ -516,6 +518,28 @@ def handed_on(tokens: list[str]) -> set[int]:
     return out
 
 
+# a Hydra / OmegaConf override, key=value (+key=value appends, ++key=value forces)
+_KEY_VALUE = re.compile(r"\+{0,2}([A-Za-z_][\w.\-]*)=")
+
+
+def override_key(token: str) -> str | None:
+    """The key of an override word (``+dataset.extra_path=s3://...``), else None."""
+    m = _KEY_VALUE.match(token)
+    return m.group(1) if m else None
+
+
+def key_direction(key: str) -> str | None:
+    """What an override's key says: its last part first (``checkpoint.save_dir``: write),
+    else the whole (``checkpoint.dirpath``: unknown)."""
+    return name_direction(key.rsplit(".", 1)[-1]) or name_direction(key)
+
+
+def _named_by_key(token: str) -> bool:
+    """An override (``model.pretrained=s3://...``, ``data.root=s3://...``) is named by its
+    key, whatever the key says: no bare operand of the command, whose last could be output."""
+    return override_key(token) is not None
+
+
 def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
     """`prog SRC DST`: in a command with two or more bare URI operands, the last could be
     the output (`convert.py s3://in s3://out`): unknown rather than a guessed read."""
@@ -526,7 +550,8 @@ def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
                 out[seg[-1]] = "unknown"
             seg = []
         elif i in out and out[i] is None and URI_RE.search(tokens[i]) and \
-                not tokens[i].startswith("-") and (  # --x=s3://...: a flag's value
+                not tokens[i].startswith("-") and not _named_by_key(tokens[i]) and (
+                    # --x=s3://...: a flag's value; model.init_from=s3://...: its key says
                 i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1]):
             seg.append(i)
 

@@ -309,7 +309,15 @@ class UpcomingWork:
             out.append(WarmTarget(uri, reqs[req], self.copies * width, tuple(groups), stage))
         return sorted(out, key=lambda t: t.stage)
 
+    def _warmed_by(self, group: str, resolve: Resolver, stages: Mapping[str, int]) -> Resolver:
+        """*resolve*, but None (not warmed) for what another group writes as the job runs."""
+        def res(ref: DatasetRef) -> str | None:
+            uri = resolve(ref)
+            return None if uri and self.written_by(group, uri, stages) else uri
+        return res
+
     def to_json(self, resolve: Resolver = s3_only) -> dict[str, Any]:
+        stages = self.stages
         return {
             "schema": "prefetchd-work/1",
             "apiVersion": self.api_version,
@@ -325,7 +333,8 @@ class UpcomingWork:
             "priority": self.priority,
             "copies": self.copies,
             "nodes": self.nodes,
-            "groups": [g.to_json(resolve) for g in self.groups],
+            "groups": [g.to_json(self._warmed_by(g.name, resolve, stages))
+                       for g in self.groups],
             "warm": [{"dataset": t.dataset, "nodes": t.nodes, "groups": list(t.groups),
                       "stage": t.stage} for t in self.targets(resolve)],
             "notes": list(self.notes),

@@ -330,3 +330,18 @@ def test_a_katib_placeholder_in_a_programs_location_is_filled_per_trial() -> Non
     container = {"name": "trial", "image": "x", "command": ["python", "-c", code]}
     found = {w[0] for w in ds_mod.container_words(container) if w[1] == "code"}
     assert found == {"s3://lake/features/${trialParameters.featureSet}/x.parquet"}
+
+
+def test_hydra_overrides_are_named_by_their_keys_not_by_their_order() -> None:
+    """Overrides (``key=value``, ``+key=value``) are no bare operands whose last may be the
+    output: each goes by its key (``data.mels_root`` and ``model.pretrained`` both read, as
+    the command's last two URIs; ``trainer.default_root_dir``, Lightning's logs and
+    checkpoints, written; Ray's ``storage_path`` and a ``checkpoint.dirpath`` unknown)."""
+    c = {"name": "t", "image": "x", "command": ["python", "-m", "birds.train"], "args": [
+        "+dataset.extra_path=s3://f/extra/", "trainer.default_root_dir=s3://runs/r5/",
+        "trainer.storage_path=s3://runs/ray/", "checkpoint.dirpath=s3://runs/ckpt/",
+        "data.mels_root=s3://f/mels/", "model.pretrained=s3://m/effv2s.bin"]}
+    got = {u: d for u, _o, d in ds_mod.settled_locations(ds_mod.container_words(c))}
+    assert got == {"s3://f/extra/": "read", "s3://runs/r5/": "write",
+                   "s3://runs/ray/": "unknown", "s3://runs/ckpt/": "unknown",
+                   "s3://f/mels/": "read", "s3://m/effv2s.bin": "read"}

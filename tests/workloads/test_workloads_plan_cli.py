@@ -217,6 +217,10 @@ def test_what_a_job_writes_as_it_runs_is_not_warmed_for_a_group_beside_it(tmp_pa
         in r.stdout
     warm = r.stdout.split("warm:", 1)[1]
     assert "s3://m/base.pt" in warm and "s3://runs" not in warm
+    r = plan(write(tmp_path, "js.yaml", js), "--json")  # resolved null: not warmed, there too
+    [watched] = [d for w in json.loads(r.stdout)["work"] for g in w["groups"]
+                 for d in g["datasets"] if g["name"] == "watch"]
+    assert watched["resolved"] is None and watched["warmable"] is False
 
 
 def test_the_files_a_python_c_program_reads_narrow_its_volume(tmp_path) -> None:
