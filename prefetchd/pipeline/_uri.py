@@ -534,12 +534,6 @@ def key_direction(key: str) -> str | None:
     return name_direction(key.rsplit(".", 1)[-1]) or name_direction(key)
 
 
-def _named_by_key(token: str) -> bool:
-    """An override (``model.pretrained=s3://...``, ``data.root=s3://...``) is named by its
-    key, whatever the key says: no bare operand of the command, whose last could be output."""
-    return override_key(token) is not None
-
-
 def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
     """`prog SRC DST`: in a command with two or more bare URI operands, the last could be
     the output (`convert.py s3://in s3://out`): unknown rather than a guessed read."""
@@ -550,8 +544,9 @@ def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
                 out[seg[-1]] = "unknown"
             seg = []
         elif i in out and out[i] is None and URI_RE.search(tokens[i]) and \
-                not tokens[i].startswith("-") and not _named_by_key(tokens[i]) and (
-                    # --x=s3://...: a flag's value; model.init_from=s3://...: its key says
+                not tokens[i].startswith("-") and override_key(tokens[i]) is None and (
+                    # --x=s3://...: a flag's value; an override (data.root=s3://...) goes
+                    # by its key, whatever the key says
                 i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1]):
             seg.append(i)
 
