@@ -360,8 +360,9 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     for i, (a, program) in enumerate(zip(argv, programs, strict=True)):
         # python -c "..." ARGS (its sys.argv), or python - <<'PY' ... PY in a script: the
         # program's own use of what it names
-        for code in _uri.python_heredocs(a) or (
-                [_code.with_argv(a, argv[i + 1:])] if program else []):
+        if program and _code.is_python_c(argv, i):
+            a = _code.with_argv(a, argv[i + 1:])
+        for code in _uri.python_heredocs(a) or ([a] if program else []):
             out += _program_words(code, env)
     tokens = _uri.tokenize(["__code__" if program else a
                             for a, program in zip(argv, programs, strict=True)],
