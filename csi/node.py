@@ -376,18 +376,12 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     def NodeUnpublishVolume(self, request, context) -> csi_pb2.NodeUnpublishVolumeResponse:
         target = mounts.normalize(request.target_path)
         vol = self.store.get(volumes.volume_key(request.volume_id))
-        if vol is not None and vol.staging_path == target:  # an inline volume: all of it
+        inline = vol is not None and vol.staging_path == target
+        if inline:  # an inline volume: all of it (unmounted, its relay stopped, forgotten)
             self._teardown(vol)
-            try:
-                os.rmdir(target)
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                raise CsiError(grpc.StatusCode.INTERNAL,
-                               f"cannot remove {target}: {os.strerror(e.errno or 0)}") from None
-            return csi_pb2.NodeUnpublishVolumeResponse()
         try:
-            mounts.unmount_all(target)
+            if not inline:
+                mounts.unmount_all(target)
             os.rmdir(target)
         except FileNotFoundError:
             pass
@@ -396,8 +390,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         except OSError as e:
             raise CsiError(grpc.StatusCode.INTERNAL,
                            f"cannot remove {target}: {os.strerror(e.errno or 0)}") from None
-        vol = self.store.get(volumes.volume_key(request.volume_id))
-        if vol is not None and target in vol.targets:
+        if not inline and vol is not None and target in vol.targets:
             del vol.targets[target]
             self.store.save(vol)
         return csi_pb2.NodeUnpublishVolumeResponse()
