@@ -36,13 +36,8 @@ class JobTargets:
     group: str
 
     def datasets(self) -> list[str]:
-        """What the pod's group reads, named by the pod or not (an MPI or Ray worker runs a
-        program its launcher or the RayJob's entrypoint names)."""
-        out: list[str] = []
-        for t in self.targets:
-            if self.group.lower() in (g.lower() for g in t.groups) and t.dataset not in out:
-                out.append(t.dataset)
-        return out
+        """What the pod's group reads, named by the pod or not."""
+        return wl.group_datasets(self.targets, self.group)
 
 
 def job_targets(pod: Mapping[str, Any], view: Any) -> JobTargets | None:

@@ -623,8 +623,8 @@ class WorkloadWatch:
             found = ds_mod.pod_datasets(pod, self.view)
             for w in models:
                 resolve = wl.resolver_from_view(self.view, w.namespace)
-                found += [t.dataset for t in w.targets(resolve) if t.dataset not in found
-                          and group.lower() in (g.lower() for g in t.groups)]
+                found += [d for d in wl.group_datasets(w.targets(resolve), group)
+                          if d not in found]
         except Exception as exc:  # noqa: BLE001 - API trouble resolving a claim
             log.warning("pod %s/%s: cannot resolve datasets: %s", meta.get("namespace"),
                         meta.get("name"), exc)

@@ -13,6 +13,7 @@ call :func:`read` on watched / fetched objects, see docs/prefetchd.md):
         state (State), queue, priority_class, priority, created, copies, owner, release_key,
         key, nodes, targets(resolve) -> [WarmTarget], to_json(resolve).
     order_key(work)  the warm order (admitted first, then queued by priority and age).
+    group_datasets(targets, group)  the datasets a pod of that group needs.
     KINDS  what is read: group, kind, versions, plural, scope (for watches and RBAC).
     object_paths(key), sibling_selector(pod)  the API paths of a work key's object; the
         label selector of a pod's siblings (same work), for the webhook.
@@ -46,6 +47,7 @@ from prefetchd.workloads._model import (
     UpcomingWork,
     WarmTarget,
     WorkloadError,
+    group_datasets,
     order_key,
     s3_only,
     with_queue_record,
@@ -80,6 +82,7 @@ __all__ = [
     "is_library_object",
     "lookup",
     "object_paths",
+    "group_datasets",
     "order_key",
     "pod_work",
     "read",

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -370,6 +370,17 @@ def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
 
 def work_key(kind: str, namespace: str, name: str) -> str:
     return f"{kind.lower()} {namespace}/{name}"
+
+
+def group_datasets(targets: Iterable[WarmTarget], group: str) -> list[str]:
+    """The datasets of *targets* a pod of *group* needs (group names compared without case:
+    pod labels carry v1 replica types lower-cased), whether the pod names them or not (an
+    MPI or Ray worker runs what its launcher or the RayJob's entrypoint names)."""
+    out: list[str] = []
+    for t in targets:
+        if group.lower() in (g.lower() for g in t.groups) and t.dataset not in out:
+            out.append(t.dataset)
+    return out
 
 
 def order_key(work: UpcomingWork) -> tuple[Any, ...]:

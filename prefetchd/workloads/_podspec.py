@@ -213,13 +213,18 @@ def containers_words(spec: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], l
     return out
 
 
+def settled(words_of: Sequence[Word]) -> list[tuple[str, str, str]]:
+    """(location, origin, direction) of the known locations one program's words name
+    (``k8s_datasets.settled_locations``), a per-trial placeholder's left out."""
+    return k8s_datasets.settled_locations(w for w in words_of if PLACEHOLDER not in w[0])
+
+
 def template_writes(words: Sequence[tuple[Mapping[str, Any], list[Word]]]) -> list[str]:
     """The object-store locations a PodSpec's containers write (``--output_dir s3://...``,
     an ``aws s3 sync`` destination), at most MAX_REFS; *words*: containers_words(spec)."""
     out: list[str] = []
     for _c, words_of in words:
-        for uri, _origin, direction in k8s_datasets.settled_locations(
-                w for w in words_of if PLACEHOLDER not in w[0]):
+        for uri, _origin, direction in settled(words_of):
             if direction == "write" and uri not in out and len(out) < MAX_REFS:
                 out.append(uri)
     return out
@@ -265,8 +270,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
                 flag = text.split("=", 1)[0] if text.startswith("-") and "=" in text else ""
                 if direction != "write" and _uri.name_direction(flag) != "write":
                     add(DatasetRef(origin, cname, pattern=text))  # --save-dir=s3://x/${..}: no
-        for uri, origin, direction in k8s_datasets.settled_locations(
-                w for w in words_of if PLACEHOLDER not in w[0]):
+        for uri, origin, direction in settled(words_of):
             if direction != "write":
                 add(DatasetRef(origin, cname, uri=uri, direction=direction))
         for m in c.get("volumeMounts") or []:

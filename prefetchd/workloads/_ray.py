@@ -121,12 +121,10 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         program = {"name": ENTRYPOINT, "command": ["sh", "-c", entrypoint],
                    "env": _runtime_env(spec)}
         words = k8s_datasets.container_words(program)
+        found = _podspec.settled(words)
         refs = [DatasetRef(origin, ENTRYPOINT, uri=uri, direction=direction)
-                for uri, origin, direction in k8s_datasets.settled_locations(
-                    w for w in words if _podspec.PLACEHOLDER not in w[0])
-                if direction != "write"]
-        writes = tuple(uri for uri, _o, direction in k8s_datasets.settled_locations(words)
-                       if direction == "write")
+                for uri, origin, direction in found if direction != "write"]
+        writes = tuple(uri for uri, _o, direction in found if direction == "write")
         # with no worker to run on, Ray runs the tasks on the head whatever its CPUs say
         workers = [g for g in work.groups if g.name != HEAD and g.pods]
         for i, g in enumerate(work.groups):
