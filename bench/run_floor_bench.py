@@ -3,9 +3,16 @@
 requests, read the way the small-file benchmarks read (100 folders x 40 files of 110
 KiB, one shuffled order, --readers processes, page cache dropped first). Reported:
 files/s and the server's CPU per file, the least any pyfuse3 + trio mount can spend per
-file (LOOKUP, OPEN, READ or the open prefill, RELEASE). As root (FUSE, drop_caches).
+file (LOOKUP, OPEN, READ or the open prefill, RELEASE; with ``noopen`` OPEN answers
+ENOSYS once, after which the kernel sends neither OPEN nor RELEASE and keeps the page
+cache: LOOKUP and READ. A real mount cannot take that road: pyfuse3 hands ``read`` the
+file handle, not the inode, and without OPEN every handle is 0; a store at LOOKUP fails
+too, the kernel not yet knowing the inode). As root (FUSE, drop_caches).
 
-    python bench/run_floor_bench.py [--readers 4] [--mode read|prefill]
+    python bench/run_floor_bench.py [--readers 4] [--rounds 3] [--modes read,prefill,noopen,local]
+
+``local`` reads the same tree from local disk in the same round (page cache dropped
+too), so each round prints every mode's files/s as a ratio of the local disk's.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import argparse
 import errno
 import os
 import random
+import shutil
 import stat
 import subprocess
 import sys
@@ -66,6 +74,8 @@ def serve(mountpoint: str, mode: str) -> None:
             return self._attr(inode)
 
         async def open(self, inode, flags, ctx):
+            if mode == "noopen":  # the kernel stops sending OPEN and RELEASE
+                raise pyfuse3.FUSEError(errno.ENOSYS)
             if mode == "prefill":
                 pyfuse3.notify_store(inode, 0, data)
             self.fh += 1
@@ -94,52 +104,92 @@ def _read_all(paths: list[str]) -> int:
     return n
 
 
+def _timed_pass(root: str, readers: int, pid: int | None) -> tuple[float, float | None]:
+    """Read every file under *root* once, page cache dropped first: (files/s, CPU
+    seconds per file of process *pid*, None without one)."""
+    paths = [f"{root}/d{d}/f{f}" for d in range(DIRS) for f in range(FILES)]
+    random.Random(1).shuffle(paths)
+    drop_caches()
+    c0, t0 = cpu_seconds(pid), time.perf_counter()
+    with ProcessPoolExecutor(readers) as ex:
+        total = sum(ex.map(_read_all, [paths[i::readers] for i in range(readers)]))
+    wall = time.perf_counter() - t0
+    c1 = cpu_seconds(pid)
+    if total != len(paths) * SIZE:
+        raise RuntimeError(f"read {total} bytes, expected {len(paths) * SIZE}")
+    if pid is not None and (c0 is None or c1 is None):
+        raise RuntimeError("the file system's process is gone")
+    cpu = None if pid is None else (c1 - c0) / len(paths)
+    return len(paths) / wall, cpu
+
+
+def _serve_pass(tmp: Path, mode: str, readers: int) -> tuple[float, float | None]:
+    mp = tmp / f"mnt-{mode}"
+    mp.mkdir()
+    server = subprocess.Popen([sys.executable, __file__, "--serve", str(mp), "--modes", mode])
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.ismount(mp):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the file system did not mount")
+            time.sleep(0.05)
+        return _timed_pass(str(mp), readers, server.pid)
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mp)], check=False)
+        server.wait(10)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--readers", type=int, default=4)
-    ap.add_argument("--mode", choices=["read", "prefill"], default="read")
+    ap.add_argument("--modes", default="read,prefill,noopen,local",
+                    help="comma-separated, run in turn each round: read, prefill, noopen "
+                         "(the file system) and local (the same files on local disk)")
+    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--serve", metavar="MOUNTPOINT", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.serve:
-        serve(a.serve, a.mode)
+        serve(a.serve, a.modes)
         return 0
+    modes = a.modes.split(",")
+    bad = [m for m in modes if m not in ("read", "prefill", "noopen", "local")]
+    if bad or a.rounds < 1 or a.readers < 1:
+        print(f"run_floor_bench: bad --modes {bad}, --rounds or --readers", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("run_floor_bench: needs root (FUSE, drop_caches)", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="fcfloor-") as tmp:
-        mp = Path(tmp) / "mnt"
-        mp.mkdir()
-        server = subprocess.Popen([sys.executable, __file__, "--serve", str(mp),
-                                   "--mode", a.mode])
-        try:
-            deadline = time.monotonic() + 20
-            while not os.path.ismount(mp):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    print("run_floor_bench: the file system did not mount", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="fcfloor-", dir="/var/tmp") as tmp:
+        local = Path(tmp) / "local"
+        if "local" in modes:
+            data = os.urandom(SIZE)
+            for d in range(DIRS):
+                (local / f"d{d}").mkdir(parents=True)
+                for f in range(FILES):
+                    (local / f"d{d}" / f"f{f}").write_bytes(data)
+            os.sync()
+        for r in range(1, a.rounds + 1):
+            rates = {}
+            for mode in modes:
+                try:
+                    if mode == "local":
+                        rate, cpu = _timed_pass(str(local), a.readers, None)
+                    else:
+                        rate, cpu = _serve_pass(Path(tmp), f"{mode}", a.readers)
+                except RuntimeError as e:
+                    print(f"run_floor_bench: {mode}: {e}", file=sys.stderr)
                     return 1
-                time.sleep(0.05)
-            paths = [f"{mp}/d{d}/f{f}" for d in range(DIRS) for f in range(FILES)]
-            random.Random(1).shuffle(paths)
-            drop_caches()
-            c0, t0 = cpu_seconds(server.pid), time.perf_counter()
-            with ProcessPoolExecutor(a.readers) as ex:
-                total = sum(ex.map(_read_all, [paths[i::a.readers] for i in range(a.readers)]))
-            wall = time.perf_counter() - t0
-            c1 = cpu_seconds(server.pid)
-            if c0 is None or c1 is None:
-                print("run_floor_bench: the file system's process is gone", file=sys.stderr)
-                return 1
-            cpu = c1 - c0
-            if total != len(paths) * SIZE:
-                print(f"run_floor_bench: read {total} bytes, expected {len(paths) * SIZE}",
-                      file=sys.stderr)
-                return 1
-            print(f"{len(paths)} files, {a.readers} readers, mode {a.mode}: "
-                  f"{len(paths) / wall:.0f} files/s; server CPU {cpu * 1000 / len(paths):.3f} "
-                  f"ms per file")
-        finally:
-            subprocess.run(["fusermount3", "-u", str(mp)], check=False)
-            server.wait(10)
+                rates[mode] = rate
+                print(f"round {r}: {DIRS * FILES} files, {a.readers} readers, {mode}: "
+                      f"{rate:.0f} files/s" + ("" if cpu is None else
+                                              f"; server CPU {cpu * 1000:.3f} ms per file"),
+                      flush=True)
+            if "local" in rates:
+                print(f"round {r}: against local disk: " + ", ".join(
+                    f"{m} {v / rates['local']:.2f}x" for m, v in rates.items() if m != "local"),
+                    flush=True)
+            for mode in modes:
+                shutil.rmtree(Path(tmp) / f"mnt-{mode}", ignore_errors=True)
     return 0
 
 
