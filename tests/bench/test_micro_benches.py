@@ -15,15 +15,24 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 @pytest.mark.fuse
-@pytest.mark.parametrize("mode", ["read", "prefill"])
+@pytest.mark.parametrize("mode", ["read", "prefill", "noopen"])
 def test_floor_bench_reads_every_file_and_reports_cpu_per_file(mode: str) -> None:
-    p = subprocess.run([sys.executable, str(BENCH / "run_floor_bench.py"), "--mode", mode,
-                        "--readers", "2"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, str(BENCH / "run_floor_bench.py"), "--modes",
+                        f"{mode},local", "--readers", "2"], capture_output=True, text=True,
+                       timeout=180)
     assert p.returncode == 0, p.stderr
-    m = re.search(r"4000 files, 2 readers, mode (\w+): (\d+) files/s; server CPU "
+    m = re.search(r"round 1: 4000 files, 2 readers, (\w+): (\d+) files/s; server CPU "
                   r"([0-9.]+) ms per file", p.stdout)
     assert m and m.group(1) == mode, p.stdout
     assert int(m.group(2)) > 0 and 0 < float(m.group(3)) < 10
+    assert re.search(r"round 1: 4000 files, 2 readers, local: \d+ files/s\n", p.stdout)
+    assert re.search(rf"round 1: against local disk: {mode} [0-9.]+x", p.stdout), p.stdout
+
+
+def test_floor_bench_refuses_an_unknown_mode() -> None:
+    p = subprocess.run([sys.executable, str(BENCH / "run_floor_bench.py"), "--modes",
+                        "read,warp"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "warp" in p.stderr
 
 
 def test_handoff_bench_reports_both_ways_of_calling() -> None:
