@@ -442,11 +442,19 @@ def sequence(value: Any, where: str) -> list[Any]:
 
 
 def constraints_key(spec: Mapping[str, Any]) -> str:
-    """A hashable summary of what placement reads from a PodSpec (equal specs place alike)."""
+    """A hashable summary of what placement reads from a PodSpec (equal specs place alike).
+    A preferred node affinity is left out: it limits no node, so a group that only adds a
+    preference shares its nodes with one that does not (a master and its workers)."""
     return json.dumps([spec.get("nodeSelector") or {}, spec.get("tolerations") or [],
-                       (spec.get("affinity") or {}).get("nodeAffinity") or {},
+                       required_node_affinity(spec) or {},
                        sorted((k, str(v)) for k, v in placement.pod_requests(spec).items())],
                       sort_keys=True, default=str)
+
+
+def required_node_affinity(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The PodSpec's required node affinity (its nodeSelectorTerms), None without one."""
+    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
+    return aff.get("requiredDuringSchedulingIgnoredDuringExecution") or None
 
 
 def _under(uri: str, folder: str) -> bool:

@@ -40,6 +40,7 @@ from prefetchd.workloads._model import (
     UpcomingWork,
     WorkloadError,
     order_key,
+    required_node_affinity,
     with_queue_record,
 )
 
@@ -223,7 +224,7 @@ def _constraints(g: PodGroup) -> str:
         parts.append("tolerates " + ",".join(
             f"{t.get('key') or '*'}{'=' + str(t['value']) if t.get('value') else ''}"
             f"{':' + t['effect'] if t.get('effect') else ''}" for t in tols))
-    if (spec.get("affinity") or {}).get("nodeAffinity"):
+    if required_node_affinity(spec):
         parts.append("node affinity")
     req = g.to_json()["requests"]
     if req:

@@ -45,6 +45,31 @@ def test_every_worker_node_gets_the_dataset() -> None:
     assert placement.choose(t.dataset, nodes[::-1], t.requirements, t.nodes) == chosen
 
 
+def test_a_preferred_node_affinity_is_no_constraint_of_its_own() -> None:
+    """Workers that only prefer an instance type share the master's nodes: one target on
+    four nodes, not one on 1 and another on 3 (which could land the data on 3 nodes)."""
+    job = pytorchjob_4_workers()
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "preference": {"matchExpressions": [
+            {"key": "node.kubernetes.io/instance-type", "operator": "In",
+             "values": ["g5.12xlarge"]}]}}]}}
+    work = workloads.read(job)
+    (t,) = work.targets()
+    assert (t.nodes, t.groups) == (4, ("Master", "Worker"))
+    text = plan_cli.render([work], [], {}, plan_cli.FileClusterView([]))
+    assert "node affinity" not in text
+    # a required term is a constraint: the workers get their own target
+    worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["gpu"]}]}]}
+    work = workloads.read(job)
+    assert sorted((t.groups, t.nodes) for t in work.targets()) == [
+        (("Master",), 1), (("Worker",), 3)]
+    assert "Worker x3  stage 0: node affinity" in plan_cli.render(
+        [work], [], {}, plan_cli.FileClusterView([]))
+
+
 def test_groups_with_different_constraints_are_placed_apart() -> None:
     job = pytorchjob_4_workers()
     master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
