@@ -654,8 +654,13 @@ class ArgoAnalyzer:
         cs = tmpl.get("containerSet")
         if isinstance(cs, dict):
             containers += [c for c in cs.get("containers") or [] if isinstance(c, dict)]
-        res_of = [{"resources": c["resources"]} for c in containers
+        sidecars = [c for c in tmpl.get("sidecars") or [] if isinstance(c, dict)]
+        res_of = [{"resources": c["resources"]} for c in [*containers, *sidecars]
                   if isinstance(c.get("resources"), dict) and c["resources"]]
+        # the step's pod runs its init containers first and its sidecars beside it, on the
+        # same node: what they read (a model staged into an emptyDir) is the step's read
+        containers += [c for c in tmpl.get("initContainers") or [] if isinstance(c, dict)]
+        containers += sidecars
         if res_of:
             sched["containers"] = res_of
         step.scheduling = sched or None
@@ -674,7 +679,9 @@ class ArgoAnalyzer:
                                               env_values=envs)
             _scan.scan_env(step, env, res, only_built)
         self._artifacts(step, tmpl, scope)
-        mounts = [m for c in containers for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
+        mounts = list({(m.get("name"), m.get("mountPath"), m.get("subPath")): m
+                       for c in containers for m in c.get("volumeMounts") or []
+                       if isinstance(m, dict)}.values())
         tvols = {v.get("name"): v for v in tmpl.get("volumes") or [] if isinstance(v, dict)}
         for m in mounts:
             pm = self._pvc_mount(m, tvols, scope)

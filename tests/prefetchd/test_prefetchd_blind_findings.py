@@ -952,3 +952,31 @@ def test_round_18_idioms() -> None:
     local = ("import boto3\nr = 'east'\n"
              "boto3.client('s3').get_object(Bucket='cfg', Key=f'{r}/a.json')\n")
     assert _code.program_locations(local) == [("s3://cfg/east/a.json", "read")]
+
+
+def test_an_argo_templates_init_containers_and_sidecars_are_the_steps_reads() -> None:
+    """Round 20: an init container staging a model into an emptyDir runs in the step's pod,
+    on its node, before the main container: its read is the step's (so is a sidecar's), and
+    a sidecar's write stays a write."""
+    tmpl = {"name": "main",
+            "initContainers": [{"name": "stage", "image": "amazon/aws-cli",
+                                "command": ["aws", "s3", "cp", "--recursive",
+                                            "s3://models/esm2/", "/models/esm2/"],
+                                "mirrorVolumeMounts": True}],
+            "sidecars": [{"name": "ship", "image": "amazon/aws-cli",
+                          "command": ["sh", "-c",
+                                      "aws s3 sync /logs s3://runs/logs/ && sleep 5"],
+                          "resources": {"requests": {"cpu": "500m"}}}],
+            "container": {"image": "x", "command": ["python", "-m", "embed"],
+                          "args": ["--sequences", "s3://libs/naive.parquet",
+                                   "--model", "/models/esm2"],
+                          "resources": {"requests": {"cpu": "4"}},
+                          "volumeMounts": [{"name": "models", "mountPath": "/models"}]},
+            "volumes": [{"name": "models", "emptyDir": {}}]}
+    step = _plan([tmpl]).step("main")
+    assert sorted(r.uri for r in step.reads) == ["s3://libs/naive.parquet",
+                                                "s3://models/esm2/"]
+    assert [w.uri for w in step.writes] == ["s3://runs/logs/"]
+    # the sidecar runs beside the main container: its requests count
+    assert step.scheduling["containers"] == [{"resources": {"requests": {"cpu": "4"}}},
+                                             {"resources": {"requests": {"cpu": "500m"}}}]
