@@ -239,7 +239,8 @@ def scan_argv(
     for t in toks:
         v = resolve(t) if "{{" in t else None
         if v is None:
-            v = const(t) if (_uri.find_uris(t) or t.startswith("/")) else None
+            v = const(t) if (_uri.find_uris(t) or t.startswith("/")
+                             or _uri.run_time_locations(t)) else None
         vals.append(v)
         if v is None:
             reps.append(t)
@@ -307,6 +308,8 @@ def scan_argv(
             uris = _uri.find_uris(value)
             for u in uris:
                 step.add(d, read_from(v, u))
+            for pattern in [] if uris else _uri.run_time_locations(value):
+                step.add(d, read_from(v, None, pattern=pattern))  # a shell variable's
             if not uris and value.startswith("/"):
                 paths.append((value, path_d))
     return {k for k in in_built - set(flag_dirs or {}) if k.startswith(_code.ENV)}

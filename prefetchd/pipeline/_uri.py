@@ -44,6 +44,9 @@ SCHEMES = (
 )
 _CH = r"[^\s'\"`,;()\[\]{}<>|]"
 URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:" + _CH + "|" + BRACE_GROUP + ")+")
+# a location that holds a shell variable, braced too (s3://b/dicom/${sid}/, s3://b/$DAY/x)
+_RUN_TIME_URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:\$\{[A-Za-z_]\w*\}|"
+                              + _CH + ")+")
 AZURE_RE = re.compile(
     r"\bhttps://[a-z0-9-]+\.(?:blob|dfs)\.core\.windows\.net/[^\s'\"`,;()\[\]{}<>|?]*"
 )
@@ -107,6 +110,16 @@ def find_uris(text: str) -> list[str]:
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
     found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)]
     return [u for _, u in sorted(found)]
+
+
+def run_time_locations(text: str) -> list[str]:
+    """The locations in *text* that hold a shell variable (``s3://ct/dicom/${sid}/``, a
+    ``while read`` loop's; ``s3://b/ckpt/$LATEST``), which ``find_uris`` leaves out: their
+    place is known, the run fills in the rest."""
+    if "://" not in text or "$" not in text:
+        return []
+    return [m.group(0) for m in _RUN_TIME_URI_RE.finditer(text)
+            if _SHELL_VAR.search(m.group(0)) and text[m.end():m.end() + 1] not in ("{", "(")]
 
 
 def is_uri(text: str) -> bool:

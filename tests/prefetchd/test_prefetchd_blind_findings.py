@@ -510,7 +510,10 @@ def test_a_script_variable_names_the_location_it_is_expanded_in() -> None:
                                                  "args": [script]}}],
                  arguments={"parameters": [{"name": "release", "value": "v2"}]}).step("main")
     assert [r.uri for r in step.reads] == ["s3://models/liver/v2/"]
-    assert [w.uri for w in step.writes] == ["s3://registry/liver/v2/"]
+    # the STAMP one is written too, where only the run knows (round 20)
+    assert [(w.uri, w.static) for w in step.writes] == [
+        ("s3://registry/liver/v2/", True), (None, False)]
+    assert step.writes[1].pattern == "s3://registry/runs/${STAMP}/m.json"
 
 
 def test_a_task_that_runs_on_another_tasks_failure_is_conditional() -> None:
@@ -980,3 +983,39 @@ def test_an_argo_templates_init_containers_and_sidecars_are_the_steps_reads() ->
     # the sidecar runs beside the main container: its requests count
     assert step.scheduling["containers"] == [{"resources": {"requests": {"cpu": "4"}}},
                                              {"resources": {"requests": {"cpu": "500m"}}}]
+
+
+def test_a_copy_source_holding_a_shell_variable_is_a_run_time_read() -> None:
+    """Round 20: ``while read -r sid; do aws s3 sync "${ROOT}/dicom/${sid}/" ...`` was
+    dropped whole; its place is known (under the parameter's prefix), its rest only at run
+    time. A destination holding one stays a write; a fully known source stays static."""
+    script = textwrap.dedent("""\
+        ROOT="{{workflow.parameters.root}}"
+        aws s3 cp "${ROOT}/splits/test.txt" /work/series.txt
+        while read -r sid; do
+          aws s3 sync "${ROOT}/dicom/${sid}/" "/work/dicom/${sid}/"
+          aws s3 cp "/work/out/${sid}.json" "s3://results/${sid}.json"
+        done < /work/series.txt
+        """)
+    tmpl = {"name": "main", "script": {"image": "x", "command": ["bash"], "source": script}}
+    step = _plan([tmpl], arguments={"parameters": [{"name": "root",
+                                                    "value": "s3://ct/v2"}]}).step("main")
+    assert [(r.uri, r.static, r.origin) for r in step.reads if r.uri] == [
+        ("s3://ct/v2/splits/test.txt", True, "parameter-expression")]
+    assert [(r.pattern, r.static, r.origin) for r in step.reads if r.uri is None] == [
+        ("s3://ct/v2/dicom/${sid}/", False, "parameter-expression")]
+    assert [w.pattern for w in step.writes] == ["s3://results/${sid}.json"]
+    # the same in a plain container's bash -c, with a constant prefix
+    tmpl = {"name": "main", "container": {"image": "x", "command": ["bash", "-c"], "args": [
+        'for d in $(cat /days.txt); do aws s3 cp "s3://logs/day=$d/events.parquet" /in/; done']}}
+    step = _plan([tmpl]).step("main")
+    assert [(r.pattern, r.origin) for r in step.reads] == [
+        ("s3://logs/day=$d/events.parquet", "constant")]
+
+
+def test_run_time_locations_are_those_holding_a_shell_variable() -> None:
+    assert _uri.run_time_locations('aws s3 sync "s3://b/x/${sid}/" /w') == ["s3://b/x/${sid}/"]
+    assert _uri.run_time_locations("s3://b/$DAY/x.csv") == ["s3://b/$DAY/x.csv"]
+    # none: a known location, a format template, a Kubernetes $(VAR)
+    for text in ("s3://b/x/", "s3://b/{day}/x", "s3://b/${A}{B}", "s3://b/x/$(DATA)"):
+        assert _uri.run_time_locations(text) == [], text
