@@ -168,8 +168,11 @@ class Step:
         self._keys[which] = (len(items), seen[1])
 
     def add_read(self, r: Read) -> None:
-        """Add a read once: the same location seen through args and env is one read."""
-        self._once("reads", r, lambda x: (x.uri, x.origin, x.pattern, x.artifact, x.key))
+        """Add a read once: the same location seen through args and env is one read (a
+        known one by its origin, whatever text it was spelled from: ``python -c`` code
+        reading ``sys.argv[1]`` and that argument are one read)."""
+        self._once("reads", r, lambda x: (x.uri, x.origin, x.uri is None and x.pattern,
+                                          x.artifact, x.key))
 
     def add_write(self, w: Read) -> None:
         self._once("writes", w, lambda x: (x.uri, x.pattern))

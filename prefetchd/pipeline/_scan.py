@@ -11,13 +11,15 @@ writes ends up `unknown` (`Step.settle`, called by the front ends).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from prefetchd.pipeline import _code, _pieces, _uri
 from prefetchd.pipeline._model import Read, Step
-from prefetchd.pipeline._resolve import Val, const
+from prefetchd.pipeline._resolve import MAX_LOOP_ITEMS, Val, const
 
 Resolver = Callable[[str], "Val | None"]
 
@@ -130,18 +132,15 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
             step.add(_fallback(step, v.get("input")), read_from(v, None, pattern=ph))
         else:
             later.append((ph, v))
-    n = max((len(v.values or ()) for v in subs.values()), default=1)
+    picks = _combinations(subs)
 
-    def render(k: int) -> str:
+    def render(pick: dict[str, str]) -> str:
         def one(m: re.Match[str]) -> str:
-            v = subs.get(m.group(0))
-            if v is None or v.values is None:
-                return "__runtime__"
-            return v.values[k] if len(v.values) == n else v.values[0]
+            return pick.get(m.group(0), "__runtime__")
 
         return _PH_RE.sub(one, code) if subs or later else code
 
-    first = render(0)
+    first = render(picks[0])
     flow = _code.analyze(first)
     if flow is None:
         return False
@@ -153,9 +152,9 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
         return found + [u for u in f.lits if u not in found and u not in skip]
 
     uris0 = locations(first, flow)
-    dirs = [_code_direction(step, flow, u, first, subs, 0, n) for u in uris0]
-    for k in range(n):
-        text = first if k == 0 else render(k)
+    dirs = [_code_direction(step, flow, u, first, subs, picks[0]) for u in uris0]
+    for k, pick in enumerate(picks):
+        text = first if k == 0 else render(pick)
         uris = uris0 if k == 0 else _uri.find_uris(text)
         if k and (len(uris) != len(uris0) or flow.pairs):
             # an item changed the program's shape (or the keys boto3 builds): read it alone
@@ -163,32 +162,71 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
             if f is None:
                 continue
             uris = locations(text, f)
-            dk = [_code_direction(step, f, u, text, subs, k, n) for u in uris]
+            dk = [_code_direction(step, f, u, text, subs, pick) for u in uris]
         else:
             dk = dirs
         for u, d in zip(uris, dk, strict=True):
             if "__runtime__" in u:  # f"s3://b/raw/{cell}/x" with cell from another step
                 if later and d != "write":
                     ph, v = later[0]
+                    if v.origin == "workflow-runtime":
+                        # the run's own name or time does not make it less a parameter's
+                        # expression (as a template's text says: _resolve)
+                        lead = _supplier(u, subs, pick)
+                        v = lead if lead is not None and lead.origin != "constant" else v
                     step.add(d, read_from(v, None, pattern=u.replace("__runtime__", ph)))
                 continue
-            src = _supplier(u, subs, k, n)
+            src = _supplier(u, subs, pick)
             step.add(d, read_from(src, u) if src is not None else Read(u, True, "constant"))
     return True
 
 
-def _supplier(u: str, subs: dict[str, Val], k: int, n: int) -> Val | None:
-    """The placeholder value a location in resolved code came from (its provenance)."""
-    for v in subs.values():
+def _combinations(subs: dict[str, Val]) -> list[dict[str, str]]:
+    """The values a program's placeholders take together, one dict per run of it: those of
+    one loop vary together, different loops independently (nested loops: the product, as
+    ``_resolve`` combines a template's text), bounded by MAX_LOOP_ITEMS."""
+    sizes: dict[str, int] = {}
+    group: dict[str, str | None] = {}
+    for ph, v in subs.items():
         assert v.values is not None
-        val = v.values[k] if len(v.values) == n else v.values[0]
+        group[ph] = str(v.get("loop") or "?") if len(v.values) > 1 else None
+        if group[ph] is not None:
+            sizes[group[ph]] = max(sizes.get(group[ph], 0), len(v.values))
+    total = 1
+    for size in sizes.values():
+        total *= size
+    if total > MAX_LOOP_ITEMS:  # read with each placeholder's first value only
+        sizes = {}
+        group = dict.fromkeys(group)
+    out = []
+    for combo in itertools.product(*(range(size) for size in sizes.values())):
+        at = dict(zip(sizes, combo, strict=True))
+        out.append({ph: v.values[at[g]] if g is not None and at[g] < len(v.values)
+                    else v.values[0]
+                    for ph, v in subs.items() if v.values is not None
+                    for g in [group[ph]]})
+    return out
+
+
+def _supplier(u: str, subs: dict[str, Val], pick: dict[str, str]) -> Val | None:
+    """The placeholder value a location in resolved code came from (its provenance): the
+    one whose value holds it whole, else the first not constant of those whose values make
+    it up (``f"{root}{taxon}/x.csv"``: a loop item's), as a template's text would say."""
+    lead = None
+    for ph, v in subs.items():
+        val = pick.get(ph, "")
         if u in _uri.find_uris(val):
             return v
-    return None
+        if val and val in u and (lead is None or (
+                lead.origin == "constant" and v.origin != "constant")):
+            lead = v
+    if lead is not None and lead.origin == "pipeline-parameter":
+        return replace(lead, origin="parameter-expression")
+    return lead
 
 
 def _code_direction(step: Step, flow: _code.Flow, u: str, text: str, subs: dict[str, Val],
-                    k: int, n: int) -> str:
+                    pick: dict[str, str]) -> str:
     d = flow.lits.get(u)
     if d is not None:
         return d
@@ -199,7 +237,7 @@ def _code_direction(step: Step, flow: _code.Flow, u: str, text: str, subs: dict[
         d = _uri.name_direction(x.rsplit(".", 1)[-1])
         if d is not None:
             return d
-    src = _supplier(u, subs, k, n)
+    src = _supplier(u, subs, pick)
     return _fallback(step, src.get("input") if src is not None else None)
 
 
@@ -426,15 +464,17 @@ def _rendered(pieces: _pieces.Pieces, inputs: dict[str, Val]) -> tuple[Val, list
     vals = [inputs.get(name) for name in names]
     if not names or any(v is None or v.values is None for v in vals):
         return None
-    lengths = {len(v.values) for v in vals if v is not None and v.values is not None}
-    n = max(lengths)
-    if lengths - {1, n}:
-        return None
+    used = {name: v for name, v in zip(names, vals, strict=True) if v is not None}
+    lengths: dict[str, set[int]] = {}
+    for v in used.values():
+        assert v.values is not None
+        if len(v.values) > 1:
+            lengths.setdefault(str(v.get("loop") or "?"), set()).add(len(v.values))
+    if any(len(n) > 1 for n in lengths.values()):
+        return None  # one loop's lists of different lengths: no pairing we can tell
     texts: list[str] = []
-    for i in range(n):
-        made = _pieces.render_all(pieces, {
-            name: v.values[i if len(v.values) == n else 0]
-            for name, v in zip(names, vals, strict=True) if v is not None and v.values is not None})
+    for pick in _combinations(used):  # a loop nested in another: every pair of items
+        made = _pieces.render_all(pieces, pick)
         if made is None:
             return None
         texts += made

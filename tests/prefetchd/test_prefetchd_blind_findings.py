@@ -1019,3 +1019,89 @@ def test_run_time_locations_are_those_holding_a_shell_variable() -> None:
     # none: a known location, a format template, a Kubernetes $(VAR)
     for text in ("s3://b/x/", "s3://b/{day}/x", "s3://b/${A}{B}", "s3://b/x/$(DATA)"):
         assert _uri.run_time_locations(text) == [], text
+
+
+def _nested(train: dict) -> pipeline.Plan:
+    """*train* (taking region and taxon) run in a loop over 3 taxa nested in a loop over 2
+    regions, as a DAG of templates does it."""
+    outer = {"name": "main", "dag": {"tasks": [{
+        "name": "outer", "template": "inner-loop",
+        "arguments": {"parameters": [{"name": "region", "value": "{{item.region}}"}]},
+        "withItems": [{"region": "benelux"}, {"region": "po-valley"}]}]}}
+    inner = {"name": "inner-loop", "inputs": {"parameters": [{"name": "region"}]},
+             "dag": {"tasks": [{
+                 "name": "train", "template": "train",
+                 "arguments": {"parameters": [
+                     {"name": "region", "value": "{{inputs.parameters.region}}"},
+                     {"name": "taxon", "value": "{{item}}"}]},
+                 "withItems": ["betula", "poaceae", "ambrosia"]}]}}
+    train = {"name": "train",
+             "inputs": {"parameters": [{"name": "region"}, {"name": "taxon"}]}, **train}
+    return _plan([outer, inner, train])
+
+
+_SIX = sorted(f"s3://obs/{r}/{t}/counts.csv" for r in ("benelux", "po-valley")
+              for t in ("betula", "poaceae", "ambrosia"))
+
+
+def test_code_in_a_loop_nested_in_another_reads_every_pair_of_items() -> None:
+    """Round 20: code whose location takes an item of each of two nested loops read only
+    the outer loop's first item (an Argo script), or nothing (a KFP v1 component's code
+    given the items as options); each read is one per pair, labelled as a loop item's."""
+    src = ('import pandas as pd\n'
+           'df = pd.read_csv("s3://obs/{{inputs.parameters.region}}/'
+           '{{inputs.parameters.taxon}}/counts.csv")\n')
+    step = _nested({"script": {"image": "x", "command": ["python"], "source": src}}).step(
+        "train")
+    assert sorted(r.uri for r in step.reads) == _SIX
+    assert {r.origin for r in step.reads} == {"loop-item"}
+    component = textwrap.dedent("""\
+        def train(region, taxon):
+            import pandas as pd
+            pd.read_csv(f"s3://obs/{region}/{taxon}/counts.csv")
+
+        import argparse
+        _parser = argparse.ArgumentParser(prog='Train', description='')
+        _parser.add_argument("--region", dest="region", type=str, required=True)
+        _parser.add_argument("--taxon", dest="taxon", type=str, required=True)
+        _parsed_args = vars(_parser.parse_args())
+        _outputs = train(**_parsed_args)
+        """)
+    step = _nested({"container": {
+        "image": "x", "command": ["sh", "-ec", 'program_path=$(mktemp)\nprintf "%s" "$0" > '
+                                  '"$program_path"\npython3 -u "$program_path" "$@"\n',
+                                  component],
+        "args": ["--region", "{{inputs.parameters.region}}",
+                 "--taxon", "{{inputs.parameters.taxon}}"]}}).step("train")
+    assert sorted(r.uri for r in step.reads) == _SIX
+    # python -c reading sys.argv[1], the location in its argument: one read per location
+    step = _nested({"container": {
+        "image": "x", "command": ["python", "-c",
+                                  "import sys, pandas as pd; pd.read_csv(sys.argv[1])"],
+        "args": ["s3://obs/{{inputs.parameters.region}}/{{inputs.parameters.taxon}}/"
+                 "counts.csv"]}}).step("train")
+    assert sorted(r.uri for r in step.reads) == _SIX
+
+
+def test_a_location_code_builds_from_a_parameter_and_the_run_name_is_its_expression() -> None:
+    """Round 20: ``f"s3://surge-runs/{region}/{run_name}/..."`` with run_name the workflow's
+    name was labelled workflow-runtime; the run's own name does not make it less the
+    parameter's expression (as in a template's text). A location built from a parameter
+    in code is the parameter's expression, not a constant."""
+    src = ("import fsspec\nfs = fsspec.filesystem('s3')\n"
+           "region = '{{inputs.parameters.region}}'\nrun = '{{inputs.parameters.run}}'\n"
+           "fs.get(f's3://models/{region}/v3/', '/tmp/m/', recursive=True)\n"
+           "fs.glob(f's3://runs/{region}/{run}/*/max.nc')\n")
+    main = {"name": "main", "dag": {"tasks": [{
+        "name": "emulate", "template": "emulate", "arguments": {"parameters": [
+            {"name": "region", "value": "{{workflow.parameters.region}}"},
+            {"name": "run", "value": "{{workflow.name}}"}]}}]}}
+    emulate = {"name": "emulate", "inputs": {"parameters": [{"name": "region"},
+                                                            {"name": "run"}]},
+               "script": {"image": "x", "command": ["python"], "source": src}}
+    step = _plan([main, emulate], arguments={"parameters": [
+        {"name": "region", "value": "gulf"}]}).step("emulate")
+    assert [(r.uri, r.origin) for r in step.reads if r.uri] == [
+        ("s3://models/gulf/v3/", "parameter-expression")]
+    assert [(r.pattern, r.origin) for r in step.reads if r.uri is None] == [
+        ("s3://runs/gulf/{{inputs.parameters.run}}/*/max.nc", "parameter-expression")]
