@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prefetchd.k8s import placement, rest
-from prefetchd.pipeline import _code, _pvc, _uri
+from prefetchd.pipeline import _code, _pieces, _pvc, _uri
 
 log = logging.getLogger(__name__)
 # an env entry's mark (on copies made for reading, never sent to the API): it came with
@@ -316,10 +316,12 @@ def _code_arg(argv: list[str], i: int) -> bool:
     return _code.is_program(argv[i]) and not _uri.python_heredocs(argv[i])
 
 
-def _program_words(code: str, env: list[str]) -> list[tuple[str, str, str]]:
-    """(location, "code", direction) of a Python program's reads and writes. A Katib
-    trial's ``${trialParameters.x}`` in it stands as a name while it is read (so the program
-    parses) and comes back in what is found, for the trial's values to fill in."""
+def _program_words(code: str, env: list[str],
+                   values: Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """(location, "code", direction) of a Python program's reads and writes, with those it
+    builds from the container's env vars (*values*: ``f"{os.environ['ROOT']}/x.csv"``). A
+    Katib trial's ``${trialParameters.x}`` in it stands as a name while it is read (so the
+    program parses) and comes back in what is found, for the trial's values to fill in."""
     marks: dict[str, str] = {}
 
     def mark(m: re.Match[str]) -> str:
@@ -333,8 +335,15 @@ def _program_words(code: str, env: list[str]) -> list[tuple[str, str, str]]:
             found = found.replace(name, value)
         return found
 
-    return [(restore(u), "code", d) for u, d in [*_code.program_locations(text, env),
-                                                  *_code.program_paths(text)]]
+    found = [*_code.program_locations(text, env), *_code.program_paths(text)]
+    for pieces, d in _code.env_uses(text)[0] if values else ():
+        known = {n: values[n[len(_code.ENV):]] for n in _pieces.needs(pieces)
+                 if n.startswith(_code.ENV) and n[len(_code.ENV):] in values}
+        for made in (_pieces.render_all(pieces, known) or []) if d != "check" else []:
+            found += [(u, d) for u in _uri.find_uris(made)]
+            if made.startswith("/") and "{" not in made:
+                found.append((made, d))  # a file under a mounted volume
+    return [(restore(u), "code", d) for u, d in found]
 
 
 def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
@@ -356,14 +365,15 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         container.get("env"))))  # rclone copy hydro:bucket/x, RCLONE_CONFIG_HYDRO_TYPE=s3
     out: list[tuple[str, str, str]] = []
     env = [str(e.get("name")) for e in container.get("env") or [] if isinstance(e, Mapping)]
+    values = _uri.kube_env(container.get("env"))
     programs = [_code_arg(argv, i) for i in range(len(argv))]
+    codes: list[str] = []
     for i, (a, program) in enumerate(zip(argv, programs, strict=True)):
         # python -c "..." ARGS (its sys.argv), or python - <<'PY' ... PY in a script: the
         # program's own use of what it names
         if program and _code.is_python_c(argv, i):
             a = _code.with_argv(a, argv[i + 1:])
-        for code in _uri.python_heredocs(a) or ([a] if program else []):
-            out += _program_words(code, env)
+        codes += _uri.python_heredocs(a) or ([a] if program else [])
     tokens = _uri.tokenize(["__code__" if program else a
                             for a, program in zip(argv, programs, strict=True)],
                            _uri.kube_env(container.get("env")))
@@ -372,8 +382,18 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     # a script's own python -c "...": read as Python, its text no words of the script
     inline = {j for j in range(len(tokens)) if _code.is_python_c(tokens, j)
               and tokens[j] != "__code__" and j not in elsewhere}
-    for j in sorted(inline):
-        out += _program_words(tokens[j], env)
+    codes += [tokens[j] for j in sorted(inline)]
+    # env vars the programs use: those they only build locations from are no reads of
+    # their own; those they use as they are (os.environ["CALENDAR"]) are, even when they
+    # came with envFrom (which otherwise only serve $(VAR) and ${VAR})
+    built_only: set[str] = set()
+    used: set[str] = set()
+    for code in codes:
+        out += _program_words(code, env, values)
+        built, direct = _code.env_uses(code)
+        used |= direct
+        built_only |= {n[len(_code.ENV):] for p, _ in built for n in _pieces.needs(p)
+                       if n.startswith(_code.ENV)}
     for i, t in enumerate(tokens):
         if i in elsewhere or i in inline:
             continue
@@ -385,8 +405,8 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             out.append((value, "arg", d))
         out.append((t, "arg", d))
     bulk = {e.get("name") for e in container.get("env") or []
-            if isinstance(e, Mapping) and e.get(EXPAND_ONLY)}
-    bulk |= _spelled_out(container)
+            if isinstance(e, Mapping) and e.get(EXPAND_ONLY)} - used
+    bulk |= _spelled_out(container) | (built_only - used)
     for name, value in _uri.kube_env(container.get("env")).items():
         if name in bulk:
             continue  # a value for $(VAR) (or one of a ConfigMap's keys): no read itself

@@ -1134,6 +1134,28 @@ def program_locations(code: str, env: Iterable[str] = ()) -> list[tuple[str, str
     return list(dict.fromkeys(out))
 
 
+def env_uses(code: str) -> tuple[list[tuple[Pieces, str]], frozenset[str]]:
+    """What a program does with its env vars: the locations it builds from them
+    (``f"{os.environ['ROOT']}/train.parquet"``: pieces, direction) and the names it also
+    uses as they are (``pd.read_csv(os.environ["CALENDAR"])``), whose values it may read
+    whole. A name only ever built from is in neither's second part."""
+    flow = analyze(code)
+    if flow is None:
+        return [], frozenset()
+    built = [(p, d) for p, d in flow.built if any(n.startswith(ENV) for n in _pieces.needs(p))]
+    in_built = {n[len(ENV):] for p, _ in built for n in _pieces.needs(p) if n.startswith(ENV)}
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return built, frozenset()
+    named = [n for node in ast.walk(tree) if (n := _env_name(node)) is not None]
+    # a name read once into a variable the built locations start from is only built from;
+    # one named more often than it is built from is also used as it is
+    direct = {n for n in named if n not in in_built or named.count(n) > sum(
+        1 for p, _ in built for m in _pieces.needs(p) if m == ENV + n)}
+    return built, frozenset(direct)
+
+
 def program_paths(code: str) -> list[tuple[str, str]]:
     """(absolute path, direction) of the literal paths a program reads or writes
     (``pd.read_csv("/ref/calendar.csv")``): the files it uses of a mounted volume."""

@@ -302,3 +302,39 @@ def test_a_configmaps_keys_from_envfrom_serve_expansion_not_reads(tmp_path) -> N
     assert r.returncode == 0, r.stderr
     warm = r.stdout.split("warm:", 1)[1]
     assert "s3://d/eval/" in warm and "s3://m/init.pt" in warm and "s3://d/train/" not in warm
+
+
+def test_a_python_program_reads_the_env_vars_it_uses_envfrom_too(tmp_path) -> None:
+    """Blind job round 17: ``pd.read_csv(os.environ["HOLIDAY_CALENDAR"])`` with the var from
+    ``envFrom`` read nothing (a ConfigMap's keys only served $(VAR)). A program's use of a
+    var as it is makes its value a read (or a write, by its name); a var it only builds
+    locations from (``f"{root}/tx/2025-06.parquet"``) names those, not its whole value;
+    keys it never names stay no dataset."""
+    code = ("import os\nimport pandas as pd\nroot = os.environ['DATA_ROOT']\n"
+            "tx = pd.read_parquet(f'{root}/tx/2025-06.parquet')\n"
+            "hol = pd.read_csv(os.environ['HOLIDAY_CALENDAR'])\n"
+            "w = pd.read_pickle(os.environ['MODEL_DIR'] + '/weights.pkl')\n"
+            "tx.to_parquet(os.environ['OUT_URI'])\n")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "command": ["bash", "-c"],
+               "args": [f"set -e\npython - <<'PY'\n{code}PY\n"],
+               "env": [{"name": "MODEL_DIR", "value": "s3://models/v3"}],
+               "envFrom": [{"configMapRef": {"name": "paths"}}]}]}}}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "paths", "namespace": "ml"},
+          "data": {"DATA_ROOT": "s3://bank/ds", "OUT_URI": "s3://out/preds.parquet",
+                   "HOLIDAY_CALENDAR": "s3://ref/holidays.csv", "TRAIN_FILES": "s3://d/train/"}}
+    expected = ["s3://bank/ds/tx/2025-06.parquet", "s3://models/v3/weights.pkl",
+                "s3://ref/holidays.csv"]
+    r = plan(write(tmp_path, "job.yaml", job, cm))
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1].split()
+    assert sorted(w for w in warm if w.startswith("s3://")) == expected
+    assert "unknown" not in r.stdout
+    # python -c, the same program
+    job["spec"]["template"]["spec"]["containers"][0].update(command=["python", "-c"],
+                                                            args=[code])
+    r = plan(write(tmp_path, "job2.yaml", job, cm))
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1].split()
+    assert sorted(w for w in warm if w.startswith("s3://")) == expected
