@@ -44,8 +44,9 @@ SCHEMES = (
 )
 _CH = r"[^\s'\"`,;()\[\]{}<>|]"
 URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:" + _CH + "|" + BRACE_GROUP + ")+")
-# a location that holds a shell variable, braced too (s3://b/dicom/${sid}/, s3://b/$DAY/x)
-_RUN_TIME_URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:\$\{[A-Za-z_]\w*\}|"
+# a location that holds a shell variable, braced too (s3://b/dicom/${sid}/, s3://b/$DAY/x),
+# or a Katib trial's ${trialParameters.x}
+_RUN_TIME_URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:\$\{[A-Za-z_][\w.]*\}|"
                               + _CH + ")+")
 AZURE_RE = re.compile(
     r"\bhttps://[a-z0-9-]+\.(?:blob|dfs)\.core\.windows\.net/[^\s'\"`,;()\[\]{}<>|?]*"

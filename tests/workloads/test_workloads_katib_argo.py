@@ -164,3 +164,26 @@ def test_a_per_trial_location_from_a_short_list_is_warmed_at_each_value() -> Non
         "s3://data/coco/", "s3://models/timm/a/model.bin", "s3://models/timm/b/model.bin",
         "s3://models/timm/c/model.bin"]
     assert all(t.nodes == 2 for t in work.targets())
+
+
+def test_a_per_trial_location_in_an_argo_trial_is_warmed_at_each_value() -> None:
+    """Blind job round 17: ``--features=s3://lake/lookback=${trialParameters.lookback}/`` in
+    a trial Workflow's step was dropped (warm: nothing), where the same in a Job trial was
+    warmed at each categorical value; a per-trial value from a range stays a run-time read."""
+    spec = workflow_trial_spec()
+    training = spec["spec"]["templates"][2]["container"]
+    training["command"].append("--features=s3://lake/lookback=${trialParameters.lookback}/")
+    training["command"].append("--noise=s3://lake/noise-${trialParameters.learningRate}/")
+    exp = experiment(spec)
+    exp["spec"]["parameters"].append({"name": "lookback", "parameterType": "categorical",
+                                      "feasibleSpace": {"list": ["48h", "96h"]}})
+    exp["spec"]["trialTemplate"]["trialParameters"].append(
+        {"name": "lookback", "reference": "lookback"})
+    work = workloads.read(exp)
+    train = {g.name: g for g in work.groups}["model-training"]
+    assert {d.uri for d in train.datasets if d.uri} >= {
+        "s3://lake/lookback=48h/", "s3://lake/lookback=96h/"}
+    assert [d.pattern for d in train.datasets if d.uri is None] == [
+        "s3://lake/noise-${trialParameters.learningRate}/"]
+    targets = {t.dataset: t.nodes for t in work.targets()}
+    assert targets["s3://lake/lookback=48h/"] == targets["s3://lake/lookback=96h/"] == 2
