@@ -390,6 +390,78 @@ def _substitutions(words: list[str]) -> list[str]:
     return out
 
 
+_LOOP_ITEM = re.compile(r"[\w.\-/:=@+,%]+")
+_LOOP_RANGE = re.compile(r"\{(-?\d+)\.\.(-?\d+)\}")
+MAX_SHELL_LOOP_ITEMS = 32  # a `for` loop over more literal items stays run-time
+_MAX_EXPANDED_WORDS = 20_000
+
+
+def _loop_items(words: list[str]) -> list[str] | None:
+    """The items of ``for NAME in ITEMS`` when each is a literal word or a numeric brace
+    range (``{0..7}``); None when one is only known at run time (``$(cat f)``, a glob)."""
+    items: list[str] = []
+    for w in words:
+        m = _LOOP_RANGE.fullmatch(w)
+        if m is not None:
+            a, b = int(m.group(1)), int(m.group(2))
+            if abs(b - a) >= MAX_SHELL_LOOP_ITEMS:
+                return None
+            items += [str(i) for i in (range(a, b + 1) if b >= a else range(a, b - 1, -1))]
+        elif _LOOP_ITEM.fullmatch(w) and not any(c in w for c in "*?["):
+            items.append(w)
+        else:
+            return None
+    return items if 0 < len(items) <= MAX_SHELL_LOOP_ITEMS else None
+
+
+def _for_loops(words: list[str]) -> list[str]:
+    """A script's words with each ``for NAME in a b c; do BODY; done`` over literal items
+    written out once per item (``s3://b/evals/${s}.jsonl`` for s in dev test: both files,
+    known before the run), nested loops too; other loops are left as they are."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        start = i == 0 or words[i - 1] == ";"
+        if not (start and words[i] == "for" and i + 2 < len(words)
+                and re.fullmatch(r"[A-Za-z_]\w*", words[i + 1]) and words[i + 2] == "in"):
+            out.append(words[i])
+            i += 1
+            continue
+        j = i + 3
+        while j < len(words) and words[j] != ";":
+            j += 1
+        k = j + 1  # `do`, at the start of the next command
+        if k >= len(words) or words[k] != "do":
+            out.append(words[i])
+            i += 1
+            continue
+        depth, m = 1, k + 1
+        while m < len(words):
+            if words[m - 1] == ";" and words[m] == "do":
+                depth += 1
+            elif words[m - 1] == ";" and words[m] == "done":
+                depth -= 1
+                if depth == 0:
+                    break
+            m += 1
+        items = _loop_items(words[i + 3:j])
+        if m >= len(words) or items is None:
+            out.append(words[i])
+            i += 1
+            continue
+        body = _for_loops(words[k + 1:m])
+        name = re.escape(words[i + 1])
+        ref = re.compile(r"\$\{" + name + r"\}|\$" + name + r"(?!\w)")
+        for item in items:
+            out += [ref.sub(item, w) if "$" in w else w for w in body]
+            if out and out[-1] != ";":
+                out.append(";")
+        if len(out) > _MAX_EXPANDED_WORDS:
+            return words
+        i = m + 1  # past `done` (a redirect after it stays with the words that follow)
+    return out
+
+
 def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     """A shell script's words, `;` between its commands: a line ends one unless it ends in
     `\\` or a quote opened on it is still open (a multi-line string, as python -c has);
@@ -427,6 +499,7 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()
+    out = _for_loops(out)
     if out and out[-1] == ";":
         out.pop()
     return out

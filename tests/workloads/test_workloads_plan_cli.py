@@ -338,3 +338,19 @@ def test_a_python_program_reads_the_env_vars_it_uses_envfrom_too(tmp_path) -> No
     assert r.returncode == 0, r.stderr
     warm = r.stdout.split("warm:", 1)[1].split()
     assert sorted(w for w in warm if w.startswith("s3://")) == expected
+
+
+def test_a_jobs_shell_loop_over_literal_items_warms_each_file(tmp_path) -> None:
+    """An MPIJob launcher's ``for f in model.pt normalizer_stats.pt; do aws s3 cp
+    "s3://.../${f}" ...`` (blind job round 16: a run-time read, its writer's ideal the two
+    files): both files are warmed."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "command": ["bash", "-c"],
+               "args": ['for f in model.pt normalizer_stats.pt; do\n'
+                        '  aws s3 cp "s3://m/h64/${f}" /w/\ndone\npython run.py']}]}}}}
+    r = plan(write(tmp_path, "job.yaml", job))
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://m/h64/model.pt" in warm and "s3://m/h64/normalizer_stats.pt" in warm
+    assert "runtime" not in r.stdout
