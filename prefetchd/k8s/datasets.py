@@ -37,6 +37,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import yaml
+
 from prefetchd.k8s import placement, rest
 from prefetchd.pipeline import _code, _pieces, _pvc, _uri
 
@@ -44,6 +46,10 @@ log = logging.getLogger(__name__)
 # an env entry's mark (on copies made for reading, never sent to the API): it came with
 # envFrom, a ConfigMap's every key, so it serves $(VAR) but names no dataset by itself
 EXPAND_ONLY = "x-prefetchd-expand-only"
+# a container's mark (on copies made for reading): [[path, text], ...] of the files of
+# ConfigMap volumes it names (``--config /etc/train/config.yaml``), read with its words
+CONFIG_FILES = "x-prefetchd-config-files"
+MAX_CONFIG_CHARS = 256 * 1024  # a ConfigMap holds at most 1 MiB; a config is far less
 DRIVER_NAME = "csi.fusecache.io"  # csi/__init__.py DRIVER_NAME; not imported: no grpc needed here
 MAX_DATASETS = 16  # per pod: bounds webhook work and the size of the affinity it adds
 
@@ -404,6 +410,8 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             d = said if said in ("write", "unknown") else d
             out.append((value, "arg", d))
         out.append((t, "arg", d))
+    for path, text in container.get(CONFIG_FILES) or []:
+        out += config_file_words(str(path), str(text), container)
     bulk = {e.get("name") for e in container.get("env") or []
             if isinstance(e, Mapping) and e.get(EXPAND_ONLY)} - used
     bulk |= _spelled_out(container) | (built_only - used)
@@ -414,6 +422,68 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         d = said if said in ("write", "unknown") else "read"
         for word in value.split():
             out.append((word, f"env {name}", d))
+    return out
+
+
+_SCRIPT_SUFFIXES = {".sh": ["bash", "-c"], ".bash": ["bash", "-c"], ".py": ["python", "-c"]}
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")  # OmegaConf's ${data.root}
+
+
+def config_file_words(path: str, text: str,
+                      container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(word, "config PATH", direction) of a file a container names from one of its
+    ConfigMap volumes: a script it runs (``bash /scripts/train.sh``, ``python /app/x.py``)
+    read as its own command line would be, with the container's env; a YAML or JSON config
+    (``--config /etc/train/config.yaml``, Hydra's ``--config-path``/``--config-name``) by
+    its keys, each location directed by its key as an override's is (``data.train_dir``:
+    read, ``trainer.default_root_dir``: written) and ``${a.b}`` references within it
+    resolved; any other text, the locations it lists (a manifest of files): read."""
+    origin = f"config {path}"
+    if len(text) > MAX_CONFIG_CHARS:
+        return []
+    suffix = posixpath.splitext(path)[1]
+    runner = _SCRIPT_SUFFIXES.get(suffix) or (
+        ["bash", "-c"] if text.startswith("#!") and "sh" in text.split("\n", 1)[0] else None)
+    if runner is not None:
+        as_run = {k: v for k, v in container.items() if k != CONFIG_FILES}
+        as_run.update(command=runner, args=[text])
+        return [(w, origin, d) for w, o, d in container_words(as_run)
+                if not o.startswith("env ")]  # the env's own words: the container's already
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        doc = None
+    if not isinstance(doc, (Mapping, list)):
+        return [(u, origin, "read") for u in _uri.find_uris(text)]
+    pairs: list[tuple[str, str]] = []  # (dotted key, string value); a list's items: its key
+
+    def walk(node: Any, key: str, depth: int = 0) -> None:
+        if depth > 20 or len(pairs) > 4096:
+            return
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, f"{key}.{k}" if key else str(k), depth + 1)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key, depth + 1)
+        elif isinstance(node, str):
+            pairs.append((key, node))
+
+    walk(doc, "")
+    scalars = dict(reversed(pairs))  # a key's first value
+    # a value others are built from (root: s3://lake; train: ${root}/train): a root the
+    # file spells out, read where it is spelled out, no read of its own
+    roots = {m.group(1) for _, v in pairs for m in _INTERPOLATION.finditer(v)}
+    out = []
+    for key, value in pairs:
+        if key in roots:
+            continue
+        for _ in range(3):  # data.train: ${data.root}/train
+            value = _INTERPOLATION.sub(lambda m: scalars.get(m.group(1), m.group(0)), value)
+        if not (_uri.find_uris(value) or value.startswith("/")):
+            continue
+        said = _uri.key_direction(key)
+        out.append((value, origin, said if said in ("write", "unknown") else "read"))
     return out
 
 

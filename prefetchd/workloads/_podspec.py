@@ -25,6 +25,7 @@ with a note: placement on a guess could exclude every right node.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -44,12 +45,15 @@ from prefetchd.workloads._model import (
 MAX_REFS = 64  # per group: bounds what a hostile template can make us hold and warm
 
 
-def with_configmap_env(obj: Mapping[str, Any], library: Library) -> Mapping[str, Any]:
-    """*obj* with each container env var taken from a ConfigMap the library holds (the
-    files given to ``plan``, or one already fetched) given as a literal ``value``
-    (``valueFrom.configMapKeyRef``; ``envFrom.configMapRef`` adds the map's keys, with their
-    ``prefix``), so ``$(VAR)`` expands as the kubelet would; *obj* itself when none is held.
-    Never fetches: a job read on every watch event must not GET its ConfigMaps each time."""
+def with_configmaps(obj: Mapping[str, Any], library: Library) -> Mapping[str, Any]:
+    """*obj* with what its pods take from ConfigMaps the library holds (the files given to
+    ``plan``, or one already fetched): each container env var from one given as a literal
+    ``value`` (``valueFrom.configMapKeyRef``; ``envFrom.configMapRef`` adds the map's keys,
+    with their ``prefix``), so ``$(VAR)`` expands as the kubelet would; and the files of its
+    ConfigMap volumes a container names (``--config /etc/train/config.yaml``, ``bash
+    /scripts/run.sh``) attached to it, to be read with its words
+    (``k8s_datasets.config_file_words``). *obj* itself when none is held. Never fetches: a
+    job read on every watch event must not GET its ConfigMaps each time."""
     namespace = str(mapping(obj.get("metadata"), "metadata").get("namespace") or "default")
     changed = False
 
@@ -87,10 +91,78 @@ def with_configmap_env(obj: Mapping[str, Any], library: Library) -> Mapping[str,
             if env != (out.get("env") or []):
                 out["env"] = env
                 changed = True
+        volumes = {v.get("name"): v["configMap"] for v in out.get("volumes") or []
+                   if isinstance(v, Mapping) and isinstance(v.get("configMap"), Mapping)}
+        if volumes and isinstance(out.get("containers"), list):  # a PodSpec
+            for kind in ("initContainers", "containers"):
+                cs = out.get(kind)
+                if not isinstance(cs, list):
+                    continue
+                named = [_named_config_files(c, volumes, data) if isinstance(c, Mapping)
+                         else [] for c in cs]
+                if any(named):
+                    out[kind] = [{**c, k8s_datasets.CONFIG_FILES: f} if f else c
+                                 for c, f in zip(cs, named, strict=True)]
+                    changed = True
         return out
 
     made = walk(obj)
     return made if changed else obj
+
+
+MAX_CONFIG_FILES = 8  # per container
+
+
+def _named_config_files(container: Mapping[str, Any], volumes: Mapping[Any, Mapping[str, Any]],
+                        data: Any) -> list[list[str]]:
+    """[path, text] of each file of the container's ConfigMap volumes (*volumes*: volume
+    name -> its ``configMap``; *data*: a ConfigMap reference -> its data, or None) that its
+    command line or env names: by its path, or Hydra's ``--config-path DIR --config-name
+    NAME``. A volume's ``items`` and a mount's ``subPath`` place the files as the kubelet
+    does."""
+    blob = " ".join([str(a) for a in [*(container.get("command") or []),
+                                      *(container.get("args") or [])]]
+                    + [str(e.get("value") or "") for e in container.get("env") or []
+                       if isinstance(e, Mapping)])
+    out: list[list[str]] = []
+    for _ in range(2):  # a mounted script's own words name files too (run.sh -> config.yaml)
+        found = _config_files_in(container, volumes, data, blob)
+        if found == out:
+            break
+        out = found
+        blob += " " + " ".join(text for _, text in out)
+    return out
+
+
+def _config_files_in(container: Mapping[str, Any], volumes: Mapping[Any, Mapping[str, Any]],
+                     data: Any, blob: str) -> list[list[str]]:
+    out: list[list[str]] = []
+    for m in container.get("volumeMounts") or []:
+        cm = volumes.get(m.get("name")) if isinstance(m, Mapping) else None
+        d = data(cm) if cm is not None else None
+        if not d or not isinstance(m.get("mountPath"), str):
+            continue
+        items = cm.get("items")
+        placed = ([(i.get("key"), i.get("path")) for i in items if isinstance(i, Mapping)]
+                  if isinstance(items, list) and items else [(k, k) for k in d])
+        mount = m["mountPath"].rstrip("/") or "/"
+        for key, rel in placed:
+            if key not in d or not isinstance(rel, str):
+                continue
+            if m.get("subPath"):
+                if rel != m["subPath"]:
+                    continue
+                path = mount  # the one file, mounted where the mount says
+            else:
+                path = f"{mount.rstrip('/')}/{rel}"
+            stem = rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+            if path in blob or (mount in blob and re.search(
+                    r"(?:--config-name|-cn)[= ]['\"]?" + re.escape(stem) + r"(?:\.ya?ml)?\b",
+                    blob)):
+                out.append([path, str(d[key])])
+            if len(out) >= MAX_CONFIG_FILES:
+                return out
+    return out
 
 
 def group(

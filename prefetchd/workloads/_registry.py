@@ -104,7 +104,7 @@ def read(obj: Mapping[str, Any], library: Library | None = None,
                             f"{', '.join(group + '/' + v for v in kind.versions)})")
     library = library or Library()
     try:
-        obj = _podspec.with_configmap_env(obj, library)
+        obj = _podspec.with_configmaps(obj, library)
         return _elsewhere(obj, kind.read(obj, library))
     except WorkloadError as exc:
         raise WorkloadError(f"{where}: {exc}") from None

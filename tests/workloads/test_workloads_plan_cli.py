@@ -354,3 +354,74 @@ def test_a_jobs_shell_loop_over_literal_items_warms_each_file(tmp_path) -> None:
     warm = r.stdout.split("warm:", 1)[1]
     assert "s3://m/h64/model.pt" in warm and "s3://m/h64/normalizer_stats.pt" in warm
     assert "runtime" not in r.stdout
+
+
+_TRAIN_CFG = """\
+data:
+  root: s3://lake/imagenet
+  train_dir: ${data.root}/train
+  val_files: [s3://lake/imagenet/val/part-0.tar, s3://lake/imagenet/val/part-1.tar]
+  labels: /data/labels/classes.json
+model:
+  pretrained: s3://models/vit-b16/model.safetensors
+trainer:
+  default_root_dir: s3://runs/vit-b16/
+  output_dir: s3://runs/vit-b16/out/
+"""
+
+
+def test_a_config_file_from_a_configmap_volume_names_what_the_job_reads(tmp_path) -> None:
+    """Rounds 15 and 18's writers wanted a mounted ConfigMap's config read: a container
+    naming a file of a ConfigMap volume (``bash /etc/train/run.sh``, which runs
+    ``--config /etc/train/config.yaml``; Hydra's ``--config-path``/``--config-name``; a
+    ``subPath`` mount) reads what the file names, each location directed by its key
+    (``trainer.output_dir``: written, not warmed), a root others are built from
+    (``${data.root}/train``) only where it is built on, and a path under a claim narrows it;
+    a file nobody names is not read."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "train-cfg", "namespace": "ml"},
+          "data": {"config.yaml": _TRAIN_CFG,
+                   "run.sh": "#!/bin/bash\nset -e\naws s3 cp s3://lake/labels/map.json /w/\n"
+                             "python train.py --config /etc/train/config.yaml\n",
+                   "unused.yaml": "data: s3://lake/other/\n",
+                   "shards.txt": "s3://lake/shards/a.tar\ns3://lake/shards/b.tar\n"}}
+
+    def role(n: int, container: dict, volume: dict) -> dict:
+        return {"replicas": n, "template": {"spec": {
+            "containers": [{"name": "pytorch", "image": "x", **container}],
+            "volumes": [{"name": "cfg", "configMap": volume},
+                        {"name": "data", "persistentVolumeClaim": {"claimName": "lake"}}]}}}
+
+    mounts = [{"name": "data", "mountPath": "/data"}]
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "vit", "namespace": "ml"},
+           "spec": {"pytorchReplicaSpecs": {
+               "Master": role(1, {"command": ["bash", "/etc/train/run.sh"], "volumeMounts": [
+                   {"name": "cfg", "mountPath": "/etc/train"}, *mounts]},
+                   {"name": "train-cfg"}),
+               "Worker": role(2, {"command": ["python", "train.py", "--config-path", "/etc/cfg",
+                                              "--config-name", "config",
+                                              "--shards", "/etc/shards.txt"],
+                                  "volumeMounts": [
+                                      {"name": "cfg", "mountPath": "/etc/cfg"},
+                                      {"name": "cfg", "mountPath": "/etc/shards.txt",
+                                       "subPath": "shards.txt"}, *mounts]},
+                              {"name": "train-cfg"})}}}
+    r = plan(write(tmp_path, "job.yaml", job, cm), "--pvc", "lake=s3://lake")
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    lines = {ln.split()[0]: ln for ln in warm.splitlines() if ln.strip().startswith("s3://")}
+    both = ["s3://lake/imagenet/train", "s3://lake/imagenet/val/part-0.tar",
+            "s3://lake/imagenet/val/part-1.tar", "s3://models/vit-b16/model.safetensors",
+            "s3://lake/labels/classes.json"]
+    assert sorted(lines) == sorted([*both, "s3://lake/labels/map.json",
+                                    "s3://lake/shards/a.tar", "s3://lake/shards/b.tar"])
+    assert all("on 3 nodes" in lines[u] for u in both)
+    assert "for Master " in lines["s3://lake/labels/map.json"] + " "
+    assert "(config /etc/train/config.yaml)" in r.stdout
+    for absent in ("s3://lake/imagenet ", "s3://runs/", "s3://lake/other/"):
+        assert absent not in warm + " ", absent
+    # without the ConfigMap in the files (the agent holds none): nothing from it, no error
+    r = plan(write(tmp_path, "job2.yaml", job), "--pvc", "lake=s3://lake")
+    assert r.returncode == 0, r.stderr
+    assert "config /etc" not in r.stdout
