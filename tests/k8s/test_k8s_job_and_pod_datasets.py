@@ -290,6 +290,20 @@ def test_a_root_the_command_line_spells_out_is_read_where_it_is_spelled_out() ->
     assert {t.dataset for t in targets} == want
 
 
+def test_a_bucket_the_command_line_spells_out_is_no_read_of_its_own() -> None:
+    """Blind job round 18: ``MODEL_BUCKET=s3://telco-models`` spelled out as
+    ``${MODEL_BUCKET}/churn-lgbm/v14/model.txt`` warmed the whole bucket beside the file; a
+    var named for a bucket, or holding a bare one under any name, is a root like DATA_ROOT."""
+    c = {"name": "c", "image": "x",
+         "env": [{"name": "MODEL_BUCKET", "value": "s3://telco-models"},
+                 {"name": "STORE", "value": "s3://feature-store/"}],
+         "command": ["bash", "-c", 'python score.py --model "${MODEL_BUCKET}/lgbm/v14/m.txt"'
+                     ' --features "${STORE}churn/2025-11.parquet"']}
+    assert sorted(u for u, _o, d in ds_mod.settled_locations(ds_mod.container_words(c))
+                  if d == "read") == ["s3://feature-store/churn/2025-11.parquet",
+                                      "s3://telco-models/lgbm/v14/m.txt"]
+
+
 def test_a_scripts_own_python_and_command_substitutions_are_read_as_such() -> None:
     """A ``bash -c`` script is a shell script even with ``import`` and ``--cohort-def`` in it;
     the ``python -c`` programs among its lines (multi-line or one line) are read as Python
