@@ -240,6 +240,9 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
     pvc_map = dict(cliargs.key_values(args.pvc, "--pvc", UsageError))
     out: list[str] = []
     for w in works:
+        if w.state.done:  # as the agent does: nothing of it will run again
+            skipped.append(f"{w.key}: {w.state.value}, {w.state.why_nothing}")
+            continue
         resolve = plan_cli.resolver(w, pvc_map, view)
         out += [t.dataset for t in w.targets(resolve) if t.dataset not in out]
         stages = w.stages

@@ -66,6 +66,12 @@ class State(enum.StrEnum):
         """Nothing of it will run (again): its pins can go."""
         return self in (State.SUCCEEDED, State.FAILED, State.INACTIVE)
 
+    @property
+    def why_nothing(self) -> str:
+        """Why work in this state is not warmed (a ``done`` state)."""
+        return ("nothing of it runs while it stays inactive" if self is State.INACTIVE
+                else "nothing of it will run again")
+
 
 @dataclass(frozen=True)
 class DatasetRef:

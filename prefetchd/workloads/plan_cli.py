@@ -275,8 +275,10 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                 lines.append(f"      reads {ref.describe()}  ({ref.origin}){where}")
             for note in g.notes:
                 lines.append(f"      note: {note}")
-        targets = w.targets(resolve)
-        if targets:
+        targets = [] if w.state.done else w.targets(resolve)
+        if w.state.done:  # as the agent does: its pins go, nothing is warmed for it
+            lines.append(f"   warm: nothing ({w.state.value}: {w.state.why_nothing})")
+        elif targets:
             lines.append("   warm:")
             for t in targets:
                 lines.append(f"      {t.dataset}  on {_nodes(t.nodes)}  for {', '.join(t.groups)}"

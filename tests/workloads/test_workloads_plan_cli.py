@@ -425,3 +425,33 @@ def test_a_config_file_from_a_configmap_volume_names_what_the_job_reads(tmp_path
     r = plan(write(tmp_path, "job2.yaml", job), "--pvc", "lake=s3://lake")
     assert r.returncode == 0, r.stderr
     assert "config /etc" not in r.stdout
+
+
+def test_finished_or_inactive_work_is_planned_for_nothing(tmp_path) -> None:
+    """Blind job round 18: a Job with ``Complete=True`` was shown succeeded and still listed
+    under ``warm:`` (and ``warm --pipeline`` fetched it), a suspended CronJob too. As the
+    agent does, such work warms nothing, and the plan says why; its reads are still shown."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ev", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "args": ["--data", "s3://d/eval/"]}]}}},
+           "status": {"succeeded": 1, "conditions": [
+               {"type": "SuccessCriteriaMet", "status": "True"},
+               {"type": "Complete", "status": "True"}]}}
+    f = write(tmp_path, "job.yaml", job)
+    r = plan(f)
+    assert r.returncode == 0, r.stderr
+    assert "succeeded" in r.stdout and "reads s3://d/eval/" in r.stdout
+    assert "warm: nothing (succeeded: nothing of it will run again)" in r.stdout
+    w = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", "--pipeline", f,
+                        "--dry-run"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert w.returncode == 2 and "succeeded, nothing of it will run again" in w.stderr
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "bf", "namespace": "ml"},
+            "spec": {"schedule": "0 5 * * 0", "suspend": True, "jobTemplate": {"spec": {
+                "template": job["spec"]["template"]}}}}
+    r = plan(write(tmp_path, "cron.yaml", cron))
+    assert r.returncode == 0, r.stderr
+    assert "warm: nothing (inactive: nothing of it runs while it stays inactive)" in r.stdout
+    del job["status"]  # the same Job, not run yet: warmed
+    r = plan(write(tmp_path, "job2.yaml", job))
+    assert "s3://d/eval/  on 1 node" in r.stdout
