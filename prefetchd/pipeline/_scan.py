@@ -276,6 +276,11 @@ def scan_argv(
     reps: list[str] = []
     for t in toks:
         v = resolve(t) if "{{" in t else None
+        if v is not None and "@@SFX" in t:  # "${1%/}/x" of a value, applied once resolved
+            v = replace(v, values=tuple(_uri.strip_suffixes(x) for x in v.values)) \
+                if v.values is not None else v.with_meta(
+                    pattern=_uri.strip_suffixes(str(v.get("pattern") or t)))
+        t = _uri.strip_suffixes(t) if "@@SFX" in t else t
         if v is None:
             v = const(t) if (_uri.find_uris(t) or t.startswith("/")
                              or _uri.run_time_locations(t)) else None
@@ -292,6 +297,7 @@ def scan_argv(
             # the command line reads one (a copy's source), below
         else:
             reps.append(t)
+    toks = [_uri.strip_suffixes(t) if "@@SFX" in t else t for t in toks]
     # a lightweight component's options (KFP v1: --src-uri VALUE for parameter src_uri):
     # the locations its code builds from them, and the options used only for that
     # (a plain value too: a JSON list the code loops over)

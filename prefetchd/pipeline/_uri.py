@@ -32,8 +32,11 @@ reported as `s3://bucket/key`). A URI directly followed by `{` is a template
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
+from collections.abc import Callable
+from functools import partial
 
 from prefetchd.pipeline._shard import BRACE_GROUP
 
@@ -90,7 +93,7 @@ LIST_VERBS = frozenset({"ls", "lsd", "lsf", "lsl", "du", "stat", "size"})
 _SEPARATORS = ("&&", "||", ";", "|")
 
 
-_SHELL_VAR = re.compile(r"\$[A-Za-z_{(]")  # $DAY, ${DAY}, $(DAY) inside a location
+_SHELL_VAR = re.compile(r"\$[A-Za-z_{(0-9]")  # $DAY, ${DAY}, $(DAY), $0 inside a location
 _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-0-9.]*[sdif]")
 
 
@@ -206,7 +209,42 @@ def with_s3_remotes(argv: list[str], remotes: list[str]) -> list[str]:
 
 
 _SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
-_POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{?(\d)\}?')
+# ${X%/}, ${X##*/}, ${X:-default}: an operator of parameter expansion and its word
+_PARAM_OP = r"(%%|##|%|#|:-|-|:=|=)([^}]*)"
+_POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{(\d)' + _PARAM_OP
+                            + r'\}|\$\{?(\d)\}?')
+
+
+# a suffix to strip (% or %%, the pattern in hex) from the value before it, once that is
+# resolved: a word of shell-safe characters, so quoting leaves it as it is
+_PENDING_OP = re.compile(r"@@SFX([12])x([0-9a-f]*)@@")
+
+
+def strip_suffixes(text: str) -> str:
+    """*text* with each pending ``${1%/}`` of a placeholder's value applied to what stands
+    before it (the value, resolved now)."""
+    while (m := _PENDING_OP.search(text)) is not None:
+        head = param_expand(text[:m.start()], "%" * int(m.group(1)),
+                            bytes.fromhex(m.group(2)).decode(errors="replace")) or ""
+        text = head + text[m.end():]
+    return text
+
+
+def param_expand(value: str | None, op: str, word: str) -> str | None:
+    """Bash's ``${X<op><word>}`` for a value *value* (None: unset): ``%``/``%%`` strip the
+    shortest/longest matching suffix, ``#``/``##`` prefix (glob patterns), ``:-``/``-``/
+    ``:=``/``=`` the default. None when the result is not known."""
+    if op in (":-", ":=") and not value or op in ("-", "=") and value is None:
+        return word
+    if value is None:
+        return None
+    if op in ("%", "%%"):
+        cuts = [i for i in range(len(value), -1, -1) if fnmatch.fnmatchcase(value[i:], word)]
+        return value[:(cuts[0] if op == "%" else cuts[-1])] if cuts else value
+    if op in ("#", "##"):
+        cuts = [i for i in range(len(value) + 1) if fnmatch.fnmatchcase(value[:i], word)]
+        return value[(cuts[0] if op == "#" else cuts[-1]):] if cuts else value
+    return value
 
 
 def shell_args(argv: list[str]) -> list[str]:
@@ -228,11 +266,41 @@ def shell_args(argv: list[str]) -> list[str]:
             def sub(m: re.Match[str], rest: list[str] = rest) -> str:
                 if m.group(0).strip('"') in ("$@", "$*"):
                     return " ".join(shlex.quote(x) for x in rest[1:])
-                n = int(m.group(1) or m.group(2))
+                if m.group(2) is not None:  # ${1%/}
+                    n = int(m.group(2))
+                    arg = rest[n] if n < len(rest) else None
+                    if arg is not None and "@@PH" in arg and m.group(3) in ("%", "%%"):
+                        # a placeholder (a pipeline's value, known later): the suffix is
+                        # stripped once it is resolved (strip_suffixes)
+                        return shlex.quote(f"{arg}@@SFX{len(m.group(3))}x"
+                                           f"{m.group(4).encode().hex()}@@")
+                    made = param_expand(arg, m.group(3), m.group(4))
+                    return m.group(0) if made is None else shlex.quote(made)
+                n = int(m.group(1) or m.group(5))
                 return shlex.quote(rest[n]) if n < len(rest) else ""
 
-            return [*argv[: i + 2], _POSITIONAL_RE.sub(sub, argv[i + 2])]
+            return [*argv[: i + 2], _outside_functions(
+                argv[i + 2], lambda text, sub=sub: _POSITIONAL_RE.sub(sub, text))]
     return argv
+
+
+_FUNCTION_START = re.compile(
+    r"^\s*(?:function\s+[A-Za-z_][\w-]*\s*(?:\(\))?|[A-Za-z_][\w-]*\s*\(\))\s*\{")
+
+
+def _outside_functions(script: str, fn: Callable[[str], str]) -> str:
+    """*script* with *fn* applied to its lines outside shell function bodies (in a body,
+    ``$1`` is the function's own argument, not the script's)."""
+    out: list[str] = []
+    depth = 0
+    for line in script.split("\n"):
+        braces = re.sub(r"\$\{[^}]*\}", "", line)
+        if depth == 0 and not _FUNCTION_START.match(line):
+            out.append(fn(line))
+            continue
+        out.append(line)
+        depth = max(0, depth + braces.count("{") - braces.count("}"))
+    return "\n".join(out)
 
 
 _KUBE_VAR = re.compile(r"\$(\$)?\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -319,7 +387,9 @@ def python_heredocs(script: str) -> list[str]:
 _HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")
 
 
-_SHELL_REF = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)")
+_BRACED = re.compile(r"\$\{[^}\s]*\}")
+_SHELL_REF = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*)" + _PARAM_OP
+                        + r"\}")
 _ASSIGN = re.compile(r"([A-Za-z_]\w*)=(.*)", re.S)
 _DECLARE = frozenset({"export", "readonly", "local", "declare", "typeset"})
 
@@ -329,9 +399,12 @@ def _shell_vars(words: list[str], known: dict[str, str]) -> list[str]:
     ``s3://models/${REL}/`` on the next); a command of assignments only (``export`` too)
     records them in *known*, one whose value runs a command (``$(date)``) forgets it."""
     def sub(m: re.Match[str]) -> str:
+        if m.group(3) is not None:  # ${ROOT%/}, ${SPLIT:-test}
+            made = param_expand(known.get(m.group(3)), m.group(4), m.group(5))
+            return m.group(0) if made is None else made
         return known.get(m.group(1) or m.group(2), m.group(0))
 
-    words = [_SHELL_REF.sub(sub, w) if "$" in w and known else w for w in words]
+    words = [_SHELL_REF.sub(sub, w) if "$" in w else w for w in words]
     body = words[1:] if words and words[0] in _DECLARE else words
     pairs = [_ASSIGN.fullmatch(w) for w in body if not w.startswith("-")]
     if body and all(pairs):
@@ -489,7 +562,9 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
             buf = buf[:-1]
             continue
         try:
-            words = shlex.split(buf, comments=True)
+            # a `#` inside ${X##*/} is no comment (shlex would end the line there)
+            words = [w.replace("\x01", "#") for w in shlex.split(
+                _BRACED.sub(lambda m: m.group(0).replace("#", "\x01"), buf), comments=True)]
         except ValueError:
             continue  # an open quote: the command goes on
         for command in _commands(_substitutions(words)):  # a=1; b=2 on one line: two
@@ -499,10 +574,69 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()
-    out = _for_loops(out)
+    out = _functions(_for_loops(out))
     if out and out[-1] == ";":
         out.pop()
     return out
+
+
+_MAX_CALLS = 64  # function calls written out per script
+
+
+def _functions(words: list[str]) -> list[str]:
+    """A script's words with its shell functions' bodies in place of their calls
+    (``fetch() { aws s3 sync "${ROOT}/$1/" ...; }`` then ``fetch rgb``: the sync of
+    ``rgb``), ``$1``... and ``"$@"`` the call's words, the body's own ``local`` variables
+    expanded; the definitions themselves are no commands."""
+    commands: list[list[str]] = [[]]
+    for w in words:
+        if w == ";":
+            commands.append([])
+        else:
+            commands[-1].append(w)
+    bodies: dict[str, list[list[str]]] = {}
+    out: list[str] = []
+    calls = 0
+    i = 0
+    while i < len(commands):
+        c = commands[i]
+        name = None
+        if len(c) >= 2 and c[0].endswith("()") and c[1] == "{":
+            name, first = c[0][:-2], c[2:]
+        elif len(c) >= 3 and c[0] == "function" and "{" in c[1:3]:
+            at = c.index("{")
+            name, first = c[1].removesuffix("()"), c[at + 1:]
+        if name:
+            body, j = ([first] if first else []), i + 1
+            while j < len(commands) and commands[j] != ["}"]:
+                body.append(commands[j])
+                j += 1
+            if j < len(commands) and re.fullmatch(r"[A-Za-z_][\w-]*", name):
+                bodies[name] = body
+                i = j + 1
+                continue
+        if c and c[0] in bodies and calls < _MAX_CALLS:
+            calls += 1
+            args = c[1:]
+            local: dict[str, str] = {}
+            for b in bodies[c[0]]:
+                b = [x for w in b for x in (args if w in ("$@", "$*") else [
+                    _FUNCTION_ARG.sub(partial(_call_arg, args), w)])]
+                out += [*_shell_vars(b, local), ";"]
+            i += 1
+            continue
+        out += [*c, ";"]
+        i += 1
+    return out
+
+
+_FUNCTION_ARG = re.compile(r"\$\{?(\d)\}?")
+
+
+def _call_arg(args: list[str], m: re.Match[str]) -> str:
+    """A function body's ``$N``: the call's Nth word (as it is when the call has none)."""
+    n = int(m.group(1))
+    return args[n - 1] if 0 < n <= len(args) else m.group(0)
 
 
 def _is_location(t: str) -> bool:

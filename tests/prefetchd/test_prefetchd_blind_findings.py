@@ -1131,3 +1131,38 @@ def test_a_shell_for_loop_over_literal_items_reads_each_item() -> None:
     assert [r.pattern for r in step.reads if r.uri is None] == ["s3://b/x/$f"]
     words = _uri.tokenize(["bash", "-c", "for i in {0..99}; do cp s3://b/p-$i /w; done"])
     assert "s3://b/p-$i" in words  # more items than MAX_SHELL_LOOP_ITEMS: left as written
+
+
+def test_shell_functions_and_parameter_expansion_name_what_a_script_reads() -> None:
+    """Round 21: ``ROOT="${1%/}"`` left ``%/`` in the location (a bogus prefix warmed), and
+    ``$1`` inside a function took the script's argument. Now ``%``/``%%``/``#``/``##`` and
+    ``:-`` apply (to a pipeline's value once it is resolved), a function's body replaces
+    each call with the call's words as ``$1``..., and ``$0`` in a location is a variable."""
+    script = textwrap.dedent("""\
+        set -euo pipefail
+        STORM="$0"
+        ROOT="${1%/}"
+        SPLIT="${SPLIT:-test}"
+        fetch() {
+          local layer="$1"
+          aws s3 sync "${ROOT}/${STORM}/${layer}/" "/tiles/${layer}/"
+        }
+        for layer in rgb dsm; do
+          fetch "$layer"
+        done
+        aws s3 cp "${ROOT}/splits/${SPLIT}.txt" /w/
+        """)
+    tmpl = {"name": "main", "container": {"image": "x", "command": ["bash", "-c"], "args": [
+        script, "storm-7", "{{workflow.parameters.root}}"]}}
+    step = _plan([tmpl], arguments={"parameters": [
+        {"name": "root", "value": "s3://aerial/nearmap/"}]}).step("main")
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://aerial/nearmap/splits/test.txt", "s3://aerial/nearmap/storm-7/dsm/",
+        "s3://aerial/nearmap/storm-7/rgb/"]
+    # the same with the root a literal argument; `#`/`##` too
+    words = _uri.tokenize(["bash", "-c", 'R="${1%/}"; N="${2##*/}"; aws s3 cp "$R/$N" /w',
+                           "x", "s3://b/p/", "models/v3"])
+    assert "s3://b/p/v3" in words
+    assert _uri.find_uris("s3://b/aux/$0.tif") == []  # run time, not a static read
+    assert _uri.param_expand("a/b/c.tar.gz", "%%", ".*") == "a/b/c"
+    assert _uri.param_expand(None, ":-", "d") == "d" and _uri.param_expand("x", ":-", "d") == "x"
