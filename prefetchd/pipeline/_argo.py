@@ -150,6 +150,17 @@ class ArgoAnalyzer:
         self._expanding: list[int] = []  # the dag/steps templates being walked (ids)
         self._recursion_noted: set[str] = set()
 
+    def _global_producer(self, name: str) -> str:
+        """The step whose template publishes an output as *name* (``globalName``), else
+        that template's name, else *name*."""
+        for tname, t in self.templates.items():
+            outs = (t.get("outputs") or {}) if isinstance(t, dict) else {}
+            for o in [*(outs.get("parameters") or []), *(outs.get("artifacts") or [])]:
+                if isinstance(o, dict) and o.get("globalName") == name:
+                    return next((sid for sid in self.order
+                                 if self.steps[sid].template == tname), tname)
+        return name
+
     def _index_templates(self, spec: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
         out = {}
         for i, t in enumerate(
@@ -194,6 +205,11 @@ class ArgoAnalyzer:
             return runtime(
                 "task-output", producer=prod[0] if prod else name, expression="{{" + expr + "}}"
             )
+        if expr.startswith(("workflow.outputs.parameters.", "workflow.outputs.artifacts.")):
+            # a step's output published under its globalName: another step's output
+            name = expr.split(".", 3)[3]
+            return runtime("task-output", producer=self._global_producer(name),
+                           expression="{{" + expr + "}}")
         if expr in RUNTIME_WORKFLOW_VARS or expr.startswith(("workflow.", "pod.", "node.")):
             return runtime("workflow-runtime", variable=expr)
         return None

@@ -284,19 +284,44 @@ def shell_args(argv: list[str]) -> list[str]:
     return argv
 
 
+def _outside_single_quotes(line: str, fn: Callable[[str], str]) -> str:
+    """*line* with *fn* applied to its parts outside single quotes (a ``'`` inside double
+    quotes or escaped is no quote)."""
+    parts: list[str] = []
+    start = i = 0
+    dq = False
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == '"':
+            dq = not dq
+        elif c == "'" and not dq:
+            end = line.find("'", i + 1)
+            if end < 0:
+                break
+            parts += [fn(line[start:i]), line[i:end + 1]]
+            start = i = end + 1
+            continue
+        i += 1
+    return "".join([*parts, fn(line[start:])])
+
+
 _FUNCTION_START = re.compile(
     r"^\s*(?:function\s+[A-Za-z_][\w-]*\s*(?:\(\))?|[A-Za-z_][\w-]*\s*\(\))\s*\{")
 
 
 def _outside_functions(script: str, fn: Callable[[str], str]) -> str:
     """*script* with *fn* applied to its lines outside shell function bodies (in a body,
-    ``$1`` is the function's own argument, not the script's)."""
+    ``$1`` is the function's own argument, not the script's) and outside single quotes
+    (``xargs sh -c '... $0'``: the inner script's own)."""
     out: list[str] = []
     depth = 0
     for line in script.split("\n"):
         braces = re.sub(r"\$\{[^}]*\}", "", line)
         if depth == 0 and not _FUNCTION_START.match(line):
-            out.append(fn(line))
+            out.append(_outside_single_quotes(line, fn))
             continue
         out.append(line)
         depth = max(0, depth + braces.count("{") - braces.count("}"))
@@ -394,17 +419,23 @@ _ASSIGN = re.compile(r"([A-Za-z_]\w*)=(.*)", re.S)
 _DECLARE = frozenset({"export", "readonly", "local", "declare", "typeset"})
 
 
+def _expanded(word: str, known: dict[str, str]) -> str:
+    """*word* with the script's known variables expanded (and nothing recorded)."""
+    return _SHELL_REF.sub(partial(_known_value, known), word) if "$" in word else word
+
+
+def _known_value(known: dict[str, str], m: re.Match[str]) -> str:
+    if m.group(3) is not None:  # ${ROOT%/}, ${SPLIT:-test}
+        made = param_expand(known.get(m.group(3)), m.group(4), m.group(5))
+        return m.group(0) if made is None else made
+    return known.get(m.group(1) or m.group(2), m.group(0))
+
+
 def _shell_vars(words: list[str], known: dict[str, str]) -> list[str]:
     """*words* with the script's own variables expanded (``REL="{{...}}"`` on one line,
     ``s3://models/${REL}/`` on the next); a command of assignments only (``export`` too)
     records them in *known*, one whose value runs a command (``$(date)``) forgets it."""
-    def sub(m: re.Match[str]) -> str:
-        if m.group(3) is not None:  # ${ROOT%/}, ${SPLIT:-test}
-            made = param_expand(known.get(m.group(3)), m.group(4), m.group(5))
-            return m.group(0) if made is None else made
-        return known.get(m.group(1) or m.group(2), m.group(0))
-
-    words = [_SHELL_REF.sub(sub, w) if "$" in w else w for w in words]
+    words = [_expanded(w, known) for w in words]
     body = words[1:] if words and words[0] in _DECLARE else words
     pairs = [_ASSIGN.fullmatch(w) for w in body if not w.startswith("-")]
     if body and all(pairs):
@@ -535,6 +566,45 @@ def _for_loops(words: list[str]) -> list[str]:
     return out
 
 
+_ARRAY_START = re.compile(r"([A-Za-z_]\w*)=\((.*)", re.S)
+_ARRAY_REF = re.compile(r"\$\{([A-Za-z_]\w*)\[([@*]|\d+)\]\}")
+
+
+def _array_assignment(command: list[str], arrays: dict[str, list[str]]) -> bool:
+    """Record ``XS=(a b c)`` (``declare -a`` too) in *arrays*; True if *command* is one."""
+    words = command
+    if command and command[0] in _DECLARE:  # declare -a XS=(...)
+        words = [w for w in command[1:] if not w.startswith("-")]
+    m = _ARRAY_START.fullmatch(words[0]) if words else None
+    if m is None or not words[-1].endswith(")"):
+        return False
+    items = [m.group(2), *words[1:]] if m.group(2) else words[1:]
+    items[-1] = items[-1][:-1]
+    arrays[m.group(1)] = [i for i in items if i]
+    return True
+
+
+def _with_arrays(command: list[str], arrays: dict[str, list[str]]) -> list[str]:
+    """*command* with ``"${XS[@]}"`` as the array's words and ``${XS[0]}`` as one of them."""
+    if not arrays:
+        return command
+    out: list[str] = []
+    for w in command:
+        m = _ARRAY_REF.fullmatch(w)
+        if m is not None and m.group(1) in arrays and m.group(2) in "@*":
+            out += arrays[m.group(1)]
+            continue
+        out.append(_ARRAY_REF.sub(lambda m: _array_item(arrays, m), w) if "[" in w else w)
+    return out
+
+
+def _array_item(arrays: dict[str, list[str]], m: re.Match[str]) -> str:
+    items = arrays.get(m.group(1))
+    if items is None or not m.group(2).isdigit() or int(m.group(2)) >= len(items):
+        return m.group(0)
+    return items[int(m.group(2))]
+
+
 def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     """A shell script's words, `;` between its commands: a line ends one unless it ends in
     `\\` or a quote opened on it is still open (a multi-line string, as python -c has);
@@ -545,17 +615,20 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     buf = ""
     here = None  # the delimiter of the heredoc being read
     python_doc = False  # the heredoc is a Python program (read as Python by the caller)
+    quoted_doc = False  # its delimiter is quoted (<<'EOF'): the shell expands nothing in it
+    arrays: dict[str, list[str]] = {}  # XS=(a b c)
     for line in script.split("\n"):
         if here is not None:
             if line.strip() == here:
                 here = None
             elif not python_doc:  # a document, no command: each word on its own (a config)
-                for w in line.split():
-                    out += [w, ";"]
+                for w in line.split():  # (<<EOF, unquoted: the shell expands its variables)
+                    out += [w if quoted_doc else _expanded(w, known), ";"]
             continue
         m = _HEREDOC.search(line) if not buf else None
         if m is not None:
             here = m.group(1)
+            quoted_doc = any(q in m.group(0) for q in "'\"")
             python_doc = re.search(r"\bpython[0-9.]*\b", line[: m.start()]) is not None
         buf = f"{buf}\n{line}" if buf else line
         if buf.endswith("\\"):
@@ -568,15 +641,120 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
         except ValueError:
             continue  # an open quote: the command goes on
         for command in _commands(_substitutions(words)):  # a=1; b=2 on one line: two
-            command = _shell_vars(command, known)
+            if _array_assignment(command, arrays):
+                continue
+            command = _shell_vars(_with_arrays(command, arrays), known)
             if not _local_assignment(command, script):
                 out += [*command, ";"]
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()
-    out = _functions(_for_loops(out))
+    out = _fan_outs(_functions(_for_loops(out)))
     if out and out[-1] == ";":
         out.pop()
+    return out
+
+
+_XARGS_VALUED = frozenset({"-P", "-n", "-L", "-d", "-s", "-a", "-E", "--max-procs",
+                           "--max-args", "--max-lines", "--delimiter", "--arg-file"})
+_ITEM = "${item}"  # an item of a fan-out whose items only the run knows
+
+
+def _fan_outs(words: list[str]) -> list[str]:
+    """A script's words with each fan-out over literal items written out per item:
+    ``printf '%s\\n' a b | xargs -P 3 -I{} aws s3 cp "s3://b/{}.tif" ...`` (``echo a b |
+    xargs -n1 CMD``: the item appended; ``xargs sh -c '... $0'``: the item the script's
+    ``$0``) and GNU ``parallel CMD {} ::: a b``. Items only the run knows (``cat list |
+    xargs``) leave the command's locations holding ``${item}``: known at run time."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i] == "xargs" and i >= 2 and words[i - 1] == "|":
+            start = max((k + 1 for k in range(i - 1) if words[k] in (";", "|", "&&", "||")),
+                        default=0)
+            made = _xargs(words[start:i - 1], words[i + 1:_command_end(words, i)])
+            if made is not None:
+                if _produced(words[start:i - 1]) is not None:  # printf/echo: only items
+                    del out[len(out) - (i - start):]
+                out += made
+                i = _command_end(words, i)
+                continue
+        if words[i] == "parallel" and (i == 0 or words[i - 1] in (";", "|", "&&", "||")):
+            end = _command_end(words, i)
+            made = _parallel(words[i + 1:end])
+            if made is not None:
+                out += made
+                i = end
+                continue
+        out.append(words[i])
+        i += 1
+    return out if len(out) <= _MAX_EXPANDED_WORDS else words
+
+
+def _command_end(words: list[str], i: int) -> int:
+    while i < len(words) and words[i] not in (";", "|", "&&", "||"):
+        i += 1
+    return i
+
+
+def _produced(producer: list[str]) -> list[str] | None:
+    """The literal lines ``printf '%s\\n' a b c`` or ``echo a b c`` writes; None otherwise."""
+    if producer[:1] == ["printf"] and len(producer) >= 3 and "%s" in producer[1]:
+        return _loop_items(producer[2:])
+    if producer[:1] == ["echo"]:
+        return _loop_items([w for w in producer[1:] if w not in ("-n", "-e")])
+    return None
+
+
+def _xargs(producer: list[str], rest: list[str]) -> list[str] | None:
+    """The commands ``PRODUCER | xargs REST`` runs, one per item (see _fan_outs)."""
+    repl, j = None, 0
+    while j < len(rest) and rest[j].startswith("-"):
+        w = rest[j]
+        if w in ("-I", "-i") and j + 1 < len(rest):
+            repl, j = rest[j + 1], j + 2
+            continue
+        if w.startswith(("-I", "-i")) and len(w) > 2:
+            repl = w[2:]
+        elif w.startswith("--replace"):
+            repl = w.split("=", 1)[1] if "=" in w else "{}"
+        elif w in _XARGS_VALUED:
+            j += 1
+        j += 1
+    command = rest[j:]
+    if not command:
+        return None
+    items = _produced(producer)
+    return _per_item(command, items, repl)
+
+
+def _parallel(rest: list[str]) -> list[str] | None:
+    """The commands ``parallel [options] CMD ::: ITEMS`` runs (see _fan_outs)."""
+    if ":::" not in rest:
+        return None
+    at = rest.index(":::")
+    j = 0
+    while j < at and rest[j].startswith("-"):
+        j += 2 if rest[j] in ("-j", "-P", "--jobs") else 1
+    command, items = rest[j:at], _loop_items(rest[at + 1:])
+    if not command:
+        return None
+    return _per_item(command, items, "{}" if any("{}" in w for w in command) else None)
+
+
+def _per_item(command: list[str], items: list[str] | None, repl: str | None) -> list[str]:
+    out: list[str] = []
+    for item in items if items is not None else [_ITEM]:
+        if repl:
+            one = [w.replace(repl, item) for w in command]
+        elif len(command) >= 3 and command[0].rsplit("/", 1)[-1] in _SHELLS and \
+                command[1].startswith("-") and "c" in command[1]:
+            # sh -c 'SCRIPT' with the item its $0: the script's own words
+            one = _script_words(shell_args([*command, item])[2]) if items is not None \
+                else _script_words(command[2].replace("$0", _ITEM))
+        else:
+            one = [*command, item]
+        out += [*one, ";"]
     return out
 
 

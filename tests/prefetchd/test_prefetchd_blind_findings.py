@@ -1166,3 +1166,53 @@ def test_shell_functions_and_parameter_expansion_name_what_a_script_reads() -> N
     assert _uri.find_uris("s3://b/aux/$0.tif") == []  # run time, not a static read
     assert _uri.param_expand("a/b/c.tar.gz", "%%", ".*") == "a/b/c"
     assert _uri.param_expand(None, ":-", "d") == "d" and _uri.param_expand("x", ":-", "d") == "x"
+
+
+def test_arrays_heredocs_and_fan_outs_name_what_a_script_reads() -> None:
+    """Round 21: ``STATIONS=(A B); for st in "${STATIONS[@]}"`` was a run-time read, a
+    variable in an unquoted heredoc (``<<EOF``) was left unexpanded, and ``printf '%s\\n' a
+    b | xargs -P 3 -I{} aws s3 cp "s3://.../{}.tif"`` read nothing; GNU parallel and
+    ``xargs sh -c '... $0'`` alike. Items only the run knows leave a run-time read."""
+    script = textwrap.dedent("""\
+        STATIONS=(USW1 USW2)
+        for st in "${STATIONS[@]}"; do aws s3 cp "s3://noaa/${st}.csv" /w/; done
+        aws s3 cp "s3://noaa/meta/${STATIONS[1]}.json" /w/
+        Q="$0"
+        cat > /tmp/c.yaml <<EOF
+        data: s3://ec/raw/${Q}/
+        EOF
+        cat > /tmp/d.yaml <<'EOF'
+        data: s3://ec/raw/${Q}/literal/
+        EOF
+        printf '%s\\n' a b | xargs -P 3 -I{} aws s3 cp "s3://aux/{}.tif" /aux/
+        echo c d | xargs -n1 sh -c 'aws s3 cp "s3://aux/$0.tif" /aux/'
+        parallel -j 2 aws s3 cp s3://aux/{}.vrt /aux/ ::: e f
+        cat /w/more.txt | xargs -I{} aws s3 cp "s3://aux/{}.tif" /aux/
+        """)
+    tmpl = {"name": "main", "container": {"image": "x", "command": ["bash", "-c"],
+                                          "args": [script, "2025Q2"]}}
+    step = _plan([tmpl]).step("main")
+    assert sorted(r.uri for r in step.reads if r.uri) == [
+        "s3://aux/a.tif", "s3://aux/b.tif", "s3://aux/c.tif", "s3://aux/d.tif",
+        "s3://aux/e.vrt", "s3://aux/f.vrt", "s3://ec/raw/2025Q2/",
+        "s3://noaa/USW1.csv", "s3://noaa/USW2.csv", "s3://noaa/meta/USW2.json"]
+    assert sorted(r.pattern for r in step.reads if r.uri is None) == [
+        "s3://aux/${item}.tif", "s3://ec/raw/${Q}/literal/"]
+
+
+def test_a_global_output_is_another_steps_output() -> None:
+    """Round 21: ``{{workflow.outputs.parameters.base-version}}`` (a step's output published
+    by ``globalName``) in a location made it a parameter's expression; it is a task output,
+    produced by the step that publishes it."""
+    main = {"name": "main", "steps": [[{"name": "pick", "template": "pick"}],
+                                      [{"name": "train", "template": "train"}]]}
+    pick = {"name": "pick", "outputs": {"parameters": [
+        {"name": "base", "globalName": "base-version", "valueFrom": {"path": "/tmp/v"}}]},
+        "container": {"image": "x", "command": ["pick.sh"]}}
+    train = {"name": "train", "container": {"image": "x", "command": ["train"], "args": [
+        "--init-from", "s3://models/{{workflow.parameters.fleet}}/"
+        "{{workflow.outputs.parameters.base-version}}"]}}
+    step = _plan([main, pick, train], arguments={"parameters": [
+        {"name": "fleet", "value": "ne"}]}).step("train")
+    [r] = step.reads
+    assert (r.uri, r.origin, r.producer) == (None, "task-output", "pick")
