@@ -2,23 +2,29 @@
 
 Who uses it: ``prefetchd plan`` fills one from the files it is given (a TrainJob's runtime as
 a second file); the node agent fills one from its watches (TrainingRuntime,
-ClusterTrainingRuntime, WorkloadPriorityClass, ResourceFlavor) and from single GETs (a Katib
-trial-template ConfigMap, through ``fetch_configmap``). Adapters only read it:
+ClusterTrainingRuntime, WorkloadPriorityClass, ResourceFlavor) and from single GETs
+(``fetcher``: a Katib trial-template ConfigMap, those a pod template takes env or config
+files from). Adapters only read it:
 
 * ``runtime(kind, namespace, name)``: a TrainJob's ``runtimeRef`` (TrainingRuntime in the
   job's namespace, or ClusterTrainingRuntime);
 * ``configmap(namespace, name)``: a Katib Experiment's ``trialTemplate.configMap``;
+  ``get("ConfigMap", ...)``: one a pod template names (``_podspec.with_configmaps``);
 * ``priority(name)``: the value of a Kueue WorkloadPriorityClass (a job's
   ``kueue.x-k8s.io/priority-class`` label names one);
 * ``flavor(name)``: a Kueue ResourceFlavor (its ``nodeLabels`` and ``tolerations`` are added
   to an admitted Workload's pods).
 
-Bounded: at most ``size`` objects (least recently added dropped first).
+Bounded: at most ``size`` objects (least recently added dropped first). An object fetched
+(not watched, not given) is fetched again once it is ``REFETCH_S`` old, so an edited
+ConfigMap is read again; a fetch that found nothing is not repeated for ``MISSING_S``, so a
+job read on every watch event does not GET a missing ConfigMap each time.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,8 +37,11 @@ LIBRARY_KINDS = {
     "ResourceFlavor": "kueue.x-k8s.io",
 }
 CLUSTER_SCOPED = ("ClusterTrainingRuntime", "WorkloadPriorityClass", "ResourceFlavor")
+REFETCH_S = 300.0  # a fetched object is fetched again after this long
+MISSING_S = 60.0  # a fetch that found nothing is not repeated for this long
+MAX_MISSING = 1024
 # What the node agent watches to fill a Library: (group, kind, versions (first watched),
-# plural, namespaced). Trial-template ConfigMaps are not watched (one GET when needed).
+# plural, namespaced). ConfigMaps are not watched (a GET when one is needed).
 LIBRARY_WATCHES: tuple[tuple[str, str, tuple[str, ...], str, bool], ...] = (
     ("trainer.kubeflow.org", "TrainingRuntime", ("v1alpha1",), "trainingruntimes", True),
     ("trainer.kubeflow.org", "ClusterTrainingRuntime", ("v1alpha1",),
@@ -92,10 +101,12 @@ class Library:
                  ) -> None:
         self.size = size
         # (kind, namespace, name) -> the object or None, called when one is asked for and not
-        # held: the agent GETs trial-template ConfigMaps (not watched), the webhook GETs
-        # runtimes (it watches nothing). See api_path.
+        # held: the agent GETs ConfigMaps (not watched), the webhook GETs runtimes and
+        # ConfigMaps (it watches nothing). See api_path.
         self.fetch = fetch
         self._d: OrderedDict[tuple[str, str, str], Mapping[str, Any]] = OrderedDict()
+        self._fetched: dict[tuple[str, str, str], float] = {}  # key -> when (monotonic)
+        self._missing: OrderedDict[tuple[str, str, str], float] = OrderedDict()  # -> until
         self._lock = threading.Lock()
         for obj in objects or []:
             self.add(obj)
@@ -110,8 +121,10 @@ class Library:
         with self._lock:
             self._d[key] = obj
             self._d.move_to_end(key)
+            self._fetched.pop(key, None)  # watched or given: as fresh as its source
+            self._missing.pop(key, None)
             while len(self._d) > self.size:
-                self._d.popitem(last=False)
+                self._fetched.pop(self._d.popitem(last=False)[0], None)
 
     def remove(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -125,13 +138,29 @@ class Library:
             return self._d.get(self._key(kind, namespace, name))
 
     def get(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        """The object, fetched when not held (or fetched long ago) and a fetch is set."""
+        key = self._key(kind, namespace, name)
+        now = time.monotonic()
         with self._lock:
-            found = self._d.get(self._key(kind, namespace, name))
-        if found is None and self.fetch is not None:
-            found = self.fetch(kind, namespace, name)
-            if found is not None:
-                self.add(found)
-        return found
+            found = self._d.get(key)
+            at = self._fetched.get(key)
+            missing_until = self._missing.get(key, 0.0)
+        if self.fetch is None or (found is not None and (at is None or now - at < REFETCH_S)) \
+                or (found is None and missing_until > now):
+            return found
+        fresh = self.fetch(kind, namespace, name)
+        if fresh is None:  # gone, or the API did not answer: keep what was held
+            if found is None:
+                with self._lock:
+                    self._missing[key] = now + MISSING_S
+                    self._missing.move_to_end(key)
+                    while len(self._missing) > MAX_MISSING:
+                        self._missing.popitem(last=False)
+            return found
+        self.add(fresh)
+        with self._lock:
+            self._fetched[key] = now
+        return fresh
 
     def runtime(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.get(kind, namespace, name)

@@ -43,23 +43,30 @@ from prefetchd.workloads._model import (
 )
 
 MAX_REFS = 64  # per group: bounds what a hostile template can make us hold and warm
+MAX_CONFIGMAPS = 16  # ConfigMaps one object's reading may fetch
 
 
 def with_configmaps(obj: Mapping[str, Any], library: Library) -> Mapping[str, Any]:
-    """*obj* with what its pods take from ConfigMaps the library holds (the files given to
-    ``plan``, or one already fetched): each container env var from one given as a literal
-    ``value`` (``valueFrom.configMapKeyRef``; ``envFrom.configMapRef`` adds the map's keys,
-    with their ``prefix``), so ``$(VAR)`` expands as the kubelet would; and the files of its
-    ConfigMap volumes a container names (``--config /etc/train/config.yaml``, ``bash
-    /scripts/run.sh``) attached to it, to be read with its words
-    (``k8s_datasets.config_file_words``). *obj* itself when none is held. Never fetches: a
-    job read on every watch event must not GET its ConfigMaps each time."""
+    """*obj* with what its pods take from ConfigMaps (the files given to ``plan``; the
+    agent's library GETs one it does not hold, again after a while, and a missing one not
+    for a while: ``Library.get``; at most MAX_CONFIGMAPS for one object): each container env
+    var from one given as a literal ``value`` (``valueFrom.configMapKeyRef``;
+    ``envFrom.configMapRef`` adds the map's keys, with their ``prefix``), so ``$(VAR)``
+    expands as the kubelet would; and the files of its ConfigMap volumes a container names
+    (``--config /etc/train/config.yaml``, ``bash /scripts/run.sh``) attached to it, to be
+    read with its words (``k8s_datasets.config_file_words``). *obj* itself when none is
+    found."""
     namespace = str(mapping(obj.get("metadata"), "metadata").get("namespace") or "default")
     changed = False
+    asked: set[str] = set()
 
     def data(ref: Any) -> Mapping[str, Any] | None:
         name = ref.get("name") if isinstance(ref, Mapping) else None
-        cm = library.held("ConfigMap", namespace, str(name)) if name else None
+        if not name:
+            return None
+        asked.add(str(name))
+        cm = library.get("ConfigMap", namespace, str(name)) if len(asked) <= MAX_CONFIGMAPS \
+            else library.held("ConfigMap", namespace, str(name))
         d = (cm or {}).get("data")
         return d if isinstance(d, Mapping) else None
 

@@ -116,6 +116,40 @@ def test_an_experiment_s_trial_template_configmap_is_fetched(fake, watching):
                                                              "s3://data/hpo/")])
 
 
+def test_a_job_s_configmaps_are_fetched_for_its_env_and_config_files(fake, watching):
+    """The agent reads what a job takes from ConfigMaps as the plan does from files: an
+    ``envFrom`` key its script spells out and a mounted config it names (one GET each); a
+    ConfigMap that is missing is not asked for again on each of the job's events."""
+    job = to.batch_job("cfg", NS, "s3://data/unused/", queue="q", priority="p")
+    job["metadata"]["labels"] = {}
+    job["spec"]["suspend"] = False
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    c.update(command=["bash", "-c"], args=['aws s3 cp "${LABELS}" /w/ && '
+                                           "python train.py --config /etc/train/config.yaml"],
+             envFrom=[{"configMapRef": {"name": "paths"}}, {"configMapRef": {"name": "gone"}}],
+             volumeMounts=[{"name": "cfg", "mountPath": "/etc/train"}])
+    job["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "cfg", "configMap": {"name": "train-cfg"}}]
+    fake.create({"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "paths", "namespace": NS},
+                 "data": {"LABELS": "s3://data/labels.json"}})
+    fake.create({"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "train-cfg", "namespace": NS},
+                 "data": {"config.yaml": "data:\n  train: s3://data/train/\n"
+                                         "trainer:\n  output_dir: s3://runs/cfg/\n"}})
+    made = fake.create(job)
+    _, rec = watching()
+    wait_for("the job's datasets warmed", lambda: sorted(d for _, d in rec.warms) == [
+        "s3://data/labels.json", "s3://data/train/"])
+    gets = [p for m, p in fake.requests if m == "GET" and "/configmaps/gone" in p]
+    assert len(gets) == 1
+    for i in range(3):  # more events of the job: the missing one is not asked for again
+        made["metadata"].setdefault("annotations", {})["touch"] = str(i)
+        made = fake.replace(made)
+    time.sleep(1.0)
+    assert [p for m, p in fake.requests if m == "GET" and "/configmaps/gone" in p] == gets
+
+
 def test_a_trial_pod_seen_before_its_trial_is_the_experiment_s(fake, watching):
     """Katib makes Trial, Job and pod within a second and the agent watches each on its own
     stream: a pod seen first must still be the Experiment's, or the agent's pending-pod path
