@@ -110,6 +110,10 @@ def control_plane(tmp_path: Path) -> Iterator[dict[str, str]]:
     with real_control_plane.control_plane(
             tmp_path, nodes=len(NODES), namespace=NS,
             setup=f"&& for f in {crds}; do kc create -f $f >&2; done "
+                  # a CRD just made may have no status.conditions yet, which kubectl wait
+                  # reports as an error instead of waiting: ask again
+                  "&& for i in $(seq 20); do kc wait --for=condition=Established --timeout=60s"
+                  " crd --all >&2 && break; sleep 0.5; done "
                   "&& kc wait --for=condition=Established --timeout=60s crd --all >&2") as env:
         yield env
 
