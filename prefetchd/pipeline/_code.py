@@ -115,6 +115,7 @@ class _Flow(ast.NodeVisitor):
         self.built: list[tuple[Pieces, str]] = []
         self.escaped: set[str] = set()  # parameters passed to calls that are no sink
         self.partial: set[str] = set()  # literal locations only ever the start of one
+        self.argv_lists: dict[str, ast.AST] = {}  # cmd = [...]: a command line run by name
         self.aliases: dict[str, str] = {}  # imported under another name -> its own name
         self.pathvars: set[str] = set()  # variables holding a path object (UPath, Path)
         self.env_defaults: dict[str, str] = {}  # literal location -> the env var it stands in for
@@ -573,6 +574,11 @@ class _Flow(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         self._assign(node.targets, node.value)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if isinstance(node.value, (ast.List, ast.Tuple)):
+                self.argv_lists[node.targets[0].id] = node.value
+            else:
+                self.argv_lists.pop(node.targets[0].id, None)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self.generic_visit(node)
@@ -801,6 +807,17 @@ class _Flow(ast.NodeVisitor):
         args = list(node.args)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         self._on_fs = self._filesystem(f)
+        given = kw.get("filesystem")  # ds.dataset("b/x/", filesystem=fs.S3FileSystem(...))
+        if isinstance(given, ast.Name) and self.fs_vars.get(given.id):
+            self._on_fs = self.fs_vars[given.id]
+        elif isinstance(given, ast.Call) and _filesystem_scheme(given):
+            self._on_fs = _filesystem_scheme(given) or ""
+        if name == "join" and ast.unparse(f).endswith("path.join") and len(args) > 1:
+            # os.path.join("s3://mill-qc", "m1", "x.csv"): its first parts only start one
+            for a in args[:-1]:
+                text = _literal(self.pieces(a))
+                if text is not None:
+                    self.partial.update(_uri.find_uris(text))
         try:
             self._sinks(node, f, name, args, kw)
         finally:
@@ -938,6 +955,8 @@ class _Flow(ast.NodeVisitor):
         """A command line: render each part (a source becomes a marker location), classify."""
         parts: list[tuple[str, set[str]]] = []
         made: dict[int, Pieces] = {}  # a word built from parameters (f"s3://b/{x}/")
+        if isinstance(node, ast.Name) and node.id in self.argv_lists:
+            node = self.argv_lists[node.id]  # cmd = ["python", ...]; subprocess.run(cmd)
         if isinstance(node, (ast.List, ast.Tuple)):
             for i, el in enumerate(node.elts):
                 if isinstance(el, ast.Constant) and isinstance(el.value, str):
@@ -974,6 +993,10 @@ class _Flow(ast.NodeVisitor):
         else:
             return
         for i, d in _uri.classify_tokens(toks).items():
+            if d is None and (i in made or any(x.startswith("lit:") for x in parts[i][1])):
+                # built here (--weather f"s3://.../{net}/"): no name is left to decide, so
+                # read, as any location no rule decides
+                d = "read"
             if d is None:
                 continue  # the command line does not say: the caller's fallbacks decide
             if i in made:  # the caller, who knows the parameters' values, names it

@@ -37,6 +37,9 @@ import re
 import shlex
 from collections.abc import Callable
 from functools import partial
+from typing import Any
+
+import yaml
 
 from prefetchd.pipeline._shard import BRACE_GROUP
 
@@ -510,7 +513,13 @@ def _loop_items(words: list[str]) -> list[str] | None:
             a, b = int(m.group(1)), int(m.group(2))
             if abs(b - a) >= MAX_SHELL_LOOP_ITEMS:
                 return None
-            items += [str(i) for i in (range(a, b + 1) if b >= a else range(a, b - 1, -1))]
+            # bash pads every item to the widest bound when one is written with a leading
+            # zero ({00..03}: 00 01 02 03)
+            width = max(len(m.group(1)), len(m.group(2))) if any(
+                g.lstrip("-").startswith("0") and len(g.lstrip("-")) > 1
+                for g in m.groups()) else 0
+            items += [f"{i:0{width}d}" for i in
+                      (range(a, b + 1) if b >= a else range(a, b - 1, -1))]
         elif _LOOP_ITEM.fullmatch(w) and not any(c in w for c in "*?["):
             items.append(w)
         else:
@@ -605,6 +614,91 @@ def _array_item(arrays: dict[str, list[str]], m: re.Match[str]) -> str:
     return items[int(m.group(2))]
 
 
+MAX_ALTERNATIVES = 8  # values of one variable a `case` sets, all read
+
+
+def _branch_assignments(words: list[str], branches: dict[str, list[str]]) -> None:
+    """Record the literal ``NAME=VALUE`` words of one ``case`` branch in *branches*."""
+    for w in words:
+        m = _ASSIGN.fullmatch(w)
+        if m is None or "$" in m.group(2) or "`" in m.group(2):
+            continue
+        values = branches.setdefault(m.group(1), [])
+        if m.group(2) not in values and len(values) < MAX_ALTERNATIVES:
+            values.append(m.group(2))
+
+
+def _each_alternative(command: list[str], alternatives: dict[str, list[str]]) -> list[str]:
+    """*command* (and a ``;``), once per value of a variable a ``case`` set in its branches
+    (``s3://b/sub/${SUB}.parquet``: each branch's; every branch is warmed, as every branch
+    of a condition is)."""
+    for name, values in alternatives.items():
+        ref = re.compile(r"\$\{" + re.escape(name) + r"\}|\$" + re.escape(name) + r"(?!\w)")
+        if any(ref.search(w) for w in command):
+            rest = {k: vs for k, vs in alternatives.items() if k != name}
+            return [x for v in values
+                    for x in _each_alternative([ref.sub(v, w) for w in command], rest)]
+    return [*command, ";"]
+
+
+def _read_loop_over(out: list[str], lines: list[str]) -> bool:
+    """When the heredoc *lines* feed the ``while read [-r] NAME ...; do ...; done`` that
+    *out* ends with, make it ``for NAME in <each line's first word>``, which ``_for_loops``
+    writes out per item (the other names stay run-time); True if so."""
+    end = len(out) - (1 if out[-1:] == [";"] else 0)  # past `done <<EOF`
+    if end < 2 or out[end - 2] != "done" or not out[end - 1].startswith("<<"):
+        return False
+    items = [line.split()[0] for line in lines if line.split()]
+    depth, i = 0, end - 2
+    while i > 0:  # back to the `while` whose `done` this is
+        if out[i] == "done" and out[i - 1] == ";":
+            depth += 1
+        elif out[i] == "do" and out[i - 1] == ";":
+            depth -= 1
+            if depth == 0:
+                break
+        i -= 1
+    j = i - 2  # `while read [-r] NAME... ;` before `; do`
+    while j >= 0 and out[j] != "while":
+        j -= 1
+    head = out[j:i - 1] if j >= 0 else []
+    names = [w for w in head[2:] if not w.startswith("-")]
+    if head[:2] != ["while", "read"] or not names or _loop_items(items) is None:
+        return False
+    del out[end - 1]  # the heredoc operator: its lines are the loop's items now
+    out[j:i - 1] = ["for", names[0], "in", *items]
+    return True
+
+
+def _document_words(lines: list[str]) -> list[str]:
+    """A heredoc's words: a JSON or YAML mapping's locations each as ``--KEY=VALUE`` (so its
+    key gives the way, as a flag's name does: ``report_uri`` is written), any other text's
+    words each on its own."""
+    try:
+        doc = yaml.safe_load("\n".join(lines)) if sum(map(len, lines)) < 256 * 1024 else None
+    except yaml.YAMLError:
+        doc = None
+    if not isinstance(doc, (dict, list)):
+        return [x for line in lines for w in line.split() for x in (w, ";")]
+    out: list[str] = []
+
+    def walk(node: Any, key: str, depth: int = 0) -> None:
+        if depth > 20 or len(out) > 8192:
+            return
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, str(k), depth + 1)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key, depth + 1)
+        elif isinstance(node, str) and (find_uris(node) or run_time_locations(node)
+                                        or node.startswith("/")):
+            out.extend([f"--{key}={node}" if key else node, ";"])
+
+    walk(doc, "")
+    return out
+
+
 def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     """A shell script's words, `;` between its commands: a line ends one unless it ends in
     `\\` or a quote opened on it is still open (a multi-line string, as python -c has);
@@ -617,13 +711,19 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     python_doc = False  # the heredoc is a Python program (read as Python by the caller)
     quoted_doc = False  # its delimiter is quoted (<<'EOF'): the shell expands nothing in it
     arrays: dict[str, list[str]] = {}  # XS=(a b c)
+    branches: dict[str, list[str]] | None = None  # inside `case`: name -> values set
+    alternatives: dict[str, list[str]] = {}  # after it: a name set in its branches
+    doc: list[str] = []  # the lines of the heredoc being read
     for line in script.split("\n"):
         if here is not None:
             if line.strip() == here:
                 here = None
-            elif not python_doc:  # a document, no command: each word on its own (a config)
-                for w in line.split():  # (<<EOF, unquoted: the shell expands its variables)
-                    out += [w if quoted_doc else _expanded(w, known), ";"]
+                if not python_doc and not _read_loop_over(out, doc):
+                    out += _document_words(doc)  # a document, no command (a config)
+                doc = []
+            elif not python_doc:  # (<<EOF, unquoted: the shell expands its variables)
+                doc.append(line if quoted_doc else " ".join(
+                    _expanded(w, known) for w in line.split(" ")))
             continue
         m = _HEREDOC.search(line) if not buf else None
         if m is not None:
@@ -643,9 +743,20 @@ def _script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
         for command in _commands(_substitutions(words)):  # a=1; b=2 on one line: two
             if _array_assignment(command, arrays):
                 continue
+            if command[0] == "case":
+                branches = {}
+            elif command[0] == "esac" and branches is not None:
+                for name, values in branches.items():  # the name is one of these now
+                    known.pop(name, None)
+                    alternatives[name] = values
+                branches = None
+            elif branches is not None and command[0].endswith(")"):
+                _branch_assignments(command[1:], branches)
             command = _shell_vars(_with_arrays(command, arrays), known)
+            for name in [n for n in alternatives if n in known]:
+                del alternatives[name]  # set again after the case
             if not _local_assignment(command, script):
-                out += [*command, ";"]
+                out += _each_alternative(command, alternatives)
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()

@@ -46,7 +46,8 @@ MAX_REFS = 64  # per group: bounds what a hostile template can make us hold and 
 MAX_CONFIGMAPS = 16  # ConfigMaps one object's reading may fetch
 
 
-def with_configmaps(obj: Mapping[str, Any], library: Library) -> Mapping[str, Any]:
+def with_configmaps(obj: Mapping[str, Any], library: Library,
+                    namespace: str | None = None) -> Mapping[str, Any]:
     """*obj* with what its pods take from ConfigMaps (the files given to ``plan``; the
     agent's library GETs one it does not hold, again after a while, and a missing one not
     for a while: ``Library.get``; at most MAX_CONFIGMAPS for one object): each container env
@@ -55,8 +56,9 @@ def with_configmaps(obj: Mapping[str, Any], library: Library) -> Mapping[str, An
     expands as the kubelet would; and the files of its ConfigMap volumes a container names
     (``--config /etc/train/config.yaml``, ``bash /scripts/run.sh``) attached to it, to be
     read with its words (``k8s_datasets.config_file_words``). *obj* itself when none is
-    found."""
-    namespace = str(mapping(obj.get("metadata"), "metadata").get("namespace") or "default")
+    found. *namespace*: where the pods run, when *obj* does not say (a runtime's template)."""
+    namespace = namespace or str(
+        mapping(obj.get("metadata"), "metadata").get("namespace") or "default")
     changed = False
     asked: set[str] = set()
 

@@ -89,6 +89,34 @@ def _runs_tasks(group: PodGroup, start_params: Mapping[str, Any]) -> bool:
     return not (group.name == HEAD and str(start_params.get("num-cpus", "")).strip() == "0")
 
 
+def _with_cluster_configs(program: dict[str, Any], cluster: Mapping[str, Any],
+                          library: Library, namespace: str) -> dict[str, Any]:
+    """The entrypoint's program with the files it names of the ConfigMap volumes the
+    cluster's pods mount (``--config /home/ray/cfg/data.json``): the cluster runs it where
+    they are mounted."""
+    specs = [((cluster.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}]
+    specs += [(wg.get("template") or {}).get("spec") or {}
+              for wg in cluster.get("workerGroupSpecs") or [] if isinstance(wg, Mapping)]
+    volumes: dict[Any, Any] = {}
+    mounts: dict[Any, Any] = {}
+    for ps in specs:
+        if not isinstance(ps, Mapping):
+            continue
+        for v in ps.get("volumes") or []:
+            if isinstance(v, Mapping) and isinstance(v.get("configMap"), Mapping):
+                volumes.setdefault(v.get("name"), v)
+        for c in ps.get("containers") or []:
+            for m in (c.get("volumeMounts") or []) if isinstance(c, Mapping) else []:
+                if isinstance(m, Mapping) and m.get("name") in volumes:
+                    mounts.setdefault(m.get("mountPath"), m)
+    if not mounts:
+        return program
+    pod = {"containers": [{**program, "volumeMounts": list(mounts.values())}],
+           "volumes": list(volumes.values())}
+    made = _podspec.with_configmaps(pod, library, namespace)
+    return dict(made["containers"][0]) if made is not pod else program
+
+
 def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
     spec = mapping(obj.get("spec"), "spec")
@@ -120,6 +148,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     if entrypoint:
         program = {"name": ENTRYPOINT, "command": ["sh", "-c", entrypoint],
                    "env": _runtime_env(spec)}
+        program = _with_cluster_configs(program, cluster, library, work.namespace)
         words = k8s_datasets.container_words(program)
         found = _podspec.settled(words)
         refs = [DatasetRef(origin, ENTRYPOINT, uri=uri, direction=direction)

@@ -31,7 +31,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from prefetchd.workloads import _common, _jobset
+from prefetchd.workloads import _common, _jobset, _podspec
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
     State,
@@ -213,6 +213,8 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         # the Trainer's MPI plugin: numNodes ranks, one of them the launcher's when it runs as
         # a node (the upstream deepspeed and mlx runtimes)
         pods_of["node"] = max(num_nodes - 1, 1) if mpi.get("runLauncherAsNode") else num_nodes
+    # the runtime's pods, now with the job's command: their ConfigMaps' env and config files
+    jobset = dict(_podspec.with_configmaps(jobset, library, work.namespace))
     work.groups = _jobset.replicated_job_groups(jobset, work.name, "runtime template.spec",
                                                 pods_of)
     if launcher is not None:

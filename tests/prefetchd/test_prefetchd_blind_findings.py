@@ -1216,3 +1216,58 @@ def test_a_global_output_is_another_steps_output() -> None:
         {"name": "fleet", "value": "ne"}]}).step("train")
     [r] = step.reads
     assert (r.uri, r.origin, r.producer) == (None, "task-output", "pick")
+
+
+def test_case_branches_read_loops_padding_and_python_joins() -> None:
+    """Round 22 and job round 19: a variable a ``case`` sets in its branches names each
+    branch's location (every branch is warmed, as every branch of a condition is); ``while
+    read -r split n; ... done <<'EOF'`` over literal lines reads each line's first word;
+    ``{00..03}`` keeps its zeros; a heredoc config's keys give its locations' way
+    (``report_uri`` is written); ``os.path.join("s3://qc", "m1", "x.csv")`` does not make its
+    first part a location of its own; a scheme-less path given ``filesystem=`` an S3 file
+    system is on S3; a command line built into a list first and run by name is followed,
+    a built location under a flag that says nothing read."""
+    script = textwrap.dedent("""\
+        case "$0" in
+          cotton*) SUB=cotton_knit ;;
+          poly*)   SUB=polyester_woven ;;
+          *) echo "unknown"; exit 1 ;;
+        esac
+        aws s3 cp "s3://ref/sub/${SUB}.parquet" /w/
+        while read -r split n; do
+          aws s3 sync "s3://mri/knee/multicoil_${split}/" "/k/${split}/"
+        done <<'EOF'
+        train 973
+        val 199
+        EOF
+        for p in {00..01}; do aws s3 cp "s3://raw/batch-${p}.tar" /w/; done
+        cat > /tmp/bt.json <<EOF
+        {"scored_uri": "s3://lake/scores/w48/", "report_uri": "s3://reports/w48/r.json"}
+        EOF
+        python -m bt --config /tmp/bt.json
+        """)
+    tmpl = {"name": "main", "container": {"image": "x", "command": ["bash", "-c"],
+                                          "args": [script, "cotton-jersey"]}}
+    step = _plan([tmpl]).step("main")
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://lake/scores/w48/", "s3://mri/knee/multicoil_train/",
+        "s3://mri/knee/multicoil_val/", "s3://raw/batch-00.tar", "s3://raw/batch-01.tar",
+        "s3://ref/sub/cotton_knit.parquet", "s3://ref/sub/polyester_woven.parquet"]
+    assert [w.uri for w in step.writes] == ["s3://reports/w48/r.json"]
+    code = textwrap.dedent("""\
+        import os, subprocess
+        import pandas as pd
+        import pyarrow.dataset as ds
+        from pyarrow import fs
+        pd.DataFrame().to_csv(os.path.join("s3://qc", "m1", "x.csv"))
+        t = ds.dataset("ehr/visits/year=2025/", filesystem=fs.S3FileSystem(endpoint_override="x"))
+        net = "pv"
+        cmd = ["python", "-m", "t", "--weather", f"s3://wx/{net}/2025.zarr",
+               "--save-model", "s3://models/pv/"]
+        subprocess.run(cmd, check=True)
+        """)
+    tmpl = {"name": "main", "script": {"image": "x", "command": ["python"], "source": code}}
+    step = _plan([tmpl]).step("main")
+    assert sorted(r.uri for r in step.reads) == ["s3://ehr/visits/year=2025/",
+                                                "s3://wx/pv/2025.zarr"]
+    assert sorted(w.uri for w in step.writes) == ["s3://models/pv/", "s3://qc/m1/x.csv"]

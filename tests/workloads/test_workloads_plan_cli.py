@@ -455,3 +455,51 @@ def test_finished_or_inactive_work_is_planned_for_nothing(tmp_path) -> None:
     del job["status"]  # the same Job, not run yet: warmed
     r = plan(write(tmp_path, "job2.yaml", job))
     assert "s3://d/eval/  on 1 node" in r.stdout
+
+
+def test_a_runtimes_or_a_ray_clusters_configmap_config_is_read(tmp_path) -> None:
+    """Blind job round 19: a TrainJob whose runtime's node pod mounts a ConfigMap, with the
+    job's ``--config /etc/whisper/ft.yaml``, and a RayJob whose entrypoint names
+    ``/home/ray/cfg/data.json`` mounted on its head and workers, warmed nothing: the config is
+    read once the runtime's pods have the job's command, and with the entrypoint."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ft", "namespace": "ml"},
+          "data": {"ft.yaml": "data:\n  eval_manifest: s3://lake/eval/hard.jsonl\n"
+                              "output_dir: s3://runs/ft/\n",
+                   "data.json": '{"eval": {"holdout": "s3://lake/holdout/"}, '
+                                '"train_glob": "s3://lake/imp/part-*.parquet"}'}}
+    mount = {"volumeMounts": [{"name": "cfg", "mountPath": "/etc/whisper"}]}
+    runtime = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+               "metadata": {"name": "rt", "namespace": "ml"},
+               "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {
+                   "replicatedJobs": [{"name": "node", "template": {"metadata": {"labels": {
+                       "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                       "spec": {"template": {
+                       "spec": {"containers": [{"name": "node", "image": "x", **mount}],
+                                "volumes": [{"name": "cfg", "configMap": {"name": "ft"}}]}}}}}]}}}}
+    tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+          "metadata": {"name": "tj", "namespace": "ml"},
+          "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime",
+                                  "name": "rt"},
+                   "trainer": {"numNodes": 2, "command": ["python", "-m", "ft.train",
+                                                          "--config", "/etc/whisper/ft.yaml"]}}}
+    r = plan(write(tmp_path, "tj.yaml", cm, runtime, tj))
+    assert r.returncode == 0, r.stderr
+    assert "s3://lake/eval/hard.jsonl  on 2 nodes  for node" in r.stdout
+    assert "s3://runs/" not in r.stdout.split("warm:", 1)[1]
+
+    def pod(name: str) -> dict:
+        return {"spec": {"containers": [{"name": name, "image": "x", "volumeMounts": [
+            {"name": "cfg", "mountPath": "/home/ray/cfg"}]}],
+            "volumes": [{"name": "cfg", "configMap": {"name": "ft"}}]}}
+
+    ray = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+           "metadata": {"name": "r", "namespace": "ml"},
+           "spec": {"entrypoint": "python -m ctr.train --data-config /home/ray/cfg/data.json",
+                    "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {},
+                                                         "template": pod("ray-head")},
+                                       "workerGroupSpecs": [{"groupName": "w", "replicas": 2,
+                                                             "template": pod("ray-worker")}]}}}
+    r = plan(write(tmp_path, "ray.yaml", cm, ray))
+    assert r.returncode == 0, r.stderr
+    assert "s3://lake/holdout/  on 3 nodes  for head, w" in r.stdout
+    assert "s3://lake/imp/part-*.parquet  on 3 nodes" in r.stdout
