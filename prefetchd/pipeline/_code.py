@@ -158,9 +158,12 @@ class _Flow(ast.NodeVisitor):
                 # f"s3://lake/events/dt={ds}/x.parquet" is a template (find_uris), not the
                 # location "s3://lake/events/dt=" its first part alone would name
                 text = _literal(self.pieces(n))  # its fields all constants: the text it makes
-                if text is None:
-                    text = "".join(v.value if isinstance(v, ast.Constant) else "{}"
-                                   for v in n.values)
+                if text is not None:  # (a field's own constant, root = "s3://era5/land",
+                    out |= {"lit:" + u for u in _uri.find_uris(text)}  # is only its start)
+                    parts |= {id(x) for x in ast.walk(n)}
+                    continue
+                text = "".join(v.value if isinstance(v, ast.Constant) else "{}"
+                               for v in n.values)
                 out |= {"lit:" + u for u in _uri.find_uris(text)}
                 parts |= {id(v) for v in n.values if isinstance(v, ast.Constant)}
             elif isinstance(n, ast.Name) and n.id in self.taint:
@@ -570,6 +573,18 @@ class _Flow(ast.NodeVisitor):
             text = _literal(self.pieces(side))
             if text is not None:
                 self.partial.update(_uri.find_uris(text))
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        """``f"{root}/basin/precip.nc"`` with ``root = "s3://era5/land"``: the constant is part
+        of a location, not one of its own (``partial``), as with ``+``."""
+        self.generic_visit(node)
+        if len(node.values) < 2:
+            return
+        for v in node.values:
+            if isinstance(v, ast.FormattedValue):
+                text = _literal(self.pieces(v.value))
+                if text is not None:
+                    self.partial.update(_uri.find_uris(text))
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)

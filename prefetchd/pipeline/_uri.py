@@ -57,8 +57,9 @@ _RUN_TIME_URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:\$\{[A-Za-
 AZURE_RE = re.compile(
     r"\bhttps://[a-z0-9-]+\.(?:blob|dfs)\.core\.windows\.net/[^\s'\"`,;()\[\]{}<>|?]*"
 )
-RCLONE_S3_RE = re.compile(
-    r"(?<![\w/.-]):s3(?:,[^:\s'\"`]*)?:([a-z0-9][a-z0-9.-]{1,62}(?:/[^\s'\"`,;()\[\]{}<>|]*)?)"
+RCLONE_S3_RE = re.compile(  # :s3,provider=Minio,endpoint='http://minio:9000':bucket/key
+    r"(?<![\w/.-]):s3(?:,[\w-]+(?:=(?:'[^']*'|\"[^\"]*\"|[^,:\s'\"`]*))?)*:"
+    r"([a-z0-9][a-z0-9.-]{1,62}(?:/[^\s'\"`,;()\[\]{}<>|]*)?)"
 )
 
 WRITE_WORDS = frozenset(
@@ -373,7 +374,40 @@ def tokenize(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
             out.extend(_script_words(a, env))
         else:
             out.append(a)
-    return _without_payloads(out)
+    return _without_payloads(_s3api(out))
+
+
+_S3API_COPIES = {"get-object": "get", "put-object": "put", "list-objects-v2": "ls",
+                 "list-objects": "ls"}
+
+
+def _s3api(words: list[str]) -> list[str]:
+    """``aws s3api get-object --bucket B --key K OUT`` (``put-object ... --body F``,
+    ``list-objects-v2 --prefix P``) in the words of ``aws s3 cp s3://B/K OUT`` (``cp F
+    s3://B/K``, ``ls s3://B/P``), whose way the copy rules know."""
+    if "s3api" not in words:
+        return words
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i] == "s3api" and i + 1 < len(words) and words[i + 1] in _S3API_COPIES:
+            end = _command_end(words, i)
+            args = words[i + 2:end]
+            opts = {args[k]: args[k + 1] for k in range(len(args) - 1)
+                    if args[k] in ("--bucket", "--key", "--prefix", "--body")}
+            rest = [a for k, a in enumerate(args) if not a.startswith("-")
+                    and (k == 0 or not args[k - 1].startswith("-"))]
+            what = _S3API_COPIES[words[i + 1]]
+            if "--bucket" in opts:
+                uri = f"s3://{opts['--bucket']}/{opts.get('--key') or opts.get('--prefix', '')}"
+                out += ["s3", *({"get": ["cp", uri, *rest[-1:]],
+                                 "put": ["cp", opts.get("--body", "-"), uri],
+                                 "ls": ["ls", uri]}[what])]
+                i = end
+                continue
+        out.append(words[i])
+        i += 1
+    return out
 
 
 # what an HTTP client sends (a chat message, a JSON body, a header): text, no location it uses
@@ -412,7 +446,7 @@ def python_heredocs(script: str) -> list[str]:
     return [m.group(2) for m in _PY_HEREDOC.finditer(script)] if "<<" in script else []
 
 
-_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?")
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not <<< (a string)
 
 
 _BRACED = re.compile(r"\$\{[^}\s]*\}")
@@ -485,6 +519,11 @@ def _substitutions(words: list[str]) -> list[str]:
     depth = 0
     for w in words:
         at = w.find("$(")
+        if at > 0 and w[at - 1] != "=" and not depth and "://" not in w[:at]:
+            # "/data/$(basename "$src")/": a part of one word the run makes, whose own words
+            # (a location the basename is taken of) are no operands of the copy
+            out.append(re.sub(r"\$\([^()]*\)", "${cmd}", w))
+            continue
         if at >= 0 and len(w) > at + 2 and not w.startswith("'"):
             out.append(w[:at + 2])
             w = w[at + 2:]
@@ -949,6 +988,9 @@ _VALUED = frozenset({
     "-x", "--transfers", "--checkers", "--concurrency", "--part-size", "--config"})
 
 
+_REDIRECTIONS = frozenset({"<", "<<<", ">", ">>", "1>", "2>", "&>", "2>>"})
+
+
 def _operand_like(t: str) -> bool:
     """A copy operand rather than an option's value: a location, a path, an alias/remote path."""
     return _is_location(t) or "/" in t or ":" in t or t in (".", "-")
@@ -976,6 +1018,10 @@ def classify_tokens(
             operands: list[int] = []
             while j < n and tokens[j] not in _SEPARATORS:
                 t = tokens[j]
+                if t in _REDIRECTIONS or t.startswith(("<<<", "2>")):
+                    # cp /dev/stdin s3://b/x <<< "text": a redirection, no operand
+                    j += 2 if t in _REDIRECTIONS else 1
+                    continue
                 if t.startswith("-") and t != "-":
                     if "=" not in t and t not in _SWITCHES and j + 1 < n and \
                             not tokens[j + 1].startswith("-") and (

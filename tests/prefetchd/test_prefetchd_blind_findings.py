@@ -1271,3 +1271,32 @@ def test_case_branches_read_loops_padding_and_python_joins() -> None:
     assert sorted(r.uri for r in step.reads) == ["s3://ehr/visits/year=2025/",
                                                 "s3://wx/pv/2025.zarr"]
     assert sorted(w.uri for w in step.writes) == ["s3://models/pv/", "s3://qc/m1/x.csv"]
+
+
+def test_round_23_shell_and_python_idioms() -> None:
+    """Round 23: ``"/data/$(basename "$src")/"`` made the copy's source unknown; an rclone
+    on-the-fly remote with a quoted ``endpoint='http://...'`` named nothing; ``<<< "text"``
+    after ``aws s3 cp /dev/stdin s3://...`` made the write a read; ``aws s3api get-object
+    --bucket B --key K OUT`` named nothing; ``f"{root}/x"`` with ``root = "s3://era5/land"``
+    read the whole root beside the file."""
+    script = textwrap.dedent("""\
+        for src in "s3://bkt/a/" "s3://bkt/b/"; do
+          aws s3 sync "$src" "/data/$(basename "$src")/"
+        done
+        rclone sync ":s3,provider=Minio,endpoint='http://minio:9000':bkt/models/v1" /m/
+        aws s3 cp /dev/stdin "s3://bkt/runs/status.txt" <<< "done"
+        aws s3api get-object --bucket bkt --key ref/table.csv /data/table.csv
+        aws s3api put-object --bucket bkt --key out/r.json --body /data/r.json
+        """)
+    tmpl = {"name": "main", "container": {"image": "x", "command": ["bash", "-c"],
+                                          "args": [script]}}
+    step = _plan([tmpl]).step("main")
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://bkt/a/", "s3://bkt/b/", "s3://bkt/models/v1", "s3://bkt/ref/table.csv"]
+    assert sorted(w.uri for w in step.writes) == ["s3://bkt/out/r.json",
+                                                 "s3://bkt/runs/status.txt"]
+    code = ('import fsspec\nroot = "s3://era5/land"\n'
+            'with fsspec.open(f"{root}/basin/precip.nc", "rb") as f:\n    f.read()\n')
+    step = _plan([{"name": "main", "script": {"image": "x", "command": ["python"],
+                                              "source": code}}]).step("main")
+    assert [r.uri for r in step.reads] == ["s3://era5/land/basin/precip.nc"]
