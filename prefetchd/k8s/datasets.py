@@ -398,10 +398,12 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     # came with envFrom (which otherwise only serve $(VAR) and ${VAR})
     built_only: set[str] = set()
     used: set[str] = set()
+    handed: dict[str, str] = {}  # env var -> the way a command line the program runs says
     for code in codes:
         out += _program_words(code, env, values)
         built, direct = _code.env_uses(code)
         used |= direct
+        handed.update(_code.env_directions(code))
         built_only |= {n[len(_code.ENV):] for p, _ in built for n in _pieces.needs(p)
                        if n.startswith(_code.ENV)}
     for i, t in enumerate(tokens):
@@ -416,13 +418,19 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         out.append((t, "arg", d))
     for path, text in container.get(CONFIG_FILES) or []:
         out += config_file_words(str(path), str(text), container)
+        if str(path).endswith(".py"):  # a launcher it runs: the env vars it uses, as above
+            built, direct = _code.env_uses(str(text))
+            used |= direct
+            handed.update(_code.env_directions(str(text)))
+            built_only |= {n[len(_code.ENV):] for p, _ in built for n in _pieces.needs(p)
+                           if n.startswith(_code.ENV)}
     bulk = {e.get("name") for e in container.get("env") or []
             if isinstance(e, Mapping) and e.get(EXPAND_ONLY)} - used
     bulk |= _spelled_out(container) | (built_only - used)
     for name, value in _uri.kube_env(container.get("env")).items():
         if name in bulk:
             continue  # a value for $(VAR) (or one of a ConfigMap's keys): no read itself
-        said = _uri.name_direction(name)
+        said = handed.get(name) or _uri.name_direction(name)
         d = said if said in ("write", "unknown") else "read"
         for word in value.split():
             out.append((word, f"env {name}", d))

@@ -977,6 +977,10 @@ class _Flow(ast.NodeVisitor):
                 if isinstance(el, ast.Constant) and isinstance(el.value, str):
                     parts.append((el.value, self.sources(el)))
                     continue
+                env = _env_name(el)
+                if env is not None:  # os.environ["RUN_URI"]: its way is the command line's
+                    parts.append((f"s3://prefetchd-code-{i}/", {ENV + env}))
+                    continue
                 built = self.pieces(el)
                 if built is not None and is_built(built):
                     made[i] = built
@@ -1012,6 +1016,8 @@ class _Flow(ast.NodeVisitor):
                 # built here (--weather f"s3://.../{net}/"): no name is left to decide, so
                 # read, as any location no rule decides
                 d = "read"
+            if toks[i].startswith("/") and len(self.paths) < 256:  # a mounted volume's
+                self.paths.setdefault(toks[i], set()).add(d or "read")  # file, as args name
             if d is None:
                 continue  # the command line does not say: the caller's fallbacks decide
             if i in made:  # the caller, who knows the parameters' values, names it
@@ -1062,6 +1068,9 @@ class Flow:
     env_defaults: tuple[tuple[str, str], ...] = ()
     # literal absolute paths a reader or writer is given (a mounted volume's files)
     paths: tuple[tuple[str, str], ...] = ()
+    # env vars a command line the program runs hands on as they are, and which way
+    # (subprocess.run([..., "--output-dir", os.environ["RUN_URI"]]): RUN_URI, write)
+    env_dirs: tuple[tuple[str, str], ...] = ()
 
 
 @functools.lru_cache(maxsize=64)
@@ -1107,7 +1116,9 @@ def analyze(code: str) -> Flow | None:
                 tuple(flow.built), frozenset(flow.escaped), frozenset(flow.partial - lits.keys()),
                 tuple(flow.env_defaults.items()),
                 tuple((p, "unknown" if len(ds) > 1 else next(iter(ds)))
-                      for p, ds in flow.paths.items()))
+                      for p, ds in flow.paths.items()),
+                tuple((k[len(ENV):], "unknown" if len(ds) > 1 else next(iter(ds)))
+                      for k, ds in flow.found.items() if k.startswith(ENV)))
 
 
 def pair_pieces(bucket: tuple[str, Any], key: tuple[str, Any]) -> Pieces | None:
@@ -1170,6 +1181,12 @@ def program_locations(code: str, env: Iterable[str] = ()) -> list[tuple[str, str
                          for n in flow.names.get(u, ())) if x), None)
         out.append((u, d or "read"))
     return list(dict.fromkeys(out))
+
+
+def env_directions(code: str) -> dict[str, str]:
+    """Env var -> the way a command line the program runs uses it (``env_dirs``)."""
+    flow = analyze(code)
+    return dict(flow.env_dirs) if flow is not None else {}
 
 
 def env_uses(code: str) -> tuple[list[tuple[Pieces, str]], frozenset[str]]:

@@ -503,3 +503,34 @@ def test_a_runtimes_or_a_ray_clusters_configmap_config_is_read(tmp_path) -> None
     assert r.returncode == 0, r.stderr
     assert "s3://lake/holdout/  on 3 nodes  for head, w" in r.stdout
     assert "s3://lake/imp/part-*.parquet  on 3 nodes" in r.stdout
+
+
+def test_a_python_launchers_command_line_gives_env_vars_and_paths_their_way(tmp_path) -> None:
+    """Blind job round 20: ``subprocess.run([..., "--output-dir", os.environ["RUN_URI"]])``
+    read and warmed the run's output folder, and a path under a claim in such a command line
+    (``--feature-root /slides/features/uni-v1/brca``) did not narrow the claim."""
+    code = ("import os, subprocess; subprocess.run(['torchrun', '-m', 't', '--feature-root', "
+            "'/slides/features/uni-v1/brca', '--output-dir', os.environ['RUN_URI']], check=True)")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "command": ["python", "-c", code],
+               "env": [{"name": "RUN_URI", "value": "s3://runs/r7/"}],
+               "volumeMounts": [{"name": "s", "mountPath": "/slides"}]}],
+               "volumes": [{"name": "s", "persistentVolumeClaim": {"claimName": "slides"}}]}}}}
+    r = plan(write(tmp_path, "job.yaml", job), "--pvc", "slides=s3://lake/wsi")
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://lake/wsi/features/uni-v1/brca  on 1 node" in warm
+    assert "s3://runs/" not in warm and "s3://lake/wsi  " not in warm
+    # the same program as a launcher the container runs from a ConfigMap
+    c = job["spec"]["template"]["spec"]["containers"][0]
+    c["command"] = ["python", "/etc/mil/launch.py"]
+    c["volumeMounts"].append({"name": "cfg", "mountPath": "/etc/mil"})
+    job["spec"]["template"]["spec"]["volumes"].append(
+        {"name": "cfg", "configMap": {"name": "mil"}})
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mil", "namespace": "ml"},
+          "data": {"launch.py": code.replace("; ", "\n")}}
+    r = plan(write(tmp_path, "job2.yaml", job, cm), "--pvc", "slides=s3://lake/wsi")
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://lake/wsi/features/uni-v1/brca  on 1 node" in warm and "s3://runs/" not in warm
