@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from prefetchd.pipeline import _code, _pieces, _uri
+from prefetchd.pipeline import _code, _pieces, _shell, _uri
 from prefetchd.pipeline._model import Read, Step
 from prefetchd.pipeline._resolve import MAX_LOOP_ITEMS, Val, const
 
@@ -277,10 +277,10 @@ def scan_argv(
     for t in toks:
         v = resolve(t) if "{{" in t else None
         if v is not None and "@@SFX" in t:  # "${1%/}/x" of a value, applied once resolved
-            v = replace(v, values=tuple(_uri.strip_suffixes(x) for x in v.values)) \
+            v = replace(v, values=tuple(_shell.strip_suffixes(x) for x in v.values)) \
                 if v.values is not None else v.with_meta(
-                    pattern=_uri.strip_suffixes(str(v.get("pattern") or t)))
-        t = _uri.strip_suffixes(t) if "@@SFX" in t else t
+                    pattern=_shell.strip_suffixes(str(v.get("pattern") or t)))
+        t = _shell.strip_suffixes(t) if "@@SFX" in t else t
         if v is None:
             v = const(t) if (_uri.find_uris(t) or t.startswith("/")
                              or _uri.run_time_locations(t)) else None
@@ -297,7 +297,7 @@ def scan_argv(
             # the command line reads one (a copy's source), below
         else:
             reps.append(t)
-    toks = [_uri.strip_suffixes(t) if "@@SFX" in t else t for t in toks]
+    toks = [_shell.strip_suffixes(t) if "@@SFX" in t else t for t in toks]
     # a lightweight component's options (KFP v1: --src-uri VALUE for parameter src_uri):
     # the locations its code builds from them, and the options used only for that
     # (a plain value too: a JSON list the code loops over)

@@ -12,7 +12,7 @@ import textwrap
 import yaml
 
 from prefetchd import pipeline
-from prefetchd.pipeline import _code, _scan, _uri
+from prefetchd.pipeline import _code, _scan, _shell, _uri
 from prefetchd.pipeline._model import Step
 from prefetchd.pipeline._resolve import Val
 
@@ -1164,8 +1164,9 @@ def test_shell_functions_and_parameter_expansion_name_what_a_script_reads() -> N
                            "x", "s3://b/p/", "models/v3"])
     assert "s3://b/p/v3" in words
     assert _uri.find_uris("s3://b/aux/$0.tif") == []  # run time, not a static read
-    assert _uri.param_expand("a/b/c.tar.gz", "%%", ".*") == "a/b/c"
-    assert _uri.param_expand(None, ":-", "d") == "d" and _uri.param_expand("x", ":-", "d") == "x"
+    assert _shell.param_expand("a/b/c.tar.gz", "%%", ".*") == "a/b/c"
+    assert _shell.param_expand(None, ":-", "d") == "d"
+    assert _shell.param_expand("x", ":-", "d") == "x"
 
 
 def test_arrays_heredocs_and_fan_outs_name_what_a_script_reads() -> None:

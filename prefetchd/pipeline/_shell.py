@@ -1,0 +1,669 @@
+"""A shell script's words as the shell would run them, for the copy rules of `_uri`.
+
+Who calls it: `_uri.tokenize` (every container command line and script, pipeline steps and
+training jobs alike). Data flow: `shell_args` puts `sh -c SCRIPT ARG0 ...`'s arguments in
+place of `$0`, `$1` (not inside a function's body or single quotes); `script_words` splits
+the script into words, `;` between commands, and does what bash would do before a command
+runs: the script's own variables (and the container's env) expanded, parameter expansion
+(`${1%/}`, `${X:-d}`), arrays, `case` branches' values, unquoted heredocs, `for` loops over
+literal items and `while read` over a literal heredoc written out per item, functions in
+place of their calls, `xargs`/`parallel` fan-outs per item. What only the run knows stays
+a variable in the word (`s3://b/dicom/${sid}/`: a run-time location, `_uri`). Bounded: at
+most MAX_SHELL_LOOP_ITEMS items a loop, _MAX_EXPANDED_WORDS words, _MAX_CALLS calls.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import yaml
+
+from prefetchd.pipeline import _uri
+
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+# ${X%/}, ${X##*/}, ${X:-default}: an operator of parameter expansion and its word
+_PARAM_OP = r"(%%|##|%|#|:-|-|:=|=)([^}]*)"
+_POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{(\d)' + _PARAM_OP
+                            + r'\}|\$\{?(\d)\}?')
+
+
+# a suffix to strip (% or %%, the pattern in hex) from the value before it, once that is
+# resolved: a word of shell-safe characters, so quoting leaves it as it is
+_PENDING_OP = re.compile(r"@@SFX([12])x([0-9a-f]*)@@")
+
+
+def strip_suffixes(text: str) -> str:
+    """*text* with each pending ``${1%/}`` of a placeholder's value applied to what stands
+    before it (the value, resolved now)."""
+    while (m := _PENDING_OP.search(text)) is not None:
+        head = param_expand(text[:m.start()], "%" * int(m.group(1)),
+                            bytes.fromhex(m.group(2)).decode(errors="replace")) or ""
+        text = head + text[m.end():]
+    return text
+
+
+def param_expand(value: str | None, op: str, word: str) -> str | None:
+    """Bash's ``${X<op><word>}`` for a value *value* (None: unset): ``%``/``%%`` strip the
+    shortest/longest matching suffix, ``#``/``##`` prefix (glob patterns), ``:-``/``-``/
+    ``:=``/``=`` the default. None when the result is not known."""
+    if op in (":-", ":=") and not value or op in ("-", "=") and value is None:
+        return word
+    if value is None:
+        return None
+    if op in ("%", "%%"):
+        cuts = [i for i in range(len(value), -1, -1) if fnmatch.fnmatchcase(value[i:], word)]
+        return value[:(cuts[0] if op == "%" else cuts[-1])] if cuts else value
+    if op in ("#", "##"):
+        cuts = [i for i in range(len(value) + 1) if fnmatch.fnmatchcase(value[:i], word)]
+        return value[(cuts[0] if op == "#" else cuts[-1]):] if cuts else value
+    return value
+
+
+def shell_args(argv: list[str]) -> list[str]:
+    """`sh -c SCRIPT ARG0 ARG1...`: the script with `$0`, `$1`, `"$@"` replaced by its args.
+
+    KFP components often pass their inputs that way (`sh -c 'aws s3 cp "$0" /data' SRC`);
+    without this the operands would be read out of order.
+    """
+    for i, a in enumerate(argv[:-3]):
+        flag = argv[i + 1]
+        if (
+            a.rsplit("/", 1)[-1] in _SHELLS
+            and flag.startswith("-")
+            and "c" in flag[1:]
+            and _POSITIONAL_RE.search(argv[i + 2])
+        ):
+            rest = argv[i + 3 :]
+
+            def sub(m: re.Match[str], rest: list[str] = rest) -> str:
+                if m.group(0).strip('"') in ("$@", "$*"):
+                    return " ".join(shlex.quote(x) for x in rest[1:])
+                if m.group(2) is not None:  # ${1%/}
+                    n = int(m.group(2))
+                    arg = rest[n] if n < len(rest) else None
+                    if arg is not None and "@@PH" in arg and m.group(3) in ("%", "%%"):
+                        # a placeholder (a pipeline's value, known later): the suffix is
+                        # stripped once it is resolved (strip_suffixes)
+                        return shlex.quote(f"{arg}@@SFX{len(m.group(3))}x"
+                                           f"{m.group(4).encode().hex()}@@")
+                    made = param_expand(arg, m.group(3), m.group(4))
+                    return m.group(0) if made is None else shlex.quote(made)
+                n = int(m.group(1) or m.group(5))
+                return shlex.quote(rest[n]) if n < len(rest) else ""
+
+            return [*argv[: i + 2], _outside_functions(
+                argv[i + 2], lambda text, sub=sub: _POSITIONAL_RE.sub(sub, text))]
+    return argv
+
+
+def _outside_single_quotes(line: str, fn: Callable[[str], str]) -> str:
+    """*line* with *fn* applied to its parts outside single quotes (a ``'`` inside double
+    quotes or escaped is no quote)."""
+    parts: list[str] = []
+    start = i = 0
+    dq = False
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == '"':
+            dq = not dq
+        elif c == "'" and not dq:
+            end = line.find("'", i + 1)
+            if end < 0:
+                break
+            parts += [fn(line[start:i]), line[i:end + 1]]
+            start = i = end + 1
+            continue
+        i += 1
+    return "".join([*parts, fn(line[start:])])
+
+
+_FUNCTION_START = re.compile(
+    r"^\s*(?:function\s+[A-Za-z_][\w-]*\s*(?:\(\))?|[A-Za-z_][\w-]*\s*\(\))\s*\{")
+
+
+def _outside_functions(script: str, fn: Callable[[str], str]) -> str:
+    """*script* with *fn* applied to its lines outside shell function bodies (in a body,
+    ``$1`` is the function's own argument, not the script's) and outside single quotes
+    (``xargs sh -c '... $0'``: the inner script's own)."""
+    out: list[str] = []
+    depth = 0
+    for line in script.split("\n"):
+        braces = re.sub(r"\$\{[^}]*\}", "", line)
+        if depth == 0 and not _FUNCTION_START.match(line):
+            out.append(_outside_single_quotes(line, fn))
+            continue
+        out.append(line)
+        depth = max(0, depth + braces.count("{") - braces.count("}"))
+    return "\n".join(out)
+
+
+
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*['\"]?([A-Za-z_]\w*)['\"]?")  # not <<< (a string)
+
+
+_BRACED = re.compile(r"\$\{[^}\s]*\}")
+_SHELL_REF = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*)" + _PARAM_OP
+                        + r"\}")
+_ASSIGN = re.compile(r"([A-Za-z_]\w*)=(.*)", re.S)
+_DECLARE = frozenset({"export", "readonly", "local", "declare", "typeset"})
+
+
+def _expanded(word: str, known: dict[str, str]) -> str:
+    """*word* with the script's known variables expanded (and nothing recorded)."""
+    return _SHELL_REF.sub(partial(_known_value, known), word) if "$" in word else word
+
+
+def _known_value(known: dict[str, str], m: re.Match[str]) -> str:
+    if m.group(3) is not None:  # ${ROOT%/}, ${SPLIT:-test}
+        made = param_expand(known.get(m.group(3)), m.group(4), m.group(5))
+        return m.group(0) if made is None else made
+    return known.get(m.group(1) or m.group(2), m.group(0))
+
+
+def _shell_vars(words: list[str], known: dict[str, str]) -> list[str]:
+    """*words* with the script's own variables expanded (``REL="{{...}}"`` on one line,
+    ``s3://models/${REL}/`` on the next); a command of assignments only (``export`` too)
+    records them in *known*, one whose value runs a command (``$(date)``) forgets it."""
+    words = [_expanded(w, known) for w in words]
+    body = words[1:] if words and words[0] in _DECLARE else words
+    pairs = [_ASSIGN.fullmatch(w) for w in body if not w.startswith("-")]
+    if body and all(pairs):
+        for m in pairs:
+            assert m is not None
+            name, value = m.group(1), m.group(2)
+            if "$" in value or "`" in value:
+                known.pop(name, None)  # known at run time only
+            else:
+                known[name] = value
+    return words
+
+
+def _commands(words: list[str]) -> list[list[str]]:
+    """A line's words split into its commands at `;` (shlex leaves it on the word before)."""
+    out: list[list[str]] = [[]]
+    for w in words:
+        if w == ";":
+            out.append([])
+        elif w.endswith(";") and not w.endswith("\\;"):  # find -exec ... \; is no separator
+            out[-1].append(w[:-1])
+            out.append([])
+        else:
+            out[-1].append(w)
+    return [c for c in out if c]
+
+
+def _local_assignment(words: list[str], script: str) -> bool:
+    """A command that only sets script variables (not exported) the script goes on to use:
+    no reading of its own, its uses carry the value (`DATA=/data/x` then `--train "$DATA/t"`
+    reads `/data/x/t`, not all of `/data/x`)."""
+    pairs = [_ASSIGN.fullmatch(w) for w in words]
+    if not words or words[0] in _DECLARE or not all(pairs):
+        return False
+    return all(re.search(r"\$\{?" + re.escape(m.group(1)) + r"\b", script)
+               for m in pairs if m is not None)
+
+
+def _substitutions(words: list[str]) -> list[str]:
+    """A command substitution's command as words of their own: ``LATEST=$(aws s3 ls
+    s3://b/ckpt/ | tail -1)`` gives ``LATEST=$(``, ``aws``, ... ``s3://b/ckpt/``, ``|``,
+    ``tail``, ``-1``, ``)``, so ``aws s3 ls`` is seen as the command it is."""
+    out: list[str] = []
+    depth = 0
+    for w in words:
+        at = w.find("$(")
+        if at > 0 and w[at - 1] != "=" and not depth and "://" not in w[:at]:
+            # "/data/$(basename "$src")/": a part of one word the run makes, whose own words
+            # (a location the basename is taken of) are no operands of the copy
+            out.append(re.sub(r"\$\([^()]*\)", "${cmd}", w))
+            continue
+        if at >= 0 and len(w) > at + 2 and not w.startswith("'"):
+            out.append(w[:at + 2])
+            w = w[at + 2:]
+            depth += 1
+        if depth and w.endswith(")") and w.count("(") < w.count(")") and len(w) > 1:
+            out += [w[:-1], ")"]
+            depth -= 1
+            continue
+        out.append(w)
+    return out
+
+
+_LOOP_ITEM = re.compile(r"[\w.\-/:=@+,%]+")
+_LOOP_RANGE = re.compile(r"\{(-?\d+)\.\.(-?\d+)\}")
+MAX_SHELL_LOOP_ITEMS = 32  # a `for` loop over more literal items stays run-time
+_MAX_EXPANDED_WORDS = 20_000
+
+
+def _loop_items(words: list[str]) -> list[str] | None:
+    """The items of ``for NAME in ITEMS`` when each is a literal word or a numeric brace
+    range (``{0..7}``); None when one is only known at run time (``$(cat f)``, a glob)."""
+    items: list[str] = []
+    for w in words:
+        m = _LOOP_RANGE.fullmatch(w)
+        if m is not None:
+            a, b = int(m.group(1)), int(m.group(2))
+            if abs(b - a) >= MAX_SHELL_LOOP_ITEMS:
+                return None
+            # bash pads every item to the widest bound when one is written with a leading
+            # zero ({00..03}: 00 01 02 03)
+            width = max(len(m.group(1)), len(m.group(2))) if any(
+                g.lstrip("-").startswith("0") and len(g.lstrip("-")) > 1
+                for g in m.groups()) else 0
+            items += [f"{i:0{width}d}" for i in
+                      (range(a, b + 1) if b >= a else range(a, b - 1, -1))]
+        elif _LOOP_ITEM.fullmatch(w) and not any(c in w for c in "*?["):
+            items.append(w)
+        else:
+            return None
+    return items if 0 < len(items) <= MAX_SHELL_LOOP_ITEMS else None
+
+
+def _for_loops(words: list[str]) -> list[str]:
+    """A script's words with each ``for NAME in a b c; do BODY; done`` over literal items
+    written out once per item (``s3://b/evals/${s}.jsonl`` for s in dev test: both files,
+    known before the run), nested loops too; other loops are left as they are."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        start = i == 0 or words[i - 1] == ";"
+        if not (start and words[i] == "for" and i + 2 < len(words)
+                and re.fullmatch(r"[A-Za-z_]\w*", words[i + 1]) and words[i + 2] == "in"):
+            out.append(words[i])
+            i += 1
+            continue
+        j = i + 3
+        while j < len(words) and words[j] != ";":
+            j += 1
+        k = j + 1  # `do`, at the start of the next command
+        if k >= len(words) or words[k] != "do":
+            out.append(words[i])
+            i += 1
+            continue
+        depth, m = 1, k + 1
+        while m < len(words):
+            if words[m - 1] == ";" and words[m] == "do":
+                depth += 1
+            elif words[m - 1] == ";" and words[m] == "done":
+                depth -= 1
+                if depth == 0:
+                    break
+            m += 1
+        items = _loop_items(words[i + 3:j])
+        if m >= len(words) or items is None:
+            out.append(words[i])
+            i += 1
+            continue
+        body = _for_loops(words[k + 1:m])
+        name = re.escape(words[i + 1])
+        ref = re.compile(r"\$\{" + name + r"\}|\$" + name + r"(?!\w)")
+        for item in items:
+            out += [ref.sub(item, w) if "$" in w else w for w in body]
+            if out and out[-1] != ";":
+                out.append(";")
+        if len(out) > _MAX_EXPANDED_WORDS:
+            return words
+        i = m + 1  # past `done` (a redirect after it stays with the words that follow)
+    return out
+
+
+_ARRAY_START = re.compile(r"([A-Za-z_]\w*)=\((.*)", re.S)
+_ARRAY_REF = re.compile(r"\$\{([A-Za-z_]\w*)\[([@*]|\d+)\]\}")
+
+
+def _array_assignment(command: list[str], arrays: dict[str, list[str]]) -> bool:
+    """Record ``XS=(a b c)`` (``declare -a`` too) in *arrays*; True if *command* is one."""
+    words = command
+    if command and command[0] in _DECLARE:  # declare -a XS=(...)
+        words = [w for w in command[1:] if not w.startswith("-")]
+    m = _ARRAY_START.fullmatch(words[0]) if words else None
+    if m is None or not words[-1].endswith(")"):
+        return False
+    items = [m.group(2), *words[1:]] if m.group(2) else words[1:]
+    items[-1] = items[-1][:-1]
+    arrays[m.group(1)] = [i for i in items if i]
+    return True
+
+
+def _with_arrays(command: list[str], arrays: dict[str, list[str]]) -> list[str]:
+    """*command* with ``"${XS[@]}"`` as the array's words and ``${XS[0]}`` as one of them."""
+    if not arrays:
+        return command
+    out: list[str] = []
+    for w in command:
+        m = _ARRAY_REF.fullmatch(w)
+        if m is not None and m.group(1) in arrays and m.group(2) in "@*":
+            out += arrays[m.group(1)]
+            continue
+        out.append(_ARRAY_REF.sub(lambda m: _array_item(arrays, m), w) if "[" in w else w)
+    return out
+
+
+def _array_item(arrays: dict[str, list[str]], m: re.Match[str]) -> str:
+    items = arrays.get(m.group(1))
+    if items is None or not m.group(2).isdigit() or int(m.group(2)) >= len(items):
+        return m.group(0)
+    return items[int(m.group(2))]
+
+
+MAX_ALTERNATIVES = 8  # values of one variable a `case` sets, all read
+
+
+def _branch_assignments(words: list[str], branches: dict[str, list[str]]) -> None:
+    """Record the literal ``NAME=VALUE`` words of one ``case`` branch in *branches*."""
+    for w in words:
+        m = _ASSIGN.fullmatch(w)
+        if m is None or "$" in m.group(2) or "`" in m.group(2):
+            continue
+        values = branches.setdefault(m.group(1), [])
+        if m.group(2) not in values and len(values) < MAX_ALTERNATIVES:
+            values.append(m.group(2))
+
+
+def _each_alternative(command: list[str], alternatives: dict[str, list[str]]) -> list[str]:
+    """*command* (and a ``;``), once per value of a variable a ``case`` set in its branches
+    (``s3://b/sub/${SUB}.parquet``: each branch's; every branch is warmed, as every branch
+    of a condition is)."""
+    for name, values in alternatives.items():
+        ref = re.compile(r"\$\{" + re.escape(name) + r"\}|\$" + re.escape(name) + r"(?!\w)")
+        if any(ref.search(w) for w in command):
+            rest = {k: vs for k, vs in alternatives.items() if k != name}
+            return [x for v in values
+                    for x in _each_alternative([ref.sub(v, w) for w in command], rest)]
+    return [*command, ";"]
+
+
+def _read_loop_over(out: list[str], lines: list[str]) -> bool:
+    """When the heredoc *lines* feed the ``while read [-r] NAME ...; do ...; done`` that
+    *out* ends with, make it ``for NAME in <each line's first word>``, which ``_for_loops``
+    writes out per item (the other names stay run-time); True if so."""
+    end = len(out) - (1 if out[-1:] == [";"] else 0)  # past `done <<EOF`
+    if end < 2 or out[end - 2] != "done" or not out[end - 1].startswith("<<"):
+        return False
+    items = [line.split()[0] for line in lines if line.split()]
+    depth, i = 0, end - 2
+    while i > 0:  # back to the `while` whose `done` this is
+        if out[i] == "done" and out[i - 1] == ";":
+            depth += 1
+        elif out[i] == "do" and out[i - 1] == ";":
+            depth -= 1
+            if depth == 0:
+                break
+        i -= 1
+    j = i - 2  # `while read [-r] NAME... ;` before `; do`
+    while j >= 0 and out[j] != "while":
+        j -= 1
+    head = out[j:i - 1] if j >= 0 else []
+    names = [w for w in head[2:] if not w.startswith("-")]
+    if head[:2] != ["while", "read"] or not names or _loop_items(items) is None:
+        return False
+    del out[end - 1]  # the heredoc operator: its lines are the loop's items now
+    out[j:i - 1] = ["for", names[0], "in", *items]
+    return True
+
+
+def _document_words(lines: list[str]) -> list[str]:
+    """A heredoc's words: a JSON or YAML mapping's locations each as ``--KEY=VALUE`` (so its
+    key gives the way, as a flag's name does: ``report_uri`` is written), any other text's
+    words each on its own."""
+    try:
+        doc = yaml.safe_load("\n".join(lines)) if sum(map(len, lines)) < 256 * 1024 else None
+    except yaml.YAMLError:
+        doc = None
+    if not isinstance(doc, (dict, list)):
+        return [x for line in lines for w in line.split() for x in (w, ";")]
+    out: list[str] = []
+
+    def walk(node: Any, key: str, depth: int = 0) -> None:
+        if depth > 20 or len(out) > 8192:
+            return
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, str(k), depth + 1)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key, depth + 1)
+        elif isinstance(node, str) and (_uri.find_uris(node) or _uri.run_time_locations(node)
+                                        or node.startswith("/")):
+            out.extend([f"--{key}={node}" if key else node, ";"])
+
+    walk(doc, "")
+    return out
+
+
+def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
+    """A shell script's words, `;` between its commands: a line ends one unless it ends in
+    `\\` or a quote opened on it is still open (a multi-line string, as python -c has);
+    the script's own variables expanded (`_shell_vars`), and *env*'s (the container's env,
+    which the script sees: `aws s3 cp "${INIT_CKPT}" /w`)."""
+    out: list[str] = []
+    known: dict[str, str] = dict(env or {})
+    buf = ""
+    here = None  # the delimiter of the heredoc being read
+    python_doc = False  # the heredoc is a Python program (read as Python by the caller)
+    quoted_doc = False  # its delimiter is quoted (<<'EOF'): the shell expands nothing in it
+    arrays: dict[str, list[str]] = {}  # XS=(a b c)
+    branches: dict[str, list[str]] | None = None  # inside `case`: name -> values set
+    alternatives: dict[str, list[str]] = {}  # after it: a name set in its branches
+    doc: list[str] = []  # the lines of the heredoc being read
+    for line in script.split("\n"):
+        if here is not None:
+            if line.strip() == here:
+                here = None
+                if not python_doc and not _read_loop_over(out, doc):
+                    out += _document_words(doc)  # a document, no command (a config)
+                doc = []
+            elif not python_doc:  # (<<EOF, unquoted: the shell expands its variables)
+                doc.append(line if quoted_doc else " ".join(
+                    _expanded(w, known) for w in line.split(" ")))
+            continue
+        m = _HEREDOC.search(line) if not buf else None
+        if m is not None:
+            here = m.group(1)
+            quoted_doc = any(q in m.group(0) for q in "'\"")
+            python_doc = re.search(r"\bpython[0-9.]*\b", line[: m.start()]) is not None
+        buf = f"{buf}\n{line}" if buf else line
+        if buf.endswith("\\"):
+            buf = buf[:-1]
+            continue
+        try:
+            # a `#` inside ${X##*/} is no comment (shlex would end the line there)
+            words = [w.replace("\x01", "#") for w in shlex.split(
+                _BRACED.sub(lambda m: m.group(0).replace("#", "\x01"), buf), comments=True)]
+        except ValueError:
+            continue  # an open quote: the command goes on
+        for command in _commands(_substitutions(words)):  # a=1; b=2 on one line: two
+            if _array_assignment(command, arrays):
+                continue
+            if command[0] == "case":
+                branches = {}
+            elif command[0] == "esac" and branches is not None:
+                for name, values in branches.items():  # the name is one of these now
+                    known.pop(name, None)
+                    alternatives[name] = values
+                branches = None
+            elif branches is not None and command[0].endswith(")"):
+                _branch_assignments(command[1:], branches)
+            command = _shell_vars(_with_arrays(command, arrays), known)
+            for name in [n for n in alternatives if n in known]:
+                del alternatives[name]  # set again after the case
+            if not _local_assignment(command, script):
+                out += _each_alternative(command, alternatives)
+        buf = ""
+    if buf:  # a quote never closed
+        out += buf.split()
+    out = _fan_outs(_functions(_for_loops(out)))
+    if out and out[-1] == ";":
+        out.pop()
+    return out
+
+
+_XARGS_VALUED = frozenset({"-P", "-n", "-L", "-d", "-s", "-a", "-E", "--max-procs",
+                           "--max-args", "--max-lines", "--delimiter", "--arg-file"})
+_ITEM = "${item}"  # an item of a fan-out whose items only the run knows
+
+
+def _fan_outs(words: list[str]) -> list[str]:
+    """A script's words with each fan-out over literal items written out per item:
+    ``printf '%s\\n' a b | xargs -P 3 -I{} aws s3 cp "s3://b/{}.tif" ...`` (``echo a b |
+    xargs -n1 CMD``: the item appended; ``xargs sh -c '... $0'``: the item the script's
+    ``$0``) and GNU ``parallel CMD {} ::: a b``. Items only the run knows (``cat list |
+    xargs``) leave the command's locations holding ``${item}``: known at run time."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        if words[i] == "xargs" and i >= 2 and words[i - 1] == "|":
+            start = max((k + 1 for k in range(i - 1) if words[k] in (";", "|", "&&", "||")),
+                        default=0)
+            made = _xargs(words[start:i - 1], words[i + 1:command_end(words, i)])
+            if made is not None:
+                if _produced(words[start:i - 1]) is not None:  # printf/echo: only items
+                    del out[len(out) - (i - start):]
+                out += made
+                i = command_end(words, i)
+                continue
+        if words[i] == "parallel" and (i == 0 or words[i - 1] in (";", "|", "&&", "||")):
+            end = command_end(words, i)
+            made = _parallel(words[i + 1:end])
+            if made is not None:
+                out += made
+                i = end
+                continue
+        out.append(words[i])
+        i += 1
+    return out if len(out) <= _MAX_EXPANDED_WORDS else words
+
+
+def command_end(words: list[str], i: int) -> int:
+    while i < len(words) and words[i] not in (";", "|", "&&", "||"):
+        i += 1
+    return i
+
+
+def _produced(producer: list[str]) -> list[str] | None:
+    """The literal lines ``printf '%s\\n' a b c`` or ``echo a b c`` writes; None otherwise."""
+    if producer[:1] == ["printf"] and len(producer) >= 3 and "%s" in producer[1]:
+        return _loop_items(producer[2:])
+    if producer[:1] == ["echo"]:
+        return _loop_items([w for w in producer[1:] if w not in ("-n", "-e")])
+    return None
+
+
+def _xargs(producer: list[str], rest: list[str]) -> list[str] | None:
+    """The commands ``PRODUCER | xargs REST`` runs, one per item (see _fan_outs)."""
+    repl, j = None, 0
+    while j < len(rest) and rest[j].startswith("-"):
+        w = rest[j]
+        if w in ("-I", "-i") and j + 1 < len(rest):
+            repl, j = rest[j + 1], j + 2
+            continue
+        if w.startswith(("-I", "-i")) and len(w) > 2:
+            repl = w[2:]
+        elif w.startswith("--replace"):
+            repl = w.split("=", 1)[1] if "=" in w else "{}"
+        elif w in _XARGS_VALUED:
+            j += 1
+        j += 1
+    command = rest[j:]
+    if not command:
+        return None
+    items = _produced(producer)
+    return _per_item(command, items, repl)
+
+
+def _parallel(rest: list[str]) -> list[str] | None:
+    """The commands ``parallel [options] CMD ::: ITEMS`` runs (see _fan_outs)."""
+    if ":::" not in rest:
+        return None
+    at = rest.index(":::")
+    j = 0
+    while j < at and rest[j].startswith("-"):
+        j += 2 if rest[j] in ("-j", "-P", "--jobs") else 1
+    command, items = rest[j:at], _loop_items(rest[at + 1:])
+    if not command:
+        return None
+    return _per_item(command, items, "{}" if any("{}" in w for w in command) else None)
+
+
+def _per_item(command: list[str], items: list[str] | None, repl: str | None) -> list[str]:
+    out: list[str] = []
+    for item in items if items is not None else [_ITEM]:
+        if repl:
+            one = [w.replace(repl, item) for w in command]
+        elif len(command) >= 3 and command[0].rsplit("/", 1)[-1] in _SHELLS and \
+                command[1].startswith("-") and "c" in command[1]:
+            # sh -c 'SCRIPT' with the item its $0: the script's own words
+            one = script_words(shell_args([*command, item])[2]) if items is not None \
+                else script_words(command[2].replace("$0", _ITEM))
+        else:
+            one = [*command, item]
+        out += [*one, ";"]
+    return out
+
+
+_MAX_CALLS = 64  # function calls written out per script
+
+
+def _functions(words: list[str]) -> list[str]:
+    """A script's words with its shell functions' bodies in place of their calls
+    (``fetch() { aws s3 sync "${ROOT}/$1/" ...; }`` then ``fetch rgb``: the sync of
+    ``rgb``), ``$1``... and ``"$@"`` the call's words, the body's own ``local`` variables
+    expanded; the definitions themselves are no commands."""
+    commands: list[list[str]] = [[]]
+    for w in words:
+        if w == ";":
+            commands.append([])
+        else:
+            commands[-1].append(w)
+    bodies: dict[str, list[list[str]]] = {}
+    out: list[str] = []
+    calls = 0
+    i = 0
+    while i < len(commands):
+        c = commands[i]
+        name = None
+        if len(c) >= 2 and c[0].endswith("()") and c[1] == "{":
+            name, first = c[0][:-2], c[2:]
+        elif len(c) >= 3 and c[0] == "function" and "{" in c[1:3]:
+            at = c.index("{")
+            name, first = c[1].removesuffix("()"), c[at + 1:]
+        if name:
+            body, j = ([first] if first else []), i + 1
+            while j < len(commands) and commands[j] != ["}"]:
+                body.append(commands[j])
+                j += 1
+            if j < len(commands) and re.fullmatch(r"[A-Za-z_][\w-]*", name):
+                bodies[name] = body
+                i = j + 1
+                continue
+        if c and c[0] in bodies and calls < _MAX_CALLS:
+            calls += 1
+            args = c[1:]
+            local: dict[str, str] = {}
+            for b in bodies[c[0]]:
+                b = [x for w in b for x in (args if w in ("$@", "$*") else [
+                    _FUNCTION_ARG.sub(partial(_call_arg, args), w)])]
+                out += [*_shell_vars(b, local), ";"]
+            i += 1
+            continue
+        out += [*c, ";"]
+        i += 1
+    return out
+
+
+_FUNCTION_ARG = re.compile(r"\$\{?(\d)\}?")
+
+
+def _call_arg(args: list[str], m: re.Match[str]) -> str:
+    """A function body's ``$N``: the call's Nth word (as it is when the call has none)."""
+    n = int(m.group(1))
+    return args[n - 1] if 0 < n <= len(args) else m.group(0)
+
+
