@@ -499,7 +499,7 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()
-    out = _fan_outs(_functions(_for_loops(out)))
+    out = _fan_outs(_functions(_for_loops(_piped_reads(out))))
     if out and out[-1] == ";":
         out.pop()
     return out
@@ -545,6 +545,38 @@ def command_end(words: list[str], i: int) -> int:
     while i < len(words) and words[i] not in (";", "|", "&&", "||"):
         i += 1
     return i
+
+
+def _piped_reads(words: list[str]) -> list[str]:
+    """``printf '%s\\n' vnir swir | while read -r b; do ...`` as ``for b in vnir swir; do
+    ...`` (which ``_for_loops`` writes out per item): the loop's items are the producer's
+    literal lines (the other names ``read`` sets stay run-time)."""
+    if "while" not in words:
+        return words
+    out: list[str] = []
+    for i, w in enumerate(words):
+        if w == "while" and out[-1:] == ["|"] and words[i + 1:i + 2] == ["read"]:
+            start = max((k + 1 for k in range(len(out) - 1) if out[k] in (";", "&&", "||", "|")),
+                        default=0)
+            items = _produced(out[start:-1])
+            names = [x for x in words[i + 2:command_end(words, i)] if not x.startswith("-")]
+            if items is not None and names:
+                del out[start:]
+                out += ["for", names[0], "in", *items, "@@read@@"]
+                continue
+        out.append(w)
+    # drop what stood for `read [-r] NAME...` up to its `;`
+    cleaned: list[str] = []
+    skip = False
+    for w in out:
+        if w == "@@read@@":
+            skip = True
+            continue
+        if skip and w != ";":
+            continue
+        skip = False
+        cleaned.append(w)
+    return cleaned
 
 
 def _produced(producer: list[str]) -> list[str] | None:

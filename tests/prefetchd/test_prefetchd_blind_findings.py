@@ -1301,3 +1301,14 @@ def test_round_23_shell_and_python_idioms() -> None:
     step = _plan([{"name": "main", "script": {"image": "x", "command": ["python"],
                                               "source": code}}]).step("main")
     assert [r.uri for r in step.reads] == ["s3://era5/land/basin/precip.nc"]
+
+
+def test_a_while_read_loop_fed_literal_lines_by_a_pipe_reads_each() -> None:
+    """Round 22's note: ``printf '%s\\n' vnir swir | while read -r b; do ... "${b}.h5"``
+    stayed run-time; the lines are literal, so each band's file is known (a pipe from a
+    command whose output only the run knows stays run-time)."""
+    words = _uri.tokenize(["bash", "-c", "printf '%s\\n' vnir swir | while read -r b; do\n"
+                           '  aws s3 cp "s3://neon/hs/${b}.h5" /w/\ndone\n'
+                           "cat /w/list | while read -r x; do aws s3 cp s3://b/$x /w; done"])
+    assert [w for w in words if w.startswith("s3://")] == [
+        "s3://neon/hs/vnir.h5", "s3://neon/hs/swir.h5", "s3://b/$x"]
