@@ -37,8 +37,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import yaml
-
 from prefetchd.k8s import placement, rest
 from prefetchd.pipeline import _code, _pieces, _pvc, _uri
 
@@ -49,7 +47,6 @@ EXPAND_ONLY = "x-prefetchd-expand-only"
 # a container's mark (on copies made for reading): [[path, text], ...] of the files of
 # ConfigMap volumes it names (``--config /etc/train/config.yaml``), read with its words
 CONFIG_FILES = "x-prefetchd-config-files"
-MAX_CONFIG_CHARS = 256 * 1024  # a ConfigMap holds at most 1 MiB; a config is far less
 DRIVER_NAME = "csi.fusecache.io"  # csi/__init__.py DRIVER_NAME; not imported: no grpc needed here
 MAX_DATASETS = 16  # per pod: bounds webhook work and the size of the affinity it adds
 
@@ -393,19 +390,8 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     inline = {j for j in range(len(tokens)) if _code.is_python_c(tokens, j)
               and tokens[j] != "__code__" and j not in elsewhere}
     codes += [tokens[j] for j in sorted(inline)]
-    # env vars the programs use: those they only build locations from are no reads of
-    # their own; those they use as they are (os.environ["CALENDAR"]) are, even when they
-    # came with envFrom (which otherwise only serve $(VAR) and ${VAR})
-    built_only: set[str] = set()
-    used: set[str] = set()
-    handed: dict[str, str] = {}  # env var -> the way a command line the program runs says
     for code in codes:
         out += _program_words(code, env, values)
-        built, direct = _code.env_uses(code)
-        used |= direct
-        handed.update(_code.env_directions(code))
-        built_only |= {n[len(_code.ENV):] for p, _ in built for n in _pieces.needs(p)
-                       if n.startswith(_code.ENV)}
     for i, t in enumerate(tokens):
         if i in elsewhere or i in inline:
             continue
@@ -418,12 +404,20 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         out.append((t, "arg", d))
     for path, text in container.get(CONFIG_FILES) or []:
         out += config_file_words(str(path), str(text), container)
-        if str(path).endswith(".py"):  # a launcher it runs: the env vars it uses, as above
-            built, direct = _code.env_uses(str(text))
-            used |= direct
-            handed.update(_code.env_directions(str(text)))
-            built_only |= {n[len(_code.ENV):] for p, _ in built for n in _pieces.needs(p)
-                           if n.startswith(_code.ENV)}
+        if str(path).endswith(".py"):  # a launcher it runs from a ConfigMap: a program too
+            codes.append(str(text))
+    # env vars the programs use: those they only build locations from are no reads of
+    # their own; those they use as they are (os.environ["CALENDAR"]) are, even when they
+    # came with envFrom (which otherwise only serve $(VAR) and ${VAR})
+    built_only: set[str] = set()
+    used: set[str] = set()
+    handed: dict[str, str] = {}  # env var -> the way a command line the program runs says
+    for code in codes:
+        built, direct = _code.env_uses(code)
+        used |= direct
+        handed.update(_code.env_directions(code))
+        built_only |= {n[len(_code.ENV):] for p, _ in built for n in _pieces.needs(p)
+                       if n.startswith(_code.ENV)}
     bulk = {e.get("name") for e in container.get("env") or []
             if isinstance(e, Mapping) and e.get(EXPAND_ONLY)} - used
     bulk |= _spelled_out(container) | (built_only - used)
@@ -451,7 +445,7 @@ def config_file_words(path: str, text: str,
     read, ``trainer.default_root_dir``: written) and ``${a.b}`` references within it
     resolved; any other text, the locations it lists (a manifest of files): read."""
     origin = f"config {path}"
-    if len(text) > MAX_CONFIG_CHARS:
+    if len(text) > _uri.MAX_DOCUMENT_CHARS:  # a ConfigMap holds 1 MiB; a config far less
         return []
     suffix = posixpath.splitext(path)[1]
     runner = _SCRIPT_SUFFIXES.get(suffix) or (
@@ -461,27 +455,9 @@ def config_file_words(path: str, text: str,
         as_run.update(command=runner, args=[text])
         return [(w, origin, d) for w, o, d in container_words(as_run)
                 if not o.startswith("env ")]  # the env's own words: the container's already
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
-        doc = None
-    if not isinstance(doc, (Mapping, list)):
+    pairs = _uri.document_strings(text)
+    if pairs is None:
         return [(u, origin, "read") for u in _uri.find_uris(text)]
-    pairs: list[tuple[str, str]] = []  # (dotted key, string value); a list's items: its key
-
-    def walk(node: Any, key: str, depth: int = 0) -> None:
-        if depth > 20 or len(pairs) > 4096:
-            return
-        if isinstance(node, Mapping):
-            for k, v in node.items():
-                walk(v, f"{key}.{k}" if key else str(k), depth + 1)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v, key, depth + 1)
-        elif isinstance(node, str):
-            pairs.append((key, node))
-
-    walk(doc, "")
     scalars = dict(reversed(pairs))  # a key's first value
     # a value others are built from (root: s3://lake; train: ${root}/train): a root the
     # file spells out, read where it is spelled out, no read of its own

@@ -808,9 +808,9 @@ class _Flow(ast.NodeVisitor):
             out += part or []
         return out
 
-    def _filesystem(self, f: ast.AST) -> str:
-        """The scheme of the file system *f* is a method of (its paths may lack it); ""."""
-        v = f.value if isinstance(f, ast.Attribute) else None
+    def _filesystem(self, v: ast.AST | None) -> str:
+        """The scheme of the file system *v* is (a variable holding one, or the call making
+        it), whose paths may lack it; ""."""
         if isinstance(v, ast.Name):
             return self.fs_vars.get(v.id, "")
         return (_filesystem_scheme(v) or "") if isinstance(v, ast.Call) else ""
@@ -821,12 +821,9 @@ class _Flow(ast.NodeVisitor):
         name = self.aliases.get(_call_name(node), _call_name(node))
         args = list(node.args)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
-        self._on_fs = self._filesystem(f)
-        given = kw.get("filesystem")  # ds.dataset("b/x/", filesystem=fs.S3FileSystem(...))
-        if isinstance(given, ast.Name) and self.fs_vars.get(given.id):
-            self._on_fs = self.fs_vars[given.id]
-        elif isinstance(given, ast.Call) and _filesystem_scheme(given):
-            self._on_fs = _filesystem_scheme(given) or ""
+        # fs.open(p) on a file system, or ds.dataset("b/x/", filesystem=fs.S3FileSystem(...))
+        self._on_fs = self._filesystem(kw.get("filesystem")) or self._filesystem(
+            f.value if isinstance(f, ast.Attribute) else None)
         if name == "join" and ast.unparse(f).endswith("path.join") and len(args) > 1:
             # os.path.join("s3://mill-qc", "m1", "x.csv"): its first parts only start one
             for a in args[:-1]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -144,7 +144,7 @@ def substitute(
             if lead is None or (lead.origin == "constant" and v.origin != "constant"):
                 lead = v
             parts.append(v.values)
-            groups.append(str(v.get("loop") or "?") if len(v.values) > 1 else None)
+            groups.append(loop_group(v))
         pos = m.end()
     parts.append((text[pos:],))
     groups.append(None)
@@ -167,22 +167,35 @@ def substitute(
         return Val(None, origin, tuple(sorted(meta.items())))
     # combine: the parts of one loop vary together (zip), different loops independently
     # (the product, as nested loops run), bounded by MAX_LOOP_ITEMS
+    picks, total = loop_picks((g, len(p)) for p, g in zip(parts, groups, strict=True)
+                              if p is not None)
+    if not picks:
+        return Val(None, origin, tuple(sorted({**meta, "items": total}.items())))
+    out = ["".join(p[pick[g]] if g is not None and pick[g] < len(p) else p[0]
+                   for p, g in zip(parts, groups, strict=True) if p is not None)
+           for pick in picks]
+    if picks[0]:
+        meta["loop"] = "*".join(picks[0])
+    return Val(tuple(out), origin, tuple(sorted(meta.items())))
+
+
+def loop_group(v: Val) -> str | None:
+    """The loop a value of several items varies with (its ``loop`` meta); None for one."""
+    return str(v.get("loop") or "?") if v.values is not None and len(v.values) > 1 else None
+
+
+def loop_picks(sized: Iterable[tuple[str | None, int]]) -> tuple[list[dict[str, int]], int]:
+    """Each run of values of these (loop, item count) pairs, as loop -> item index: values
+    of one loop vary together (zip), different loops independently (the product, as nested
+    loops run); and how many runs. None of them (``[]``) beyond MAX_LOOP_ITEMS runs."""
     sizes: dict[str, int] = {}
-    for p, g in zip(parts, groups, strict=True):
-        if g is not None and p is not None:
-            sizes[g] = max(sizes.get(g, 0), len(p))
+    for g, n in sized:
+        if g is not None:
+            sizes[g] = max(sizes.get(g, 0), n)
     total = 1
     for n in sizes.values():
         total *= n
     if total > MAX_LOOP_ITEMS:
-        return Val(None, origin, tuple(sorted({**meta, "items": total}.items())))
-    out = []
-    for combo in itertools.product(*(range(n) for n in sizes.values())):
-        pick = dict(zip(sizes, combo, strict=True))
-        out.append("".join(
-            p[pick[g]] if g is not None and pick[g] < len(p) else p[0]
-            for p, g in zip(parts, groups, strict=True) if p is not None
-        ))
-    if sizes:
-        meta["loop"] = "*".join(sizes)
-    return Val(tuple(out), origin, tuple(sorted(meta.items())))
+        return [], total
+    return [dict(zip(sizes, combo, strict=True))
+            for combo in itertools.product(*(range(n) for n in sizes.values()))], total

@@ -11,7 +11,6 @@ writes ends up `unknown` (`Step.settle`, called by the front ends).
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -19,7 +18,7 @@ from typing import Any
 
 from prefetchd.pipeline import _code, _pieces, _shell, _uri
 from prefetchd.pipeline._model import Read, Step
-from prefetchd.pipeline._resolve import MAX_LOOP_ITEMS, Val, const
+from prefetchd.pipeline._resolve import Val, const, loop_group, loop_picks
 
 Resolver = Callable[[str], "Val | None"]
 
@@ -183,28 +182,18 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
 
 def _combinations(subs: dict[str, Val]) -> list[dict[str, str]]:
     """The values a program's placeholders take together, one dict per run of it: those of
-    one loop vary together, different loops independently (nested loops: the product, as
-    ``_resolve`` combines a template's text), bounded by MAX_LOOP_ITEMS."""
-    sizes: dict[str, int] = {}
-    group: dict[str, str | None] = {}
-    for ph, v in subs.items():
-        assert v.values is not None
-        group[ph] = str(v.get("loop") or "?") if len(v.values) > 1 else None
-        if group[ph] is not None:
-            sizes[group[ph]] = max(sizes.get(group[ph], 0), len(v.values))
-    total = 1
-    for size in sizes.values():
-        total *= size
-    if total > MAX_LOOP_ITEMS:  # read with each placeholder's first value only
-        sizes = {}
-        group = dict.fromkeys(group)
+    one loop vary together, different loops independently (``_resolve.loop_picks``, as a
+    template's text is combined); beyond MAX_LOOP_ITEMS runs, each one's first value."""
+    group = {ph: loop_group(v) for ph, v in subs.items()}
+    picks, _ = loop_picks((group[ph], len(v.values or ())) for ph, v in subs.items())
     out = []
-    for combo in itertools.product(*(range(size) for size in sizes.values())):
-        at = dict(zip(sizes, combo, strict=True))
-        out.append({ph: v.values[at[g]] if g is not None and at[g] < len(v.values)
-                    else v.values[0]
-                    for ph, v in subs.items() if v.values is not None
-                    for g in [group[ph]]})
+    for at in picks or [{}]:
+        made = {}
+        for ph, v in subs.items():
+            assert v.values is not None
+            i = at.get(group[ph]) if group[ph] is not None else None
+            made[ph] = v.values[i] if i is not None and i < len(v.values) else v.values[0]
+        out.append(made)
     return out
 
 

@@ -19,9 +19,6 @@ import re
 import shlex
 from collections.abc import Callable
 from functools import partial
-from typing import Any
-
-import yaml
 
 from prefetchd.pipeline import _uri
 
@@ -242,6 +239,11 @@ MAX_SHELL_LOOP_ITEMS = 32  # a `for` loop over more literal items stays run-time
 _MAX_EXPANDED_WORDS = 20_000
 
 
+def _var_ref(name: str) -> re.Pattern[str]:
+    """A use of the shell variable *name*: ``${name}`` or ``$name``."""
+    return re.compile(r"\$\{" + re.escape(name) + r"\}|\$" + re.escape(name) + r"(?!\w)")
+
+
 def _loop_items(words: list[str]) -> list[str] | None:
     """The items of ``for NAME in ITEMS`` when each is a literal word or a numeric brace
     range (``{0..7}``); None when one is only known at run time (``$(cat f)``, a glob)."""
@@ -302,8 +304,7 @@ def _for_loops(words: list[str]) -> list[str]:
             i += 1
             continue
         body = _for_loops(words[k + 1:m])
-        name = re.escape(words[i + 1])
-        ref = re.compile(r"\$\{" + name + r"\}|\$" + name + r"(?!\w)")
+        ref = _var_ref(words[i + 1])
         for item in items:
             out += [ref.sub(item, w) if "$" in w else w for w in body]
             if out and out[-1] != ";":
@@ -372,7 +373,7 @@ def _each_alternative(command: list[str], alternatives: dict[str, list[str]]) ->
     (``s3://b/sub/${SUB}.parquet``: each branch's; every branch is warmed, as every branch
     of a condition is)."""
     for name, values in alternatives.items():
-        ref = re.compile(r"\$\{" + re.escape(name) + r"\}|\$" + re.escape(name) + r"(?!\w)")
+        ref = _var_ref(name)
         if any(ref.search(w) for w in command):
             rest = {k: vs for k, vs in alternatives.items() if k != name}
             return [x for v in values
@@ -413,28 +414,14 @@ def _document_words(lines: list[str]) -> list[str]:
     """A heredoc's words: a JSON or YAML mapping's locations each as ``--KEY=VALUE`` (so its
     key gives the way, as a flag's name does: ``report_uri`` is written), any other text's
     words each on its own."""
-    try:
-        doc = yaml.safe_load("\n".join(lines)) if sum(map(len, lines)) < 256 * 1024 else None
-    except yaml.YAMLError:
-        doc = None
-    if not isinstance(doc, (dict, list)):
+    pairs = _uri.document_strings("\n".join(lines))
+    if pairs is None:
         return [x for line in lines for w in line.split() for x in (w, ";")]
     out: list[str] = []
-
-    def walk(node: Any, key: str, depth: int = 0) -> None:
-        if depth > 20 or len(out) > 8192:
-            return
-        if isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, str(k), depth + 1)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v, key, depth + 1)
-        elif isinstance(node, str) and (_uri.find_uris(node) or _uri.run_time_locations(node)
-                                        or node.startswith("/")):
-            out.extend([f"--{key}={node}" if key else node, ";"])
-
-    walk(doc, "")
+    for key, value in pairs:
+        if _uri.find_uris(value) or _uri.run_time_locations(value) or value.startswith("/"):
+            leaf = key.rsplit(".", 1)[-1]
+            out += [f"--{leaf}={value}" if leaf else value, ";"]
     return out
 
 
@@ -520,8 +507,7 @@ def _fan_outs(words: list[str]) -> list[str]:
     i = 0
     while i < len(words):
         if words[i] == "xargs" and i >= 2 and words[i - 1] == "|":
-            start = max((k + 1 for k in range(i - 1) if words[k] in (";", "|", "&&", "||")),
-                        default=0)
+            start = _command_start(words, i - 1)
             made = _xargs(words[start:i - 1], words[i + 1:command_end(words, i)])
             if made is not None:
                 if _produced(words[start:i - 1]) is not None:  # printf/echo: only items
@@ -529,7 +515,7 @@ def _fan_outs(words: list[str]) -> list[str]:
                 out += made
                 i = command_end(words, i)
                 continue
-        if words[i] == "parallel" and (i == 0 or words[i - 1] in (";", "|", "&&", "||")):
+        if words[i] == "parallel" and (i == 0 or words[i - 1] in _uri._SEPARATORS):
             end = command_end(words, i)
             made = _parallel(words[i + 1:end])
             if made is not None:
@@ -542,9 +528,15 @@ def _fan_outs(words: list[str]) -> list[str]:
 
 
 def command_end(words: list[str], i: int) -> int:
-    while i < len(words) and words[i] not in (";", "|", "&&", "||"):
+    """Where the command holding word *i* ends: its separator's index (or the end)."""
+    while i < len(words) and words[i] not in _uri._SEPARATORS:
         i += 1
     return i
+
+
+def _command_start(words: list[str], end: int) -> int:
+    """Where the command ending before index *end* (a ``|``, say) starts."""
+    return max((k + 1 for k in range(end) if words[k] in _uri._SEPARATORS), default=0)
 
 
 def _piped_reads(words: list[str]) -> list[str]:
@@ -556,8 +548,7 @@ def _piped_reads(words: list[str]) -> list[str]:
     out: list[str] = []
     for i, w in enumerate(words):
         if w == "while" and out[-1:] == ["|"] and words[i + 1:i + 2] == ["read"]:
-            start = max((k + 1 for k in range(len(out) - 1) if out[k] in (";", "&&", "||", "|")),
-                        default=0)
+            start = _command_start(out, len(out) - 1)
             items = _produced(out[start:-1])
             names = [x for x in words[i + 2:command_end(words, i)] if not x.startswith("-")]
             if items is not None and names:

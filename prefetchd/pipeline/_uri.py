@@ -33,6 +33,9 @@ reported as `s3://bucket/key`). A URI directly followed by `{` is a template
 from __future__ import annotations
 
 import re
+from typing import Any
+
+import yaml
 
 from prefetchd.pipeline import _shell
 from prefetchd.pipeline._shard import BRACE_GROUP
@@ -122,6 +125,41 @@ def run_time_locations(text: str) -> list[str]:
         return []
     return [m.group(0) for m in _RUN_TIME_URI_RE.finditer(text)
             if _SHELL_VAR.search(m.group(0)) and text[m.end():m.end() + 1] not in ("{", "(")]
+
+
+MAX_DOCUMENT_CHARS = 256 * 1024  # a config or heredoc read for its keys; larger: not read
+MAX_DOCUMENT_STRINGS = 4096
+
+
+def document_strings(text: str) -> list[tuple[str, str]] | None:
+    """(dotted key, value) of each string in *text* read as a YAML or JSON document (a
+    list's items under its key; a top-level list's under ""), at most MAX_DOCUMENT_STRINGS,
+    20 levels deep; None when *text* is no mapping or list, or too long. A mounted config
+    (k8s.datasets) and a heredoc a script writes (`_shell`) are read through this."""
+    if len(text) > MAX_DOCUMENT_CHARS:
+        return None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(doc, (dict, list)):
+        return None
+    pairs: list[tuple[str, str]] = []
+
+    def walk(node: Any, key: str, depth: int = 0) -> None:
+        if depth > 20 or len(pairs) >= MAX_DOCUMENT_STRINGS:
+            return
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{key}.{k}" if key else str(k), depth + 1)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, key, depth + 1)
+        elif isinstance(node, str):
+            pairs.append((key, node))
+
+    walk(doc, "")
+    return pairs
 
 
 def is_uri(text: str) -> bool:
