@@ -1068,6 +1068,8 @@ class Flow:
     # env vars a command line the program runs hands on as they are, and which way
     # (subprocess.run([..., "--output-dir", os.environ["RUN_URI"]]): RUN_URI, write)
     env_dirs: tuple[tuple[str, str], ...] = ()
+    # the env var of each os.environ["X"] / os.getenv("X") in the program, as often as named
+    env_named: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=64)
@@ -1115,7 +1117,8 @@ def analyze(code: str) -> Flow | None:
                 tuple((p, "unknown" if len(ds) > 1 else next(iter(ds)))
                       for p, ds in flow.paths.items()),
                 tuple((k[len(ENV):], "unknown" if len(ds) > 1 else next(iter(ds)))
-                      for k, ds in flow.found.items() if k.startswith(ENV)))
+                      for k, ds in flow.found.items() if k.startswith(ENV)),
+                tuple(n for node in ast.walk(tree) if (n := _env_name(node)) is not None))
 
 
 def pair_pieces(bucket: tuple[str, Any], key: tuple[str, Any]) -> Pieces | None:
@@ -1196,11 +1199,7 @@ def env_uses(code: str) -> tuple[list[tuple[Pieces, str]], frozenset[str]]:
         return [], frozenset()
     built = [(p, d) for p, d in flow.built if any(n.startswith(ENV) for n in _pieces.needs(p))]
     in_built = {n[len(ENV):] for p, _ in built for n in _pieces.needs(p) if n.startswith(ENV)}
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return built, frozenset()
-    named = [n for node in ast.walk(tree) if (n := _env_name(node)) is not None]
+    named = list(flow.env_named)
     # a name read once into a variable the built locations start from is only built from;
     # one named more often than it is built from is also used as it is
     direct = {n for n in named if n not in in_built or named.count(n) > sum(
