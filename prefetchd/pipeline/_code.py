@@ -365,15 +365,23 @@ class _Flow(ast.NodeVisitor):
         if _call_name(node) in (*_PATH_TYPES, "str") and len(node.args) == 1 \
                 and not node.keywords:
             return self.pieces(node.args[0], depth + 1)  # UPath("s3://b/x"), str(p): the text
-        if isinstance(f, ast.Attribute) and f.attr in ("rstrip", "strip", "lstrip") and all(
+        if isinstance(f, ast.Attribute) and f.attr in (
+                "rstrip", "strip", "lstrip", "removesuffix") and all(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) <= {"/"}
                 for a in node.args) and node.args:
-            # lake.rstrip("/") before a join: the slash it drops, render() drops too;
-            # urlparse(uri).path.lstrip("/"): the key
+            # lake.rstrip("/") before a join: the slashes it drops from a literal end go
+            # here (an input's, render() drops); urlparse(uri).path.lstrip("/"): the key
             made = self.pieces(f.value, depth + 1)
-            if made and f.attr != "rstrip" and made[0] == "/":
-                made = made[1:]
-            return made
+            if not made:
+                return made
+            out = list(made)
+            if f.attr == "removesuffix" and isinstance(out[-1], str):
+                out[-1] = out[-1].removesuffix(node.args[0].value)  # type: ignore[attr-defined]
+            elif f.attr != "lstrip" and isinstance(out[-1], str):
+                out[-1] = out[-1].rstrip("/")
+            if f.attr in ("lstrip", "strip") and isinstance(out[0], str):
+                out[0] = out[0].lstrip("/")
+            return tuple(p for p in out if p != "")
         if isinstance(f, ast.Attribute) and f.attr == "join" and ast.unparse(f.value) in (
                 "os.path", "posixpath") and not node.keywords:
             for i, a in enumerate(node.args):
@@ -570,9 +578,7 @@ class _Flow(ast.NodeVisitor):
         if not isinstance(node.op, (ast.Add, ast.Mod, ast.Div)):
             return
         for side in (node.left, node.right):  # the whole, when known, is read whole
-            text = _literal(self.pieces(side))
-            if text is not None:
-                self.partial.update(_uri.find_uris(text))
+            self._part_of_one(side)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         """``f"{root}/basin/precip.nc"`` with ``root = "s3://era5/land"``: the constant is part
@@ -582,9 +588,19 @@ class _Flow(ast.NodeVisitor):
             return
         for v in node.values:
             if isinstance(v, ast.FormattedValue):
-                text = _literal(self.pieces(v.value))
-                if text is not None:
-                    self.partial.update(_uri.find_uris(text))
+                self._part_of_one(v.value)
+
+    def _part_of_one(self, node: ast.AST) -> None:
+        """The literal locations *node* holds only start a location (``partial``); through
+        ``root.rstrip("/")`` too, whose receiver holds them with their slash."""
+        while True:
+            text = _literal(self.pieces(node))
+            if text is not None:
+                self.partial.update(_uri.find_uris(text))
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("rstrip", "strip", "removesuffix")):
+                return
+            node = node.func.value
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -827,9 +843,7 @@ class _Flow(ast.NodeVisitor):
         if name == "join" and ast.unparse(f).endswith("path.join") and len(args) > 1:
             # os.path.join("s3://mill-qc", "m1", "x.csv"): its first parts only start one
             for a in args[:-1]:
-                text = _literal(self.pieces(a))
-                if text is not None:
-                    self.partial.update(_uri.find_uris(text))
+                self._part_of_one(a)
         try:
             self._sinks(node, f, name, args, kw)
         finally:

@@ -66,6 +66,19 @@ def kueue_labels(work: UpcomingWork, labels: Mapping[str, Any], library: Library
         work.priority = library.priority(str(pclass))
 
 
+def pod_priority(work: UpcomingWork, library: Library) -> None:
+    """Work with no Kueue priority class takes its pods' ``priorityClassName`` (the first
+    group's that names one): Kueue's priority for such a job, and the scheduler's."""
+    if work.priority_class or work.priority is not None:
+        return
+    for g in work.groups:
+        name = g.spec.get("priorityClassName")
+        if name:
+            work.priority_class = str(name)
+            work.priority = library.pod_priority(str(name))
+            return
+
+
 def same_pods_owner(meta: Mapping[str, Any], namespace: str) -> str | None:
     """The key of the controller owner that describes the same pods, if it is one we read."""
     for ref in meta.get("ownerReferences") or []:

@@ -130,7 +130,9 @@ def with_candidates(group: PodGroup, choices: Mapping[str, list[str]]) -> PodGro
         made = _at_each(ref, names, choices) if names and "${" not in rest and all(
             n in choices for n in names) else None
         out += made if made is not None else [ref]
-    return replace(group, datasets=tuple(out))
+    # (one word may give two run-time refs, `data.train=s3://.../seq${...}/` and its URI:
+    # the same locations once)
+    return replace(group, datasets=tuple(dict.fromkeys(out)))
 
 
 def _at_each(ref: DatasetRef, names: list[str], choices: Mapping[str, list[str]]

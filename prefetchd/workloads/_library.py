@@ -11,7 +11,9 @@ files from). Adapters only read it:
 * ``configmap(namespace, name)``: a Katib Experiment's ``trialTemplate.configMap``;
   ``get("ConfigMap", ...)``: one a pod template names (``_podspec.with_configmaps``);
 * ``priority(name)``: the value of a Kueue WorkloadPriorityClass (a job's
-  ``kueue.x-k8s.io/priority-class`` label names one);
+  ``kueue.x-k8s.io/priority-class`` label names one); ``pod_priority(name)``: of a
+  ``scheduling.k8s.io`` PriorityClass (a pod template's ``priorityClassName``: Kueue's
+  priority for a job without that label, and the scheduler's; GET when needed);
 * ``flavor(name)``: a Kueue ResourceFlavor (its ``nodeLabels`` and ``tolerations`` are added
   to an admitted Workload's pods).
 
@@ -35,8 +37,13 @@ LIBRARY_KINDS = {
     "ConfigMap": "",
     "WorkloadPriorityClass": "kueue.x-k8s.io",
     "ResourceFlavor": "kueue.x-k8s.io",
+    "PriorityClass": "scheduling.k8s.io",
 }
-CLUSTER_SCOPED = ("ClusterTrainingRuntime", "WorkloadPriorityClass", "ResourceFlavor")
+CLUSTER_SCOPED = ("ClusterTrainingRuntime", "WorkloadPriorityClass", "ResourceFlavor",
+                  "PriorityClass")
+# The two classes every cluster has without a PriorityClass object (kube-apiserver's).
+SYSTEM_PRIORITIES = {"system-cluster-critical": 2_000_000_000,
+                     "system-node-critical": 2_000_001_000}
 REFETCH_S = 300.0  # a fetched object is fetched again after this long
 MISSING_S = 60.0  # a fetch that found nothing is not repeated for this long
 MAX_MISSING = 1024
@@ -56,6 +63,8 @@ def api_path(kind: str, namespace: str | None, name: str) -> str | None:
     """The API path of a lookup object (for ``Library.fetch``), None for other kinds."""
     if kind == "ConfigMap":
         return f"/api/v1/namespaces/{namespace or 'default'}/configmaps/{name}"
+    if kind == "PriorityClass":
+        return f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}"
     for group, k, versions, plural, namespaced in LIBRARY_WATCHES:
         if k == kind:
             base = f"/apis/{group}/{versions[0]}"
@@ -78,7 +87,7 @@ def fetcher(get_json: Callable[[str], Mapping[str, Any] | None],
             return None
         if found is None:
             return None
-        version = "v1" if kind == "ConfigMap" else path.split("/")[3]
+        version = "v1" if kind == "ConfigMap" else path.split("/")[3]  # /apis/G/V/...
         group = LIBRARY_KINDS[kind]
         return {**found, "kind": kind,
                 "apiVersion": f"{group}/{version}" if group else version}
@@ -168,10 +177,15 @@ class Library:
     def configmap(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.get("ConfigMap", namespace, name)
 
-    def priority(self, name: str) -> int | None:
-        obj = self.get("WorkloadPriorityClass", None, name)
+    def priority(self, name: str, kind: str = "WorkloadPriorityClass") -> int | None:
+        obj = self.get(kind, None, name)
         value = (obj or {}).get("value")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def pod_priority(self, name: str) -> int | None:
+        if name in SYSTEM_PRIORITIES:
+            return SYSTEM_PRIORITIES[name]
+        return self.priority(name, "PriorityClass")
 
     def flavor(self, name: str) -> Mapping[str, Any] | None:
         return self.get("ResourceFlavor", None, name)

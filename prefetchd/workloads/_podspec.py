@@ -100,8 +100,8 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
             if env != (out.get("env") or []):
                 out["env"] = env
                 changed = True
-        volumes = {v.get("name"): v["configMap"] for v in out.get("volumes") or []
-                   if isinstance(v, Mapping) and isinstance(v.get("configMap"), Mapping)}
+        volumes = {v.get("name"): cms for v in out.get("volumes") or []
+                   if isinstance(v, Mapping) and (cms := _volume_configmaps(v))}
         if volumes and isinstance(out.get("containers"), list):  # a PodSpec
             for kind in ("initContainers", "containers"):
                 cs = out.get(kind)
@@ -122,10 +122,22 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
 MAX_CONFIG_FILES = 8  # per container
 
 
-def _named_config_files(container: Mapping[str, Any], volumes: Mapping[Any, Mapping[str, Any]],
+def _volume_configmaps(volume: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The ``configMap`` sources of a volume: its own, or each of a ``projected`` volume's
+    (beside downward-API and Secret items, which name no datasets)."""
+    if isinstance(volume.get("configMap"), Mapping):
+        return [volume["configMap"]]
+    sources = (volume.get("projected") or {}).get("sources") if isinstance(
+        volume.get("projected"), Mapping) else None
+    return [src["configMap"] for src in sources or []
+            if isinstance(src, Mapping) and isinstance(src.get("configMap"), Mapping)]
+
+
+def _named_config_files(container: Mapping[str, Any],
+                        volumes: Mapping[Any, list[Mapping[str, Any]]],
                         data: Any) -> list[list[str]]:
     """[path, text] of each file of the container's ConfigMap volumes (*volumes*: volume
-    name -> its ``configMap``; *data*: a ConfigMap reference -> its data, or None) that its
+    name -> its ``configMap`` sources; *data*: a ConfigMap reference -> its data, or None) that its
     command line or env names: by its path, or Hydra's ``--config-path DIR --config-name
     NAME``. A volume's ``items`` and a mount's ``subPath`` place the files as the kubelet
     does."""
@@ -143,12 +155,14 @@ def _named_config_files(container: Mapping[str, Any], volumes: Mapping[Any, Mapp
     return out
 
 
-def _config_files_in(container: Mapping[str, Any], volumes: Mapping[Any, Mapping[str, Any]],
+def _config_files_in(container: Mapping[str, Any],
+                     volumes: Mapping[Any, list[Mapping[str, Any]]],
                      data: Any, blob: str) -> list[list[str]]:
     out: list[list[str]] = []
-    for m in container.get("volumeMounts") or []:
-        cm = volumes.get(m.get("name")) if isinstance(m, Mapping) else None
-        d = data(cm) if cm is not None else None
+    mounted = [(mount, cm) for mount in container.get("volumeMounts") or []
+               if isinstance(mount, Mapping) for cm in volumes.get(mount.get("name")) or ()]
+    for m, cm in mounted:
+        d = data(cm)
         if not d or not isinstance(m.get("mountPath"), str):
             continue
         items = cm.get("items")

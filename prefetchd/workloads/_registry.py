@@ -17,6 +17,7 @@ from typing import Any
 from prefetchd.workloads import (
     _argo_run,
     _batch,
+    _common,
     _cronjob,
     _jobset,
     _katib,
@@ -105,7 +106,9 @@ def read(obj: Mapping[str, Any], library: Library | None = None,
     library = library or Library()
     try:
         obj = _podspec.with_configmaps(obj, library)
-        return _elsewhere(obj, kind.read(obj, library))
+        work = kind.read(obj, library)
+        _common.pod_priority(work, library)
+        return _elsewhere(obj, work)
     except WorkloadError as exc:
         raise WorkloadError(f"{where}: {exc}") from None
     except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:

@@ -114,6 +114,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
                  "WorkloadPriorityClass", False),
     ResourceType("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", False),
+    ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     ResourceType("ray.io", "v1", "rayjobs", "RayJob", True),
     ResourceType("ray.io", "v1", "rayclusters", "RayCluster", True),
     # cert-manager: the agents ask for their cache-group peer certificates

@@ -306,6 +306,32 @@ def test_two_queued_jobs_are_warmed_in_priority_order(fake, site_factory):
         raise
 
 
+def test_queued_jobs_without_a_kueue_class_are_warmed_in_their_pods_priority_order(
+        fake, site_factory):
+    """Kueue gives a job with no ``kueue.x-k8s.io/priority-class`` label its pods'
+    PriorityClass value; the agent GETs that class (it does not watch them)."""
+    site = site_factory(["n1"])
+    install_crds(fake)
+    fake.create(to.pod_priority_class("batch-low", 10))
+    fake.create(to.pod_priority_class("batch-high", 1000))
+    # the low one submitted first, and first by name: only the priority puts it second
+    low_uri, low_keys = dataset(site, "alow")
+    high_uri, high_keys = dataset(site, "zhigh")
+    for name, uri in (("alow", low_uri), ("zhigh", high_uri)):
+        job = to.batch_job(name, NS, uri, "user-queue", "unused")
+        del job["metadata"]["labels"][to.PRIORITY_LABEL]
+        job["spec"]["template"]["spec"]["priorityClassName"] = f"batch-{name[1:]}"
+        fake.create(job)
+    site.start(webhook=False)
+    try:
+        wait_until("both warm", lambda: site.holders(low_keys + high_keys) == {"n1"}, 120)
+        log = (site.tmp / "agent-n1.log").read_text()
+        assert log.index("job ml/zhigh: warming") < log.index("job ml/alow: warming"), log
+    except BaseException:
+        print(site.logs())
+        raise
+
+
 def test_experiment_data_outlives_trials_and_goes_with_the_experiment(fake, site_factory):
     site = site_factory(["n1", "n2", "n3"])
     install_crds(fake)

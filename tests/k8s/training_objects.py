@@ -98,6 +98,13 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
             "metadata": {"name": name}, "value": value, "description": f"{name} jobs"}
 
 
+def pod_priority_class(name: str, value: int) -> dict[str, Any]:
+    """A scheduling.k8s.io PriorityClass (what a pod's ``priorityClassName`` names)."""
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "globalDefault": False,
+            "preemptionPolicy": "PreemptLowerPriority", "description": f"{name} pods"}
+
+
 def trainer_container(dataset: str) -> dict[str, Any]:
     return {"name": "pytorch", "image": "docker.io/kubeflowkatib/pytorch-mnist-cpu:v1beta1",
             "command": ["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"],

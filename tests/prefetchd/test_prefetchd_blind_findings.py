@@ -1312,3 +1312,17 @@ def test_a_while_read_loop_fed_literal_lines_by_a_pipe_reads_each() -> None:
                            "cat /w/list | while read -r x; do aws s3 cp s3://b/$x /w; done"])
     assert [w for w in words if w.startswith("s3://")] == [
         "s3://neon/hs/vnir.h5", "s3://neon/hs/swir.h5", "s3://b/$x"]
+
+
+def test_a_root_stripped_of_its_slash_in_code_starts_the_file_only() -> None:
+    """Round 23's note: ``root = "s3://era5/land/"`` then ``f"{root.rstrip('/')}/basin/x"``
+    read the root whole beside the file, and the file with a double slash
+    (``land//basin``); ``removesuffix("/")`` likewise."""
+    for strip in ("rstrip('/')", "removesuffix('/')", "strip('/')"):
+        code = ('import fsspec, xarray as xr\nroot = "s3://era5/land/"\n'
+                f'ds = xr.open_zarr(fsspec.get_mapper(f"{{root.{strip}}}/basin/p.zarr"))\n'
+                f'with fsspec.open(root.{strip} + "/basin/p.nc") as f:\n    f.read()\n')
+        step = _plan([{"name": "main", "script": {"image": "x", "command": ["python"],
+                                                  "source": code}}]).step("main")
+        assert sorted(r.uri for r in step.reads) == [
+            "s3://era5/land/basin/p.nc", "s3://era5/land/basin/p.zarr"], strip

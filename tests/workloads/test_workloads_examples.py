@@ -405,6 +405,37 @@ def test_warm_order_admitted_first_then_priority_then_age() -> None:
     assert ordered == ["admitted", "older", "sample-job", "low"]
 
 
+def test_a_pod_priority_class_is_the_priority_of_a_job_kueue_has_no_class_for() -> None:
+    """Kueue gives a job without a ``kueue.x-k8s.io/priority-class`` label the value of its
+    pods' ``priorityClassName`` (a scheduling.k8s.io PriorityClass); the label wins."""
+    pclass = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+              "metadata": {"name": "research-high"}, "value": 5000}
+    lib = library("kueue/workloadpriorityclass-sample-priority.yaml")
+    lib.add(pclass)
+    job = doc("kueue/job-suspended-with-priority.yaml")
+    job["spec"]["template"]["spec"]["priorityClassName"] = "research-high"
+    assert (workloads.read(job, lib).priority_class, workloads.read(job, lib).priority) == (
+        "sample-priority", 10000)
+    del job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"]
+    work = workloads.read(job, lib)
+    assert (work.priority_class, work.priority) == ("research-high", 5000)
+    assert (work.to_json(lambda r: None)["priority_class"], work.to_json(lambda r: None)[
+        "priority"]) == ("research-high", 5000)
+    assert workloads.read(job).priority is None  # the class not known: no value
+    job["spec"]["template"]["spec"]["priorityClassName"] = "system-node-critical"
+    assert workloads.read(job).priority == 2_000_001_000
+    fetched: list[str] = []
+
+    def get_json(path: str) -> dict | None:
+        fetched.append(path)
+        return {k: v for k, v in pclass.items() if k not in ("kind", "apiVersion")}
+
+    job["spec"]["template"]["spec"]["priorityClassName"] = "research-high"
+    work = workloads.read(job, workloads.Library(fetch=workloads.fetcher(get_json)))
+    assert work.priority == 5000
+    assert fetched == ["/apis/scheduling.k8s.io/v1/priorityclasses/research-high"]
+
+
 # ---------------------------------------------------------------- JobSet and owners
 
 

@@ -427,6 +427,48 @@ def test_a_config_file_from_a_configmap_volume_names_what_the_job_reads(tmp_path
     assert "config /etc" not in r.stdout
 
 
+def test_a_config_in_a_projected_volume_is_read_and_a_trial_value_listed_once(
+        tmp_path) -> None:
+    """Job rounds 19 and 20: a Hydra config in a projected volume (a ConfigMap beside
+    downward-API items) was not read, as one in a plain ConfigMap volume is; a Katib trial's
+    ``data.train=s3://.../seq${trialParameters.seqLen}/`` was listed twice per value."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "base", "namespace": "ml"},
+          "data": {"base.yaml": "paths:\n  lake: s3://lake\ndata:\n"
+                                "  labels: ${paths.lake}/labels/v2.tsv\n"}}
+    exp = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+           "metadata": {"name": "hpo", "namespace": "ml"},
+           "spec": {"parallelTrialCount": 2, "maxTrialCount": 4,
+                    "objective": {"type": "maximize", "objectiveMetricName": "auc"},
+                    "algorithm": {"algorithmName": "random"},
+                    "parameters": [{"name": "seq_len", "parameterType": "discrete",
+                                    "feasibleSpace": {"list": ["512", "1024"]}}],
+                    "trialTemplate": {
+                        "primaryContainerName": "trainer",
+                        "trialParameters": [{"name": "seqLen", "reference": "seq_len"}],
+                        "trialSpec": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
+                            "template": {"spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{
+                                    "name": "trainer", "image": "x",
+                                    "command": ["python", "-m", "train", "--config-path=/etc/cfg",
+                                                "--config-name=base",
+                                                "data.train=s3://lake/tok/seq"
+                                                "${trialParameters.seqLen}/train/"],
+                                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]}],
+                                "volumes": [{"name": "cfg", "projected": {"sources": [
+                                    {"configMap": {"name": "base"}},
+                                    {"downwardAPI": {"items": [{"path": "labels", "fieldRef": {
+                                        "fieldPath": "metadata.labels"}}]}}]}}]}}}}}}}
+    r = plan(write(tmp_path, "exp.yaml", exp, cm))
+    assert r.returncode == 0, r.stderr
+    reads = [ln.split()[1] for ln in r.stdout.split("warm:", 1)[0].splitlines()
+             if ln.strip().startswith("reads ")]
+    assert reads == ["s3://lake/tok/seq512/train/", "s3://lake/tok/seq1024/train/",
+                     "s3://lake/labels/v2.tsv"], r.stdout
+    assert "(config /etc/cfg/base.yaml)" in r.stdout
+
+
 def test_finished_or_inactive_work_is_planned_for_nothing(tmp_path) -> None:
     """Blind job round 18: a Job with ``Complete=True`` was shown succeeded and still listed
     under ``warm:`` (and ``warm --pipeline`` fetched it), a suspended CronJob too. As the
