@@ -274,38 +274,6 @@ _PATH_SPLIT = re.compile(r"[=,:;\"'\[\]]+")
 
 
 # $(NAME) as the kubelet expands it, ${NAME} and $NAME as a shell script does
-_REFERENCE = re.compile(r"\$[({]?([A-Za-z_][A-Za-z0-9_]*)")
-_ROOT_WORDS = {"ROOT", "BASE", "PREFIX", "BUCKET"}
-_BARE_BUCKET = re.compile(r"s3a?://[a-z0-9][a-z0-9.\-]*/?")
-
-
-def _spelled_out(container: Mapping[str, Any]) -> set[str]:
-    """The env vars named as a root (``DATA_ROOT``, ``S3_BASE``, ``OUT_PREFIX``,
-    ``MODEL_BUCKET``), or holding a bare bucket, that the command line or another var
-    spells out in full words (``$(DATA_ROOT)/sft/train.jsonl``,
-    ``${DATA_ROOT}/x`` in a script): such a value is read where it is spelled out, as far as
-    the words there say (a file under it, not the whole folder), so it is no read of its
-    own. A var whose words also hold a value only the pod knows
-    (``$(SHARD_PREFIX)part-${IDX}.tar``) stays one: its value is what can be warmed; so does
-    one named for what it holds (``TRAIN``, ``DATA_DIR``), which the program may read whole."""
-    env = container.get("env") or []
-    # a root by its name, or by its value: a bare bucket (MODEL_STORE=s3://telco-models)
-    names = {str(e.get("name")) for e in env if isinstance(e, Mapping)
-             if _ROOT_WORDS & set(str(e.get("name")).upper().split("_"))
-             or _BARE_BUCKET.fullmatch(str(e.get("value") or ""))}
-    texts = [str(a) for a in [*(container.get("command") or []),
-                              *(container.get("args") or [])]]
-    texts += [str(e.get("value") or "") for e in env if isinstance(e, Mapping)]
-    out: set[str] = set()
-    kept: set[str] = set()
-    for word in (w for t in texts for w in re.split(r"[\s\"'=]+", t.replace("$$", ""))):
-        named = {n for n in _REFERENCE.findall(word) if n in names}
-        if named:
-            rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names else m.group(0), word)
-            (kept if "$" in rest else out).update(named)
-    return out - kept
-
-
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ash", "ksh"})
 
 
@@ -420,7 +388,7 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                        if n.startswith(_code.ENV)}
     bulk = {e.get("name") for e in container.get("env") or []
             if isinstance(e, Mapping) and e.get(EXPAND_ONLY)} - used
-    bulk |= _spelled_out(container) | (built_only - used)
+    bulk |= _uri.spelled_out_env(container) | (built_only - used)
     for name, value in _uri.kube_env(container.get("env")).items():
         if name in bulk:
             continue  # a value for $(VAR) (or one of a ConfigMap's keys): no read itself

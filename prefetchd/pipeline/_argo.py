@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from prefetchd.pipeline import _scan
+from prefetchd.pipeline import _code, _scan, _uri
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
 from prefetchd.pipeline._resolve import (
@@ -681,19 +681,32 @@ class ArgoAnalyzer:
             sched["containers"] = res_of
         step.scheduling = sched or None
         for c in containers:
-            argv = [a for a in [*(c.get("command") or []), *(c.get("args") or [])]
-                    if isinstance(a, str)]
             env = [
                 (e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)
             ]
             names = [str(n) for n, _ in env]
             envs = _scan.env_inputs(env, res)
+            raw = [a for a in [*(c.get("command") or []), *(c.get("args") or [])]
+                   if isinstance(a, str)]
+            # the values known before the run: a root the command line spells out
+            # (${DATA_ROOT}/x.csv: read there only), and the values that are no locations
+            # (BREWERY=north-yard): the kubelet puts them in place of $(NAME) in command and
+            # args, the shell of ${NAME} in a script; a location given whole (--data
+            # $(TRAIN_URI)) stays the env var's read
+            known = [{"name": k[len(_code.ENV):], "value": v.values[0]} for k, v in envs.items()
+                     if v.values is not None and len(v.values) == 1 and "{{" not in v.values[0]]
+            spelled = _uri.spelled_out_env({"command": raw, "args": [c.get("source") or ""],
+                                            "env": known})
+            shown = [e for e in known if e["name"] in spelled or not (
+                _uri.find_uris(e["value"]) or e["value"].startswith("/"))]
+            argv = _uri.kube_expand(raw, shown)
+            shell_env = {e["name"]: e["value"] for e in shown} or None
             only_built = _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv),
-                                         names, envs)
+                                         names, envs, shell_env)
             if isinstance(c.get("source"), str):
                 only_built |= _scan.scan_argv(step, [c["source"]], res, paths, env=names,
-                                              env_values=envs)
-            _scan.scan_env(step, env, res, only_built)
+                                              env_values=envs, shell_env=shell_env)
+            _scan.scan_env(step, env, res, only_built | {_code.ENV + n for n in spelled})
         self._artifacts(step, tmpl, scope)
         mounts = list({(m.get("name"), m.get("mountPath"), m.get("subPath")): m
                        for c in containers for m in c.get("volumeMounts") or []

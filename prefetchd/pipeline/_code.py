@@ -106,6 +106,7 @@ class _Flow(ast.NodeVisitor):
         self.found: dict[str, set[str]] = {}
         self.params: set[str] = set()
         self.names: dict[str, list[str]] = {}  # literal location -> names assigned from it
+        self.ints: dict[str, int] = {}  # n = 4: a range(n) loop takes 0..3
         self.consts: dict[str, str] = {}  # variable -> the string constant it holds
         # boto3 calls with a nameable bucket and key: ((kind, x), (kind, y), direction)
         self.pairs: list[tuple[tuple[str, str], tuple[str, str], str]] = []
@@ -249,12 +250,23 @@ class _Flow(ast.NodeVisitor):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return (node.value,)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(
-                node.slice, ast.Constant) and node.value.id in self.dicts:
-            item = self.dicts[node.value.id].get(node.slice.value)  # cfg["names"]
-            return self.pieces(item, depth + 1) if item is not None else None
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and isinstance(
+                node.slice, (ast.Constant, ast.Name)) and node.value.id in self.dicts:
+            table = self.dicts[node.value.id]
+            key = node.slice.value if isinstance(node.slice, ast.Constant) else \
+                self.consts.get(node.slice.id)
+            if key is not None:  # cfg["names"], SOURCES[kind] with kind = "sensor"
+                item = table.get(key)
+                return self.pieces(item, depth + 1) if item is not None else None
+            texts = {k: _constant(v) for k, v in table.items()}
+            if (p := self._param(node.slice)) is not None and texts and all(
+                    isinstance(t, str) for t in texts.values()):
+                return (_pieces.formatted(p, {"pick": texts}),)  # SOURCES[kind] of an input
+            return None
+        if isinstance(node, ast.Subscript) and isinstance(node.value, (
+                ast.Name, ast.Subscript, ast.Call)) and isinstance(
                 node.slice, ast.Constant) and isinstance(node.slice.value, (str, int)):
-            item = self.pieces(node.value, depth + 1)  # item["uri"], pair[0] of a loop item
+            # item["uri"], pair[0] of a loop item; cfg["data"]["captions"] of a JSON input
+            item = self.pieces(node.value, depth + 1)
             if item is not None and len(item) == 1 and isinstance(item[0], tuple):
                 one = item[0]
                 if one[0] == "param":  # cohort["uri"] of a dict input: its one item's field
@@ -265,6 +277,17 @@ class _Flow(ast.NodeVisitor):
                 node.slice) == "1:":
             made = self.pieces(node.value, depth + 1)  # urlparse(uri).path[1:]: the key
             return made[1:] if made and made[0] == "/" else None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and \
+                node.slice.step is None and all(
+                b is None or isinstance(b, ast.Constant) and type(b.value) is int
+                for b in (node.slice.lower, node.slice.upper)):
+            lo, hi = (b.value if isinstance(b, ast.Constant) else None
+                      for b in (node.slice.lower, node.slice.upper))
+            if (p := self._param(node.value)) is not None:  # as_of[:7] of an input
+                return (_pieces.formatted(p, f"[{'' if lo is None else lo}:"
+                                             f"{'' if hi is None else hi}]"),)
+            text = _literal(self.pieces(node.value, depth + 1))
+            return (text[lo:hi],) if text is not None else None  # of a constant
         env = _env_name(node)
         if env is not None:  # os.environ["VOCAB_URI"]: the caller knows the step's env
             return (("param", ENV + env),)
@@ -362,6 +385,9 @@ class _Flow(ast.NodeVisitor):
             if method is None:
                 return None
             return self._inlined(node, *method, depth, {"self." + k: v for k, v in attrs.items()})
+        if _call_name(node) == "loads" and ast.unparse(f).endswith("json.loads") and len(
+                node.args) == 1 and (p := self._param(node.args[0])) is not None:
+            return (("param", p),)  # json.loads(config_json): the input's JSON, as a dict input's
         if _call_name(node) in (*_PATH_TYPES, "str") and len(node.args) == 1 \
                 and not node.keywords:
             return self.pieces(node.args[0], depth + 1)  # UPath("s3://b/x"), str(p): the text
@@ -525,7 +551,7 @@ class _Flow(ast.NodeVisitor):
             self.tmpl[key.id] = (("key", src),)  # type: ignore[attr-defined]
             return
         text = self._const_text(value)
-        if text is None and isinstance(value, (ast.BinOp, ast.JoinedStr, ast.Call)):
+        if text is None and isinstance(value, (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)):
             text = _literal(self.pieces(value))  # "s3://a/" + "x/*.parquet": a constant too
         for t in targets:
             if isinstance(t, ast.Name):
@@ -549,10 +575,14 @@ class _Flow(ast.NodeVisitor):
                     if isinstance(k, ast.Constant) and isinstance(k.value, str)}
                     if isinstance(value, ast.Dict) else None)
                 _keep(self.consts, t.id, text)
+                _keep(self.ints, t.id, value.value if isinstance(value, ast.Constant)
+                      and type(value.value) is int else None)
                 built = self.pieces(value) if text is None else None
                 is_path = value is not None and self._is_path(value)
+                # x = os.environ["X"]; root = collection_root.removesuffix("/"), an input
+                # under another name
                 env = built is not None and len(built) == 1 and isinstance(
-                    built[0], tuple) and built[0][1].startswith(ENV)  # x = os.environ["X"]
+                    built[0], tuple) and (built[0][1].startswith(ENV) or built[0][0] == "param")
                 # (a path object keeps its text for "/" joins)
                 _keep(self.tmpl, t.id, built if built is not None and (
                     is_built(built) or is_path or env) else None)
@@ -618,6 +648,8 @@ class _Flow(ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.generic_visit(node)
         self._assign([node.target], node.value)
+        if isinstance(node.target, ast.Name):
+            self.ints.pop(node.target.id, None)  # n += 1: not the constant on the right
 
     def visit_withitem(self, node: ast.withitem) -> None:
         self.generic_visit(node)
@@ -661,6 +693,12 @@ class _Flow(ast.NodeVisitor):
                 self.consts.pop(n.id, None)
         piece = self._items(it, loop)
         if piece is None:
+            made = self.tmpl.get(it.id) if isinstance(it, ast.Name) else self.pieces(it) \
+                if isinstance(it, (ast.ListComp, ast.GeneratorExp)) else None
+            if made is not None and isinstance(target, ast.Name) and any(
+                    isinstance(p, tuple) and p[0] == "each" for p in made):
+                # for s in shards, shards = [f"..." for i in ...] (or the comprehension itself)
+                self.tmpl[target.id] = made
             return saved
         if isinstance(target, ast.Name):
             self.loops[target.id] = piece
@@ -717,9 +755,13 @@ class _Flow(ast.NodeVisitor):
             vals = {k: _constant(v) for k, v in self.dicts[it.func.value.id].items()}
             return None if None in vals.values() else [[k, v] for k, v in vals.items()]
         if isinstance(it, ast.Call) and _call_name(it) == "range" and isinstance(
-                it.func, ast.Name) and 1 <= len(it.args) <= 3 and all(
-                isinstance(a, ast.Constant) and type(a.value) is int for a in it.args):
-            r = range(*(a.value for a in it.args))  # type: ignore[attr-defined]
+                it.func, ast.Name) and 1 <= len(it.args) <= 3 and not it.keywords:
+            bounds = [a.value if isinstance(a, ast.Constant) and type(a.value) is int
+                      else self.ints.get(a.id) if isinstance(a, ast.Name) else None
+                      for a in it.args]
+            if None in bounds:
+                return None
+            r = range(*bounds)  # type: ignore[arg-type]
             return list(r) if len(r) <= _pieces.MAX_TEXTS else None
         if isinstance(it, (ast.List, ast.Tuple, ast.Set)):
             items = [_constant(e) for e in it.elts]
@@ -843,6 +885,23 @@ class _Flow(ast.NodeVisitor):
         if name == "join" and ast.unparse(f).endswith("path.join") and len(args) > 1:
             # os.path.join("s3://mill-qc", "m1", "x.csv"): its first parts only start one
             for a in args[:-1]:
+                self._part_of_one(a)
+        if name == "add_argument" and isinstance(kw.get("default"), ast.Constant) and \
+                isinstance(kw["default"].value, str):
+            # ap.add_argument("--out", default="s3://b/x/"): the default is named by its
+            # option, as a value assigned to a variable is (a command line that passes
+            # --out names its own value)
+            flag = next((a.value for a in args if isinstance(a, ast.Constant)
+                         and isinstance(a.value, str) and a.value.startswith("--")), None)
+            dest = kw.get("dest")
+            named = dest.value if isinstance(dest, ast.Constant) else flag
+            if isinstance(named, str):
+                for u in _uri.find_uris(kw["default"].value):
+                    self.names.setdefault(u, []).append(named.lstrip("-").replace("-", "_"))
+        if name == "join" and isinstance(f, ast.Attribute) and isinstance(
+                f.value, ast.Constant) and isinstance(f.value.value, str) and len(args) == 1 \
+                and isinstance(args[0], (ast.List, ast.Tuple)) and len(args[0].elts) > 1:
+            for a in args[0].elts:  # "/".join(["s3://ticks-raw", x, "quotes"]): parts of one
                 self._part_of_one(a)
         try:
             self._sinks(node, f, name, args, kw)
@@ -1104,6 +1163,7 @@ def analyze(code: str) -> Flow | None:
         flow.visit(tree)
     except RecursionError:
         return None
+    flow.partial.update(_looked_up_only(tree))
     params: dict[str, str] = {}
     lits: dict[str, str] = {}
     for s, ds in flow.found.items():
@@ -1133,6 +1193,36 @@ def analyze(code: str) -> Flow | None:
                 tuple((k[len(ENV):], "unknown" if len(ds) > 1 else next(iter(ds)))
                       for k, ds in flow.found.items() if k.startswith(ENV)),
                 tuple(n for node in ast.walk(tree) if (n := _env_name(node)) is not None))
+
+
+def _looked_up_only(tree: ast.AST) -> set[str]:
+    """The literal locations in dicts the program only ever looks entries up in
+    (``SOURCES = {"lab": "s3://lab/g", "sensor": "s3://iot/t"}`` then ``SOURCES[kind]``):
+    an entry is a location where it is used (read whole there, or built on), the others
+    none; a dict used any other way (iterated, passed on) keeps them all."""
+    held: dict[str, dict[Any, set[str]]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    held[t.id] = {k.value: set(_uri.find_uris(v.value)) for k, v in zip(
+                        node.value.keys, node.value.values, strict=True)
+                        if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
+                        and isinstance(v.value, str)}
+    if not held:
+        return set()
+    looked_up = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+                 and isinstance(n.ctx, ast.Load)}
+    for n in ast.walk(tree):  # CFG["train"] by its key: that entry is used (as it is, or
+        # built on, which marks it where it is built)
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
+                n.value.id in held and isinstance(n.slice, ast.Constant):
+            held[n.value.id].pop(n.slice.value, None)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
+                and node.id in held and id(node) not in looked_up:
+            del held[node.id]
+    return {u for entries in held.values() for us in entries.values() for u in us}
 
 
 def pair_pieces(bucket: tuple[str, Any], key: tuple[str, Any]) -> Pieces | None:

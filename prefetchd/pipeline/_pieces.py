@@ -14,7 +14,9 @@ for pieces that need none. A piece is literal text or a tuple:
   the path into an item (``item["uri"]``, tuple unpacking) and a format spec
   (``f"{i:05d}"``). Pieces of one loop take the same item; pieces of two
   loops take every pair;
-- ``("fmt", JSON)``: an input's value formatted with a spec (``f"{month:02d}"``);
+- ``("fmt", JSON)``: an input's value formatted with a spec (``f"{month:02d}"``), sliced
+  (spec ``[0:7]``: ``as_of[:7]``), or the entry it names in a literal dict (spec
+  ``{"pick": {KEY: TEXT}}``: ``SOURCES[kind]``);
 - ``("fs", SCHEME)``: a location without a scheme is on that store (s3fs).
 
 Bounded: a location that would take more than MAX_TEXTS texts renders as
@@ -77,7 +79,7 @@ def each_part(piece: tuple[str, str], key: str | int | None = None,
     return ("each", json.dumps(d))
 
 
-def formatted(param: str, spec: str) -> tuple[str, str]:
+def formatted(param: str, spec: str | dict[str, Any]) -> tuple[str, str]:
     """The piece for an input formatted with *spec* (``f"{month:02d}"``)."""
     return ("fmt", json.dumps([param, spec]))
 
@@ -177,6 +179,12 @@ def _part(p: tuple[str, str], values: dict[str, str]) -> str | None:
         raw = values.get(name)
         if raw is None:
             return None
+        if isinstance(spec, dict):  # SOURCES[kind] of a literal dict: the entry it names
+            picked = spec["pick"].get(raw)
+            return picked if isinstance(picked, str) else None
+        if spec.startswith("["):  # as_of[:7]: a slice of the text
+            lo, hi = (int(x) if x else None for x in spec[1:-1].split(":"))
+            return raw[lo:hi]
         # (a KFP v2 int input's default is written 4.0 in the IR)
         for conv in (int, lambda x: int(float(x)) if float(x).is_integer() else float(x),
                      float, str):

@@ -238,9 +238,11 @@ def scan_argv(
     flag_dirs: dict[str, str] | None = None,
     env: Iterable[str] = (),
     env_values: dict[str, Val] | None = None,
+    shell_env: dict[str, str] | None = None,
 ) -> set[str]:
     """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`.
-    `env`: the names of the env vars the step's container sets.
+    `env`: the names of the env vars the step's container sets; `shell_env`: those a script
+    sees expanded (``${BREWERY}``).
 
     `flag_dirs`: directions of options known from a lightweight component's code;
     `env_values`: the env vars as inputs (`env_inputs`). Returns the options and env vars
@@ -260,7 +262,7 @@ def scan_argv(
         for program in _uri.python_heredocs(a):
             scan_code(step, program, resolve, env)
     protected, saved = _protect(shell)
-    toks = [_restore(t, saved) for t in _uri.tokenize(protected)]
+    toks = [_restore(t, saved) for t in _uri.tokenize(protected, shell_env)]
     vals: list[Val | None] = []
     reps: list[str] = []
     for t in toks:

@@ -160,7 +160,11 @@ def _expanded(word: str, known: dict[str, str]) -> str:
 
 def _known_value(known: dict[str, str], m: re.Match[str]) -> str:
     if m.group(3) is not None:  # ${ROOT%/}, ${SPLIT:-test}
-        made = param_expand(known.get(m.group(3)), m.group(4), m.group(5))
+        value = known.get(m.group(3))
+        if value is not None and "@@PH" in value and m.group(4) in ("%", "%%"):
+            # ROOT="{{...}}": stripped once the placeholder is resolved, as ${1%/} is
+            return f"{value}@@SFX{len(m.group(4))}x{m.group(5).encode().hex()}@@"
+        made = param_expand(value, m.group(4), m.group(5))
         return m.group(0) if made is None else made
     return known.get(m.group(1) or m.group(2), m.group(0))
 
@@ -201,10 +205,17 @@ def _local_assignment(words: list[str], script: str) -> bool:
     """A command that only sets script variables (not exported) the script goes on to use:
     no reading of its own, its uses carry the value (`DATA=/data/x` then `--train "$DATA/t"`
     reads `/data/x/t`, not all of `/data/x`)."""
-    pairs = [_ASSIGN.fullmatch(w) for w in words]
-    if not words or words[0] in _DECLARE or not all(pairs):
+    if words and words[0] in _DECLARE and words[0] != "export":
         return False
-    return all(re.search(r"\$\{?" + re.escape(m.group(1)) + r"\b", script)
+    exported = bool(words) and words[0] == "export"
+    pairs = [_ASSIGN.fullmatch(w) for w in (words[1:] if exported else words)]
+    if not pairs or not all(pairs):
+        return False
+    # an exported one is the programs' too (DATA_DIR, read whole), unless it is named as a
+    # root the script builds on (export POSITIONS_ROOT=s3://... then ${POSITIONS_ROOT}/x)
+    return all(re.search(r"\$\{?" + re.escape(m.group(1)) + r"\b", script) and not (
+        exported and not _uri.ROOT_WORDS & set(m.group(1).upper().split("_"))
+        and ("://" in m.group(2) or m.group(2).startswith("/")))
                for m in pairs if m is not None)
 
 
@@ -440,6 +451,9 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     branches: dict[str, list[str]] | None = None  # inside `case`: name -> values set
     alternatives: dict[str, list[str]] = {}  # after it: a name set in its branches
     doc: list[str] = []  # the lines of the heredoc being read
+    # a template in a quoted heredoc that envsubst fills from the environment
+    # (cat > t <<'EOF' ... EOF; envsubst < t > spec.json): its ${NAME} are expanded too
+    fills = re.search(r"\benvsubst\b", script) is not None
     for line in script.split("\n"):
         if here is not None:
             if line.strip() == here:
@@ -448,7 +462,7 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
                     out += _document_words(doc)  # a document, no command (a config)
                 doc = []
             elif not python_doc:  # (<<EOF, unquoted: the shell expands its variables)
-                doc.append(line if quoted_doc else " ".join(
+                doc.append(line if quoted_doc and not fills else " ".join(
                     _expanded(w, known) for w in line.split(" ")))
             continue
         m = _HEREDOC.search(line) if not buf else None

@@ -33,6 +33,7 @@ reported as `s3://bucket/key`). A URI directly followed by `{` is a template
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -245,6 +246,39 @@ def with_s3_remotes(argv: list[str], remotes: list[str]) -> list[str]:
 
 
 _KUBE_VAR = re.compile(r"\$(\$)?\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+_REFERENCE = re.compile(r"\$[({]?([A-Za-z_][A-Za-z0-9_]*)")
+ROOT_WORDS = {"ROOT", "BASE", "PREFIX", "BUCKET"}
+_BARE_BUCKET = re.compile(r"s3a?://[a-z0-9][a-z0-9.\-]*/?")
+
+
+def spelled_out_env(container: Mapping[str, Any]) -> set[str]:
+    """The env vars named as a root (``DATA_ROOT``, ``S3_BASE``, ``OUT_PREFIX``,
+    ``MODEL_BUCKET``), or holding a bare bucket, that the command line or another var
+    spells out in full words (``$(DATA_ROOT)/sft/train.jsonl``,
+    ``${DATA_ROOT}/x`` in a script): such a value is read where it is spelled out, as far as
+    the words there say (a file under it, not the whole folder), so it is no read of its
+    own. A var whose words also hold a value only the pod knows
+    (``$(SHARD_PREFIX)part-${IDX}.tar``) stays one: its value is what can be warmed; so does
+    one named for what it holds (``TRAIN``, ``DATA_DIR``), which the program may read whole.
+    Pod containers (``k8s.datasets``) and pipeline steps (``_argo``) alike."""
+    env = container.get("env") or []
+    # a root by its name, or by its value: a bare bucket (MODEL_STORE=s3://telco-models)
+    names = {str(e.get("name")) for e in env if isinstance(e, Mapping)
+             if ROOT_WORDS & set(str(e.get("name")).upper().split("_"))
+             or _BARE_BUCKET.fullmatch(str(e.get("value") or ""))}
+    texts = [str(a) for a in [*(container.get("command") or []),
+                              *(container.get("args") or [])]]
+    texts += [str(e.get("value") or "") for e in env if isinstance(e, Mapping)]
+    out: set[str] = set()
+    kept: set[str] = set()
+    for word in (w for t in texts for w in re.split(r"[\s\"'=]+", t.replace("$$", ""))):
+        named = {n for n in _REFERENCE.findall(word) if n in names}
+        if named:
+            rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names else m.group(0), word)
+            (kept if "$" in rest else out).update(named)
+    return out - kept
 
 
 def kube_env(env: object) -> dict[str, str]:

@@ -14,7 +14,7 @@ import yaml
 from prefetchd import pipeline
 from prefetchd.pipeline import _code, _scan, _shell, _uri
 from prefetchd.pipeline._model import Step
-from prefetchd.pipeline._resolve import Val
+from prefetchd.pipeline._resolve import Val, const
 
 _ARGO = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"}}
 
@@ -1326,3 +1326,106 @@ def test_a_root_stripped_of_its_slash_in_code_starts_the_file_only() -> None:
                                                   "source": code}}]).step("main")
         assert sorted(r.uri for r in step.reads) == [
             "s3://era5/land/basin/p.nc", "s3://era5/land/basin/p.zarr"], strip
+
+
+def _script_reads(code: str, env: list[dict] | None = None) -> list[str]:
+    step = _plan([{"name": "main", "script": {"image": "x", "command": ["python"],
+                                              "source": code, "env": env or []}}]).step("main")
+    return sorted(r.uri for r in step.reads)
+
+
+def test_round_24_python_idioms() -> None:
+    """Round 24: a comprehension's list looped over (``for s in shards``, ``range(n)`` with
+    ``n = 4``), ``"/".join([...])`` whose head was also read whole, ``"%s" % (x[:7],)``, a
+    literal dict looked up by a variable (``SOURCES[kind]``: the other entries were read
+    whole), an argparse ``--out`` default read as a location."""
+    assert _script_reads(textwrap.dedent("""\
+        import s3fs
+        fs = s3fs.S3FileSystem()
+        root, n = "s3://museum/met", 3
+        shards = [f"{root}/shards/images-{i:05d}.tar" for i in range(n)]
+        for s in shards:
+            with fs.open(s, "rb") as fh:
+                fh.read()
+        """)) == [f"s3://museum/met/shards/images-0000{i}.tar" for i in range(3)]
+    assert _script_reads(textwrap.dedent("""\
+        import pyarrow.parquet as pq, pandas as pd
+        exchange = "xnas"
+        q = pq.read_table("/".join(["s3://ticks-raw", exchange, "quotes"]))
+        region, as_of = "northeast", "2025-07-01"
+        r = pd.read_csv("s3://beds/rosters/%s/%s.csv" % (region, as_of[:7]))
+        SOURCES = {"lab": "s3://brew-lab/gravity", "sensor": "s3://brew-iot/tilt"}
+        kind = "sensor"
+        t = pq.read_table(f"{SOURCES[kind]}/fv01.parquet")
+        """)) == ["s3://beds/rosters/northeast/2025-07.csv", "s3://brew-iot/tilt/fv01.parquet",
+                  "s3://ticks-raw/xnas/quotes"]
+    assert _script_reads('import argparse, pandas as pd\nap = argparse.ArgumentParser()\n'
+                         'ap.add_argument("--out", default="s3://det/")\na = ap.parse_args()\n'
+                         'pd.DataFrame().to_parquet(a.out + "x.parquet")\n') == []
+
+
+def test_round_24_component_inputs_json_and_dict_lookup() -> None:
+    """Round 24: a KFP component's JSON config input (``json.loads(cfg)["data"]["x"]``),
+    a root renamed (``root = collection_root.removesuffix("/")``) looped over in a
+    comprehension, a literal dict looked up by an input's value."""
+    step = _component(textwrap.dedent("""\
+        def comp(config_json: str, collection_root: str, n: int, kind: str):
+            import json, s3fs, pandas as pd
+            fs = s3fs.S3FileSystem()
+            cfg = json.loads(config_json)
+            pd.read_json(cfg["data"]["captions"], lines=True)
+            root = collection_root.removesuffix("/")
+            for s in [f"{root}/images-{i:05d}.tar" for i in range(n)]:
+                fs.open(s, "rb").read()
+            SOURCES = {"lab": "s3://brew-lab/gravity", "sensor": "s3://brew-iot/tilt"}
+            pd.read_parquet(f"{SOURCES[kind]}/2025-06.parquet")
+        """), {"config_json": const('{"data": {"captions": "s3://txt/c.jsonl"}}'),
+               "collection_root": const("s3://museum/met/"), "n": const("2"),
+               "kind": const("sensor")})
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://brew-iot/tilt/2025-06.parquet", "s3://museum/met/images-00000.tar",
+        "s3://museum/met/images-00001.tar", "s3://txt/c.jsonl"]
+
+
+def test_round_24_a_steps_env_in_its_script_and_args() -> None:
+    """Round 24: a container's env var that holds no location (``BREWERY=north-yard``) was
+    not expanded in its script (``${BREWERY}``), nor in its args (``$(BREWERY)``, the
+    kubelet's); a root env var spelled out there (``${DATA_ROOT}/x``) was read whole; a
+    quoted heredoc that ``envsubst`` fills; ``${ROOT%/}`` of a parameter's value; an
+    exported root the script builds on. A location given whole stays the env var's read."""
+    script = textwrap.dedent("""\
+        export POS_ROOT="s3://chess/positions" VARIANT="standard"
+        cat > /tmp/t.tmpl <<'EOF'
+        {"model": "s3://brew-models/${BREWERY}/model.json",
+         "glob": "${POS_ROOT}/${VARIANT}/*.parquet"}
+        EOF
+        envsubst < /tmp/t.tmpl > /tmp/t.json
+        aws s3 cp "s3://brew-lab/recipes/${BREWERY}/active.yaml" /tmp/a.yaml
+        aws s3 cp "${DATA_ROOT}/north-yard/x.yaml" /tmp/x.yaml
+        ROOT="{{workflow.parameters.root}}"
+        aws s3 cp "${ROOT%/}/base/model.pt" /tmp/model.pt
+        python eval.py --holdout "$HOLDOUT_URI"
+        """)
+    env = [{"name": "BREWERY", "value": "north-yard"},
+           {"name": "DATA_ROOT", "value": "s3://brew-lab/recipes"},
+           {"name": "HOLDOUT_URI", "value": "s3://risk/holdout.parquet"}]
+    tmpl = {"name": "main", "container": {"image": "x", "command": ["bash", "-c"],
+                                          "args": [script], "env": env}}
+    step = _plan([tmpl], arguments={"parameters": [{"name": "root",
+                                                    "value": "s3://ticks/deeplob/"}]}
+                 ).step("main")
+    reads = sorted((r.uri, r.origin) for r in step.reads)
+    assert reads == [
+        ("s3://brew-lab/recipes/north-yard/active.yaml", "constant"),
+        ("s3://brew-lab/recipes/north-yard/x.yaml", "constant"),
+        ("s3://brew-models/north-yard/model.json", "constant"),
+        ("s3://chess/positions/standard/*.parquet", "constant"),
+        ("s3://risk/holdout.parquet", "env"),
+        ("s3://ticks/deeplob/base/model.pt", "parameter-expression")], reads
+    args = {"name": "main", "container": {
+        "image": "x", "command": ["python", "eval.py"],
+        "args": ["--recipes=s3://brew-lab/recipes/$(BREWERY)/active.yaml",
+                 "--holdout=$(HOLDOUT_URI)"], "env": [env[0], env[2]]}}
+    assert sorted((r.uri, r.origin) for r in _plan([args]).step("main").reads) == [
+        ("s3://brew-lab/recipes/north-yard/active.yaml", "constant"),
+        ("s3://risk/holdout.parquet", "env")]
