@@ -315,7 +315,9 @@ def _program_words(code: str, env: list[str],
         known = {n: values[n[len(_code.ENV):]] for n in _pieces.needs(pieces)
                  if n.startswith(_code.ENV) and n[len(_code.ENV):] in values}
         for made in (_pieces.render_all(pieces, known) or []) if d != "check" else []:
-            found += [(u, d) for u in _uri.find_uris(made)]
+            # (a value only the pod knows, ${trialParameters.fold} of a Katib trial's env:
+            # a run-time location, its place known)
+            found += [(u, d) for u in _uri.find_uris(made) or _uri.run_time_locations(made)]
             if made.startswith("/") and "{" not in made:
                 found.append((made, d))  # a file under a mounted volume
     return [(restore(u), "code", d) for u, d in found]

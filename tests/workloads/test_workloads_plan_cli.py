@@ -469,6 +469,34 @@ def test_a_config_in_a_projected_volume_is_read_and_a_trial_value_listed_once(
     assert "(config /etc/cfg/base.yaml)" in r.stdout
 
 
+def test_a_trial_value_given_to_a_program_through_env_is_read_at_each_value(tmp_path) -> None:
+    """Job round 21: ``FOLD=${trialParameters.fold}`` in a trial's env, and a ``python -c``
+    program reading ``os.environ['FOLD']`` into its location, named nothing; as a value in
+    args does, it is read at each of the parameter's values."""
+    exp = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+           "metadata": {"name": "cv", "namespace": "t"},
+           "spec": {"parallelTrialCount": 2, "maxTrialCount": 6,
+                    "objective": {"type": "maximize", "objectiveMetricName": "auc"},
+                    "algorithm": {"algorithmName": "random"},
+                    "parameters": [{"name": "fold", "parameterType": "discrete",
+                                    "feasibleSpace": {"list": ["0", "1"]}}],
+                    "trialTemplate": {
+                        "primaryContainerName": "main",
+                        "trialParameters": [{"name": "fold", "reference": "fold"}],
+                        "trialSpec": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
+                            "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                                "name": "main", "image": "x",
+                                "env": [{"name": "FOLD", "value": "${trialParameters.fold}"}],
+                                "command": ["python", "-c",
+                                            "import os, pandas as pd\npd.read_parquet("
+                                            "f\"s3://cv/fold={os.environ['FOLD']}/t.parquet\")\n"
+                                            ]}]}}}}}}}
+    r = plan(write(tmp_path, "exp.yaml", exp))
+    assert r.returncode == 0, r.stderr
+    assert "s3://cv/fold=0/t.parquet  on 2 nodes" in r.stdout, r.stdout
+    assert "s3://cv/fold=1/t.parquet  on 2 nodes" in r.stdout, r.stdout
+
+
 def test_finished_or_inactive_work_is_planned_for_nothing(tmp_path) -> None:
     """Blind job round 18: a Job with ``Complete=True`` was shown succeeded and still listed
     under ``warm:`` (and ``warm --pipeline`` fetched it), a suspended CronJob too. As the
