@@ -353,7 +353,7 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         codes += _uri.python_heredocs(a) or ([a] if program else [])
     tokens = _uri.tokenize(["__code__" if program else a
                             for a, program in zip(argv, programs, strict=True)],
-                           _uri.kube_env(container.get("env")))
+                           _uri.shell_env(container.get("env")))
     directions = _uri.classify_tokens(tokens)
     elsewhere = _uri.handed_on(tokens)  # a RayJob submitter's entrypoint: the cluster's reads
     # a script's own python -c "...": read as Python, its text no words of the script

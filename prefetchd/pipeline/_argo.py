@@ -700,7 +700,8 @@ class ArgoAnalyzer:
             shown = [e for e in known if e["name"] in spelled or not (
                 _uri.find_uris(e["value"]) or e["value"].startswith("/"))]
             argv = _uri.kube_expand(raw, shown)
-            shell_env = {e["name"]: e["value"] for e in shown} or None
+            shell_env = _uri.shell_env(c.get("env"), {e["name"]: e["value"] for e in shown}) \
+                or None
             only_built = _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv),
                                          names, envs, shell_env)
             if isinstance(c.get("source"), str):

@@ -38,7 +38,9 @@ is `escaped`: it may be read whole there.
 from __future__ import annotations
 
 import ast
+import copy
 import functools
+import itertools
 import json
 import re
 import shlex
@@ -73,6 +75,9 @@ _NO_READ = frozenset(
      "makedirs", "mkdir", "relpath",  # a folder made (no data), a path made relative
      "Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"}  # path objects
 )
+# str methods evaluated on a constant (``"s3://b/x/".removeprefix("s3://")``)
+_TEXT_METHODS = frozenset({"rstrip", "lstrip", "strip", "removeprefix", "removesuffix",
+                           "lower", "upper"})
 # calls whose result is data or a list of files, not a location to follow
 _READS_DATA = frozenset(_READ_FIRST | {"ls", "listdir", "find", "walk"})
 # keyword arguments of those that name what is read (datasets.load_dataset, pyarrow)
@@ -82,7 +87,8 @@ _READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths",
 _WRITE_KEYWORDS = ("path", "path_or_buf")
 _WRITE_FIRST = frozenset(
     {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
-     "open_output_stream", "sink_parquet", "sink_csv", "sink_ipc",
+     "to_zarr", "to_netcdf", "to_feather", "to_hdf", "to_pickle", "open_output_stream",
+     "sink_parquet", "sink_csv", "sink_ipc",
      "write_parquet", "write_csv", "write_ndjson", "write_deltalake"}
 )
 # writers given the location first (fsspec) or called on it (pathlib: p.write_text(data))
@@ -138,6 +144,7 @@ class _Flow(ast.NodeVisitor):
         self.classes: dict[str, tuple[tuple[list[str], dict[str, ast.AST]],
                                       dict[str, tuple[list[str], ast.AST]]]] = {}
         self.objects: dict[str, tuple[str, dict[str, Pieces]]] = {}  # var -> (class, attrs)
+        self.class_defaults: dict[str, dict[str, ast.AST]] = {}  # dataclass field defaults
 
     # ---- sources ------------------------------------------------------------------------
     def sources(self, node: ast.AST | None) -> set[str]:
@@ -208,6 +215,13 @@ class _Flow(ast.NodeVisitor):
             expr = _one_return(f)
             if expr is not None:
                 methods[f.name] = (names, expr)
+        fields = {st.target.id: st.value for st in node.body if isinstance(st, ast.AnnAssign)
+                  and isinstance(st.target, ast.Name)}
+        if not init[0] and not init[1] and fields:
+            # a dataclass or NamedTuple: its fields are its __init__'s parameters, with
+            # their defaults (SectorCfg().cadence, PromoSrc(key=...).bucket)
+            init = (list(fields), {f: ast.Name(id=f, ctx=ast.Load()) for f in fields})
+            self.class_defaults[node.name] = {f: v for f, v in fields.items() if v is not None}
         self.classes[node.name] = (init, methods)
         self.generic_visit(node)
 
@@ -357,6 +371,8 @@ class _Flow(ast.NodeVisitor):
             right = self.pieces(node.right, depth + 1)
             if left is None or right is None or not self._is_path(node.left):
                 return None
+            if left and isinstance(left[-1], str) and left[-1].endswith("/"):
+                left = (*left[:-1], left[-1].rstrip("/"))  # PurePath("b/x/") / "y": b/x/y
             return left + ("/",) + right
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(
                 node.left, ast.Constant) and isinstance(node.left.value, str):
@@ -391,6 +407,19 @@ class _Flow(ast.NodeVisitor):
         if _call_name(node) in (*_PATH_TYPES, "str") and len(node.args) == 1 \
                 and not node.keywords:
             return self.pieces(node.args[0], depth + 1)  # UPath("s3://b/x"), str(p): the text
+        if isinstance(f, ast.Attribute) and f.attr == "removeprefix" and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value in (
+                    "s3://", "s3a://") and (p := self._param(f.value)) is not None:
+            return (("bucket", p), "/", ("key", p))  # lc_root.removeprefix("s3://"), for s3fs
+        if isinstance(f, ast.Attribute) and f.attr in _TEXT_METHODS and all(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args) \
+                and not node.keywords and (
+                    text := _literal(self.pieces(f.value, depth + 1))) is not None:
+            try:  # "s3://bkt/spoc/".removeprefix("s3://").rstrip("/") of a constant
+                made = getattr(text, f.attr)(*(a.value for a in node.args))  # type: ignore
+            except (TypeError, ValueError):
+                return None
+            return (made,) if isinstance(made, str) else None
         if isinstance(f, ast.Attribute) and f.attr in (
                 "rstrip", "strip", "lstrip", "removesuffix") and all(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) and set(a.value) <= {"/"}
@@ -425,9 +454,24 @@ class _Flow(ast.NodeVisitor):
                     return None
                 out += ([f.value.value] if i else []) + list(part)
             return tuple(out)
-        if isinstance(f, ast.Attribute) and f.attr == "format" and isinstance(
-                f.value, ast.Constant) and isinstance(f.value.value, str):
-            return self._format_pieces(f.value.value, node, depth)
+        template = _literal(self.pieces(f.value, depth + 1)) if isinstance(
+            f, ast.Attribute) and f.attr in ("format", "format_map", "replace") else None
+        if template is not None and f.attr == "format":  # TEMPLATE.format(site=...) too
+            return self._format_pieces(template, node, depth)
+        if template is not None and f.attr == "format_map" and len(node.args) == 1 and \
+                self._dict_entries(node.args[0]) is not None:
+            # "{root}/{city}/x".format_map(paths) of a literal dict: as .format(**paths)
+            as_kw = ast.Call(func=f, args=[], keywords=[ast.keyword(arg=None, value=node.args[0])])
+            return self._format_pieces(template, as_kw, depth)
+        if template is not None and f.attr == "replace" and len(node.args) == 2 and isinstance(
+                node.args[0], ast.Constant) and isinstance(node.args[0].value, str) and \
+                node.args[0].value and (new := self.pieces(node.args[1], depth + 1)) is not None:
+            # TEMPLATE.replace("{SITE}", site): the template with the value in each place
+            texts = template.split(node.args[0].value)
+            made: list[str | tuple[str, str]] = [texts[0]]
+            for text in texts[1:]:
+                made += [*new, text]
+            return tuple(made)
         return None
 
     def _inlined(self, call: ast.Call, names: list[str], expr: ast.AST, depth: int,
@@ -462,8 +506,10 @@ class _Flow(ast.NodeVisitor):
         if len(call.args) > len(names):
             return None
         bound: dict[str, Pieces] = {}
-        for name, a in [*zip(names, call.args, strict=False),
-                        *((k.arg, k.value) for k in call.keywords if k.arg in names)]:
+        given = [*zip(names, call.args, strict=False),
+                 *((k.arg, k.value) for k in call.keywords if k.arg in names)]
+        for name, a in [*((n, v) for n, v in self.class_defaults.get(cls, {}).items()
+                          if n not in {g for g, _ in given}), *given]:
             made = self.pieces(a)
             if made is not None:
                 bound[name] = made  # type: ignore[index]
@@ -474,11 +520,34 @@ class _Flow(ast.NodeVisitor):
             self.bound.pop()
         return (cls, attrs) if attrs else None
 
+    def _dict_entries(self, node: ast.AST) -> dict[str, ast.AST] | None:
+        """A literal dict's entries: a variable holding one, or ``{**paths, "split": "val"}``
+        of such; None for anything else."""
+        if isinstance(node, ast.Name):
+            return self.dicts.get(node.id)
+        if not isinstance(node, ast.Dict):
+            return None
+        out: dict[str, ast.AST] = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if k is None:
+                inner = self._dict_entries(v)
+                if inner is None:
+                    return None
+                out.update(inner)
+            elif isinstance(k, ast.Constant) and isinstance(k.value, str):
+                out[k.value] = v
+            else:
+                return None
+        return out
+
     def _format_pieces(self, fmt: str, node: ast.Call, depth: int) -> Pieces | None:
         """``"s3://{}/raw/{day}/".format(bucket, day=d)``: fields by position or name, none
         with a spec or conversion."""
         out: list[str | tuple[str, str]] = []
         kw = {k.arg: k.value for k in node.keywords if k.arg}
+        for k in node.keywords:  # .format(**paths) of a literal dict
+            if k.arg is None and (entries := self._dict_entries(k.value)) is not None:
+                kw.update(entries)
         auto = 0
         try:
             fields = list(string.Formatter().parse(fmt))
@@ -537,6 +606,7 @@ class _Flow(ast.NodeVisitor):
 
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
         targets = list(targets)
+        self.partial.update(_scheme_removed(value))
         if len(targets) == 1 and isinstance(targets[0], ast.Tuple) and isinstance(
                 value, ast.Tuple) and len(targets[0].elts) == len(value.elts) and not any(
                 isinstance(e, ast.Starred) for e in (*targets[0].elts, *value.elts)):
@@ -567,7 +637,8 @@ class _Flow(ast.NodeVisitor):
                       value if isinstance(value, ast.JoinedStr) else None)
                 _keep(self.lists, t.id,  # SPLITS = ["train", "val"]: a loop over it takes these
                       _constant(value) or None if isinstance(value, (ast.List, ast.Tuple))
-                      else None)
+                      else self._literal_items(value) if isinstance(value, ast.Call)
+                      else None)  # (or "d3d,east".split(","))
                 _keep(self.urls, t.id, self._param(call.args[0]) if call is not None and
                       _call_name(call) in ("urlparse", "urlsplit") and call.args else None)
                 _keep(self.dicts, t.id, {  # cfg = {"names": "s3://...", ...}
@@ -628,7 +699,7 @@ class _Flow(ast.NodeVisitor):
             if text is not None:
                 self.partial.update(_uri.find_uris(text))
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ("rstrip", "strip", "removesuffix")):
+                    and node.func.attr in ("rstrip", "strip", "removesuffix", "removeprefix")):
                 return
             node = node.func.value
 
@@ -766,6 +837,21 @@ class _Flow(ast.NodeVisitor):
         if isinstance(it, (ast.List, ast.Tuple, ast.Set)):
             items = [_constant(e) for e in it.elts]
             return None if None in items or not items else items
+        if isinstance(it, ast.Call) and _call_name(it) == "split" and isinstance(
+                it.func, ast.Attribute) and len(it.args) <= 1 and not it.keywords:
+            # "d3d,east".split(","), or a constant variable's
+            text = _literal(self.pieces(it.func.value))
+            sep = _constant(it.args[0]) if it.args else None
+            if text is not None and (sep is None and not it.args or isinstance(sep, str)):
+                items = text.split(sep) if sep else text.split()
+                return items if 0 < len(items) <= _pieces.MAX_TEXTS else None
+        if isinstance(it, ast.Call) and _call_name(it) == "product" and it.args and \
+                not it.keywords:  # itertools.product(["am", "pm"], ["single", "batch"])
+            lists = [self._literal_items(a) for a in it.args]
+            if any(x is None for x in lists):
+                return None
+            combos = [list(c) for c in itertools.product(*lists)]  # type: ignore[arg-type]
+            return combos if 0 < len(combos) <= _pieces.MAX_TEXTS else None
         return None
 
     # ---- sinks --------------------------------------------------------------------------
@@ -886,6 +972,20 @@ class _Flow(ast.NodeVisitor):
             # os.path.join("s3://mill-qc", "m1", "x.csv"): its first parts only start one
             for a in args[:-1]:
                 self._part_of_one(a)
+        if isinstance(f, ast.Name) and f.id in self.funcs and isinstance(
+                self.funcs[f.id][1], (ast.JoinedStr, ast.BinOp)):
+            # month_glob(root, "x") of def month_glob(r, s): return f"{r}/{s}/*.parquet":
+            # what it is given only starts what it builds
+            for a in [*args, *(k.value for k in node.keywords)]:
+                self._part_of_one(a)
+        if name in ("format", "format_map") and isinstance(f, ast.Attribute) and (
+                _literal(self.pieces(f.value)) or "").strip("{}"):
+            # "{}/lisbon/x".format(root), .format(**paths), .format_map(paths): the values
+            # only start the location built
+            for a in [*args, *(k.value for k in node.keywords)]:
+                self._part_of_one(a)
+                for v in (self._dict_entries(a) or {}).values():
+                    self._part_of_one(v)
         if name == "add_argument" and isinstance(kw.get("default"), ast.Constant) and \
                 isinstance(kw["default"].value, str):
             # ap.add_argument("--out", default="s3://b/x/"): the default is named by its
@@ -1372,12 +1472,51 @@ def _env_name(node: ast.AST) -> str | None:
 
 
 def _one_return(f: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
-    """EXPR of a function whose body (its docstring aside) is ``return EXPR``; else None."""
+    """EXPR of a function whose body (its docstring aside) is ``return EXPR``, or names
+    assigned once each and then ``return EXPR`` (``base = f"{r}/{seg}"`` then ``return
+    f"{base}/x"``: EXPR with those names put in); else None."""
     body = [b for b in f.body if not (isinstance(b, ast.Expr) and isinstance(
         b.value, ast.Constant))]
-    if len(body) == 1 and isinstance(body[0], ast.Return):
-        return body[0].value
-    return None
+    if not body or not isinstance(body[-1], ast.Return) or len(body) > 4:
+        return None
+    local: dict[str, ast.expr] = {}
+    for b in body[:-1]:
+        if not (isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(
+                b.targets[0], ast.Name)) or b.targets[0].id in local:
+            return None
+        local[b.targets[0].id] = _with_locals(b.value, local)
+    expr = body[-1].value
+    return _with_locals(expr, local) if expr is not None else None
+
+
+def _scheme_removed(value: ast.AST | None) -> list[str]:
+    """The locations of a constant whose scheme the code strips off
+    (``PurePosixPath("s3://b/spoc/".removeprefix("s3://"))``, for an S3 file system that
+    takes ``bucket/key``): they are named again where the rest is used, not whole here."""
+    removed = False
+    while isinstance(value, ast.Call):
+        f = value.func
+        if isinstance(f, ast.Attribute) and f.attr in _TEXT_METHODS:
+            removed |= f.attr == "removeprefix"
+            value = f.value
+        elif _call_name(value) in _PATH_TYPES and len(value.args) == 1:
+            value = value.args[0]
+        else:
+            return []
+    if removed and isinstance(value, ast.Constant) and isinstance(value.value, str):
+        return _uri.find_uris(value.value)
+    return []
+
+
+def _with_locals(expr: ast.expr, local: dict[str, ast.expr]) -> ast.expr:
+    """*expr* with each use of a name in *local* replaced by the expression it holds."""
+
+    class Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return copy.deepcopy(local[node.id]) if node.id in local and isinstance(
+                node.ctx, ast.Load) else node
+
+    return Put().visit(copy.deepcopy(expr)) if local else expr
 
 
 def _keep(held: dict[str, Any], name: str, value: Any) -> None:

@@ -22,7 +22,7 @@ from functools import partial
 
 from prefetchd.pipeline import _uri
 
-_SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
 # ${X%/}, ${X##*/}, ${X:-default}: an operator of parameter expansion and its word
 _PARAM_OP = r"(%%|##|%|#|:-|-|:=|=)([^}]*)"
 _POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{(\d)' + _PARAM_OP
@@ -70,7 +70,7 @@ def shell_args(argv: list[str]) -> list[str]:
     for i, a in enumerate(argv[:-3]):
         flag = argv[i + 1]
         if (
-            a.rsplit("/", 1)[-1] in _SHELLS
+            a.rsplit("/", 1)[-1] in SHELLS
             and flag.startswith("-")
             and "c" in flag[1:]
             and _POSITIONAL_RE.search(argv[i + 2])
@@ -150,6 +150,7 @@ _BRACED = re.compile(r"\$\{[^}\s]*\}")
 _SHELL_REF = re.compile(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)|\$\{([A-Za-z_]\w*)" + _PARAM_OP
                         + r"\}")
 _ASSIGN = re.compile(r"([A-Za-z_]\w*)=(.*)", re.S)
+_NAME = re.compile(r"[A-Za-z_]\w*")
 _DECLARE = frozenset({"export", "readonly", "local", "declare", "typeset"})
 
 
@@ -217,6 +218,78 @@ def _local_assignment(words: list[str], script: str) -> bool:
         exported and not _uri.ROOT_WORDS & set(m.group(1).upper().split("_"))
         and ("://" in m.group(2) or m.group(2).startswith("/")))
                for m in pairs if m is not None)
+
+
+def _read_assignment(command: list[str], known: dict[str, str],
+                     arrays: dict[str, list[str]]) -> bool:
+    """``read -r BUCKET PREFIX <<< "bkt data/v1"``, ``IFS=, read -ra ZONES <<< "A1,A2"``:
+    the names (or the array) set from the here-string's words, when it is known (else
+    forgotten)."""
+    ifs = None
+    if command and command[0].startswith("IFS="):
+        ifs, command = command[0][4:], command[1:]
+    if len(command) < 4 or command[0] != "read" or command[-2] != "<<<":
+        return False
+    text, names, array = command[-1], [], None
+    words = command[1:-2]
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("-"):
+            if "a" in w[1:] and i + 1 < len(words):
+                array = words[i + 1]
+                i += 1
+            elif w in ("-d", "-n", "-N", "-p", "-t", "-u") and i + 1 < len(words):
+                i += 1
+        elif _NAME.fullmatch(w):
+            names.append(w)
+        i += 1
+    values = ([x for x in text.split(ifs)] if ifs else text.split()) if not (
+        "$" in text or "@@PH" in text) else None  # (a pipeline's value: known later)
+    if array is not None:
+        if values is None:
+            arrays.pop(array, None)
+        else:
+            arrays[array] = values[:MAX_SHELL_LOOP_ITEMS]
+    for k, name in enumerate(names):
+        if values is None or k >= len(values):
+            known.pop(name, None)
+        else:  # the last name takes the rest of the line
+            known[name] = values[k] if k < len(names) - 1 else (ifs or " ").join(values[k:])
+    return True
+
+
+def _mapfile(out: list[str], lines: list[str], arrays: dict[str, list[str]]) -> bool:
+    """``mapfile -t REFS <<'END'`` (``readarray``) then the heredoc's lines: the array set
+    to them, the command gone from *out*."""
+    end = len(out) - (1 if out[-1:] == [";"] else 0)
+    start = _command_start(out, end)
+    command = out[start:end]
+    if not command or command[0] not in ("mapfile", "readarray") or not command[-1].startswith(
+            "<<"):
+        return False
+    names = [w for w in command[1:-1] if _NAME.fullmatch(w)]
+    if len(names) != 1:
+        return False
+    arrays[names[0]] = [x.strip() for x in lines if x.strip()][:MAX_SHELL_LOOP_ITEMS]
+    del out[start:]
+    return True
+
+
+def _printf_assignment(command: list[str], known: dict[str, str]) -> bool:
+    """``printf -v ANN "s3://b/%s/x_%s.zip" "$CITY" "$REL"``: ANN set to the text, when the
+    format has only ``%s`` fields and the values are known (else ANN is forgotten)."""
+    if len(command) < 4 or command[:2] != ["printf", "-v"] or not _NAME.fullmatch(command[2]):
+        return False
+    fmt, args = command[3], command[4:]
+    parts = fmt.replace("%%", "\x00").split("%s")
+    if len(parts) == len(args) + 1 and "%" not in "".join(parts) and not any(
+            "$" in a for a in args):
+        known[command[2]] = "".join(p + a for p, a in zip(parts, [*args, ""], strict=True)
+                                    ).replace("\x00", "%")
+    else:
+        known.pop(command[2], None)
+    return True
 
 
 def _substitutions(words: list[str]) -> list[str]:
@@ -431,8 +504,11 @@ def _document_words(lines: list[str]) -> list[str]:
     out: list[str] = []
     for key, value in pairs:
         if _uri.find_uris(value) or _uri.run_time_locations(value) or value.startswith("/"):
+            # by its key as an override goes (output.model_uri: the leaf says nothing, the
+            # whole says written)
             leaf = key.rsplit(".", 1)[-1]
-            out += [f"--{leaf}={value}" if leaf else value, ";"]
+            name = leaf if _uri.name_direction(leaf) or not key else key.replace(".", "_")
+            out += [f"--{name}={value}" if name else value, ";"]
     return out
 
 
@@ -458,7 +534,8 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
         if here is not None:
             if line.strip() == here:
                 here = None
-                if not python_doc and not _read_loop_over(out, doc):
+                if not python_doc and not _mapfile(out, doc, arrays) and \
+                        not _read_loop_over(out, doc):
                     out += _document_words(doc)  # a document, no command (a config)
                 doc = []
             elif not python_doc:  # (<<EOF, unquoted: the shell expands its variables)
@@ -493,6 +570,8 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
             elif branches is not None and command[0].endswith(")"):
                 _branch_assignments(command[1:], branches)
             command = _shell_vars(_with_arrays(command, arrays), known)
+            if _printf_assignment(command, known) or _read_assignment(command, known, arrays):
+                continue
             for name in [n for n in alternatives if n in known]:
                 del alternatives[name]  # set again after the case
             if not _local_assignment(command, script):
@@ -634,7 +713,7 @@ def _per_item(command: list[str], items: list[str] | None, repl: str | None) -> 
     for item in items if items is not None else [_ITEM]:
         if repl:
             one = [w.replace(repl, item) for w in command]
-        elif len(command) >= 3 and command[0].rsplit("/", 1)[-1] in _SHELLS and \
+        elif len(command) >= 3 and command[0].rsplit("/", 1)[-1] in SHELLS and \
                 command[1].startswith("-") and "c" in command[1]:
             # sh -c 'SCRIPT' with the item its $0: the script's own words
             one = script_words(shell_args([*command, item])[2]) if items is not None \

@@ -46,7 +46,9 @@ SCHEMES = (
     "s3", "s3a", "s3n", "gs", "gcs", "oci", "az", "abfs", "abfss", "wasb", "wasbs", "hdfs", "hf",
     "minio",
 )
-_CH = r"[^\s'\"`,;()\[\]{}<>|]"
+# (a location ends at an escaped newline or tab of the text it is in: a YAML string written
+# into code as '\nkey: s3://b/x\nnext: 1\n')
+_CH = r"(?:(?!\\[ntr])[^\s'\"`,;()\[\]{}<>|])"
 URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:" + _CH + "|" + BRACE_GROUP + ")+")
 # a location that holds a shell variable, braced too (s3://b/dicom/${sid}/, s3://b/$DAY/x),
 # or a Katib trial's ${trialParameters.x}
@@ -271,12 +273,16 @@ def spelled_out_env(container: Mapping[str, Any]) -> set[str]:
     texts = [str(a) for a in [*(container.get("command") or []),
                               *(container.get("args") or [])]]
     texts += [str(e.get("value") or "") for e in env if isinstance(e, Mapping)]
+    # vars given literally are known too: ${DATA_ROOT}/forecast/${CITY}/x with CITY=berlin
+    literal = {str(e.get("name")) for e in env if isinstance(e, Mapping)
+               and isinstance(e.get("value"), str) and "$" not in e["value"]}
     out: set[str] = set()
     kept: set[str] = set()
     for word in (w for t in texts for w in re.split(r"[\s\"'=]+", t.replace("$$", ""))):
         named = {n for n in _REFERENCE.findall(word) if n in names}
         if named:
-            rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names else m.group(0), word)
+            rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names | literal
+                                  else m.group(0), word)
             (kept if "$" in rest else out).update(named)
     return out - kept
 
@@ -290,6 +296,18 @@ def kube_env(env: object) -> dict[str, str]:
                 and isinstance(e.get("value"), str):
             values[e["name"]] = _expand(e["value"], values)
     return values
+
+
+def shell_env(env: object, known: dict[str, str] | None = None) -> dict[str, str]:
+    """The env a container's script sees, as far as it is known before the run: the
+    literal values (*known*, else ``kube_env``), and a var set from elsewhere (``valueFrom``:
+    the pod's labels, a Secret) as itself, so ``${JOB_NAME:-manual}`` stays the pod's value,
+    not the default."""
+    out = {str(e["name"]): "${" + str(e["name"]) + "}" for e in env if isinstance(e, dict)
+           and isinstance(e.get("name"), str) and e.get("valueFrom") is not None} \
+        if isinstance(env, list) else {}
+    out.update(kube_env(env) if known is None else known)
+    return out
 
 
 def _expand(text: str, values: dict[str, str]) -> str:
@@ -317,10 +335,26 @@ def tokenize(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     out: list[str] = []
     for a in _shell.shell_args(argv):
         if any(c in a for c in " \n\t") and len(a) < 20000:
-            out.extend(_shell.script_words(a, env))
+            out.extend(_inner_scripts(_shell.script_words(a, env), env))
         else:
             out.append(a)
     return _without_payloads(_s3api(out))
+
+
+def _inner_scripts(words: list[str], env: dict[str, str] | None, depth: int = 0) -> list[str]:
+    """A script's ``bash -c '...'`` (a RayJob's entrypoint, a wrapper's line): the inner
+    script's words in place of its one word, as the inner shell runs them."""
+    if depth > 2:
+        return words
+    out: list[str] = []
+    for i, w in enumerate(words):
+        if i >= 2 and words[i - 2].rsplit("/", 1)[-1] in _shell.SHELLS and words[i - 1] in (
+                "-c", "-lc", "-ec", "-xc", "-euc", "-exc") and any(c in w for c in " \n\t") \
+                and len(w) < 20000:
+            out.extend(_inner_scripts(_shell.script_words(w, env), env, depth + 1))
+        else:
+            out.append(w)
+    return out
 
 
 _S3API_COPIES = {"get-object": "get", "put-object": "put", "list-objects-v2": "ls",
@@ -474,6 +508,13 @@ def classify_tokens(
             d = fd.get(flag.replace("-", "_")) if flag else None
             out[i if "=" in t else i + 1] = d or name_direction(flag)
             i += 1 if "=" in t else 2
+            continue
+        key = override_key(t)
+        if key is not None and i not in out and _is_location(t.split("=", 1)[1]):
+            # an override or a make variable (trainer.output_dir=s3://..., OUT=s3://...):
+            # by its key, as a flag by its name
+            out[i] = key_direction(key)
+            i += 1
             continue
         if _is_location(t) and i not in out:
             out[i] = None

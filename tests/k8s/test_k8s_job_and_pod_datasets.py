@@ -359,3 +359,32 @@ def test_hydra_overrides_are_named_by_their_keys_not_by_their_order() -> None:
     assert got == {"s3://f/extra/": "read", "s3://runs/r5/": "write",
                    "s3://runs/ray/": "unknown", "s3://runs/ckpt/": "unknown",
                    "s3://f/mels/": "read", "s3://m/effv2s.bin": "read"}
+
+
+def _words(container: dict[str, Any]) -> dict[str, str]:
+    """location -> direction of a container's words that hold an S3 location (a flag's
+    value, ``--key=VALUE``, by its value)."""
+    return {w.split("=", 1)[1] if w.startswith("--") else w: d
+            for w, _, d in ds_mod.container_words(container) if "s3://" in w}
+
+
+def test_job_round_22_script_idioms() -> None:
+    """Job round 22: a root env var beside another known var (``${DATA_ROOT}/f/${CITY}/x``)
+    was read whole too; a heredoc config's ``output: {model_uri: ...}`` was read (a key by
+    its whole, as a ConfigMap's); ``${JOB_NAME:-manual}`` took the default though the pod
+    sets JOB_NAME (downward API); a ``bash -c '...'`` inside a script was one word (its
+    ``--output`` read)."""
+    env = [{"name": "CITY", "value": "berlin"}, {"name": "DATA_ROOT", "value": "s3://ext/dwd"},
+           {"name": "JOB_NAME", "valueFrom": {"fieldRef": {
+               "fieldPath": "metadata.labels['job-name']"}}}]
+    script = ('aws s3 cp "${DATA_ROOT}/forecast/${CITY}/latest.parquet" /w/\n'
+              "cat > /tmp/c.yaml <<EOF\nmodel:\n  init_from: s3://m/base/model.lgb\n"
+              "output:\n  model_uri: s3://m/run7/model.lgb\nEOF\n"
+              "python -m t.train --config /tmp/c.yaml --model s3://m/${JOB_NAME:-manual}/m.lgb\n"
+              "bash -c 'set -e; python -m g.train --data s3://lake/in/ --output s3://m/out/'\n")
+    words = _words({"name": "main", "image": "x", "command": ["/bin/sh", "-c"],
+                    "args": [script], "env": env})
+    reads = sorted(w for w, d in words.items() if d == "read")
+    assert reads == ["s3://ext/dwd/forecast/berlin/latest.parquet", "s3://lake/in/",
+                     "s3://m/${JOB_NAME}/m.lgb", "s3://m/base/model.lgb"], words
+    assert words["s3://m/out/"] == "write"

@@ -1429,3 +1429,81 @@ def test_round_24_a_steps_env_in_its_script_and_args() -> None:
     assert sorted((r.uri, r.origin) for r in _plan([args]).step("main").reads) == [
         ("s3://brew-lab/recipes/north-yard/active.yaml", "constant"),
         ("s3://risk/holdout.parquet", "env")]
+
+
+def test_round_25_python_idioms() -> None:
+    """Round 25: ``itertools.product`` of literal lists, ``"a,b".split(",")`` looped over,
+    ``to_zarr`` (a write), a YAML string with ``\\n`` escapes (no ``stats.json\\nthreshold:``),
+    ``TEMPLATE.replace``/``.format(**d)``/``.format_map({**d, ...})``, ``"{}/x".format(root)``
+    (no root read whole), a helper of two statements, ``removeprefix("s3://")`` into a
+    PurePosixPath for s3fs, dataclass and NamedTuple defaults."""
+    assert _script_reads(textwrap.dedent("""\
+        import itertools, os, json, yaml, fsspec, s3fs, pandas as pd, xarray as xr
+        from dataclasses import dataclass
+        from pathlib import PurePosixPath
+        from typing import NamedTuple
+        for shift, wave in itertools.product(["am", "pm"], ["single"]):
+            pd.read_parquet(f"s3://b/prof/{shift}/{wave}.parquet")
+        machines = "d3d,east".split(",")
+        for m in machines:
+            pd.read_parquet(os.path.join("s3://efit", m, "s.parquet"))
+        xr.Dataset().to_zarr("s3://b/feat/c.zarr", mode="w")
+        cfg = yaml.safe_load('\\nnorm: s3://b/norm/stats.json\\nthreshold: 0.4\\n')
+        fsspec.open(cfg["norm"]).open()
+        T = "s3://b/layouts/{SITE}/t.npz"
+        fsspec.open(T.replace("{SITE}", "reno")).open()
+        paths = {"root": "s3://b/wds", "city": "lis"}
+        pd.read_parquet("{root}/{city}/l.parquet".format(**paths))
+        pd.read_parquet("{root}/{city}/{split}/m.parquet".format_map({**paths, "split": "val"}))
+        root = "s3://b/r"
+        pd.read_parquet("{}/x.parquet".format(root))
+        def month_glob(r, seg):
+            base = f"{r}/{seg}"
+            return f"{base}/month=07/*.parquet"
+        pd.read_parquet(month_glob(root, "res"))
+        fs = s3fs.S3FileSystem()
+        spoc = PurePosixPath("s3://tess/spoc/".removeprefix("s3://"))
+        fs.glob(str(spoc / "s61" / "*_lc.fits"))
+        @dataclass
+        class Cfg:
+            cadence: str = "120s"
+        class Promo(NamedTuple):
+            bucket: str = "merch"
+            key: str = "p/w.parquet"
+        c, p = Cfg(), Promo()
+        fs.glob(str(spoc / c.cadence / "*.fits"))
+        pd.read_parquet(f"s3://{p.bucket}/{p.key}")
+        """)) == sorted([
+            "s3://b/prof/am/single.parquet", "s3://b/prof/pm/single.parquet",
+            "s3://efit/d3d/s.parquet", "s3://efit/east/s.parquet", "s3://b/norm/stats.json",
+            "s3://b/layouts/reno/t.npz", "s3://b/wds/lis/l.parquet",
+            "s3://b/wds/lis/val/m.parquet", "s3://b/r/x.parquet",
+            "s3://b/r/res/month=07/*.parquet", "s3://tess/spoc/s61/*_lc.fits",
+            "s3://tess/spoc/120s/*.fits", "s3://merch/p/w.parquet"])
+
+
+def test_round_25_shell_idioms_and_overrides() -> None:
+    """Round 25: ``make train DATA=... OUT=...`` and ``trainer.output_dir=...`` go by their
+    key (the output was read); ``printf -v``; ``read -r A B <<< "..."``; ``IFS=, read -ra``;
+    ``mapfile -t`` over a heredoc."""
+    script = textwrap.dedent("""\
+        make train DATA=s3://b/features.parquet OUT=s3://b/models/r25/
+        python t.py data.root=s3://b/f2.parquet trainer.output_dir=s3://b/models/r26/
+        printf -v ANN "s3://b/%s/export_%s.zip" "lisbon" "v7"
+        aws s3 cp "$ANN" /tmp/
+        read -r BUCKET PREFIX <<< "bkt data/v1"
+        aws s3 cp "s3://${BUCKET}/${PREFIX}/index.csv" /tmp/index.csv
+        IFS=, read -ra ZONES <<< "A1,A2"
+        for z in "${ZONES[@]}"; do aws s3 cp "s3://b/zone=${z}/bins.csv" /tmp/; done
+        mapfile -t REFS <<'END'
+        a/x.parquet
+        END
+        for ref in "${REFS[@]}"; do aws s3 cp "s3://r/${ref}" /tmp/; done
+        """)
+    step = _plan([{"name": "main", "container": {"image": "x", "command": ["bash", "-c"],
+                                                 "args": [script]}}]).step("main")
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://b/f2.parquet", "s3://b/features.parquet", "s3://b/lisbon/export_v7.zip",
+        "s3://b/zone=A1/bins.csv", "s3://b/zone=A2/bins.csv", "s3://bkt/data/v1/index.csv",
+        "s3://r/a/x.parquet"]
+    assert sorted(w.uri for w in step.writes) == ["s3://b/models/r25/", "s3://b/models/r26/"]
