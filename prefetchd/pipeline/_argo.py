@@ -699,6 +699,14 @@ class ArgoAnalyzer:
                                             "env": known})
             shown = [e for e in known if e["name"] in spelled or not (
                 _uri.find_uris(e["value"]) or e["value"].startswith("/"))]
+            # a value that is a loop item's or an input's (TABLE={{inputs.parameters.t}}),
+            # none of whose values is a location: its placeholder in place, resolved per item
+            # with the words it is in
+            shown += [{"name": n, "value": raw} for n, raw in env
+                      if isinstance(raw, str) and "{{" in raw and isinstance(n, str)
+                      and (v := envs.get(_code.ENV + n)) is not None and v.values
+                      and len(v.values) > 1 and not any(
+                          _uri.find_uris(x) or x.startswith("/") for x in v.values)]
             argv = _uri.kube_expand(raw, shown)
             shell_env = _uri.shell_env(c.get("env"), {e["name"]: e["value"] for e in shown}) \
                 or None

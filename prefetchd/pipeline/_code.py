@@ -73,7 +73,8 @@ _NO_READ = frozenset(
      "startswith", "endswith", "isinstance", "int", "float", "bool",
      "connect",  # lancedb/duckdb connect: the tables opened through it say what is read
      "makedirs", "mkdir", "relpath",  # a folder made (no data), a path made relative
-     "Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"}  # path objects
+     "Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath",  # path objects
+     "from_uri", "from_bucket_key"}  # (S3Path.from_uri(...): one made)
 )
 # str methods evaluated on a constant (``"s3://b/x/".removeprefix("s3://")``)
 _TEXT_METHODS = frozenset({"rstrip", "lstrip", "strip", "removeprefix", "removesuffix",
@@ -93,6 +94,8 @@ _WRITE_FIRST = frozenset(
 )
 # writers given the location first (fsspec) or called on it (pathlib: p.write_text(data))
 _WRITE_SELF = frozenset({"write_bytes", "write_text"})
+# readers called on a path object (pathlib, UPath, CloudPath: p.read_text(), p.download_to(d))
+_READ_SELF = frozenset({"read_text", "read_bytes", "download_to"})
 _WRITE_SECOND = frozenset({"put", "upload", "put_file",
                            "write_table", "write_dataset"})  # pyarrow, lance: (data, where)
 _COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
@@ -238,7 +241,8 @@ class _Flow(ast.NodeVisitor):
         made = self.pieces(node)
         if made is not None and (text := _literal(made)) is not None:
             return ("const", text)  # Key=f"regions/{region}/x.json", region a constant
-        if made is not None and is_built(made):
+        if made is not None and (is_built(made) or any(  # or an env var the step sets
+                isinstance(p, tuple) and p[1].startswith(ENV) for p in made)):
             return ("pieces", made)
         return None
 
@@ -404,6 +408,21 @@ class _Flow(ast.NodeVisitor):
         if _call_name(node) == "loads" and ast.unparse(f).endswith("json.loads") and len(
                 node.args) == 1 and (p := self._param(node.args[0])) is not None:
             return (("param", p),)  # json.loads(config_json): the input's JSON, as a dict input's
+        if _call_name(node) == "dirname" and ast.unparse(f) in (
+                "os.path.dirname", "posixpath.dirname") and len(node.args) == 1:
+            if (p := self._param(node.args[0])) is not None:  # of an input
+                return (_pieces.formatted(p, {"dirname": True}),)
+            text = _literal(self.pieces(node.args[0], depth + 1))
+            # os.path.dirname("s3://b/h/part-0.parquet")
+            return (text.rsplit("/", 1)[0],) if text is not None else None
+        if _call_name(node) in ("from_uri", "from_bucket_key") and isinstance(
+                f, ast.Attribute) and ast.unparse(f.value) in _PATH_TYPES and node.args:
+            # S3Path.from_uri(f"s3://b/{q}/best.pt"), S3Path.from_bucket_key(b, k)
+            if f.attr == "from_uri" and len(node.args) == 1:
+                return self.pieces(node.args[0], depth + 1)
+            if len(node.args) == 2:
+                b, k = (self.pieces(a, depth + 1) for a in node.args)
+                return ("s3://", *b, "/", *k) if b is not None and k is not None else None
         if _call_name(node) in (*_PATH_TYPES, "str") and len(node.args) == 1 \
                 and not node.keywords:
             return self.pieces(node.args[0], depth + 1)  # UPath("s3://b/x"), str(p): the text
@@ -576,7 +595,8 @@ class _Flow(ast.NodeVisitor):
         """A path object: ``UPath(...)``, a variable holding one, or a ``/`` join of one (not
         a number divided)."""
         if isinstance(node, ast.Call):
-            return _call_name(node) in _PATH_TYPES
+            return _call_name(node) in _PATH_TYPES or isinstance(
+                node.func, ast.Attribute) and ast.unparse(node.func.value) in _PATH_TYPES
         if isinstance(node, ast.Name):
             return node.id in self.pathvars
         return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and self._is_path(
@@ -693,15 +713,20 @@ class _Flow(ast.NodeVisitor):
 
     def _part_of_one(self, node: ast.AST) -> None:
         """The literal locations *node* holds only start a location (``partial``); through
-        ``root.rstrip("/")`` too, whose receiver holds them with their slash."""
+        ``root.rstrip("/")`` too, whose receiver holds them with their slash, and
+        ``os.path.dirname(uri)``, whose argument names a file beside the one built."""
         while True:
             text = _literal(self.pieces(node))
             if text is not None:
                 self.partial.update(_uri.find_uris(text))
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ("rstrip", "strip", "removesuffix", "removeprefix")):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("rstrip", "strip", "removesuffix", "removeprefix"):
+                node = node.func.value
+            elif isinstance(node, ast.Call) and ast.unparse(node.func) in (
+                    "os.path.dirname", "posixpath.dirname") and len(node.args) == 1:
+                node = node.args[0]
+            else:
                 return
-            node = node.func.value
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -800,6 +825,9 @@ class _Flow(ast.NodeVisitor):
                 return None
             if name == "loads" and arg is not None and (p := self._param(arg)):
                 return _pieces.each(loop, param=p)
+            if name in ("items", "keys") and not it.args and isinstance(
+                    it.func, ast.Attribute) and (p := self._json_param(it.func.value)):
+                return _pieces.each(loop, param=p, how=name)  # weights.items() of JSON
             if name == "range" and arg is not None and (p := self._param(arg)):
                 return _pieces.each(loop, param=p, how="range")
             if name == "split" and isinstance(it.func, ast.Attribute) and (
@@ -809,6 +837,13 @@ class _Flow(ast.NodeVisitor):
         if (p := self._param(it)) is not None:
             return _pieces.each(loop, param=p)  # a list input: its JSON value
         return None
+
+    def _json_param(self, node: ast.AST) -> str | None:
+        """The input *node* is the JSON of: ``json.loads(mix)``, or a variable holding it."""
+        made = self.pieces(node)
+        one = made[0] if made is not None and len(made) == 1 else None
+        return one[1] if isinstance(one, tuple) and one[0] == "param" and not one[1].startswith(
+            ENV) else None
 
     def _param(self, node: ast.AST) -> str | None:
         """The parameter *node* is, as it is (not something made from it)."""
@@ -820,10 +855,13 @@ class _Flow(ast.NodeVisitor):
     def _literal_items(self, it: ast.AST) -> list[Any] | None:
         if isinstance(it, ast.Name) and it.id in self.lists:
             return self.lists[it.id]
-        if isinstance(it, ast.Call) and _call_name(it) == "items" and isinstance(
-                it.func, ast.Attribute) and isinstance(it.func.value, ast.Name) and \
-                it.func.value.id in self.dicts and not it.args:
-            vals = {k: _constant(v) for k, v in self.dicts[it.func.value.id].items()}
+        if isinstance(it, ast.Call) and _call_name(it) in ("items", "keys") and isinstance(
+                it.func, ast.Attribute) and (entries := self._dict_entries(it.func.value)) \
+                is not None and not it.args:
+            if it.func.attr == "keys":  # for name in SOURCES.keys()
+                return list(entries) or None
+            vals = {k: _constant(v) if not (isinstance(v, ast.Constant) and type(v.value) in (
+                float, bool)) else v.value for k, v in entries.items()}  # (weights: 0.5)
             return None if None in vals.values() else [[k, v] for k, v in vals.items()]
         if isinstance(it, ast.Call) and _call_name(it) == "range" and isinstance(
                 it.func, ast.Name) and 1 <= len(it.args) <= 3 and not it.keywords:
@@ -1071,6 +1109,10 @@ class _Flow(ast.NodeVisitor):
                 for el in (v.values if isinstance(v, ast.Dict) else
                            v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]):
                     self.mark(el, "read")
+        elif name in _READ_SELF and isinstance(f, ast.Attribute) and (
+                not args or name == "download_to") and \
+                self._is_path(f.value):
+            self.mark(f.value, "read")  # (CloudPath(root) / "glossary" / "terms.csv").read_text()
         elif name in _WRITE_SELF and isinstance(f, ast.Attribute):
             # fs.write_text(path, data) (fsspec); Path(p).write_text(data): p, not the data
             self.mark(args[0] if len(args) > 1 else f.value, "write")
@@ -1401,7 +1443,9 @@ def env_uses(code: str) -> tuple[list[tuple[Pieces, str]], frozenset[str]]:
     flow = analyze(code)
     if flow is None:
         return [], frozenset()
-    built = [(p, d) for p, d in flow.built if any(n.startswith(ENV) for n in _pieces.needs(p))]
+    # (a boto3 bucket and key built from them too: download_file("b", f"x/{region}.npy"))
+    made = [*flow.built, *((p, d) for b, k, d in flow.pairs if (p := pair_pieces(b, k)))]
+    built = [(p, d) for p, d in made if any(n.startswith(ENV) for n in _pieces.needs(p))]
     in_built = {n[len(ENV):] for p, _ in built for n in _pieces.needs(p) if n.startswith(ENV)}
     named = list(flow.env_named)
     # a name read once into a variable the built locations start from is only built from;

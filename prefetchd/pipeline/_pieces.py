@@ -57,7 +57,8 @@ def is_built(pieces: Pieces) -> bool:
 def each(loop: str, *, items: list[Any] | None = None, param: str | None = None,
          how: str = "json", enum: bool = False) -> tuple[str, str]:
     """The piece for one item of a loop: literal *items*, or those the input *param* lists
-    (`how`: ``json`` its JSON list, ``split:SEP`` its text split, ``range`` range(int))."""
+    (`how`: ``json`` its JSON list, ``split:SEP`` its text split, ``range`` range(int),
+    ``items``/``keys`` its JSON dict's)."""
     return ("each", json.dumps({"loop": loop, "items": items, "param": param, "how": how,
                                 "enum": enum, "path": [], "spec": None}))
 
@@ -144,6 +145,11 @@ def _items(d: dict[str, Any], values: dict[str, str]) -> list[Any] | None:
                 items = [json.loads(value)]
             elif how == "range":
                 items = list(range(min(int(value), MAX_TEXTS + 1)))
+            elif how in ("items", "keys"):  # a dict input's .items() / .keys()
+                d_in = json.loads(value)
+                if not isinstance(d_in, dict):
+                    return None
+                items = [[k, v] for k, v in d_in.items()] if how == "items" else list(d_in)
             else:
                 items = value.split(how.partition(":")[2])
         except (ValueError, TypeError):
@@ -179,6 +185,8 @@ def _part(p: tuple[str, str], values: dict[str, str]) -> str | None:
         raw = values.get(name)
         if raw is None:
             return None
+        if isinstance(spec, dict) and "dirname" in spec:  # os.path.dirname(holdout_uri)
+            return raw.rsplit("/", 1)[0] if "/" in raw else None
         if isinstance(spec, dict):  # SOURCES[kind] of a literal dict: the entry it names
             picked = spec["pick"].get(raw)
             return picked if isinstance(picked, str) else None

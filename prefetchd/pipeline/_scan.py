@@ -152,11 +152,14 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
 
     uris0 = locations(first, flow)
     dirs = [_code_direction(step, flow, u, first, subs, picks[0]) for u in uris0]
+    written_out = set(_uri.find_uris(first))
+    built = any(u not in written_out for u in flow.lits)  # made by the code, not in its text
     for k, pick in enumerate(picks):
         text = first if k == 0 else render(pick)
         uris = uris0 if k == 0 else _uri.find_uris(text)
-        if k and (len(uris) != len(uris0) or flow.pairs):
-            # an item changed the program's shape (or the keys boto3 builds): read it alone
+        if k and (len(uris) != len(uris0) or flow.pairs or built):
+            # an item changed the program's shape, or the code builds a location from it
+            # (posixpath.join(root, ds, "x")) or boto3 keys: read it alone
             f = _code.analyze(text)
             if f is None:
                 continue

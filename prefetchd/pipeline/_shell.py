@@ -503,7 +503,8 @@ def _document_words(lines: list[str]) -> list[str]:
         return [x for line in lines for w in line.split() for x in (w, ";")]
     out: list[str] = []
     for key, value in pairs:
-        if _uri.find_uris(value) or _uri.run_time_locations(value) or value.startswith("/"):
+        if _uri.find_uris(value) or _uri.run_time_locations(value) or value.startswith("/") \
+                or "://" in value and "{{" in value:  # (a pipeline's value in it)
             # by its key as an override goes (output.model_uri: the leaf says nothing, the
             # whole says written)
             leaf = key.rsplit(".", 1)[-1]

@@ -388,3 +388,15 @@ def test_job_round_22_script_idioms() -> None:
     assert reads == ["s3://ext/dwd/forecast/berlin/latest.parquet", "s3://lake/in/",
                      "s3://m/${JOB_NAME}/m.lgb", "s3://m/base/model.lgb"], words
     assert words["s3://m/out/"] == "write"
+
+
+def test_job_round_23_a_boto3_key_built_from_the_pods_env() -> None:
+    """Job round 23: a boto3 download whose key (or bucket) a program builds from an env
+    var the container sets named nothing."""
+    code = ('import os, boto3\nregion = os.environ["REGION"]\n'
+            'boto3.client("s3").download_file(os.environ["BUCKET"], '
+            'f"meta/w/{region}-v3.npy", "/scratch/w.npy")\n')
+    words = _words({"name": "fetch", "image": "x", "command": ["python", "-c", code],
+                    "env": [{"name": "REGION", "value": "eu"},
+                            {"name": "BUCKET", "value": "probe-lake"}]})
+    assert words == {"s3://probe-lake/meta/w/eu-v3.npy": "read"}

@@ -1507,3 +1507,54 @@ def test_round_25_shell_idioms_and_overrides() -> None:
         "s3://b/zone=A1/bins.csv", "s3://b/zone=A2/bins.csv", "s3://bkt/data/v1/index.csv",
         "s3://r/a/x.parquet"]
     assert sorted(w.uri for w in step.writes) == ["s3://b/models/r25/", "s3://b/models/r26/"]
+
+
+def test_round_26_idioms() -> None:
+    """Round 26: a step env var holding a loop item's value (``TABLE={{inputs...}}``) in its
+    script; ``posixpath.join`` of a loop item in a script (the second item was lost, the root
+    read whole); CloudPath/UPath ``read_text``/``download_to``; ``os.path.dirname`` of a
+    constant or an input; a literal dict's ``.items()`` with non-text values and a JSON dict
+    input's ``.items()``; ``S3Path.from_uri(f"...").write_bytes()`` a write (was a read)."""
+    loop = {"name": "main", "dag": {"tasks": [{
+        "name": "step", "template": "step",
+        "arguments": {"parameters": [{"name": "table", "value": "{{item}}"}]},
+        "withItems": ["trips", "events"]}]}}
+    step_t = {"name": "step", "inputs": {"parameters": [{"name": "table"}]},
+              "script": {"image": "x", "command": ["bash"],
+                         "source": 'aws s3 cp "s3://bkt/bronze/${TABLE}/m.json" /tmp/\n',
+                         "env": [{"name": "TABLE", "value": "{{inputs.parameters.table}}"}]}}
+    plan = _plan([loop, step_t])
+    assert sorted(r.uri for r in plan.step("step").reads) == [
+        "s3://bkt/bronze/events/m.json", "s3://bkt/bronze/trips/m.json"]
+    py_t = {"name": "step", "inputs": {"parameters": [{"name": "table"}]},
+            "script": {"image": "x", "command": ["python"], "source": (
+                'import posixpath, pandas as pd\nds = "{{inputs.parameters.table}}"\n'
+                'pd.read_parquet(posixpath.join("s3://bkt/raw", ds, "s.parquet"))\n')}}
+    assert sorted(r.uri for r in _plan([loop, py_t]).step("step").reads) == [
+        "s3://bkt/raw/events/s.parquet", "s3://bkt/raw/trips/s.parquet"]
+    assert _script_reads(textwrap.dedent("""\
+        import os, pandas as pd
+        from cloudpathlib import CloudPath
+        from upath import UPath
+        (CloudPath("s3://bkt/models") / "chronos").download_to("/tmp/m")
+        terms = (UPath("s3://bkt/ref") / "glossary" / "terms.csv").read_text()
+        holdout = "s3://bkt/holdout/2025-05/part-0.parquet"
+        pd.read_csv(os.path.join(os.path.dirname(holdout), "calib.csv"))
+        for name, w in {"spider": 0.5, "bird": 0.3}.items():
+            pd.read_json(f"s3://bkt/sft/{name}/train.jsonl", lines=True)
+        """)) == ["s3://bkt/holdout/2025-05/calib.csv", "s3://bkt/models/chronos",
+                  "s3://bkt/ref/glossary/terms.csv", "s3://bkt/sft/bird/train.jsonl",
+                  "s3://bkt/sft/spider/train.jsonl"]
+    step = _component(textwrap.dedent("""\
+        def comp(root: str, mix: str, holdout_uri: str, season: str):
+            import json, os, posixpath, pandas as pd
+            from s3path import S3Path
+            for name, w in json.loads(mix).items():
+                pd.read_json(posixpath.join(root, name, "train.jsonl"), lines=True)
+            pd.read_csv(os.path.join(os.path.dirname(holdout_uri), "calib.csv"))
+            S3Path.from_uri(f"s3://models/{season}/best.pt").write_bytes(b"")
+        """), {"root": const("s3://sft"), "mix": const('{"spider": 0.5, "bird": 0.5}'),
+               "holdout_uri": const("s3://h/2025-05/p.parquet"), "season": const("q2")})
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://h/2025-05/calib.csv", "s3://sft/bird/train.jsonl", "s3://sft/spider/train.jsonl"]
+    assert [w.uri for w in step.writes] == ["s3://models/q2/best.pt"]
