@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from prefetchd.pipeline import _code, _scan, _uri
+from prefetchd.pipeline import _code, _scan
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
 from prefetchd.pipeline._resolve import (
@@ -688,28 +688,7 @@ class ArgoAnalyzer:
             envs = _scan.env_inputs(env, res)
             raw = [a for a in [*(c.get("command") or []), *(c.get("args") or [])]
                    if isinstance(a, str)]
-            # the values known before the run: a root the command line spells out
-            # (${DATA_ROOT}/x.csv: read there only), and the values that are no locations
-            # (BREWERY=north-yard): the kubelet puts them in place of $(NAME) in command and
-            # args, the shell of ${NAME} in a script; a location given whole (--data
-            # $(TRAIN_URI)) stays the env var's read
-            known = [{"name": k[len(_code.ENV):], "value": v.values[0]} for k, v in envs.items()
-                     if v.values is not None and len(v.values) == 1 and "{{" not in v.values[0]]
-            spelled = _uri.spelled_out_env({"command": raw, "args": [c.get("source") or ""],
-                                            "env": known})
-            shown = [e for e in known if e["name"] in spelled or not (
-                _uri.find_uris(e["value"]) or e["value"].startswith("/"))]
-            # a value that is a loop item's or an input's (TABLE={{inputs.parameters.t}}),
-            # none of whose values is a location: its placeholder in place, resolved per item
-            # with the words it is in
-            shown += [{"name": n, "value": raw} for n, raw in env
-                      if isinstance(raw, str) and "{{" in raw and isinstance(n, str)
-                      and (v := envs.get(_code.ENV + n)) is not None and v.values
-                      and len(v.values) > 1 and not any(
-                          _uri.find_uris(x) or x.startswith("/") for x in v.values)]
-            argv = _uri.kube_expand(raw, shown)
-            shell_env = _uri.shell_env(c.get("env"), {e["name"]: e["value"] for e in shown}) \
-                or None
+            argv, shell_env, spelled = _scan.env_expansion(c, raw, env, envs)
             only_built = _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv),
                                          names, envs, shell_env)
             if isinstance(c.get("source"), str):

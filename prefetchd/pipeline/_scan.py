@@ -363,6 +363,34 @@ def env_inputs(env: list[tuple[str, str]], resolve: Resolver) -> dict[str, Val]:
     return out
 
 
+def env_expansion(container: dict[str, Any], raw: list[str], env: list[tuple[str, str]],
+                  envs: dict[str, Val]) -> tuple[list[str], dict[str, str] | None, set[str]]:
+    """A step container's command line with its env vars in place, as the pod runs it:
+    (argv with the kubelet's ``$(NAME)`` expanded, the env its script sees for ``${NAME}``,
+    the names of roots the command line spells out). *env*: its (name, raw value) pairs,
+    *envs*: the same as inputs (``env_inputs``).
+
+    Expanded: the values that are no locations (``BREWERY=north-yard``), per loop item too
+    (``TABLE={{inputs.parameters.t}}``: its placeholder in place, resolved with the words
+    it is in), and a root the command line spells out (``${DATA_ROOT}/x.csv``: read there
+    only, not whole: the third part). A location given whole (``--data $(TRAIN_URI)``)
+    stays the env var's read (origin ``env``); a var set from elsewhere (``valueFrom``)
+    stays the pod's value (``_uri.shell_env``)."""
+    known = [{"name": k[len(_code.ENV):], "value": v.values[0]} for k, v in envs.items()
+             if v.values is not None and len(v.values) == 1 and "{{" not in v.values[0]]
+    spelled = _uri.spelled_out_env({"command": raw, "args": [container.get("source") or ""],
+                                    "env": known})
+    shown = [e for e in known if e["name"] in spelled or not (
+        _uri.find_uris(e["value"]) or e["value"].startswith("/"))]
+    shown += [{"name": n, "value": text} for n, text in env
+              if isinstance(text, str) and "{{" in text and isinstance(n, str)
+              and (v := envs.get(_code.ENV + n)) is not None and v.values
+              and len(v.values) > 1 and not any(
+                  _uri.find_uris(x) or x.startswith("/") for x in v.values)]
+    shell = _uri.shell_env(container.get("env"), {e["name"]: e["value"] for e in shown})
+    return _uri.kube_expand(raw, shown), shell or None, spelled
+
+
 def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver,
              only_built: Iterable[str] = ()) -> None:
     """The env vars' locations, by their names; *only_built*: names of those the code uses

@@ -427,6 +427,26 @@ def test_a_config_file_from_a_configmap_volume_names_what_the_job_reads(tmp_path
     assert "config /etc" not in r.stdout
 
 
+def _experiment(name: str, param: str, values: list[str], trial_name: str,
+                container: dict, volumes: list | None = None) -> dict:
+    """A Katib Experiment of 2 trials at once over one discrete parameter *param*, given to
+    the trial as ``${trialParameters.<trial_name>}``; its trials are Jobs of *container*."""
+    pod = {"restartPolicy": "Never", "containers": [{"image": "x", **container}],
+           **({"volumes": volumes} if volumes else {})}
+    return {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"parallelTrialCount": 2, "maxTrialCount": 6,
+                     "objective": {"type": "maximize", "objectiveMetricName": "auc"},
+                     "algorithm": {"algorithmName": "random"},
+                     "parameters": [{"name": param, "parameterType": "discrete",
+                                     "feasibleSpace": {"list": values}}],
+                     "trialTemplate": {
+                         "primaryContainerName": container["name"],
+                         "trialParameters": [{"name": trial_name, "reference": param}],
+                         "trialSpec": {"apiVersion": "batch/v1", "kind": "Job",
+                                       "spec": {"template": {"spec": pod}}}}}}
+
+
 def test_a_config_in_a_projected_volume_is_read_and_a_trial_value_listed_once(
         tmp_path) -> None:
     """Job rounds 19 and 20: a Hydra config in a projected volume (a ConfigMap beside
@@ -436,30 +456,15 @@ def test_a_config_in_a_projected_volume_is_read_and_a_trial_value_listed_once(
           "metadata": {"name": "base", "namespace": "ml"},
           "data": {"base.yaml": "paths:\n  lake: s3://lake\ndata:\n"
                                 "  labels: ${paths.lake}/labels/v2.tsv\n"}}
-    exp = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
-           "metadata": {"name": "hpo", "namespace": "ml"},
-           "spec": {"parallelTrialCount": 2, "maxTrialCount": 4,
-                    "objective": {"type": "maximize", "objectiveMetricName": "auc"},
-                    "algorithm": {"algorithmName": "random"},
-                    "parameters": [{"name": "seq_len", "parameterType": "discrete",
-                                    "feasibleSpace": {"list": ["512", "1024"]}}],
-                    "trialTemplate": {
-                        "primaryContainerName": "trainer",
-                        "trialParameters": [{"name": "seqLen", "reference": "seq_len"}],
-                        "trialSpec": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
-                            "template": {"spec": {
-                                "restartPolicy": "Never",
-                                "containers": [{
-                                    "name": "trainer", "image": "x",
-                                    "command": ["python", "-m", "train", "--config-path=/etc/cfg",
-                                                "--config-name=base",
-                                                "data.train=s3://lake/tok/seq"
-                                                "${trialParameters.seqLen}/train/"],
-                                    "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]}],
-                                "volumes": [{"name": "cfg", "projected": {"sources": [
-                                    {"configMap": {"name": "base"}},
-                                    {"downwardAPI": {"items": [{"path": "labels", "fieldRef": {
-                                        "fieldPath": "metadata.labels"}}]}}]}}]}}}}}}}
+    exp = _experiment("hpo", "seq_len", ["512", "1024"], "seqLen", {
+        "name": "trainer",
+        "command": ["python", "-m", "train", "--config-path=/etc/cfg", "--config-name=base",
+                    "data.train=s3://lake/tok/seq${trialParameters.seqLen}/train/"],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]},
+        [{"name": "cfg", "projected": {"sources": [
+            {"configMap": {"name": "base"}},
+            {"downwardAPI": {"items": [{"path": "labels", "fieldRef": {
+                "fieldPath": "metadata.labels"}}]}}]}}])
     r = plan(write(tmp_path, "exp.yaml", exp, cm))
     assert r.returncode == 0, r.stderr
     reads = [ln.split()[1] for ln in r.stdout.split("warm:", 1)[0].splitlines()
@@ -473,24 +478,10 @@ def test_a_trial_value_given_to_a_program_through_env_is_read_at_each_value(tmp_
     """Job round 21: ``FOLD=${trialParameters.fold}`` in a trial's env, and a ``python -c``
     program reading ``os.environ['FOLD']`` into its location, named nothing; as a value in
     args does, it is read at each of the parameter's values."""
-    exp = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
-           "metadata": {"name": "cv", "namespace": "t"},
-           "spec": {"parallelTrialCount": 2, "maxTrialCount": 6,
-                    "objective": {"type": "maximize", "objectiveMetricName": "auc"},
-                    "algorithm": {"algorithmName": "random"},
-                    "parameters": [{"name": "fold", "parameterType": "discrete",
-                                    "feasibleSpace": {"list": ["0", "1"]}}],
-                    "trialTemplate": {
-                        "primaryContainerName": "main",
-                        "trialParameters": [{"name": "fold", "reference": "fold"}],
-                        "trialSpec": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
-                            "template": {"spec": {"restartPolicy": "Never", "containers": [{
-                                "name": "main", "image": "x",
-                                "env": [{"name": "FOLD", "value": "${trialParameters.fold}"}],
-                                "command": ["python", "-c",
-                                            "import os, pandas as pd\npd.read_parquet("
-                                            "f\"s3://cv/fold={os.environ['FOLD']}/t.parquet\")\n"
-                                            ]}]}}}}}}}
+    exp = _experiment("cv", "fold", ["0", "1"], "fold", {
+        "name": "main", "env": [{"name": "FOLD", "value": "${trialParameters.fold}"}],
+        "command": ["python", "-c", "import os, pandas as pd\npd.read_parquet("
+                    "f\"s3://cv/fold={os.environ['FOLD']}/t.parquet\")\n"]})
     r = plan(write(tmp_path, "exp.yaml", exp))
     assert r.returncode == 0, r.stderr
     assert "s3://cv/fold=0/t.parquet  on 2 nodes" in r.stdout, r.stdout
