@@ -169,7 +169,7 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
             dk = dirs
         for u, d in zip(uris, dk, strict=True):
             if "__runtime__" in u:  # f"s3://b/raw/{cell}/x" with cell from another step
-                if later and d != "write":
+                if later:  # (a write too: shown, as a script's copy to such a place is)
                     ph, v = later[0]
                     if v.origin == "workflow-runtime":
                         # the run's own name or time does not make it less a parameter's
@@ -379,7 +379,7 @@ def env_expansion(container: dict[str, Any], raw: list[str], env: list[tuple[str
     known = [{"name": k[len(_code.ENV):], "value": v.values[0]} for k, v in envs.items()
              if v.values is not None and len(v.values) == 1 and "{{" not in v.values[0]]
     spelled = _uri.spelled_out_env({"command": raw, "args": [container.get("source") or ""],
-                                    "env": known})
+                                    "env": known}, built_on=True)
     shown = [e for e in known if e["name"] in spelled or not (
         _uri.find_uris(e["value"]) or e["value"].startswith("/"))]
     shown += [{"name": n, "value": text} for n, text in env

@@ -255,7 +255,7 @@ ROOT_WORDS = {"ROOT", "BASE", "PREFIX", "BUCKET"}
 _BARE_BUCKET = re.compile(r"s3a?://[a-z0-9][a-z0-9.\-]*/?")
 
 
-def spelled_out_env(container: Mapping[str, Any]) -> set[str]:
+def spelled_out_env(container: Mapping[str, Any], built_on: bool = False) -> set[str]:
     """The env vars named as a root (``DATA_ROOT``, ``S3_BASE``, ``OUT_PREFIX``,
     ``MODEL_BUCKET``), or holding a bare bucket, that the command line or another var
     spells out in full words (``$(DATA_ROOT)/sft/train.jsonl``,
@@ -264,7 +264,9 @@ def spelled_out_env(container: Mapping[str, Any]) -> set[str]:
     own. A var whose words also hold a value only the pod knows
     (``$(SHARD_PREFIX)part-${IDX}.tar``) stays one: its value is what can be warmed; so does
     one named for what it holds (``TRAIN``, ``DATA_DIR``), which the program may read whole.
-    Pod containers (``k8s.datasets``) and pipeline steps (``_argo``) alike."""
+    Pod containers (``k8s.datasets``) and pipeline steps (``_scan.env_expansion``) alike;
+    with *built_on*, only where more is built on it (``"$BASE_MODEL"`` alone is the
+    var's own read, by its origin, as a pipeline's truth names it)."""
     env = container.get("env") or []
     # a root by its name, or by its value: a bare bucket (MODEL_STORE=s3://telco-models)
     names = {str(e.get("name")) for e in env if isinstance(e, Mapping)
@@ -283,6 +285,8 @@ def spelled_out_env(container: Mapping[str, Any]) -> set[str]:
         if named:
             rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names | literal
                                   else m.group(0), word)
+            if built_on and not rest.strip("{}()"):
+                continue
             (kept if "$" in rest else out).update(named)
     return out - kept
 

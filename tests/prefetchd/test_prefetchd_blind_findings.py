@@ -1558,3 +1558,23 @@ def test_round_26_idioms() -> None:
     assert sorted(r.uri for r in step.reads) == [
         "s3://h/2025-05/calib.csv", "s3://sft/bird/train.jsonl", "s3://sft/spider/train.jsonl"]
     assert [w.uri for w in step.writes] == ["s3://models/q2/best.pt"]
+
+
+def test_round_27_env_copy_source_and_a_runtime_write_in_code() -> None:
+    """Round 27: ``aws s3 sync "$BASE_MODEL" /tmp/base/`` (a root-named var used whole) lost
+    its origin ``env``; a write a program builds from an item of a loop over another step's
+    output was dropped (its read was listed)."""
+    script = 'aws s3 sync "$BASE_MODEL" /tmp/base/\n'
+    tmpl = {"name": "main", "container": {
+        "image": "x", "command": ["bash", "-c"], "args": [script],
+        "env": [{"name": "BASE_MODEL", "value": "s3://bkt/models/base/"}]}}
+    assert [(r.uri, r.origin) for r in _plan([tmpl]).step("main").reads] == [
+        ("s3://bkt/models/base/", "env")]
+    consumer = {"name": "use", "inputs": {"parameters": [{"name": "batch"}]},
+                "script": {"image": "x", "command": ["python"], "source": (
+                    'import pandas as pd\nb = "{{inputs.parameters.batch}}"\n'
+                    'df = pd.read_json(f"s3://bkt/in/{b}.jsonl", lines=True)\n'
+                    'df.to_json(f"s3://bkt/out/{b}.jsonl")\n')}}
+    step = _fed_by_output(consumer, "batch")
+    assert [w.pattern for w in step.writes] == ["s3://bkt/out/{{inputs.parameters.batch}}.jsonl"]
+    assert [r.pattern for r in step.reads] == ["s3://bkt/in/{{inputs.parameters.batch}}.jsonl"]
