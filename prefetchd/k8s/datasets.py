@@ -388,8 +388,13 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         handed.update(_code.env_directions(code))
         built_only |= {n[len(_code.ENV):] for p, _ in built for n in _pieces.needs(p)
                        if n.startswith(_code.ENV)}
+    # an envFrom key the command line names ($(SHARD_PREFIX)part-$(JOB_COMPLETION_INDEX))
+    # is read as an env var the pod sets would be (its value whole when the rest is only
+    # the pod's; where it is spelled out in full, there)
+    named = _uri.env_references([str(a) for a in [*(container.get("command") or []),
+                                                  *(container.get("args") or [])]])
     bulk = {e.get("name") for e in container.get("env") or []
-            if isinstance(e, Mapping) and e.get(EXPAND_ONLY)} - used
+            if isinstance(e, Mapping) and e.get(EXPAND_ONLY)} - used - named
     bulk |= _uri.spelled_out_env(container) | (built_only - used)
     for name, value in _uri.kube_env(container.get("env")).items():
         if name in bulk:

@@ -255,6 +255,18 @@ ROOT_WORDS = {"ROOT", "BASE", "PREFIX", "BUCKET"}
 _BARE_BUCKET = re.compile(r"s3a?://[a-z0-9][a-z0-9.\-]*/?")
 
 
+def env_references(texts: list[str]) -> set[str]:
+    """The env var names *texts* build on together with another value
+    (``$(SHARD_PREFIX)part-$(JOB_COMPLETION_INDEX).tar``: SHARD_PREFIX and the index), a
+    word at a time; a name used alone (``"${OUT_URI}"``) is not one."""
+    out: set[str] = set()
+    for word in (w for t in texts for w in re.split(r"[\s\"'=]+", t.replace("$$", ""))):
+        refs = _REFERENCE.findall(word)
+        if len(refs) > 1:
+            out.update(refs)
+    return out
+
+
 def spelled_out_env(container: Mapping[str, Any], built_on: bool = False) -> set[str]:
     """The env vars named as a root (``DATA_ROOT``, ``S3_BASE``, ``OUT_PREFIX``,
     ``MODEL_BUCKET``), or holding a bare bucket, that the command line or another var

@@ -400,3 +400,16 @@ def test_job_round_23_a_boto3_key_built_from_the_pods_env() -> None:
                     "env": [{"name": "REGION", "value": "eu"},
                             {"name": "BUCKET", "value": "probe-lake"}]})
     assert words == {"s3://probe-lake/meta/w/eu-v3.npy": "read"}
+
+
+def test_job_round_24_an_envfrom_root_named_with_a_pod_value() -> None:
+    """Job round 24: a root from an envFrom ConfigMap in ``$(SHARD_PREFIX)part-$(IDX).tar``
+    named nothing (the same var under ``env:`` reads the folder holding every pod's); a key
+    the command line does not name still reads nothing."""
+    env = [{"name": "SHARD_PREFIX", "value": "s3://lake/wds/train-", ds_mod.EXPAND_ONLY: True},
+           {"name": "OTHER_ROOT", "value": "s3://lake/other/", ds_mod.EXPAND_ONLY: True}]
+    words = _words({"name": "main", "image": "x", "command": ["python", "train.py"],
+                    "args": ["--shards", "$(SHARD_PREFIX)part-$(JOB_COMPLETION_INDEX).tar"],
+                    "env": env})
+    assert words == {"s3://lake/wds/train-": "read",
+                     "s3://lake/wds/train-part-$(JOB_COMPLETION_INDEX).tar": "read"}, words
