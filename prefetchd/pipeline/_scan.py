@@ -264,6 +264,11 @@ def scan_argv(
     for a in argv:  # python - <<'PY' ... PY inside a script: the document is a program
         for program in _uri.python_heredocs(a):
             scan_code(step, program, resolve, env)
+            paths += _code.program_paths(program)
+    # the files a program uses under a mounted volume (pd.read_parquet("/data/x.parquet"),
+    # df.to_parquet("/data/out.parquet")): they narrow the mount as the command line's do
+    paths += [p for a, w in zip(argv, shell, strict=True) if w == "__code__"
+              for p in _code.program_paths(a)]
     protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected, shell_env)]
     vals: list[Val | None] = []
@@ -349,8 +354,27 @@ def scan_argv(
             for pattern in [] if uris else _uri.run_time_locations(value):
                 step.add(d, read_from(v, None, pattern=pattern))  # a shell variable's
             if not uris and value.startswith("/"):
-                paths.append((value, path_d))
+                command = _command_word(toks, i)
+                if command in _WRITES_PATH:  # rm -rf /data/tmp: written, not read
+                    paths.append((value, "write"))
+                elif command not in _NO_DATA:  # mkdir -p /data/raw: neither
+                    paths.append((value, path_d))
     return {k for k in in_built - set(flag_dirs or {}) if k.startswith(_code.ENV)}
+
+
+def _command_word(toks: list[str], i: int) -> str:
+    """The program the command holding word *i* runs (past ``sh -c``, ``bash -lc``)."""
+    k = _shell.command_start(toks, i)
+    while k + 2 <= i and toks[k].rsplit("/", 1)[-1] in _shell.SHELLS and \
+            toks[k + 1].startswith("-"):
+        k += 2
+    return toks[k].rsplit("/", 1)[-1]
+
+
+# local commands whose path operands are no data they read (a folder made, listed, entered)
+_NO_DATA = frozenset({"mkdir", "touch", "chmod", "chown", "ls", "cd", "du", "df", "test", "[",
+                      "echo", "stat", "realpath", "dirname", "basename"})
+_WRITES_PATH = frozenset({"rm", "rmdir"})
 
 
 def env_inputs(env: list[tuple[str, str]], resolve: Resolver) -> dict[str, Val]:

@@ -263,7 +263,7 @@ def _mapfile(out: list[str], lines: list[str], arrays: dict[str, list[str]]) -> 
     """``mapfile -t REFS <<'END'`` (``readarray``) then the heredoc's lines: the array set
     to them, the command gone from *out*."""
     end = len(out) - (1 if out[-1:] == [";"] else 0)
-    start = _command_start(out, end)
+    start = command_start(out, end)
     command = out[start:end]
     if not command or command[0] not in ("mapfile", "readarray") or not command[-1].startswith(
             "<<"):
@@ -601,7 +601,7 @@ def _fan_outs(words: list[str]) -> list[str]:
     i = 0
     while i < len(words):
         if words[i] == "xargs" and i >= 2 and words[i - 1] == "|":
-            start = _command_start(words, i - 1)
+            start = command_start(words, i - 1)
             made = _xargs(words[start:i - 1], words[i + 1:command_end(words, i)])
             if made is not None:
                 if _produced(words[start:i - 1]) is not None:  # printf/echo: only items
@@ -628,7 +628,7 @@ def command_end(words: list[str], i: int) -> int:
     return i
 
 
-def _command_start(words: list[str], end: int) -> int:
+def command_start(words: list[str], end: int) -> int:
     """Where the command ending before index *end* (a ``|``, say) starts."""
     return max((k + 1 for k in range(end) if words[k] in _uri._SEPARATORS), default=0)
 
@@ -642,7 +642,7 @@ def _piped_reads(words: list[str]) -> list[str]:
     out: list[str] = []
     for i, w in enumerate(words):
         if w == "while" and out[-1:] == ["|"] and words[i + 1:i + 2] == ["read"]:
-            start = _command_start(out, len(out) - 1)
+            start = command_start(out, len(out) - 1)
             items = _produced(out[start:-1])
             names = [x for x in words[i + 2:command_end(words, i)] if not x.startswith("-")]
             if items is not None and names:

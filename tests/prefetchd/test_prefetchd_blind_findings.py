@@ -1578,3 +1578,30 @@ def test_round_27_env_copy_source_and_a_runtime_write_in_code() -> None:
     step = _fed_by_output(consumer, "batch")
     assert [w.pattern for w in step.writes] == ["s3://bkt/out/{{inputs.parameters.batch}}.jsonl"]
     assert [r.pattern for r in step.reads] == ["s3://bkt/in/{{inputs.parameters.batch}}.jsonl"]
+
+
+def test_round_28_a_programs_paths_narrow_a_mount_and_mkdir_reads_nothing() -> None:
+    """Round 28: a program's own paths under a mounted claim (``pd.read_parquet(
+    "/data/lab/r.parquet")``, ``df.to_parquet("/data/out.parquet")``) did not narrow the mount,
+    which was read whole (a write-only program too); ``mkdir -p /data/raw`` before a copy
+    into it made the folder a read."""
+    def reads(container: dict) -> list[str]:
+        tmpl = {"name": "s", **container}
+        doc = {**_ARGO, "spec": {"entrypoint": "s", "templates": [tmpl], "volumes": [
+            {"name": "d", "persistentVolumeClaim": {"claimName": "scratch"}}]}}
+        [plan] = pipeline.analyze_documents([doc], pvc_map={"scratch": "s3://pv/scratch"},
+                                            source="w")
+        return sorted(r.uri for r in plan.step("s").reads)
+
+    mount = [{"name": "d", "mountPath": "/data"}]
+    assert reads({"script": {"image": "x", "command": ["python"], "volumeMounts": mount,
+                             "source": 'import pandas as pd\n'
+                                       'pd.read_parquet("/data/lab/r.parquet")\n'}}) == [
+        "s3://pv/scratch/lab/r.parquet"]
+    assert reads({"container": {"image": "x", "command": ["python", "-c"], "volumeMounts": mount,
+                                "args": ['import pandas as pd\npd.read_csv("s3://b/x.csv")'
+                                         '.to_parquet("/data/out.parquet")\n']}}) == [
+        "s3://b/x.csv"]
+    assert reads({"container": {"image": "x", "command": ["sh", "-c"], "volumeMounts": mount,
+                                "args": ["mkdir -p /data/raw && aws s3 sync s3://b/raw/ "
+                                         "/data/raw/ && ls /data/raw"]}}) == ["s3://b/raw/"]
