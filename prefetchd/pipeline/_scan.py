@@ -267,8 +267,11 @@ def scan_argv(
             paths += _code.program_paths(program)
     # the files a program uses under a mounted volume (pd.read_parquet("/data/x.parquet"),
     # df.to_parquet("/data/out.parquet")): they narrow the mount as the command line's do
-    paths += [p for a, w in zip(argv, shell, strict=True) if w == "__code__"
-              for p in _code.program_paths(a)]
+    for a, w in zip(argv, shell, strict=True):
+        for path, d in _code.program_paths(a) if w == "__code__" else ():
+            v = resolve(path) if "{{" in path else const(path)  # an input's value in it
+            paths += [(x, d) for x in (v.values if v is not None and v.values else ())
+                      if x.startswith("/") and "{{" not in x]
     protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected, shell_env)]
     vals: list[Val | None] = []

@@ -255,6 +255,11 @@ ROOT_WORDS = {"ROOT", "BASE", "PREFIX", "BUCKET"}
 _BARE_BUCKET = re.compile(r"s3a?://[a-z0-9][a-z0-9.\-]*/?")
 
 
+# a Katib trial's value (its candidates are warmed each, _katib.with_candidates): no value
+# only the pod knows
+_TRIAL_VALUE = re.compile(r"\$\{trialParameters\.[\w.]+\}")
+
+
 def env_references(texts: list[str]) -> set[str]:
     """The env var names *texts* build on together with another value
     (``$(SHARD_PREFIX)part-$(JOB_COMPLETION_INDEX).tar``: SHARD_PREFIX and the index), a
@@ -296,7 +301,7 @@ def spelled_out_env(container: Mapping[str, Any], built_on: bool = False) -> set
         named = {n for n in _REFERENCE.findall(word) if n in names}
         if named:
             rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names | literal
-                                  else m.group(0), word)
+                                  else m.group(0), _TRIAL_VALUE.sub("", word))
             if built_on and not rest.strip("{}()"):
                 continue
             (kept if "$" in rest else out).update(named)

@@ -413,3 +413,12 @@ def test_job_round_24_an_envfrom_root_named_with_a_pod_value() -> None:
                     "env": env})
     assert words == {"s3://lake/wds/train-": "read",
                      "s3://lake/wds/train-part-$(JOB_COMPLETION_INDEX).tar": "read"}, words
+
+
+def test_job_round_25_a_root_only_written_under_is_no_read() -> None:
+    """Job round 25: ``aws s3 cp /work/m/ "${MODEL_BUCKET}/fc/nightly/${D}/"`` (D known at
+    run time) warmed the whole bucket as the env var's read; the root is only written under."""
+    script = 'D=$(date +%F)\naws s3 cp /work/m/ "${MODEL_BUCKET}/fc/nightly/${D}/" --recursive\n'
+    words = _words({"name": "main", "image": "x", "command": ["sh", "-c", script],
+                    "env": [{"name": "MODEL_BUCKET", "value": "s3://probe-models"}]})
+    assert set(words.values()) == {"write"}, words

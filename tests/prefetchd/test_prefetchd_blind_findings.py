@@ -1605,3 +1605,9 @@ def test_round_28_a_programs_paths_narrow_a_mount_and_mkdir_reads_nothing() -> N
     assert reads({"container": {"image": "x", "command": ["sh", "-c"], "volumeMounts": mount,
                                 "args": ["mkdir -p /data/raw && aws s3 sync s3://b/raw/ "
                                          "/data/raw/ && ls /data/raw"]}}) == ["s3://b/raw/"]
+    # round 29: an input's value in the path, as the run has it (not the placeholder)
+    assert reads({"inputs": {"parameters": [{"name": "season", "value": "2025-q2"}]},
+                  "script": {"image": "x", "command": ["python"], "volumeMounts": mount,
+                             "source": 'import glob\nseason = "{{inputs.parameters.season}}"\n'
+                                       'glob.glob(f"/data/artisan/{season}/*.alog")\n'}}) == [
+        "s3://pv/scratch/artisan/2025-q2/*.alog"]

@@ -595,3 +595,17 @@ def test_a_python_launchers_command_line_gives_env_vars_and_paths_their_way(tmp_
     assert r.returncode == 0, r.stderr
     warm = r.stdout.split("warm:", 1)[1]
     assert "s3://lake/wsi/features/uni-v1/brca  on 1 node" in warm and "s3://runs/" not in warm
+
+
+def test_a_root_before_a_trial_value_is_not_read_whole(tmp_path) -> None:
+    """Job round 25: ``--features=$(FEATURE_ROOT)/${trialParameters.frontend}/`` with the
+    value drawn from a short list read each folder and the whole root too."""
+    exp = _experiment("ser", "frontend", ["a", "b"], "frontend", {
+        "name": "main", "env": [{"name": "FEATURE_ROOT", "value": "s3://lake/feat/v2"}],
+        "command": ["python", "train.py",
+                    "--features=$(FEATURE_ROOT)/${trialParameters.frontend}/"]})
+    r = plan(write(tmp_path, "exp.yaml", exp))
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    assert [ln.split()[0] for ln in warm.splitlines() if "s3://" in ln] == [
+        "s3://lake/feat/v2/a/", "s3://lake/feat/v2/b/"], r.stdout
