@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from prefetchd.k8s import placement, rest
-from prefetchd.pipeline import _code, _pieces, _pvc, _uri
+from prefetchd.pipeline import _code, _pieces, _pvc, _shell, _uri
 
 log = logging.getLogger(__name__)
 # an env entry's mark (on copies made for reading, never sent to the API): it came with
@@ -274,19 +274,14 @@ _PATH_SPLIT = re.compile(r"[=,:;\"'\[\]]+")
 
 
 # $(NAME) as the kubelet expands it, ${NAME} and $NAME as a shell script does
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ash", "ksh"})
-
-
 def _code_arg(argv: list[str], i: int) -> bool:
     """Whether argv[i] is a Python program: the argument of ``python -c``; never the script
     of ``bash -c`` / ``sh -lc`` (its own ``python -c`` programs are found among its words,
     and a word such as ``--cohort-def`` in it is no ``def``); else by its text."""
     if _code.is_python_c(argv, i):
         return True
-    k = i - 1 - (i >= 1 and argv[i - 1] == "--")  # bash -lc -- SCRIPT
-    flag = argv[k] if k >= 1 else ""
-    if flag.startswith("-") and not flag.startswith("--") and flag.endswith("c") and \
-            posixpath.basename(argv[k - 1]) in _SHELLS:
+    k = i - 2 - (i >= 1 and argv[i - 1] == "--")  # bash -lc -- SCRIPT
+    if k >= 0 and _shell.runs_script(argv, k):
         return False
     return _code.is_program(argv[i]) and not _uri.python_heredocs(argv[i])
 

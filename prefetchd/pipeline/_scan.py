@@ -368,8 +368,7 @@ def scan_argv(
 def _command_word(toks: list[str], i: int) -> str:
     """The program the command holding word *i* runs (past ``sh -c``, ``bash -lc``)."""
     k = _shell.command_start(toks, i)
-    while k + 2 <= i and toks[k].rsplit("/", 1)[-1] in _shell.SHELLS and \
-            toks[k + 1].startswith("-"):
+    while k + 2 <= i and _shell.runs_script(toks, k):
         k += 2
     return toks[k].rsplit("/", 1)[-1]
 

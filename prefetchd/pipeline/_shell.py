@@ -22,7 +22,15 @@ from functools import partial
 
 from prefetchd.pipeline import _uri
 
-SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh"})
+SHELLS = frozenset({"sh", "bash", "dash", "ash", "zsh", "ksh"})
+
+
+def runs_script(words: list[str], i: int) -> bool:
+    """Whether ``words[i]`` is a shell given a script by the flag after it: ``sh -c``,
+    ``bash -lc``, ``bash -euxc`` (short options holding ``c``; a long one is not)."""
+    flag = words[i + 1] if i + 1 < len(words) else ""
+    return words[i].rsplit("/", 1)[-1] in SHELLS and flag.startswith("-") and \
+        not flag.startswith("--") and "c" in flag[1:]
 # ${X%/}, ${X##*/}, ${X:-default}: an operator of parameter expansion and its word
 _PARAM_OP = r"(%%|##|%|#|:-|-|:=|=)([^}]*)"
 _POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{(\d)' + _PARAM_OP
@@ -67,14 +75,8 @@ def shell_args(argv: list[str]) -> list[str]:
     KFP components often pass their inputs that way (`sh -c 'aws s3 cp "$0" /data' SRC`);
     without this the operands would be read out of order.
     """
-    for i, a in enumerate(argv[:-3]):
-        flag = argv[i + 1]
-        if (
-            a.rsplit("/", 1)[-1] in SHELLS
-            and flag.startswith("-")
-            and "c" in flag[1:]
-            and _POSITIONAL_RE.search(argv[i + 2])
-        ):
+    for i in range(len(argv) - 3):
+        if runs_script(argv, i) and _POSITIONAL_RE.search(argv[i + 2]):
             rest = argv[i + 3 :]
 
             def sub(m: re.Match[str], rest: list[str] = rest) -> str:
@@ -714,8 +716,7 @@ def _per_item(command: list[str], items: list[str] | None, repl: str | None) -> 
     for item in items if items is not None else [_ITEM]:
         if repl:
             one = [w.replace(repl, item) for w in command]
-        elif len(command) >= 3 and command[0].rsplit("/", 1)[-1] in SHELLS and \
-                command[1].startswith("-") and "c" in command[1]:
+        elif len(command) >= 3 and runs_script(command, 0):
             # sh -c 'SCRIPT' with the item its $0: the script's own words
             one = script_words(shell_args([*command, item])[2]) if items is not None \
                 else script_words(command[2].replace("$0", _ITEM))

@@ -369,8 +369,7 @@ def _inner_scripts(words: list[str], env: dict[str, str] | None, depth: int = 0)
         return words
     out: list[str] = []
     for i, w in enumerate(words):
-        if i >= 2 and words[i - 2].rsplit("/", 1)[-1] in _shell.SHELLS and words[i - 1] in (
-                "-c", "-lc", "-ec", "-xc", "-euc", "-exc") and any(c in w for c in " \n\t") \
+        if i >= 2 and _shell.runs_script(words, i - 2) and any(c in w for c in " \n\t") \
                 and len(w) < 20000:
             out.extend(_inner_scripts(_shell.script_words(w, env), env, depth + 1))
         else:
