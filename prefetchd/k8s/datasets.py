@@ -398,20 +398,14 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         d = said if said in ("write", "unknown") else "read"
         # a root the command line only writes under (aws s3 cp m/ "${MODEL_BUCKET}/fc/${D}/"
         # with D known at run time): written, as those words are
-        ways = {directions.get(i) for i, t in enumerate(tokens)
-                if value and _starts_with_value(t, value)}
+        ways = {directions.get(i) for i, t in enumerate(tokens) if value and _pvc.location_under(
+            t.split("=", 1)[1] if t.startswith("-") and "=" in t else t, value)}  # (--out=)
         if ways == {"write"}:
             d = "write"
         for word in value.split():
             out.append((word, f"env {name}", d))
     return out
 
-
-def _starts_with_value(token: str, value: str) -> bool:
-    """Whether *token* (or a flag's value in it, ``--out=...``) starts with *value* as a
-    path does: the value whole, or a folder of it."""
-    text = token.split("=", 1)[1] if token.startswith("-") and "=" in token else token
-    return text == value or text.startswith(value.rstrip("/") + "/")
 
 
 _SCRIPT_SUFFIXES = {".sh": ["bash", "-c"], ".bash": ["bash", "-c"], ".py": ["python", "-c"]}

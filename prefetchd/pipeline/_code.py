@@ -1353,13 +1353,13 @@ def _looked_up_only(tree: ast.AST) -> set[str]:
                         and isinstance(v.value, str)}
     if not held:
         return set()
-    looked_up = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)
-                 and isinstance(n.ctx, ast.Load)}
-    for n in ast.walk(tree):  # CFG["train"] by its key: that entry is used (as it is, or
-        # built on, which marks it where it is built)
-        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
-                n.value.id in held and isinstance(n.slice, ast.Constant):
-            held[n.value.id].pop(n.slice.value, None)
+    looked_up: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Load):
+            looked_up.add(id(n.value))
+            if isinstance(n.value, ast.Name) and n.value.id in held and isinstance(
+                    n.slice, ast.Constant):  # CFG["train"] by its key: that entry is used (as
+                held[n.value.id].pop(n.slice.value, None)  # it is, or built on: marked there)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) \
                 and node.id in held and id(node) not in looked_up:

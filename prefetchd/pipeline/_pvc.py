@@ -61,6 +61,12 @@ def dataset_under(base: str, path: str) -> str:
     return narrow(join(base), path)
 
 
+def location_under(uri: str, folder: str) -> bool:
+    """*uri* is *folder* or lies in it (``s3://b/run/`` holds ``s3://b/run/ckpt/``)."""
+    a, b = uri.replace("s3a://", "s3://", 1), folder.replace("s3a://", "s3://", 1)
+    return a.rstrip("/") == b.rstrip("/") or a.startswith(b.rstrip("/") + "/")
+
+
 def relative_under(path: str, mount_path: str) -> str | None:
     """``path`` relative to ``mount_path`` after normalising both; None when not under it.
 

@@ -264,14 +264,9 @@ def scan_argv(
     for a in argv:  # python - <<'PY' ... PY inside a script: the document is a program
         for program in _uri.python_heredocs(a):
             scan_code(step, program, resolve, env)
-            paths += _code.program_paths(program)
-    # the files a program uses under a mounted volume (pd.read_parquet("/data/x.parquet"),
-    # df.to_parquet("/data/out.parquet")): they narrow the mount as the command line's do
+            paths += _program_paths(program, resolve)
     for a, w in zip(argv, shell, strict=True):
-        for path, d in _code.program_paths(a) if w == "__code__" else ():
-            v = resolve(path) if "{{" in path else const(path)  # an input's value in it
-            paths += [(x, d) for x in (v.values if v is not None and v.values else ())
-                      if x.startswith("/") and "{{" not in x]
+        paths += _program_paths(a, resolve) if w == "__code__" else []
     protected, saved = _protect(shell)
     toks = [_restore(t, saved) for t in _uri.tokenize(protected, shell_env)]
     vals: list[Val | None] = []
@@ -363,6 +358,18 @@ def scan_argv(
                 elif command not in _NO_DATA:  # mkdir -p /data/raw: neither
                     paths.append((value, path_d))
     return {k for k in in_built - set(flag_dirs or {}) if k.startswith(_code.ENV)}
+
+
+def _program_paths(code: str, resolve: Resolver) -> list[tuple[str, str]]:
+    """The files a program uses under a mounted volume (``pd.read_parquet("/data/x")``,
+    ``df.to_parquet("/data/out")``), with direction: they narrow the mount as the command
+    line's paths do; an input's value in one (``f"/cache/{season}/x"``) as the run has it."""
+    out = []
+    for path, d in _code.program_paths(code):
+        v = resolve(path) if "{{" in path else const(path)
+        out += [(x, d) for x in (v.values if v is not None and v.values else ())
+                if x.startswith("/") and "{{" not in x]
+    return out
 
 
 def _command_word(toks: list[str], i: int) -> str:

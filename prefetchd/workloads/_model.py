@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefetchd.k8s import placement
+from prefetchd.pipeline._pvc import location_under
 
 PLACEHOLDER = "${"  # Katib's ${trialParameters.x} / ${trialSpec.Name}: only known per Trial
 
@@ -272,7 +273,7 @@ class UpcomingWork:
         stages = self.stages if stages is None else stages
         for g in self.groups:
             if g.name != group and stages[g.name] >= stages.get(group, 0) and any(
-                    _under(uri, w) for w in g.writes):
+                    location_under(uri, w) for w in g.writes):
                 return g.name
         return None
 
@@ -463,7 +464,3 @@ def required_node_affinity(spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return aff.get("requiredDuringSchedulingIgnoredDuringExecution") or None
 
 
-def _under(uri: str, folder: str) -> bool:
-    """*uri* is *folder* or lies in it (``s3://b/run/`` holds ``s3://b/run/ckpt/``)."""
-    a, b = uri.replace("s3a://", "s3://", 1), folder.replace("s3a://", "s3://", 1)
-    return a.rstrip("/") == b.rstrip("/") or a.startswith(b.rstrip("/") + "/")
