@@ -101,7 +101,7 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
                 out["env"] = env
                 changed = True
         volumes = {v.get("name"): cms for v in out.get("volumes") or []
-                   if isinstance(v, Mapping) and (cms := _volume_configmaps(v))}
+                   if isinstance(v, Mapping) and (cms := volume_configmaps(v))}
         if volumes and isinstance(out.get("containers"), list):  # a PodSpec
             for kind in ("initContainers", "containers"):
                 cs = out.get(kind)
@@ -122,7 +122,7 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
 MAX_CONFIG_FILES = 8  # per container
 
 
-def _volume_configmaps(volume: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def volume_configmaps(volume: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The ``configMap`` sources of a volume: its own, or each of a ``projected`` volume's
     (beside downward-API and Secret items, which name no datasets)."""
     if isinstance(volume.get("configMap"), Mapping):

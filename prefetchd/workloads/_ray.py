@@ -103,7 +103,7 @@ def _with_cluster_configs(program: dict[str, Any], cluster: Mapping[str, Any],
         if not isinstance(ps, Mapping):
             continue
         for v in ps.get("volumes") or []:
-            if isinstance(v, Mapping) and isinstance(v.get("configMap"), Mapping):
+            if isinstance(v, Mapping) and _podspec.volume_configmaps(v):  # (projected too)
                 volumes.setdefault(v.get("name"), v)
         for c in ps.get("containers") or []:
             for m in (c.get("volumeMounts") or []) if isinstance(c, Mapping) else []:

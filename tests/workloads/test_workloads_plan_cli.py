@@ -564,6 +564,14 @@ def test_a_runtimes_or_a_ray_clusters_configmap_config_is_read(tmp_path) -> None
     assert r.returncode == 0, r.stderr
     assert "s3://lake/holdout/  on 3 nodes  for head, w" in r.stdout
     assert "s3://lake/imp/part-*.parquet  on 3 nodes" in r.stdout
+    # the same ConfigMap as a projected volume's source, as a job's pods read it
+    for spec in (ray["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"],
+                 ray["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]):
+        spec["volumes"] = [{"name": "cfg", "projected": {"sources": [
+            {"configMap": {"name": "ft"}}]}}]
+    r = plan(write(tmp_path, "ray2.yaml", cm, ray))
+    assert r.returncode == 0, r.stderr
+    assert "s3://lake/holdout/  on 3 nodes  for head, w" in r.stdout
 
 
 def test_a_python_launchers_command_line_gives_env_vars_and_paths_their_way(tmp_path) -> None:
