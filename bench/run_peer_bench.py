@@ -300,7 +300,7 @@ def main() -> int:
             with contextlib.suppress(OSError):
                 shutil.rmtree(work)
     print_table(res)
-    print(json.dumps(res))
+    print(json.dumps(res, default=str))
     peers = [res[k] for k in ("peer_mtls", "peer_plaintext") if k in res]
     ok = all(r["s3_gets"] == 0 and r["seq"]["verified"] and r["small"]["verified"]
              for r in peers)
