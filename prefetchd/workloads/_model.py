@@ -206,6 +206,20 @@ def s3_only(ref: DatasetRef) -> str | None:
     return None
 
 
+def _one_spelling(resolve: Resolver, refs: Iterable[DatasetRef]) -> Resolver:
+    """*resolve*, but a folder named both with and without its trailing ``/`` (a path
+    argument ``/ms/obs`` beside a ``subPath: obs`` mount of the same claim) is one dataset:
+    its ``/`` spelling, which says it is a folder (warming lists a prefix the same way)."""
+    folders = {u for u in map(resolve, refs) if u and u.endswith("/")}
+    if not folders:
+        return resolve
+
+    def res(ref: DatasetRef) -> str | None:
+        uri = resolve(ref)
+        return uri + "/" if uri and uri + "/" in folders else uri
+    return res
+
+
 @dataclass
 class UpcomingWork:
     """What one object says will run: pod groups, datasets, constraints, state (see module doc)."""
@@ -287,6 +301,8 @@ class UpcomingWork:
         node count is its widest stage's. Times ``copies``.
         """
         stages = self.stages
+        resolve = _one_spelling(resolve, [ref for g in self.groups if g.pods
+                                          for ref in g.datasets])
         acc: dict[tuple[str, str], list[Any]] = {}  # (dataset, constraints) -> stage, groups
         order: list[tuple[str, str]] = []
         per_stage: dict[tuple[str, str, int], int] = {}

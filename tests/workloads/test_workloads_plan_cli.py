@@ -617,3 +617,42 @@ def test_a_root_before_a_trial_value_is_not_read_whole(tmp_path) -> None:
     warm = r.stdout.split("warm:", 1)[1]
     assert [ln.split()[0] for ln in warm.splitlines() if "s3://" in ln] == [
         "s3://lake/feat/v2/a/", "s3://lake/feat/v2/b/"], r.stdout
+
+
+def test_a_folder_named_with_and_without_its_slash_is_one_dataset(tmp_path) -> None:
+    """A master names ``/ms/obs`` on a claim's mount, the workers mount ``subPath: obs``
+    of the same claim (blind job round 22): one folder, warmed once on all three nodes,
+    not two targets ``.../obs`` on 1 and ``.../obs/`` on 2."""
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-ms"},
+          "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"],
+                   "claimRef": {"namespace": "ml", "name": "ms"},
+                   "csi": {"driver": "csi.fusecache.io", "volumeHandle": "ms",
+                           "volumeAttributes": {"bucket": "lake", "prefix": "ms/2025b"}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "ms", "namespace": "ml"},
+           "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                    "volumeName": "pv-ms", "resources": {"requests": {"storage": "1Ti"}}}}
+
+    def replica(n: int, mount: dict) -> dict:
+        return {"replicas": n, "template": {"spec": {
+            "containers": [{"name": "pytorch", "image": "x",
+                            "command": ["python", "-m", "t", "--ms-root=/ms/obs"],
+                            "volumeMounts": [{"name": "ms", **mount}]}],
+            "volumes": [{"name": "ms", "persistentVolumeClaim": {"claimName": "ms"}}]}}}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "obs", "namespace": "ml"},
+           "spec": {"pytorchReplicaSpecs": {
+               "Master": replica(1, {"mountPath": "/ms"}),
+               "Worker": replica(2, {"mountPath": "/ms/obs", "subPath": "obs"})}}}
+    r = plan(write(tmp_path, "job.yaml", pv, pvc, job))
+    assert r.returncode == 0, r.stderr
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://lake/ms/2025b/obs/  on 3 nodes  for Master, Worker  (stage 0)" in warm
+    assert warm.count("s3://") == 1
+    # a file beside a folder of another name is left as it is
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0][
+        "command"][-1] = "--ms-root=/ms/obs.json"
+    r = plan(write(tmp_path, "job2.yaml", pv, pvc, job))
+    warm = r.stdout.split("warm:", 1)[1]
+    assert "s3://lake/ms/2025b/obs.json  on 1 node  for Master" in warm
+    assert "s3://lake/ms/2025b/obs/  on 2 nodes  for Worker" in warm
