@@ -44,6 +44,8 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fusecache.config import S3Location
+from fusecache.errors import ConfigError
 from prefetchd.pipeline import _argo, _kfp2, _load, _pvc
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step, finish_plan
@@ -119,6 +121,10 @@ def parse_pvc_map(pvc_map: Mapping[str, str]) -> dict[str, str]:
             or len(uri.split("://", 1)[1].strip("/")) == 0
         ):
             raise PipelineError(f"--pvc {claim}={uri}: expected CLAIM=s3://BUCKET[/PREFIX]")
+        try:  # the bucket and prefix a mount of it would take (the CSI driver's check)
+            S3Location.parse("s3://" + uri.split("://", 1)[1])
+        except ConfigError as e:
+            raise PipelineError(f"--pvc {claim}={uri}: {e}") from None
         out[claim] = uri
     return out
 

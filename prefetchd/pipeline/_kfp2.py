@@ -561,7 +561,8 @@ class Kfp2Analyzer:
             # f"{scans_root}/{quarter}/{lang}/": not handed to the code)
             handed = {k: v for k, v in params.items() if not k.startswith("pipelinechannel--")}
             only_built |= _scan.scan_named_inputs(step, {**envs, **handed}, code_dirs,
-                                                  _scan.code_pairs(argv), _scan.code_built(argv))
+                                                  _scan.code_pairs(argv), _scan.code_built(argv),
+                                                  paths)
             # paths handed to the component as inputs (e.g. root="/data/train"): they narrow
             # reads through a PVC mounted there (see _pvc.map_mounts)
             for pname, pv in params.items():

@@ -71,6 +71,7 @@ _is_code = _code.is_program
 # Python f-string's escaped brace ("{{000..031}}")
 _RUNTIME = "s3://runtime-value/"  # stands in for a location only the run knows
 _QUIET = "s3://runtime-quiet/"  # a run-time value whose name says nothing of a location
+_MAX_PATHS = 256  # files under mounts one step's code builds (as _code bounds literal ones)
 _TEMPLATED = re.compile(
     r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
 
@@ -305,7 +306,7 @@ def scan_argv(
     built = code_built(argv) if options or env_values else ([], set())
     opt_inputs = {**(env_values or {}),
                   **{k: v for k, (_, v) in options.items() if v is not None}}
-    in_built = _scan_built(step, opt_inputs, built)
+    in_built = _scan_built(step, opt_inputs, built, paths)
     if options or env_values:  # KFP v1: boto3 calls on the options' (and env vars') values
         _scan_pairs(step, opt_inputs, code_pairs(argv))
     only_built = {options[k][0] for k in in_built - set(flag_dirs or {}) if k in options}
@@ -464,10 +465,13 @@ def code_built(argv: list[str]) -> Built:
     return out, escaped
 
 
-def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
+def _scan_built(step: Step, inputs: dict[str, Val], built: Built,
+                paths: list[tuple[str, str]] | None = None) -> set[str]:
     """Name each location the code builds (``f"s3://{bucket}/raw/{day}/x.csv"``) from the
     inputs' values, one per loop item; the inputs used only for that (not also handed to
-    code we do not follow, where they may be read as they are)."""
+    code we do not follow, where they may be read as they are). A file it builds under a
+    mounted volume (``f"/ref/icd10/map_{version}.csv"``) goes to *paths*, with direction,
+    to narrow the mount as a literal path does."""
     used: set[str] = set()
     for pieces, d in built[0]:
         used.update(_pieces.needs(pieces))
@@ -483,6 +487,9 @@ def _scan_built(step: Step, inputs: dict[str, Val], built: Built) -> set[str]:
         for text in texts:
             for u in _uri.find_uris(text):
                 step.add(_code.sql_direction(text, u, d), read_from(lead, u))
+            if paths is not None and text.startswith("/") and "{{" not in text and \
+                    len(paths) < _MAX_PATHS:
+                paths.append((text, d))
     return used - built[1]
 
 
@@ -570,16 +577,18 @@ def scan_named_inputs(
     code_dirs: dict[str, str] | None = None,
     pairs: list[tuple[tuple[str, Any], tuple[str, Any], str]] | None = None,
     built: Built | None = None,
+    paths: list[tuple[str, str]] | None = None,
 ) -> set[str]:
     """Inputs handed to code (KFP lightweight `{{$}}`): the code's use, else the name.
-    Returns the env vars (``env:X`` inputs) the code uses only to build locations.
+    Returns the env vars (``env:X`` inputs) the code uses only to build locations; the
+    files it builds from them under a mounted volume go to *paths* (``_scan_built``).
 
     A boto3 call whose bucket and key are inputs (or constants) names s3://BUCKET/KEY; a
     location the code builds from inputs is named from their values, and an input used only
     to build locations is not a location of its own (its value may be a bucket, a date, or
     the parent of what is read).
     """
-    in_built = _scan_built(step, inputs, built or ([], set()))
+    in_built = _scan_built(step, inputs, built or ([], set()), paths)
     _scan_pairs(step, inputs, pairs or [])
     for name, v in inputs.items():
         if name.startswith(_code.ENV):

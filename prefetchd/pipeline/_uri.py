@@ -13,8 +13,9 @@ docs/prefetchd.md, "Reads, writes and unknown"):
   list and read no data (unknown);
 - a flag names the direction of its value: `--to`, `--dst`, `--dest`,
   `--out*`, `--output*`, `--save*`, `--export*`, `--target`, `--upload*` are
-  writes, and so are logs, reports, results, job dirs and registries
-  (`--logdir`, `--report`, `--job-dir`, `--registry`); `--from`, `--src`, `--source`, `--in`,
+  writes (not `--outliers`, `--uploads`: see ``_write_prefixed``), and so are
+  logs, reports, results, job dirs and registries (`--logdir`, `--report`,
+  `--job-dir`, `--registry`); `--from`, `--src`, `--source`, `--in`,
   `--input*`, `--data*` are reads, and so is anything named to resume, load,
   init or restore; `--checkpoint*`, `--ckpt*` and `--model-dir` without one of
   those words could be either: unknown;
@@ -185,7 +186,7 @@ def name_direction(name: str | None) -> str | None:
     if "dst" in w and w - {"dst"} and not w & (_PLACE_WORDS | WRITE_WORDS - {"dst"}):
         w = w - {"dst"}  # --dst-calendar: daylight saving time, not a destination
         n = "-".join(sorted(w))
-    if w & WRITE_WORDS or n.startswith(WRITE_PREFIXES) or {"log", "dir"} <= w or \
+    if w & WRITE_WORDS or _write_prefixed(n) or {"log", "dir"} <= w or \
             {"logging", "dir"} <= w or {"default", "root"} <= w:
         # TensorBoard's (HF's --logging_dir); Lightning's default_root_dir (logs, checkpoints)
         return "write"
@@ -201,6 +202,22 @@ def name_direction(name: str | None) -> str | None:
 
 _PLACE_WORDS = frozenset({"path", "dir", "uri", "url", "root", "prefix", "location", "file",
                           "files", "bucket", "folder"})
+
+
+def _write_prefixed(name: str) -> bool:
+    """A name starting with a verb of rule 2 (``--outdir``, ``--upload-to``, ``--save_path``),
+    but not a noun that only begins like one: ``--uploads`` / ``--uploaded`` (what was
+    uploaded: an input), ``--outliers``, ``--outcomes`` (``out`` counts alone, as ``output...``
+    or before a place: ``outdir``, ``outpath``)."""
+    if not name.startswith(WRITE_PREFIXES):
+        return False
+    first = re.split(r"[^a-z0-9]+", name, maxsplit=1)[0]
+    if first.startswith("upload"):
+        return first[len("upload"):] not in ("s", "ed")
+    if first.startswith("out"):
+        rest = first[3:]
+        return not rest or rest.startswith("put") or rest in _PLACE_WORDS
+    return True
 
 
 def names_place(flag: str) -> bool:

@@ -6,9 +6,12 @@ controllers run it.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import textwrap
+from typing import Any
 
+import pytest
 import yaml
 
 from prefetchd import pipeline
@@ -815,9 +818,9 @@ def test_a_flags_path_value_narrows_a_mount_and_a_script_variable_is_no_read() -
         "volumeMounts": [{"name": "d", "mountPath": "/data", "readOnly": True}]}}
     doc = {**_ARGO, "spec": {"entrypoint": "export-onnx", "templates": [tmpl], "volumes": [
         {"name": "d", "persistentVolumeClaim": {"claimName": "comp"}}]}}
-    [plan] = pipeline.analyze_documents([doc], pvc_map={"comp": "s3://b/comp"}, source="w")
+    [plan] = pipeline.analyze_documents([doc], pvc_map={"comp": "s3://bkt/comp"}, source="w")
     assert sorted(r.uri for r in plan.step("export-onnx").reads) == [
-        "s3://b/comp/taxonomy.csv", "s3://b/comp/tok/train"]
+        "s3://bkt/comp/taxonomy.csv", "s3://bkt/comp/tok/train"]
 
 
 def test_a_local_path_built_from_another_steps_output_is_no_read() -> None:
@@ -1589,7 +1592,7 @@ def test_round_28_a_programs_paths_narrow_a_mount_and_mkdir_reads_nothing() -> N
         tmpl = {"name": "s", **container}
         doc = {**_ARGO, "spec": {"entrypoint": "s", "templates": [tmpl], "volumes": [
             {"name": "d", "persistentVolumeClaim": {"claimName": "scratch"}}]}}
-        [plan] = pipeline.analyze_documents([doc], pvc_map={"scratch": "s3://pv/scratch"},
+        [plan] = pipeline.analyze_documents([doc], pvc_map={"scratch": "s3://pv-bkt/scratch"},
                                             source="w")
         return sorted(r.uri for r in plan.step("s").reads)
 
@@ -1597,7 +1600,7 @@ def test_round_28_a_programs_paths_narrow_a_mount_and_mkdir_reads_nothing() -> N
     assert reads({"script": {"image": "x", "command": ["python"], "volumeMounts": mount,
                              "source": 'import pandas as pd\n'
                                        'pd.read_parquet("/data/lab/r.parquet")\n'}}) == [
-        "s3://pv/scratch/lab/r.parquet"]
+        "s3://pv-bkt/scratch/lab/r.parquet"]
     assert reads({"container": {"image": "x", "command": ["python", "-c"], "volumeMounts": mount,
                                 "args": ['import pandas as pd\npd.read_csv("s3://b/x.csv")'
                                          '.to_parquet("/data/out.parquet")\n']}}) == [
@@ -1610,4 +1613,77 @@ def test_round_28_a_programs_paths_narrow_a_mount_and_mkdir_reads_nothing() -> N
                   "script": {"image": "x", "command": ["python"], "volumeMounts": mount,
                              "source": 'import glob\nseason = "{{inputs.parameters.season}}"\n'
                                        'glob.glob(f"/data/artisan/{season}/*.alog")\n'}}) == [
-        "s3://pv/scratch/artisan/2025-q2/*.alog"]
+        "s3://pv-bkt/scratch/artisan/2025-q2/*.alog"]
+
+
+def test_a_noun_that_begins_like_a_write_verb_is_not_a_write_flag() -> None:
+    """``--uploads s3://lake/uploads/2025-11/`` (what users uploaded: the job's input, blind
+    job round 26), ``--outliers``, ``--outcomes``: not rule 2's write flags, which
+    ``--upload-to``, ``--outdir``, ``--out``, ``--outputs`` and ``--output_path`` stay."""
+    for flag in ("--uploads", "--uploaded-files", "--outliers", "--outcomes_csv"):
+        assert _uri.name_direction(flag) is None, flag
+    for flag in ("--upload-to", "--upload_dir", "--outdir", "--out", "--out-dir",
+                 "--outfile", "--outputs", "--output_path", "--save-path", "--export"):
+        assert _uri.name_direction(flag) == "write", flag
+    toks = ["python", "near_dup.py", "--uploads", "s3://lake/uploads/2025-11/",
+            "--report", "s3://idx/reports/2025-11/"]
+    assert _uri.classify_tokens(toks) == {3: None, 5: "write"}  # neutral: read by rule 7
+
+
+def test_a_components_path_under_a_mount_built_from_its_input_narrows_the_mount() -> None:
+    """Round 30: ``pd.read_csv(f"/ref/icd10/map_{version}.csv")`` in a KFP v2 component
+    (an input's value in a path under a mounted claim; a loop item's too) left the claim read
+    whole; as a literal path, an argument, or an Argo script's, it narrowed it."""
+    def reads(code: str, inputs: dict[str, Any], loop: list[str] | None = None) -> list[str]:
+        tasks: dict[str, Any] = {"read-ref": {
+            "taskInfo": {"name": "read-ref"}, "componentRef": {"name": "comp-read-ref"},
+            "inputs": {"parameters": inputs}}}
+        loops: dict[str, Any] = {}
+        if loop is not None:  # dsl.ParallelFor over a literal list, as kfp 2 compiles it
+            loops = {"comp-for-loop-1": {"dag": {"tasks": tasks}, "inputDefinitions": {
+                "parameters": {"pipelinechannel--loop-item": {"parameterType": "STRING"}}}}}
+            tasks = {"for-loop-1": {
+                "taskInfo": {"name": "for-loop-1"}, "componentRef": {"name": "comp-for-loop-1"},
+                "parameterIterator": {"itemInput": "pipelinechannel--loop-item",
+                                      "items": {"raw": json.dumps(loop)}}}}
+        spec = {"pipelineInfo": {"name": "p"}, "schemaVersion": "2.1.0",
+                "sdkVersion": "kfp-2.17.3", "root": {"dag": {"tasks": tasks}},
+                "components": {**loops, "comp-read-ref": {
+                    "executorLabel": "exec-read-ref",
+                    "inputDefinitions": {"parameters": {
+                        k: {"parameterType": "STRING"} for k in inputs}}}},
+                "deploymentSpec": {"executors": {"exec-read-ref": {"container": {
+                    "image": "python:3.11",
+                    "command": ["sh", "-ec", "python3 -m kfp.dsl.executor_main", code],
+                    "args": ["--executor_input", "{{$}}", "--function_to_execute",
+                             "read_ref"]}}}}}
+        platform = {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {
+            "exec-read-ref": {"pvcMount": [{"constant": "ehr-ref", "mountPath": "/ref"}]}}}}}}
+        [plan] = pipeline.analyze_documents([spec, platform], source="p.yaml",
+                                            pvc_map={"ehr-ref": "s3://pv-bkt/reference"})
+        return sorted(r.uri for r in plan.step("read-ref").reads)
+
+    code = ('import pandas as pd\ndef read_ref(version: str):\n'
+            '    pd.read_csv(f"/ref/icd10/map_{version}.csv")\n')
+    version = {"version": {"runtimeValue": {"constant": "v2025"}}}
+    assert reads(code, version) == ["s3://pv-bkt/reference/icd10/map_v2025.csv"]
+    code = ('import glob\ndef read_ref(site: str):\n'
+            '    glob.glob(f"/ref/sites/{site}/*.parquet")\n')
+    site = {"site": {"componentInputParameter": "pipelinechannel--loop-item"}}
+    assert reads(code, site, loop=["north", "south"]) == [
+        "s3://pv-bkt/reference/sites/north/*.parquet", "s3://pv-bkt/reference/sites/south/*.parquet"]
+    # a local path that is under no mount narrows nothing and is no dataset
+    code = ('import pandas as pd\ndef read_ref(version: str):\n'
+            '    pd.read_csv(f"/tmp/{version}.csv")\n')
+    assert reads(code, version) == ["s3://pv-bkt/reference/"]
+
+
+def test_a_pvc_mapping_with_a_bad_bucket_name_is_refused() -> None:
+    """Round 30: ``--pvc lib=s3://pv/lib`` (a 2-letter bucket) or ``s3://Bad_Bucket/lib``
+    was planned and listed to warm; ``warm`` refused it later. Refused at once, naming it."""
+    for uri, bad in (("s3://pv/lib", "'pv'"), ("s3://Bad_Bucket/lib", "'Bad_Bucket'")):
+        with pytest.raises(pipeline.PipelineError, match=f"--pvc lib={uri}: invalid bucket "
+                                                         f"name {bad}"):
+            pipeline.parse_pvc_map({"lib": uri})
+    assert pipeline.parse_pvc_map({"lib": "s3a://olive-ref/lib"}) == {
+        "lib": "s3a://olive-ref/lib"}

@@ -85,11 +85,11 @@ def test_kfp_claim_of_a_pipelinechannel_parameter_is_resolved_from_the_run_param
     ir = str(ROOT / "tests" / "k8s" / "data" / "kfp_mount_pvc_in_condition.yaml")
     assert "pipelinechannel--dataset_claim" in Path(ir).read_text()
     assert cli.main(["plan", ir, "--param", "dataset_claim=ds-9", "--pvc",
-                     "ds-9=s3://b/ds-9", "--json"]) == 0
+                     "ds-9=s3://bkt/ds-9", "--json"]) == 0
     train = next(s for s in json.loads(capsys.readouterr().out)["steps"] if s["id"] == "train")
     assert [(m["claim"], m["s3_prefix"]) for m in train["pvc_mounts"]] == [
-        ("ds-9", "s3://b/ds-9/")]
-    assert [r["uri"] for r in train["reads"] if r["origin"] == "pvc"] == ["s3://b/ds-9/train"]
+        ("ds-9", "s3://bkt/ds-9/")]
+    assert [r["uri"] for r in train["reads"] if r["origin"] == "pvc"] == ["s3://bkt/ds-9/train"]
 
 
 def test_a_claim_given_with_the_pipeline_resolves_from_its_pv(tmp_path, capsys):
