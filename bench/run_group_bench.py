@@ -111,6 +111,9 @@ def main() -> int:
     p.add_argument("--block-mib", type=int, default=8, help="node cache block (default 8)")
     p.add_argument("--peer-timeout", type=float, default=None,
                    help="the reading mount's --peer-timeout (default: the mount's own)")
+    p.add_argument("--no-lane", dest="lane", action="store_false",
+                   help="peers serve single blocks over gRPC only, not over the block lane "
+                        "(PORT + 1; fusecache/peer_lane.py)")
     p.add_argument("--striping", action="store_true",
                    help="warm the dataset striped over n1..n3 (default: whole on n1)")
     p.add_argument("--keep", action="store_true",
@@ -155,7 +158,8 @@ def _measure(a: argparse.Namespace, work: Path) -> int:
             fusecache.NodeCache.open(c.nodes[n].cache_dir, limit_bytes=4 * total,
                                      block_size=a.block_mib << 20).close()
         members = tuple(Member(n, f"{c.nodes[n].ip}:{PORT}", 1.0, (bucket,),
-                               () if a.striping else (ds,) if n == "n1" else ())
+                               () if a.striping else (ds,) if n == "n1" else (),
+                               f"{c.nodes[n].ip}:{PORT + 1}" if a.lane else "")
                         for n in holders)
         for n in holders:
             write_group(c.nodes[n].cache_dir / "group.json",
@@ -174,7 +178,8 @@ def _measure(a: argparse.Namespace, work: Path) -> int:
             write_group(c.nodes[n].cache_dir / "group.json",
                         Group(n, (*members, reader), 1, a.striping, tls[n]))
         for n in holders:
-            c.peer_serve(c.nodes[n], PORT)
+            c.peer_serve(c.nodes[n], PORT,
+                         *(["--lane-listen", f"{c.nodes[n].ip}:{PORT + 1}"] if a.lane else []))
         base = [Path(k).name for k in files]
         for label, node in (("peers", c.nodes["n4"]), ("s3", c.nodes["n5"])):
             extra = ["--peer-timeout", str(a.peer_timeout)] if a.peer_timeout else []

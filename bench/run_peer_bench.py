@@ -13,7 +13,9 @@ One run, one SeaweedFS on 127.0.0.1 (``fusecache.locals3``), the dataset of
    ``prefetchd warm`` makes sure A holds every block.
 3. **peer (mTLS)**: ``fusecache peer-serve`` serves A with mutual TLS (a CA and node
    certificates made with the ``openssl`` CLI); a mount on an empty cache dir B, whose group
-   file names A, reads everything. S3 GETs of B (``fusecache stats``) must be 0.
+   file names A, reads everything. S3 GETs of B (``fusecache stats``) must be 0. Then the
+   same with A's block lane (``--lane-listen``, named as A's ``lane`` in B's group file):
+   single blocks over HTTP/1.1 with the same mutual TLS, batches still over gRPC.
 4. **peer client**: ``PeerClient.fetch`` of every block of the large object from A, in this
    process, 1 and 4 in flight: the transfer without FUSE and without the mount's reader,
    first with A's LMDB file read from disk (page cache dropped), then with it in A's
@@ -91,9 +93,11 @@ def make_pki(d: Path, nodes: list[str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def write_group(path: Path, me: str, endpoints: dict[str, str], tls: dict | None) -> None:
+def write_group(path: Path, me: str, endpoints: dict[str, str], tls: dict | None,
+                lanes: dict[str, str] | None = None) -> None:
     doc: dict = {"self": me, "members": [
-        {"name": n, "endpoint": ep, "buckets": [BUCKET], "datasets": [f"s3://{BUCKET}/"]}
+        {"name": n, "endpoint": ep, "buckets": [BUCKET], "datasets": [f"s3://{BUCKET}/"],
+         **({"lane": lanes[n]} if lanes and n in lanes else {})}
         for n, ep in endpoints.items()]}
     if tls is not None:
         doc["tls"] = tls
@@ -108,18 +112,25 @@ def node_stats(cache: Path) -> dict:
     return json.loads(r.stdout)
 
 
-def start_peer_serve(cache: Path, work: Path, tag: str, insecure: bool
-                     ) -> tuple[subprocess.Popen, int]:
+def start_peer_serve(cache: Path, work: Path, tag: str, insecure: bool, lane: bool = False
+                     ) -> tuple[subprocess.Popen, int, int]:
+    """peer-serve on A: (process, gRPC port, block lane port or 0)."""
     out = work / f"peer-serve-{tag}.out"
     cmd = [*FUSECACHE, "peer-serve", "--cache-dir", str(cache), "--listen", "127.0.0.1:0"]
     if insecure:
         cmd.append("--peer-insecure")
+    if lane:
+        cmd += ["--lane-listen", "127.0.0.1:0"]
     p = spawn(cmd, out)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        for line in out.read_text(errors="replace").splitlines():
-            if line.startswith("listening on 127.0.0.1:"):
-                return p, int(line.rsplit(":", 1)[1])
+        lines = out.read_text(errors="replace").splitlines()
+        port = next((int(ln.rsplit(":", 1)[1]) for ln in lines
+                     if ln.startswith("listening on 127.0.0.1:")), None)
+        lane_port = next((int(ln.rsplit(":", 1)[1]) for ln in lines
+                          if ln.startswith("block lane on 127.0.0.1:")), 0)
+        if port is not None and (lane_port or not lane):
+            return p, port, lane_port
         if p.poll() is not None:
             raise RuntimeError(f"peer-serve exited: {out.read_text()[-2000:]}")
         time.sleep(0.1)
@@ -186,19 +197,21 @@ def client_pass(group_file: Path, insecure: bool, s3, in_flight: tuple[int, ...]
 
 
 def peer_passes(tag: str, work: Path, remote: Remote, ds: dict, expect: list, a, s3,
-                cache_a: Path, pki: dict | None) -> dict:
-    """peer-serve on A; a mount on a fresh cache dir reading through A; its S3 GETs."""
+                cache_a: Path, pki: dict | None, lane: bool = False) -> dict:
+    """peer-serve on A; a mount on a fresh cache dir reading through A; its S3 GETs.
+    *lane*: A also serves the block lane, and B's group file names it."""
     insecure = pki is None
     write_group(cache_a / "group.json", "node-a",
                 {"node-a": "127.0.0.1:1", "node-b": "127.0.0.1:1"},
                 None if insecure else pki["node-a"])
-    server, port = start_peer_serve(cache_a, work, tag, insecure)
+    server, port, lane_port = start_peer_serve(cache_a, work, tag, insecure, lane)
     try:
         cache_b = work / f"cache-b-{tag}"
         cache_b.mkdir()
         write_group(cache_b / "group.json", "node-b",
                     {"node-a": f"127.0.0.1:{port}", "node-b": "127.0.0.1:1"},
-                    None if insecure else pki["node-b"])
+                    None if insecure else pki["node-b"],
+                    {"node-a": f"127.0.0.1:{lane_port}"} if lane_port else None)
         extra = ["--peer-timeout", str(a.peer_timeout)] + (["--peer-insecure"] if insecure
                                                           else [])
         p, mp, cmd = mount_fusecache(remote, BUCKET, work, cache_b, a.ram_cache_size,
@@ -286,6 +299,9 @@ def main() -> int:
             log("peer, mutual TLS (peer-serve on A, mount on empty cache dir B)")
             res["peer_mtls"] = peer_passes("mtls", work, remote, ds, expect, a, s3, cache_a,
                                            pki)
+            log("peer, mutual TLS, block lane (peer-serve --lane-listen on A)")
+            res["peer_mtls_lane"] = peer_passes("lane", work, remote, ds, expect, a, s3,
+                                                cache_a, pki, lane=True)
             if a.plaintext:
                 log("peer, plaintext (--peer-insecure)")
                 res["peer_plaintext"] = peer_passes("plain", work, remote, ds, expect, a, s3,
@@ -301,7 +317,7 @@ def main() -> int:
                 shutil.rmtree(work)
     print_table(res)
     print(json.dumps(res, default=str))
-    peers = [res[k] for k in ("peer_mtls", "peer_plaintext") if k in res]
+    peers = [res[k] for k in ("peer_mtls", "peer_mtls_lane", "peer_plaintext") if k in res]
     ok = all(r["s3_gets"] == 0 and r["seq"]["verified"] and r["small"]["verified"]
              for r in peers)
     return 0 if ok else 1
@@ -309,7 +325,8 @@ def main() -> int:
 
 def print_table(res: dict) -> None:
     rows = [("local disk", res.get("local")), ("cold S3", res.get("cold_s3")),
-            ("peer mTLS", res.get("peer_mtls")), ("peer plaintext", res.get("peer_plaintext"))]
+            ("peer mTLS", res.get("peer_mtls")), ("peer mTLS lane", res.get("peer_mtls_lane")),
+            ("peer plaintext", res.get("peer_plaintext"))]
     print(f"\n{'reader':<16}{'seq MB/s':>10}{'small files/s':>15}{'S3 GETs':>9}"
           f"{'client 1/4 in flight MB/s':>40}{'seq CPU s/GB mount/server':>27}"
           f"{'seq faults/GB mount':>21}{'VmHWM MiB':>11}{'load':>7}")

@@ -166,11 +166,16 @@ def build_parser() -> argparse.ArgumentParser:
         "peer-serve", help="serve this node's cache to the cache group's peers (gRPC)",
         description="Serve the node cache's blocks, read-only, to the other members of the "
                     "cache group over gRPC with mutual TLS (the group file's tls), until "
-                    "SIGTERM or Ctrl-C. Prints 'listening on HOST:PORT' once ready.")
+                    "SIGTERM or Ctrl-C. Prints 'listening on HOST:PORT' once ready (and "
+                    "'block lane on HOST:PORT' with --lane-listen).")
     ps.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
                     help=f"node cache dir (default {default_cache_dir()})")
     ps.add_argument("--listen", required=True, metavar="HOST:PORT",
                     help="address to serve on (port 0: any free port)")
+    ps.add_argument("--lane-listen", default=None, metavar="HOST:PORT",
+                    help="also serve single blocks over the block lane here (HTTP/1.1 over "
+                         "the same mutual TLS; the group file names it as the member's "
+                         "'lane'; port 0: any free port) (default off)")
     ps.add_argument("--group", type=Path, default=None, metavar="FILE",
                     help="the cache group file: members, their buckets, tls (default "
                          "<cache-dir>/group.json)")
@@ -393,7 +398,8 @@ def cmd_peer_serve(a: argparse.Namespace) -> int:
     if cache_dir.exists() and not cache_dir.is_dir():
         raise errors.ConfigError(f"--cache-dir {cache_dir} is not a directory")
     server = PeerServer(cache_dir, a.listen, group_path=a.group, insecure=a.peer_insecure,
-                        max_concurrency=a.peer_max_concurrency, max_mbps=a.peer_max_mbps)
+                        max_concurrency=a.peer_max_concurrency, max_mbps=a.peer_max_mbps,
+                        lane_listen=a.lane_listen)
     keep_block_buffers()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -408,6 +414,8 @@ def cmd_peer_serve(a: argparse.Namespace) -> int:
                                      f"({e.strerror})") from None
     host = a.listen.rpartition(":")[0]
     print(f"listening on {host}:{server.port}", flush=True)
+    if server.lane_port:
+        print(f"block lane on {a.lane_listen.rpartition(':')[0]}:{server.lane_port}", flush=True)
     try:
         while not stop.wait(3600):
             pass

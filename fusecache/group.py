@@ -61,6 +61,7 @@ class Member:
     weight: float = 1.0
     buckets: tuple[str, ...] = ()  # buckets the node mounts or warms: what it may ask for
     datasets: tuple[str, ...] = ()  # s3://bucket/prefix it holds warm (a hint, not a promise)
+    lane: str = ""  # host:port of its block lane (fusecache/peer_lane.py), "" if it has none
 
     def holds_hint(self, bucket: str, key: str) -> bool:
         want = f"s3://{bucket}/{key}"
@@ -101,7 +102,8 @@ class Group:
             "striping": self.striping,
             "version": self.version,
             "members": [{"name": m.name, "endpoint": m.endpoint, "weight": m.weight,
-                         "buckets": list(m.buckets), "datasets": list(m.datasets)}
+                         "buckets": list(m.buckets), "datasets": list(m.datasets),
+                         **({"lane": m.lane} if m.lane else {})}
                         for m in self.members],
         }
         if self.tls is not None:
@@ -120,6 +122,11 @@ def _str_list(raw: object, where: str) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
         raise GroupFileError(f"{where} must be a list of strings")
     return tuple(raw)
+
+
+def _host_port(text: str) -> bool:
+    host, _, port = text.rpartition(":")
+    return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
 def parse_group(doc: object, source: str = "group file") -> Group:
@@ -145,9 +152,12 @@ def parse_group(doc: object, source: str = "group file") -> Group:
         weight = m.get("weight", 1.0)
         if not isinstance(weight, (int, float)) or isinstance(weight, bool) or weight <= 0:
             raise GroupFileError(f"{where}.weight must be a positive number")
+        lane = m.get("lane", "")
+        if not isinstance(lane, str) or lane and not _host_port(lane):
+            raise GroupFileError(f"{where}.lane must be host:port")
         members.append(Member(name, endpoint, float(weight),
                               _str_list(m.get("buckets"), f"{where}.buckets"),
-                              _str_list(m.get("datasets"), f"{where}.datasets")))
+                              _str_list(m.get("datasets"), f"{where}.datasets"), lane))
     names = [m.name for m in members]
     if len(set(names)) != len(names):
         raise GroupFileError(f"{source}: member names repeat")

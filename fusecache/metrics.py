@@ -98,6 +98,10 @@ class Metrics:
             "fusecache_peer_requests_served",
             "Block requests from peers, by result: ok, not_found, resource_exhausted, "
             "permission_denied, invalid_argument, error", ["result"], registry=r)
+        self.peer_lane_served = Counter(
+            "fusecache_peer_lane_requests_served",
+            "Of those, the block requests that came over the block lane (HTTP/1.1) rather "
+            "than gRPC", registry=r)
         self._pending = _Tally()
         self._pending_lock = threading.Lock()  # retried() runs in worker threads
         self._last_evictions: int | None = None

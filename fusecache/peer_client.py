@@ -12,7 +12,10 @@ Data flow of one block::
          node, never a peer whose breaker is open; at most ``max_tries`` of them
       -> one of the peer's ``_PER_PEER`` request slots (waited for at most ``timeout``;
          a peer whose slots stay taken is passed over, not penalised)
-      -> ReadBlock over the peer's pooled channel (mutual TLS with the group's CA and
+      -> the member's block lane when the group file names one (peer_lane.py: one HTTP/1.1
+         request on a kept-alive connection with the same mutual TLS, the body read into
+         the lent buffer; a lane that cannot be reached is left for gRPC a while), else
+         ReadBlock over the peer's pooled channel (mutual TLS with the group's CA and
          this node's certificate; the server must present the member's name), each try
          bounded by ``timeout`` plus the block's size at ``_FLOOR_RATE`` and by what is
          left of the caller's budget; its chunks copied into one buffer (the caller's
@@ -34,8 +37,10 @@ failure. Without ``tls`` in the group file no peer is asked unless the mount was
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -51,6 +56,7 @@ from fusecache.blockmem import block_buffer
 from fusecache.group import Group, GroupWatcher, Member, TlsFiles
 from fusecache.metrics import Metrics
 from fusecache.nodecache import ObjectId, block_key
+from fusecache.peer_lane import LaneConnection, LaneDown, LaneStatus, client_context
 from fusecache.peer_server import (
     HTTP2_FLOW_OPTIONS,
     MAX_BATCH,
@@ -153,6 +159,11 @@ class PeerClient:
         self._creds_key: tuple | None = None
         self._creds_checked = -1e18
         self._warned: set[str] = set()
+        # the block lanes (fusecache/peer_lane.py): idle connections per (member, lane),
+        # at most _PER_PEER each; members whose lane is unreachable -> when to try it again
+        self._lanes: dict[tuple[str, str], list[LaneConnection]] = {}
+        self._lane_ctx: tuple[tuple, ssl.SSLContext] | None = None
+        self._lane_off: dict[str, float] = {}
 
     # -- public --------------------------------------------------------------------
 
@@ -311,8 +322,11 @@ class PeerClient:
     def close(self) -> None:
         with self._lock:
             chans, self._channels = list(self._channels.values()), {}
+            lanes, self._lanes = [c for idle in self._lanes.values() for c in idle], {}
         for ch in chans:
             ch.channel.close()
+        for c in lanes:
+            c.close()
 
     # -- one try -------------------------------------------------------------------
 
@@ -338,6 +352,12 @@ class PeerClient:
                 self._answered(member.name)
         except grpc.RpcError as e:
             result = self._rpc_failed(member.name, e)
+        except LaneStatus as e:
+            result = self._lane_failed(member.name, e)
+        except (OSError, http.client.HTTPException) as e:  # the lane broke or timed out
+            result = "timeout" if isinstance(e, TimeoutError) else "unavailable"
+            log.debug("peer %s: block lane: %s", member.name, e)
+            self._failed(member.name, _COOLDOWN)
         except PeerConfigError as e:
             self._unusable(member.name, e)
         self._observe(member.name, result, self._clock() - t0, nbytes)
@@ -353,6 +373,16 @@ class PeerClient:
         0.77-0.85 ms of CPU for 100 KiB on the 2-core bench VM) and from a peer that has
         no ReadBlock. An empty answer for a malformed one; grpc.RpcError as the call
         failed."""
+        if member.lane and self._clock() >= self._lane_off.get(member.name, -1e18):
+            try:
+                return self._receive_lane(group, member, req, span, end_by, into)
+            except LaneDown as e:
+                log.info("peer %s: its block lane %s cannot be reached (%s): asking it over "
+                         "gRPC for %.0f s", member.name, member.lane, e, _UNARY_PERIOD)
+                with self._lock:
+                    if len(self._lane_off) > _MAX_STATES:
+                        self._lane_off.clear()
+                    self._lane_off[member.name] = self._clock() + _UNARY_PERIOD
         ch = self._channel(group, member)
         if span > STREAM_CHUNK and self._clock() >= ch.unary_until:
             call = ch.read_block(req, timeout=max(_MIN_TRY, end_by - self._clock()))
@@ -386,6 +416,80 @@ class PeerClient:
             return decode_response(raw)
         except WireError:
             return memoryview(b""), 0, b""
+
+    def _receive_lane(self, group: Group, member: Member, req: peer_pb2.GetBlockRequest,
+                      span: int, end_by: float, into: bytearray | None
+                      ) -> tuple[bytearray, int, bytes]:
+        """(data, crc32, block key) over the member's block lane, unverified, read into
+        *into* when it has the block's length; LaneDown when the lane cannot be reached,
+        LaneStatus for a refusal, OSError or HTTPException when the exchange broke."""
+        ctx = self._lane_context(group)
+        key = (member.name, member.lane)
+        with self._lock:
+            idle = self._lanes.get(key) or []
+            conn = idle.pop() if idle else None
+        if conn is None or conn.context is not ctx:
+            if conn is not None:
+                conn.close()
+            conn = LaneConnection(member.lane, member.name, ctx)
+        fields = {"bucket": req.bucket, "key": req.key, "etag": req.etag, "size": req.size,
+                  "block_size": req.block_size, "index": req.index}
+        try:
+            got = conn.get(fields, span, max(_MIN_TRY, end_by - self._clock()), into,
+                           block_buffer)
+        except LaneStatus:
+            self._keep_lane(key, conn)  # a refusal leaves the connection usable
+            raise
+        self._keep_lane(key, conn)
+        return got
+
+    def _keep_lane(self, key: tuple[str, str], conn: LaneConnection) -> None:
+        with self._lock:
+            if len(self._lanes) > 1024:  # members come and go: keep it bounded
+                for old in self._lanes.values():
+                    for c in old:
+                        c.close()
+                self._lanes.clear()
+            idle = self._lanes.setdefault(key, [])
+            if len(idle) < _PER_PEER:
+                idle.append(conn)
+                return
+        conn.close()
+
+    def _lane_context(self, group: Group) -> ssl.SSLContext | None:
+        """This node's TLS context for the lanes, rebuilt when its files change (None for
+        a group without tls, with --peer-insecure)."""
+        if group.tls is None:
+            return None
+        tls = resolve_tls(group.tls, self.watcher.path)
+        key = (tls, _stamp(tls))
+        with self._lock:
+            if self._lane_ctx is not None and self._lane_ctx[0] == key:
+                return self._lane_ctx[1]
+        ca, _, _ = read_tls(tls)
+        try:
+            ctx = client_context(ca, tls.cert, tls.key)
+        except (ssl.SSLError, OSError) as e:
+            raise PeerConfigError(f"group tls {tls.cert} / {tls.key}: {e}") from None
+        with self._lock:
+            self._lane_ctx = (key, ctx)
+        return ctx
+
+    def _lane_failed(self, name: str, e: LaneStatus) -> str:
+        """Book a lane refusal as _rpc_failed books a gRPC one; the metrics' result name."""
+        if e.status == 404:
+            self._answered(name)
+            return "miss"
+        if e.status == 429:
+            self._failed(name, _BUSY_COOLDOWN)
+            return "busy"
+        if e.status == 403:
+            self._warn_once(f"denied:{name}", "peer %s refused this node: %s", name, e.reason)
+        else:
+            log.debug("peer %s: block lane answered %s", name, e)
+        self._failed(name, _COOLDOWN)
+        return {403: "denied", 503: "unavailable"}.get(e.status, "bad" if e.status == 502
+                                                       else "error")
 
     def _try_many(self, group: Group, member: Member, oids: list[ObjectId], block_size: int,
                   budget: float) -> dict[ObjectId, bytes]:

@@ -19,6 +19,9 @@ whole call, an empty answer instead of NOT_FOUND for a block not cached)::
          not go out before the caller's deadline
       -> data, its crc32 and the cache's block key
 
+With a lane address (``lane_listen``) the same single-block answer is also served over
+HTTP/1.1 by ``peer_lane.LaneServer`` (``_answer_lane``: same checks, slot and share).
+
 Security: with ``tls`` in the group file the server requires a client certificate
 (mutual TLS); only ``--peer-insecure`` (tests, development) serves without it, and
 then anyone who can reach the port can read any cached block. The group file is
@@ -33,6 +36,7 @@ import ctypes
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -48,6 +52,7 @@ from fusecache._proto import peer_pb2
 from fusecache.group import GROUP_FILE, Group, GroupFileError, GroupWatcher, TlsFiles, load_group
 from fusecache.metrics import Metrics
 from fusecache.nodecache import NodeCache, ObjectId, block_key
+from fusecache.peer_lane import LaneServer, Refusal, server_context
 from fusecache.peer_wire import encode_batch, encode_chunks, encode_response
 
 log = logging.getLogger(__name__)
@@ -126,28 +131,28 @@ def _tls_stamp(tls: TlsFiles) -> tuple:
     return tuple(stamp)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """HOST:PORT (IPv6 as [::1]:PORT); PeerConfigError otherwise."""
+def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
+    """HOST:PORT (IPv6 as [::1]:PORT); PeerConfigError naming *flag* otherwise."""
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise PeerConfigError(f"invalid --listen {text!r}: expected HOST:PORT")
+        raise PeerConfigError(f"invalid {flag} {text!r}: expected HOST:PORT")
     return host, int(port)
 
 
-def _check_bindable(host: str, port: int, listen: str) -> None:
+def _check_bindable(host: str, port: int, listen: str, flag: str = "--listen") -> None:
     """Name a busy or foreign address in one line before gRPC logs its own errors."""
     h = host.strip("[]")
     try:
         infos = socket.getaddrinfo(h, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
-        raise PeerConfigError(f"--listen {listen}: {e.strerror}") from None
+        raise PeerConfigError(f"{flag} {listen}: {e.strerror}") from None
     family, _, _, _, addr = infos[0]
     with socket.socket(family, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(addr)
         except OSError as e:
-            raise PeerConfigError(f"--listen {listen}: cannot listen ({e.strerror})") from None
+            raise PeerConfigError(f"{flag} {listen}: cannot listen ({e.strerror})") from None
 
 
 # glibc mallopt parameters
@@ -217,9 +222,10 @@ class PeerServer:
     def __init__(self, cache_dir: str | os.PathLike, listen: str, *,
                  group_path: str | os.PathLike | None = None, insecure: bool = False,
                  max_concurrency: int = DEFAULT_CONCURRENCY, max_mbps: float | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, lane_listen: str | None = None) -> None:
         self.cache_dir = Path(cache_dir)
         self.listen = listen
+        self.lane_listen = lane_listen
         self.group_path = Path(group_path) if group_path is not None \
             else self.cache_dir / GROUP_FILE
         self.insecure = insecure
@@ -238,6 +244,9 @@ class PeerServer:
         self._flusher: threading.Thread | None = None
         self._tls: TlsFiles | None = None
         self._tls_stamp: tuple | None = None
+        self.lane_port = 0
+        self._lane: LaneServer | None = None
+        self._lane_ctx: tuple[tuple, ssl.SSLContext] | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -273,13 +282,50 @@ class PeerServer:
         if not self.port:
             raise PeerConfigError(f"--listen {self.listen}: cannot listen there (address in "
                                   "use, or not an address of this host)")
+        if self.lane_listen:
+            self._start_lane(self.lane_listen)
         server.start()
         self._server = server
         self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
                                          name="fusecache-peer-flush")
         self._flusher.start()
-        log.info("serving cache %s to peers on %s:%d (%s)", self.cache_dir, host, self.port,
+        log.info("serving cache %s to peers on %s:%d%s (%s)", self.cache_dir, host, self.port,
+                 f", block lane on port {self.lane_port}" if self._lane else "",
                  "INSECURE: no TLS, no authentication" if self.insecure else "mutual TLS")
+
+    def _start_lane(self, listen: str) -> None:
+        """The block lane (fusecache/peer_lane.py) on *listen*, in a thread of its own."""
+        host, port = parse_listen(listen, "--lane-listen")
+        _check_bindable(host, port, listen, "--lane-listen")
+        self._lane_context()  # names unusable TLS files now, not at the first handshake
+        try:
+            lane = LaneServer((host.strip("[]"), port), self._answer_lane, self._lane_context,
+                              4 * self.max_concurrency)
+        except OSError as e:
+            raise PeerConfigError(f"--lane-listen {listen}: cannot listen ({e.strerror})") \
+                from None
+        self._lane, self.lane_port = lane, lane.port
+        threading.Thread(target=lane.serve_forever, kwargs={"poll_interval": 0.5},
+                         name="fusecache-lane-accept", daemon=True).start()
+
+    def _lane_context(self) -> ssl.SSLContext | None:
+        """The lane's TLS context, rebuilt when the certificate files change (renewals);
+        None with --peer-insecure."""
+        if self.insecure or self._tls is None:
+            return None
+        stamp = _tls_stamp(self._tls)
+        if self._lane_ctx is not None and self._lane_ctx[0] == stamp:
+            return self._lane_ctx[1]
+        try:
+            ca, _, _ = read_tls(self._tls)
+            ctx = server_context(ca, self._tls.cert, self._tls.key)
+        except (PeerConfigError, ssl.SSLError, OSError) as e:
+            if self._lane_ctx is None:
+                raise
+            log.warning("keeping the current peer certificate for the block lane: %s", e)
+            return self._lane_ctx[1]
+        self._lane_ctx = (stamp, ctx)
+        return ctx
 
     def _initial_group(self) -> Group | None:
         try:
@@ -331,6 +377,10 @@ class PeerServer:
 
     def stop(self, grace: float | None = 1.0) -> None:
         self._stop.set()
+        if self._lane is not None:
+            self._lane.shutdown()
+            self._lane.server_close()
+            self._lane = None
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
@@ -375,9 +425,14 @@ class PeerServer:
         if self.insecure:
             return "?"
         ac = context.auth_context()
-        names = {v.decode(errors="replace") for k in ("x509_subject_alternative_name",
-                                                      "x509_common_name")
-                 for v in ac.get(k, [])}
+        return self._member_asking({v.decode(errors="replace") for k in (
+            "x509_subject_alternative_name", "x509_common_name") for v in ac.get(k, [])}, bucket)
+
+    def _member_asking(self, names: set[str], bucket: str) -> str:
+        """The member whose certificate carries one of *names*, if it may ask for blocks of
+        *bucket*; _Refused (PERMISSION_DENIED) otherwise."""
+        if self.insecure:
+            return "?"
         group = self._group()
         member = next((m for m in (group.members if group else ()) if m.name in names), None)
         if member is None:
@@ -399,12 +454,11 @@ class PeerServer:
                            f"block {req.index} is past the end of a {req.size}-byte object")
         return oid
 
-    def _pace(self, nbytes: int, context: grpc.ServicerContext) -> None:
+    def _pace(self, nbytes: int, left: float | None) -> None:
         """Wait for the bandwidth share to let *nbytes* go; _Refused when that would be
-        past the caller's deadline."""
+        past the caller's deadline (*left* seconds away; None: no deadline)."""
         if self.bandwidth is None:
             return
-        left = context.time_remaining()
         wait = self.bandwidth.reserve(nbytes, 1e9 if left is None else left)
         if wait is None:
             raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -451,15 +505,50 @@ class PeerServer:
                    ) -> tuple[bytes, int, bytes, str]:
         """The block a GetBlock or ReadBlock call asks for: (data, crc32, block key, who
         asked), its bandwidth share booked; _Refused when it may not or cannot have it."""
-        caller = self._authorise(req.bucket, context)
+        return self._block_for(self._authorise(req.bucket, context), req,
+                               context.time_remaining())
+
+    def _block_for(self, caller: str, req: peer_pb2.GetBlockRequest, left: float | None
+                   ) -> tuple[bytes, int, bytes, str]:
         oid = self._checked(req)
         with self._slot():
             got = self._cache(req.block_size).get_block_crc(oid, req.index)
             if got is None:
                 raise _Refused(grpc.StatusCode.NOT_FOUND, "not cached here")
             data, crc = got
-            self._pace(len(data), context)
+            self._pace(len(data), left)
         return data, crc, block_key(oid, req.index, req.block_size), caller
+
+    def _answer_lane(self, names: set[str], fields: dict[str, str], budget: float | None
+                     ) -> tuple[bytes, int, bytes]:
+        """One block asked over the lane (peer_lane.Answer): the same rules as GetBlock,
+        its refusals as HTTP statuses."""
+        result = "error"
+        try:
+            try:
+                req = peer_pb2.GetBlockRequest(
+                    bucket=fields["bucket"], key=fields["key"], etag=fields["etag"],
+                    size=int(fields["size"]), block_size=int(fields["block_size"]),
+                    index=int(fields["index"]))
+            except (ValueError, KeyError):
+                raise _Refused(grpc.StatusCode.INVALID_ARGUMENT,
+                               "size, block_size and index must be integers") from None
+            data, crc, key, caller = self._block_for(
+                self._member_asking(names, req.bucket), req, budget)
+            result = "ok"
+            self.metrics.observe_served(len(data), 1)
+            log.debug("served a block over the lane (%d bytes) to %s", len(data), caller)
+            return data, crc, key
+        except _Refused as e:
+            result = e.code.name.lower()
+            if e.code is grpc.StatusCode.PERMISSION_DENIED:
+                log.warning("refused a peer: %s", e.message)
+            raise Refusal(_HTTP_STATUS.get(e.code, 500), e.message) from None
+        except PeerConfigError as e:
+            raise Refusal(503, str(e)) from None
+        finally:
+            self.metrics.peer_requests_served.labels(result).inc()
+            self.metrics.peer_lane_served.inc()
 
     def get_block(self, req: peer_pb2.GetBlockRequest, context: grpc.ServicerContext) -> bytes:
         """One GetBlock call: the encoded ``GetBlockResponse``, or an abort."""
@@ -504,7 +593,7 @@ class PeerServer:
                         continue
                     served += len(got[0])
                     found.append((got[0], got[1], block_key(oid, b.index, b.block_size)))
-                self._pace(served, context)
+                self._pace(served, context.time_remaining())
             return encode_batch(found), served, sum(f is not None for f in found), caller
         return self._serve("GetBlocks", context, answer)
 
@@ -526,6 +615,11 @@ class PeerServer:
             caches[0].add_counters(self.metrics.take_pending())
         except Exception as e:  # noqa: BLE001 - bookkeeping must not stop serving
             log.warning("could not update the node cache's bookkeeping: %s", e)
+
+
+_HTTP_STATUS = {grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.PERMISSION_DENIED: 403,
+                grpc.StatusCode.NOT_FOUND: 404, grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+                grpc.StatusCode.UNAVAILABLE: 503}
 
 
 class _Refused(Exception):

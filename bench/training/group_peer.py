@@ -46,9 +46,17 @@ def _certificates(d: Path, names: list[str]) -> dict[str, TlsFiles]:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port whose next one is free too (the peer's gRPC port and its block lane)."""
+    for _ in range(100):
+        with socket.socket() as s, socket.socket() as t:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+            try:
+                t.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no two free ports in a row on 127.0.0.1")
 
 
 @contextlib.contextmanager
@@ -62,7 +70,8 @@ def warmed_peer(work: Path, reader_cache: Path, bucket: str, datasets: list[str]
     report = warm(holder)
     tls = _certificates(work / "group-pki", ["warmed", "reader"])
     port = _free_port()
-    members = (Member("warmed", f"127.0.0.1:{port}", 1.0, (bucket,), tuple(datasets)),
+    members = (Member("warmed", f"127.0.0.1:{port}", 1.0, (bucket,), tuple(datasets),
+                      f"127.0.0.1:{port + 1}"),
                Member("reader", "127.0.0.1:9", 1.0, (bucket,)))
     write_group(holder / "group.json", Group("warmed", members, tls=tls["warmed"]))
     reader_cache.mkdir(parents=True, exist_ok=True)
@@ -71,7 +80,8 @@ def warmed_peer(work: Path, reader_cache: Path, bucket: str, datasets: list[str]
     # cwd: not the checkout, whose fusecache/ would come before PYTHONPATH's (A/B copies),
     # as for the mount (bench/_mounts.py)
     p = subprocess.Popen([sys.executable, "-m", "fusecache.cli", "peer-serve", "--cache-dir",
-                          str(holder), "--listen", f"127.0.0.1:{port}"], stdout=subprocess.PIPE,
+                          str(holder), "--listen", f"127.0.0.1:{port}", "--lane-listen",
+                          f"127.0.0.1:{port + 1}"], stdout=subprocess.PIPE,
                          stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, cwd=work)
     log.close()
     try:

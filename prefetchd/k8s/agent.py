@@ -747,6 +747,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="serve this node cache's blocks to the group's peers here, publish "
                         "this node in the group and write CACHE_DIR/group.json from the "
                         "annotated Nodes (default: off, no group)")
+    g.add_argument("--no-peer-lane", dest="peer_lane", action="store_false",
+                   help="serve blocks over gRPC only, not also over the block lane on the "
+                        "next port (--peer-listen's PORT + 1; fusecache/peer_lane.py)")
     g.add_argument("--peer-advertise", default=None, metavar="HOST:PORT",
                    help="the address peers dial (default: $POD_IP and the listen port, else "
                         "the Node's InternalIP)")
@@ -845,6 +848,15 @@ def _check_peer_arguments(args: argparse.Namespace) -> str | None:
         if path and not os.path.isfile(path):
             return f"{flag} {path}: no such file"
     return None
+
+
+def peer_lane_listen(args: argparse.Namespace) -> str | None:
+    """Where the block lane listens: --peer-listen's host, the port after its own (None
+    with --no-peer-lane, or an ephemeral port 0)."""
+    host, _, port = str(args.peer_listen).rpartition(":")
+    if not getattr(args, "peer_lane", True) or not port.isdigit() or not 0 < int(port) < 65535:
+        return None
+    return f"{host}:{int(port) + 1}"
 
 
 def peer_advertise(args: argparse.Namespace) -> str:
@@ -962,7 +974,7 @@ def run(args: argparse.Namespace, warm: WarmFn | None = None,
                     membership.on_change.append(_rebalance_on_change(worker))
                 peers = _start_peer_server(args, membership.path)
                 if worker is not None:
-                    worker.set_peer_endpoint(peer_advertise(args))
+                    worker.set_peer_endpoint(peer_advertise(args), peers.lane_port)
             run_kubernetes(api_client, config, warm, release, stop, metrics.observe_workflow,
                            held, workload,
                            node_hooks=[membership.on_node] if membership is not None else [])
@@ -1031,7 +1043,8 @@ def _start_peer_server(args: argparse.Namespace, group_file: Any) -> Any:
     from fusecache import peer_server
 
     server = peer_server.PeerServer(args.cache_dir, args.peer_listen, group_path=group_file,
-                                    insecure=bool(getattr(args, "peer_insecure", False)))
+                                    insecure=bool(getattr(args, "peer_insecure", False)),
+                                    lane_listen=peer_lane_listen(args))
     try:
         server.start()
     except peer_server.PeerConfigError as e:

@@ -42,14 +42,16 @@ MAX_BAD_LOGGED = 1_000  # (node, resourceVersion) pairs remembered to log a bad 
 
 
 def peer_annotation(endpoint: str, weight: float, buckets: Iterable[str] = (),
-                    datasets: Iterable[str] = ()) -> str:
+                    datasets: Iterable[str] = (), lane_port: int = 0) -> str:
     """The annotation value this node publishes (sorted, bounded, so it changes only
-    when what it says changes)."""
+    when what it says changes). *lane_port*: its block lane's port, on the endpoint's host
+    (0: none)."""
     return json.dumps({
         "endpoint": endpoint,
         "weight": round(float(weight), 3),
         "buckets": sorted(set(buckets))[:MAX_LISTED],
         "datasets": sorted(set(datasets))[:MAX_LISTED],
+        **({"lane_port": int(lane_port)} if lane_port else {}),
     }, sort_keys=True, separators=(",", ":"))
 
 
@@ -97,7 +99,12 @@ def member_from_node(node: Mapping[str, Any]) -> Member | None:
         if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
             raise ValueError(f"{PEER_ANNOTATION}: {field_name} must be a list of strings")
         lists.append(tuple(value[:MAX_LISTED]))
-    return Member(meta.get("name", ""), endpoint, float(weight), lists[0], lists[1])
+    lane_port = doc.get("lane_port", 0)
+    if not isinstance(lane_port, int) or isinstance(lane_port, bool) or \
+            not 0 <= lane_port < 65536:
+        raise ValueError(f"{PEER_ANNOTATION}: lane_port {lane_port!r} is not a port")
+    return Member(meta.get("name", ""), endpoint, float(weight), lists[0], lists[1],
+                  f"{host}:{lane_port}" if lane_port else "")
 
 
 class GroupMembership:

@@ -86,6 +86,7 @@ class WorkerConfig:
     # only the blocks this node owns by the group file, and :meth:`WarmWorker.rebalance`
     # warms the records again when the group changes.
     peer_endpoint: str | None = None
+    peer_lane_port: int = 0  # the block lane's port on the endpoint's host (0: none)
     striping: bool = False
     replicas: int = 1
 
@@ -297,10 +298,11 @@ class WarmWorker:
             if t is not None:
                 t.join(timeout)
 
-    def set_peer_endpoint(self, endpoint: str | None) -> None:
+    def set_peer_endpoint(self, endpoint: str | None, lane_port: int = 0) -> None:
         """Publish (or stop publishing) this node in the cache group: called once its peer
         server serves, so no peer dials an endpoint that is not listening yet."""
-        self.config = dataclasses.replace(self.config, peer_endpoint=endpoint)
+        self.config = dataclasses.replace(self.config, peer_endpoint=endpoint,
+                                          peer_lane_port=lane_port)
         self._publish_soon.set()
 
     def publish_loop(self) -> None:
@@ -594,7 +596,7 @@ class WarmWorker:
         if self.config.peer_endpoint is not None:
             peer = group_watch.peer_annotation(
                 self.config.peer_endpoint, max(st.limit_bytes / 2**30, 1e-3),
-                self._buckets(records), held)
+                self._buckets(records), held, self.config.peer_lane_port)
         try:
             self.publisher.publish(max(0, st.limit_bytes - st.used_bytes), st.limit_bytes, held,
                                    **({"peer": peer} if peer is not None else {}))

@@ -63,16 +63,18 @@ def group_file(path: Path, self_name: str, members: list[Member],
 @contextlib.contextmanager
 def peer_serve(cache_dir: Path, *extra: str, env: dict[str, str] | None = None,
                timeout: float = 60) -> Iterator[tuple[subprocess.Popen, int]]:
-    """``fusecache peer-serve --listen 127.0.0.1:0``; yields (process, port) once listening."""
+    """``fusecache peer-serve --listen 127.0.0.1:0``; yields (process, port) once listening
+    (with ``--lane-listen`` in *extra*, the lane's port is ``process.lane_port``)."""
+    lines = 2 if "--lane-listen" in extra else 1
     full_env = dict(os.environ, **(env or {}))
     log = open(cache_dir.parent / f"peer-serve-{cache_dir.name}.log", "ab")
     proc = subprocess.Popen([*FUSECACHE, "peer-serve", "--cache-dir", str(cache_dir),
                              "--listen", "127.0.0.1:0", *extra], stdout=subprocess.PIPE,
                             stderr=log, env=full_env)
     try:
-        line = b""
+        out = b""
         deadline = time.monotonic() + timeout
-        while not line.endswith(b"\n"):
+        while out.count(b"\n") < lines:
             left = deadline - time.monotonic()
             assert left > 0 and proc.poll() is None, (
                 f"peer-serve did not start: {(cache_dir.parent / log.name).read_text()}")
@@ -80,9 +82,13 @@ def peer_serve(cache_dir: Path, *extra: str, env: dict[str, str] | None = None,
             if ready:
                 chunk = os.read(proc.stdout.fileno(), 256)
                 assert chunk, f"peer-serve exited: {Path(log.name).read_text()}"
-                line += chunk
-        assert line.startswith(b"listening on 127.0.0.1:"), line
-        yield proc, int(line.split(b":")[-1])
+                out += chunk
+        said = out.split(b"\n")
+        assert said[0].startswith(b"listening on 127.0.0.1:"), out
+        if lines == 2:
+            assert said[1].startswith(b"block lane on 127.0.0.1:"), out
+            proc.lane_port = int(said[1].split(b":")[-1])  # type: ignore[attr-defined]
+        yield proc, int(said[0].split(b":")[-1])
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)
