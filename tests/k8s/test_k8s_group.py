@@ -61,7 +61,7 @@ def kubelet_node(name: str, ip: str, annotations: dict[str, str] | None = None) 
 
 def test_members_from_node_events(tmp_path, caplog):
     m = gw.GroupMembership("n1", str(tmp_path), replicas=2, striping=True)
-    ann = gw.peer_annotation(":7471", 200.0, ["b1"], ["s3://b1/ds/"])
+    ann = gw.peer_annotation(":7471", 200.0, ["b1"], ["s3://b1/ds/"], lane_port=7472)
     m.on_node("ADDED", kubelet_node("n1", "10.0.0.1", {gw.PEER_ANNOTATION: ann}))
     m.on_node("ADDED", kubelet_node("n2", "10.0.0.2", {
         gw.PEER_ANNOTATION: gw.peer_annotation("10.244.2.7:7471", 100.0)}))
@@ -74,6 +74,8 @@ def test_members_from_node_events(tmp_path, caplog):
     assert [(x.name, x.endpoint, x.weight) for x in g.members] == [
         ("n1", "10.0.0.1:7471", 200.0), ("n2", "10.244.2.7:7471", 100.0)]
     assert g.member("n1").buckets == ("b1",) and g.member("n1").datasets == ("s3://b1/ds/",)
+    # its block lane, on the host the endpoint resolved to; n2 publishes none
+    assert g.member("n1").lane == "10.0.0.1:7472" and g.member("n2").lane == ""
     version = g.version
     # the same Node again (a kubelet heartbeat): no rewrite
     m.on_node("MODIFIED", kubelet_node("n2", "10.0.0.2", {
@@ -92,6 +94,8 @@ def test_member_from_node_rejects_bad_annotations():
         json.dumps({"endpoint": "10.0.0.1:99999"}): "port",
         json.dumps({"endpoint": ":7471", "weight": 0}): "weight",
         json.dumps({"endpoint": ":7471", "buckets": "b1"}): "buckets",
+        json.dumps({"endpoint": ":7471", "lane_port": "7472"}): "lane_port",
+        json.dumps({"endpoint": ":7471", "lane_port": 70000}): "lane_port",
         json.dumps(["x"]): "object",
     }
     for raw, word in cases.items():
@@ -148,12 +152,16 @@ def test_agents_publish_and_write_the_group(fake, local_s3, s3_env, tmp_path):
                        lambda n=n: listed(n) or procs[n][0].poll() is not None)
             assert procs[n][0].poll() is None, procs[n][2].read_text()
         assert members("n1") == members("n2")
-        for _, endpoint in members("n1") or []:  # each agent serves its cache in-process
-            host, _, port = endpoint.rpartition(":")
-            socket.create_connection((host, int(port)), timeout=5).close()
+        for m in load_group(procs["n1"][1] / "group.json").members:
+            # each agent serves its cache in-process, and its block lane on the next port
+            host, _, port = m.endpoint.rpartition(":")
+            assert m.lane == f"{host}:{int(port) + 1}", m
+            for p in (int(port), int(port) + 1):
+                socket.create_connection((host, p), timeout=5).close()
         ann = json.loads(fake.get("v1", "Node", "n1")["metadata"]["annotations"][
             gw.PEER_ANNOTATION])
         assert ann["endpoint"].startswith(":") and ann["weight"] > 0
+        assert ann["lane_port"] == int(ann["endpoint"][1:]) + 1
         assert load_group(procs["n1"][1] / "group.json").self_name == "n1"
         # n2's Node goes away: the running agent on n1 drops it, no restart
         fake.delete("v1", "Node", "n2")
