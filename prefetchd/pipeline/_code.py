@@ -67,6 +67,7 @@ _READ_FIRST = frozenset(
 )
 # calls that read no data through a location they are given (path and string helpers,
 # printing and logging)
+_RECORD_TYPES = frozenset({"namedtuple", "NamedTuple"})
 _NO_READ = frozenset(
     {"join", "basename", "dirname", "split", "splitext", "urlparse", "urlsplit", "str", "len",
      "repr", "print", "format", "debug", "info", "warning", "error", "exception", "log",
@@ -142,6 +143,7 @@ class _Flow(ast.NodeVisitor):
         self.urls: dict[str, str] = {}  # variable -> the parameter it is urlparse() of
         # helper functions of one `return EXPR`: name -> (parameters, EXPR)
         self.funcs: dict[str, tuple[list[str], ast.AST]] = {}
+        self.records: set[str] = set()  # names of namedtuple types made in the program
         self.bound: list[dict[str, Pieces]] = []  # a helper's parameters while inlined
         # classes: name -> ((__init__'s parameters, self.X = EXPR), methods of one return)
         self.classes: dict[str, tuple[tuple[list[str], dict[str, ast.AST]],
@@ -731,6 +733,9 @@ class _Flow(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         self._assign(node.targets, node.value)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(
+                node.value, ast.Call) and _call_name(node.value) in _RECORD_TYPES:
+            self.records.add(node.targets[0].id)  # Outputs = namedtuple("Outputs", [...])
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if isinstance(node.value, (ast.List, ast.Tuple)):
                 self.argv_lists[node.targets[0].id] = node.value
@@ -862,7 +867,9 @@ class _Flow(ast.NodeVisitor):
                 return list(entries) or None
             vals = {k: _constant(v) if not (isinstance(v, ast.Constant) and type(v.value) in (
                 float, bool)) else v.value for k, v in entries.items()}  # (weights: 0.5)
-            return None if None in vals.values() else [[k, v] for k, v in vals.items()]
+            # a value we cannot know ({"train": tr_df}) stays an item whose key is known: an
+            # empty dict, which no location can be made of (_pieces._item_text)
+            return [[k, {} if v is None else v] for k, v in vals.items()] or None
         if isinstance(it, ast.Call) and _call_name(it) == "range" and isinstance(
                 it.func, ast.Name) and 1 <= len(it.args) <= 3 and not it.keywords:
             bounds = [a.value if isinstance(a, ast.Constant) and type(a.value) is int
@@ -1129,7 +1136,7 @@ class _Flow(ast.NodeVisitor):
             self.command(args[0])
         elif self._spark(f, args, kw):
             pass
-        elif name not in _NO_READ:
+        elif name not in _NO_READ and not self._packs(f):
             # a location handed to code not followed (ImageFolder(root)): read there, as
             # rule 7 has it; data read from a location (a DataFrame) is no location
             for a in [*args, *kw.values()]:
@@ -1156,6 +1163,14 @@ class _Flow(ast.NodeVisitor):
                             self.found.setdefault("lit:" + u, set()).add("write")
                         elif not isinstance(a, ast.Constant):
                             self.found.setdefault("lit:" + u, set()).add("read")
+
+    def _packs(self, f: ast.AST) -> bool:
+        """Whether a call of *f* only packs its arguments into a record: a namedtuple type's
+        constructor (``namedtuple("Out", ["f1", "uri"])(f1, uri)``, ``Outputs(f1, uri)``
+        of ``Outputs = NamedTuple(...)``: how a KFP component returns several outputs),
+        which reads no location it is given."""
+        return isinstance(f, ast.Call) and _call_name(f) in _RECORD_TYPES or isinstance(
+            f, ast.Name) and f.id in self.records
 
     def _spark(self, f: ast.AST, args: list[ast.AST], kw: dict[str, ast.AST]) -> bool:
         """Spark's readers and writers: ``spark.read.parquet(a, b)``, ``.load(a)``;
@@ -1324,9 +1339,14 @@ def analyze(code: str) -> Flow | None:
     for pieces, d in [*flow.built, *((pair_pieces(b, k), d) for b, k, d in flow.pairs)]:
         if pieces is None or _pieces.needs(pieces) or d == "check":
             continue
+        on_fs = any(isinstance(p, tuple) and p[0] == _pieces.ON_FS for p in pieces)
         for text in render_all(pieces, {}) or ():
             for u in _uri.find_uris(text):
                 lits[u] = d if lits.get(u, d) == d else "unknown"
+            if text.startswith("/") and not on_fs and len(flow.paths) < 256:
+                # for split in ["train", "val"]: read_parquet(f"/ref/{split}.parquet"): a
+                # mounted volume's files, one per item, as literal paths are
+                flow.paths.setdefault(text, set()).add(d)
     return Flow(params, lits, {k: tuple(v) for k, v in flow.names.items()}, tuple(flow.pairs),
                 tuple(flow.built), frozenset(flow.escaped), frozenset(flow.partial - lits.keys()),
                 tuple(flow.env_defaults.items()),

@@ -71,6 +71,7 @@ _is_code = _code.is_program
 # Python f-string's escaped brace ("{{000..031}}")
 _RUNTIME = "s3://runtime-value/"  # stands in for a location only the run knows
 _QUIET = "s3://runtime-quiet/"  # a run-time value whose name says nothing of a location
+_RUNTIME_MARK = re.compile(r"__runtime(\d+)__")  # a script's run-time placeholder, by number
 _MAX_PATHS = 256  # files under mounts one step's code builds (as _code bounds literal ones)
 _TEMPLATED = re.compile(
     r"\{\{\s*(?:[$=]|inputs\.|outputs\.|workflow\.|tasks\.|steps\.|item\b|pod\.)")
@@ -134,9 +135,11 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
             later.append((ph, v))
     picks = _combinations(subs)
 
+    late = {ph: k for k, (ph, _) in enumerate(later)}
+
     def render(pick: dict[str, str]) -> str:
-        def one(m: re.Match[str]) -> str:
-            return pick.get(m.group(0), "__runtime__")
+        def one(m: re.Match[str]) -> str:  # a run-time one: a marker naming which it is
+            return pick.get(m.group(0), f"__runtime{late.get(m.group(0), 0)}__")
 
         return _PH_RE.sub(one, code) if subs or later else code
 
@@ -169,15 +172,18 @@ def scan_code(step: Step, code: str, resolve: Resolver | None = None,
         else:
             dk = dirs
         for u, d in zip(uris, dk, strict=True):
-            if "__runtime__" in u:  # f"s3://b/raw/{cell}/x" with cell from another step
+            marks = [int(k) for k in _RUNTIME_MARK.findall(u)]
+            if marks:  # f"s3://b/raw/{cell}/x" with cell from another step
                 if later:  # (a write too: shown, as a script's copy to such a place is)
-                    ph, v = later[0]
+                    v = later[min(marks[0], len(later) - 1)][1]
                     if v.origin == "workflow-runtime":
                         # the run's own name or time does not make it less a parameter's
                         # expression (as a template's text says: _resolve)
                         lead = _supplier(u, subs, pick)
                         v = lead if lead is not None and lead.origin != "constant" else v
-                    step.add(d, read_from(v, None, pattern=u.replace("__runtime__", ph)))
+                    pattern = _RUNTIME_MARK.sub(
+                        lambda m: later[min(int(m.group(1)), len(later) - 1)][0], u)
+                    step.add(d, read_from(v, None, pattern=pattern))
                 continue
             src = _supplier(u, subs, pick)
             step.add(d, read_from(src, u) if src is not None else Read(u, True, "constant"))

@@ -222,7 +222,14 @@ def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
     aff = mapping(spec.get("affinity"), f"{where}.affinity")
     mapping(aff.get("nodeAffinity"), f"{where}.affinity.nodeAffinity")
     for v in sequence(spec.get("volumes"), f"{where}.volumes"):
-        mapping(v, f"{where}.volumes[]")
+        v = mapping(v, f"{where}.volumes[]")
+        at = f"{where}.volumes[{v.get('name')}]"
+        for source in ("persistentVolumeClaim", "csi", "configMap", "projected"):
+            mapping(v.get(source), f"{at}.{source}")
+        for src in sequence((v.get("projected") or {}).get("sources"),
+                            f"{at}.projected.sources"):
+            mapping(mapping(src, f"{at}.projected.sources[]").get("configMap"),
+                    f"{at}.projected.sources[].configMap")
     for kind in ("containers", "initContainers"):
         for c in sequence(spec.get(kind), f"{where}.{kind}"):
             c = mapping(c, f"{where}.{kind}[]")
@@ -325,6 +332,15 @@ def template_writes(words: Sequence[tuple[Mapping[str, Any], list[Word]]]) -> li
     return out
 
 
+_LOCATION = re.compile(r"[a-z][a-z0-9+.-]*://\S*")
+
+
+def _placeholder_in_location(text: str) -> bool:
+    """Whether a ``${...}`` is inside a location of *text* (``--save-dir=s3://x/${lr}``), not
+    only elsewhere in it (``echo "refit ${RUN_DATE}: features s3://lake/v7/"``: a message)."""
+    return any(PLACEHOLDER in m.group(0) for m in _LOCATION.finditer(text))
+
+
 def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
                   more_words: Sequence[Word] = (),
                   words: Sequence[tuple[Mapping[str, Any], list[Word]]] | None = None,
@@ -361,7 +377,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
     for c, words_of in containers_words(spec) if words is None else words:
         cname = str(c.get("name", ""))
         for text, origin, direction in words_of:
-            if PLACEHOLDER in text and "://" in text:
+            if PLACEHOLDER in text and "://" in text and _placeholder_in_location(text):
                 flag = text.split("=", 1)[0] if text.startswith("-") and "=" in text else ""
                 if direction != "write" and _uri.name_direction(flag) != "write":
                     add(DatasetRef(origin, cname, pattern=text))  # --save-dir=s3://x/${..}: no

@@ -1687,3 +1687,58 @@ def test_a_pvc_mapping_with_a_bad_bucket_name_is_refused() -> None:
             pipeline.parse_pvc_map({"lib": uri})
     assert pipeline.parse_pvc_map({"lib": "s3a://olive-ref/lib"}) == {
         "lib": "s3a://olive-ref/lib"}
+
+
+def test_round_31_loops_items_records_and_run_time_names() -> None:
+    """Round 31: a path under a mount built in a loop over a literal list read the whole
+    claim (a loop that only writes there too); a literal dict's ``.items()`` whose values
+    are variables lost every location built from its keys; a location packed into a
+    namedtuple (KFP's way to return several outputs) was read; a script's run-time
+    location showed another run-time placeholder of the script."""
+    def reads(source: str) -> list[str]:
+        tmpl = {"name": "s", "script": {"image": "x", "command": ["python"], "source": source,
+                                        "volumeMounts": [{"name": "d", "mountPath": "/ref"}]}}
+        doc = {**_ARGO, "spec": {"entrypoint": "s", "templates": [tmpl], "volumes": [
+            {"name": "d", "persistentVolumeClaim": {"claimName": "splits"}}]}}
+        [plan] = pipeline.analyze_documents([doc], pvc_map={"splits": "s3://rx-data/pvc"},
+                                            source="w")
+        return sorted(r.uri for r in plan.step("s").reads)
+
+    assert reads('import pandas as pd\nfor split in ["train", "val"]:\n'
+                 '    pd.read_parquet(f"/ref/splits/{split}.parquet")\n') == [
+        "s3://rx-data/pvc/splits/train.parquet", "s3://rx-data/pvc/splits/val.parquet"]
+    assert reads('import pandas as pd\ndf = pd.read_csv("s3://rx-data/index.csv")\n'
+                 'for split in ["train", "val"]:\n'
+                 '    df.to_parquet(f"/ref/splits/{split}.parquet")\n') == [
+        "s3://rx-data/index.csv"]
+
+    code = textwrap.dedent('''\
+        import pandas as pd
+        def load(run_id: str):
+            tr, va = 10, 20
+            for split, n_rows in {"train": tr, "val": va}.items():
+                pd.read_parquet(f"s3://rx-data/splits/{run_id}/{split}.parquet").head(n_rows)
+        ''')
+    step = _component(code, {"run_id": Val(values=["r7"], origin="pipeline-parameter")})
+    assert sorted(r.uri for r in step.reads) == ["s3://rx-data/splits/r7/train.parquet",
+                                                 "s3://rx-data/splits/r7/val.parquet"]
+
+    for ret in ('namedtuple("TrainOut", ["f1", "model_uri"])(f1, uri)',
+                'Outputs(f1, uri)'):
+        code = textwrap.dedent(f'''\
+            from collections import namedtuple
+            from typing import NamedTuple
+            Outputs = NamedTuple("Outputs", [("f1", float), ("model_uri", str)])
+            def train(run: str):
+                f1 = 0.9
+                uri = f"s3://hvac-models/afdd/{{run}}/model.pt"
+                return {ret}
+            ''')
+        step = _component(code, {"run": Val(values=["v4"], origin="pipeline-parameter")})
+        assert step.reads == [], ret
+
+    audit = {"name": "main", "script": {"image": "x", "command": ["python"], "source": (
+        'import pandas as pd\nprint("status={{workflow.status}}")\n'
+        'pd.read_csv("s3://ctm-audit/runs/{{workflow.name}}/summary.csv")\n')}}
+    assert [r.pattern for r in _plan([audit]).step("main").reads] == [
+        "s3://ctm-audit/runs/{{workflow.name}}/summary.csv"]

@@ -89,6 +89,18 @@ def test_templated_constraint_is_left_out_with_a_note() -> None:
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
       "spec": {"template": {"spec": {"containers": []}}}},
      "Job j: spec.template.spec.containers: no containers"),
+    # a volume source written as a string (blind job round 27): named by its path, with
+    # the replica and the volume, not dropped (a configMap's config would be lost)
+    ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
+      "spec": {"pytorchReplicaSpecs": {"Worker": {"template": {"spec": {
+          "containers": [{"name": "c", "image": "x"}],
+          "volumes": [{"name": "cfg", "configMap": "aoi-config"}]}}}}}},
+     "PyTorchJob p: spec.pytorchReplicaSpecs.Worker.template.spec.volumes[cfg].configMap: "
+     "expected a mapping, got str"),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+      "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}],
+                                     "volumes": [{"name": "d", "persistentVolumeClaim": "d"}]}}}},
+     "Job j: spec.template.spec.volumes[d].persistentVolumeClaim: expected a mapping, got str"),
     ({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"},
       "spec": {"queueName": "q"}}, "Workload w: spec.podSets: none"),
     ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},

@@ -656,3 +656,22 @@ def test_a_folder_named_with_and_without_its_slash_is_one_dataset(tmp_path) -> N
     warm = r.stdout.split("warm:", 1)[1]
     assert "s3://lake/ms/2025b/obs.json  on 1 node  for Master" in warm
     assert "s3://lake/ms/2025b/obs/  on 2 nodes  for Worker" in warm
+
+
+def test_a_message_a_script_echoes_is_no_run_time_read(tmp_path) -> None:
+    """``echo "refit ${RUN_DATE}: features ${FEATURES_URI}"`` (blind job round 27): the
+    message was listed as a run-time read of itself; the features are read once, by the
+    program, and a location holding a run-time value is still one."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "command": ["bash", "-c"],
+               "env": [{"name": "FEATURES_URI", "value": "s3://lake/features/v7/"}],
+               "args": ['RUN_DATE="$(date -u +%F)"\n'
+                        'echo "refit ${RUN_DATE}: features ${FEATURES_URI}"\n'
+                        'python -m refit --features "${FEATURES_URI}" --day "${RUN_DATE}"\n'
+                        'python -m score --data "s3://lake/daily/${RUN_DATE}/"']}]}}}}
+    r = plan(write(tmp_path, "job.yaml", job))
+    assert r.returncode == 0, r.stderr
+    assert "refit" not in r.stdout.split("reads", 1)[1], r.stdout
+    assert "reads s3://lake/features/v7/" in r.stdout
+    assert "s3://lake/daily/${RUN_DATE}/" in r.stdout  # a run-time read, shown
