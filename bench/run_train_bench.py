@@ -115,6 +115,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--contenders", default=",".join(CONTENDERS),
                     help=f"subset of {','.join(CONTENDERS)}")
     ap.add_argument("--ram-cache-size", default="256MiB", help="fusecache RAM tier")
+    ap.add_argument("--group-no-lane", action="store_true",
+                    help="the group contenders' peer serves single blocks over gRPC only, "
+                         "not over its block lane (default: lane on)")
     ap.add_argument("--fusecache-opt", action="append", default=[],
                     help="extra option for 'fusecache mount' (repeatable, e.g. "
                          "--fusecache-opt=--readahead-budget=256MiB)")
@@ -334,7 +337,8 @@ def run_contender(c: str, a, datasets, work: Path, data: Path, remote: Remote,
         log("  prefetchd warm --pipeline on a peer node; this node's cache stays cold")
         warm, peer_pid = group.enter_context(warmed_peer(
             work, cache, BUCKET, [f"s3://{BUCKET}/{PREFIXES[k]}/" for k in datasets],
-            lambda peer_cache: prefetch(remote, peer_cache, datasets)))
+            lambda peer_cache: prefetch(remote, peer_cache, datasets),
+            lane=not a.group_no_lane))
     if c == "fusecache-prefetch":
         log("  prefetchd warm --pipeline (before the mount, as the daemon would)")
         warm = prefetch(remote, cache, datasets)

@@ -61,7 +61,8 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def warmed_peer(work: Path, reader_cache: Path, bucket: str, datasets: list[str],
-                warm: Callable[[Path], dict]) -> Iterator[tuple[dict, int]]:
+                warm: Callable[[Path], dict], lane: bool = True
+                ) -> Iterator[tuple[dict, int]]:
     """Warm *datasets* into a peer's cache with *warm(cache_dir)*, serve it, and make
     *reader_cache* a member of its group; yields the warm's report and the serving
     process's pid (its CPU is another node's in a real group, this machine's here)."""
@@ -71,7 +72,7 @@ def warmed_peer(work: Path, reader_cache: Path, bucket: str, datasets: list[str]
     tls = _certificates(work / "group-pki", ["warmed", "reader"])
     port = _free_port()
     members = (Member("warmed", f"127.0.0.1:{port}", 1.0, (bucket,), tuple(datasets),
-                      f"127.0.0.1:{port + 1}"),
+                      f"127.0.0.1:{port + 1}" if lane else ""),
                Member("reader", "127.0.0.1:9", 1.0, (bucket,)))
     write_group(holder / "group.json", Group("warmed", members, tls=tls["warmed"]))
     reader_cache.mkdir(parents=True, exist_ok=True)
@@ -80,8 +81,9 @@ def warmed_peer(work: Path, reader_cache: Path, bucket: str, datasets: list[str]
     # cwd: not the checkout, whose fusecache/ would come before PYTHONPATH's (A/B copies),
     # as for the mount (bench/_mounts.py)
     p = subprocess.Popen([sys.executable, "-m", "fusecache.cli", "peer-serve", "--cache-dir",
-                          str(holder), "--listen", f"127.0.0.1:{port}", "--lane-listen",
-                          f"127.0.0.1:{port + 1}"], stdout=subprocess.PIPE,
+                          str(holder), "--listen", f"127.0.0.1:{port}",
+                          *(["--lane-listen", f"127.0.0.1:{port + 1}"] if lane else [])],
+                         stdout=subprocess.PIPE,
                          stderr=log, stdin=subprocess.DEVNULL, start_new_session=True, cwd=work)
     log.close()
     try:
