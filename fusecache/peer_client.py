@@ -354,6 +354,10 @@ class PeerClient:
             result = self._rpc_failed(member.name, e)
         except LaneStatus as e:
             result = self._lane_failed(member.name, e)
+        except http.client.RemoteDisconnected as e:  # closed unanswered: all its lanes taken
+            result = "busy"
+            log.debug("peer %s: block lane: %s", member.name, e)
+            self._failed(member.name, _BUSY_COOLDOWN)
         except (OSError, http.client.HTTPException) as e:  # the lane broke or timed out
             result = "timeout" if isinstance(e, TimeoutError) else "unavailable"
             log.debug("peer %s: block lane: %s", member.name, e)

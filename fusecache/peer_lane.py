@@ -54,7 +54,7 @@ KEY_HEADER = "X-Fusecache-Block-Key"
 BUDGET_HEADER = "X-Fusecache-Budget"
 # A connection idle this long is closed by the server: kept-alive lanes of a busy mount are
 # reused within milliseconds; an idle one must not hold one of the bounded threads.
-IDLE_SECONDS = 60.0
+IDLE_SECONDS = 30.0
 _HANDSHAKE_SECONDS = 5.0
 _MAX_REQUEST_LINE = 4096
 
@@ -87,6 +87,8 @@ class LaneServer(socketserver.TCPServer):
         self.answer = answer
         self._context = context
         self._connections = threading.BoundedSemaphore(max(1, max_connections))
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, _Handler)
 
     @property

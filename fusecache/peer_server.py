@@ -299,8 +299,10 @@ class PeerServer:
         _check_bindable(host, port, listen, "--lane-listen")
         self._lane_context()  # names unusable TLS files now, not at the first handshake
         try:
+            # connections, not requests (those take the same slots as gRPC's): each asking
+            # mount keeps up to four alive, so a node serves many more than it answers at once
             lane = LaneServer((host.strip("[]"), port), self._answer_lane, self._lane_context,
-                              4 * self.max_concurrency)
+                              max(256, 16 * self.max_concurrency))
         except OSError as e:
             raise PeerConfigError(f"--lane-listen {listen}: cannot listen ({e.strerror})") \
                 from None

@@ -231,3 +231,37 @@ def test_a_bad_lane_in_the_group_file_and_lane_listen_are_named(tmp_path):
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "invalid --lane-listen 'nowhere'" in lines[0], r.stderr
+
+
+def test_a_lane_past_its_connections_closes_at_once_and_the_client_counts_it_busy(tmp_path):
+    """Connections past the server's bound are closed unanswered, not queued; the asking
+    client takes that as a busy peer (a short cooldown), not a dead one."""
+    from fusecache.nodecache import ObjectId
+    from fusecache.peer_lane import LaneServer
+
+    data = os.urandom(1000)
+    srv = LaneServer(("127.0.0.1", 0), lambda names, fields, budget: (data, 1, b"k"),
+                     lambda: None, 1)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    fields = {"bucket": "b", "key": "k", "etag": "e", "size": 1000, "block_size": BS,
+              "index": 0}
+    first = LaneConnection(f"127.0.0.1:{srv.port}", "a", None)
+    try:
+        assert bytes(first.get(fields, 1000, 5.0, None, block_buffer)[0]) == data
+        second = LaneConnection(f"127.0.0.1:{srv.port}", "a", None)
+        with pytest.raises(http.client.RemoteDisconnected):
+            second.get(fields, 1000, 5.0, None, block_buffer)  # the one connection is held
+        gf = group_file(tmp_path / "g.json", "me", [
+            Member("a", "127.0.0.1:1", buckets=("b",), lane=f"127.0.0.1:{srv.port}"),
+            Member("me", "x:1")])
+        metrics = Metrics()
+        client = PeerClient(GroupWatcher(gf), insecure=True, metrics=metrics)
+        try:
+            assert client.fetch(ObjectId("b", "k", "e", 1000), 0, BS, budget=5) is None
+        finally:
+            client.close()
+        assert metrics.peer_requests.labels("a", "busy")._value.get() == 1
+    finally:
+        first.close()
+        srv.shutdown()
+        srv.server_close()
