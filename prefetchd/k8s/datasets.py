@@ -367,10 +367,19 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             d = said if said in ("write", "unknown") else d
             out.append((value, "arg", d))
         out.append((t, "arg", d))
+    views = [(tokens, directions)]  # command lines the env vars are used in
+    spelled = _uri.spelled_out_env(container)
     for path, text in container.get(CONFIG_FILES) or []:
         out += config_file_words(str(path), str(text), container)
         if str(path).endswith(".py"):  # a launcher it runs from a ConfigMap: a program too
             codes.append(str(text))
+        elif (script := _as_script(str(path), str(text), container)) is not None:
+            # bash /opt/train.sh from a ConfigMap: its use of the env vars is the pod's
+            # (a root it spells out, "${DATA_ROOT}/x.parquet"; a destination, sync . "$OUT")
+            spelled |= _uri.spelled_out_env(script)
+            s_tokens = _uri.tokenize([str(a) for a in script["args"]],
+                                     _uri.shell_env(container.get("env")))
+            views.append((s_tokens, _uri.classify_tokens(s_tokens)))
     # env vars the programs use: those they only build locations from are no reads of
     # their own; those they use as they are (os.environ["CALENDAR"]) are, even when they
     # came with envFrom (which otherwise only serve $(VAR) and ${VAR})
@@ -390,7 +399,7 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                                                   *(container.get("args") or [])]])
     bulk = {e.get("name") for e in container.get("env") or []
             if isinstance(e, Mapping) and e.get(EXPAND_ONLY)} - used - named
-    bulk |= _uri.spelled_out_env(container) | (built_only - used)
+    bulk |= spelled | (built_only - used)
     for name, value in _uri.kube_env(container.get("env")).items():
         if name in bulk:
             continue  # a value for $(VAR) (or one of a ConfigMap's keys): no read itself
@@ -398,8 +407,9 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         d = said if said in ("write", "unknown") else "read"
         # a root the command line only writes under (aws s3 cp m/ "${MODEL_BUCKET}/fc/${D}/"
         # with D known at run time): written, as those words are
-        ways = {directions.get(i) for i, t in enumerate(tokens) if value and _pvc.location_under(
-            t.split("=", 1)[1] if t.startswith("-") and "=" in t else t, value)}  # (--out=)
+        ways = {ds.get(i) for ts, ds in views for i, t in enumerate(ts)
+                if value and _pvc.location_under(
+                    t.split("=", 1)[1] if t.startswith("-") and "=" in t else t, value)}
         if ways == {"write"}:
             d = "write"
         for word in value.split():
@@ -409,6 +419,17 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 
 
 _SCRIPT_SUFFIXES = {".sh": ["bash", "-c"], ".bash": ["bash", "-c"], ".py": ["python", "-c"]}
+
+
+def _as_script(path: str, text: str, container: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The container as it runs a shell script it names from a ConfigMap (``bash -c TEXT``
+    with its env), None for a file that is no shell script."""
+    runner = _SCRIPT_SUFFIXES.get(posixpath.splitext(path)[1]) or (
+        ["bash", "-c"] if text.startswith("#!") and "sh" in text.split("\n", 1)[0] else None)
+    if runner is None or runner[0] != "bash" or len(text) > _uri.MAX_DOCUMENT_CHARS:
+        return None
+    return {**{k: v for k, v in container.items() if k != CONFIG_FILES},
+            "command": runner, "args": [text]}
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")  # OmegaConf's ${data.root}
 
 

@@ -75,7 +75,8 @@ _NO_READ = frozenset(
      "connect",  # lancedb/duckdb connect: the tables opened through it say what is read
      "makedirs", "mkdir", "relpath",  # a folder made (no data), a path made relative
      "Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath",  # path objects
-     "from_uri", "from_bucket_key"}  # (S3Path.from_uri(...): one made)
+     "from_uri", "from_bucket_key",  # (S3Path.from_uri(...): one made)
+     "add_argument"}  # an option's default is read where the program uses it
 )
 # str methods evaluated on a constant (``"s3://b/x/".removeprefix("s3://")``)
 _TEXT_METHODS = frozenset({"rstrip", "lstrip", "strip", "removeprefix", "removesuffix",
@@ -91,7 +92,9 @@ _WRITE_FIRST = frozenset(
     {"pipe", "pipe_file", "rm", "rm_file", "delete", "to_parquet", "to_csv", "to_json",
      "to_zarr", "to_netcdf", "to_feather", "to_hdf", "to_pickle", "open_output_stream",
      "sink_parquet", "sink_csv", "sink_ipc",
-     "write_parquet", "write_csv", "write_ndjson", "write_deltalake"}
+     "write_parquet", "write_csv", "write_ndjson", "write_deltalake",
+     "save_to_disk",  # Hugging Face datasets: ds.save_to_disk("s3://...") writes it
+     "save"}  # np.save("/data/x.npy", arr), model.save(path); torch.save(obj, path): below
 )
 # writers given the location first (fsspec) or called on it (pathlib: p.write_text(data))
 _WRITE_SELF = frozenset({"write_bytes", "write_text"})
@@ -117,6 +120,14 @@ class _Flow(ast.NodeVisitor):
         self.params: set[str] = set()
         self.names: dict[str, list[str]] = {}  # literal location -> names assigned from it
         self.ints: dict[str, int] = {}  # n = 4: a range(n) loop takes 0..3
+        # variable -> the number constant it holds (YEAR = 2025, THRESHOLD = 0.83): its text
+        # in an f-string, formatted by the field's spec ({THRESHOLD:.2f})
+        self.numbers: dict[str, int | float] = {}
+        self.rebound: set[str] = set()  # names assigned more than once: no constant's text
+        # argparse: an option's default text by its dest (p.add_argument("--week",
+        # default="2025-W46")), and the names parse_args() results are held in
+        self.arg_defaults: dict[str, str] = {}
+        self.parsed: set[str] = set()
         self.consts: dict[str, str] = {}  # variable -> the string constant it holds
         # boto3 calls with a nameable bucket and key: ((kind, x), (kind, y), direction)
         self.pairs: list[tuple[tuple[str, str], tuple[str, str], str]] = []
@@ -316,6 +327,10 @@ class _Flow(ast.NodeVisitor):
                 return self.bound[-1].get("self." + node.attr)
             if node.value.id in self.objects:  # store.root
                 return self.objects[node.value.id][1].get(node.attr)
+            if node.value.id in self.parsed and node.attr in self.arg_defaults:
+                # args.week of p.add_argument("--week", default="2025-W46"): its default,
+                # as the program runs without the flag
+                return (self.arg_defaults[node.attr],)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                 node.value.id in self.urls and node.attr in ("netloc", "path"):
             src = self.urls[node.value.id]  # urlparse(uri).netloc / .path
@@ -349,6 +364,17 @@ class _Flow(ast.NodeVisitor):
                 if isinstance(v, ast.FormattedValue):
                     if v.conversion not in (-1, 115):
                         return None  # {x!r}: not the text of x
+                    number = self._number(v.value)
+                    if number is not None:  # f"s3://b/{YEAR}/x", {THRESHOLD:.2f}
+                        spec = _literal(self.pieces(v.format_spec, depth + 1)) \
+                            if v.format_spec is not None else ""
+                        try:
+                            out.append(format(number, spec) if spec is not None else "")
+                        except (ValueError, TypeError):
+                            return None
+                        if spec is None:
+                            return None
+                        continue
                     part = self.pieces(v.value, depth + 1)
                     if v.format_spec is not None:
                         # {i:05d} of a loop item formats it; {x:%Y} of anything else is not
@@ -643,8 +669,10 @@ class _Flow(ast.NodeVisitor):
             self.tmpl[key.id] = (("key", src),)  # type: ignore[attr-defined]
             return
         text = self._const_text(value)
-        if text is None and isinstance(value, (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)):
-            text = _literal(self.pieces(value))  # "s3://a/" + "x/*.parquet": a constant too
+        if text is None and isinstance(value, (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript,
+                                               ast.Attribute)):
+            # "s3://a/" + "x/*.parquet", args.week (an option's default): a constant too
+            text = _literal(self.pieces(value))
         for t in targets:
             if isinstance(t, ast.Name):
                 # what the variable holds now (None: nothing of that kind any more)
@@ -670,6 +698,8 @@ class _Flow(ast.NodeVisitor):
                 _keep(self.consts, t.id, text)
                 _keep(self.ints, t.id, value.value if isinstance(value, ast.Constant)
                       and type(value.value) is int else None)
+                _keep(self.numbers, t.id, value.value if isinstance(value, ast.Constant)
+                      and type(value.value) in (int, float) else None)
                 built = self.pieces(value) if text is None else None
                 is_path = value is not None and self._is_path(value)
                 # x = os.environ["X"]; root = collection_root.removesuffix("/"), an input
@@ -736,6 +766,12 @@ class _Flow(ast.NodeVisitor):
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(
                 node.value, ast.Call) and _call_name(node.value) in _RECORD_TYPES:
             self.records.add(node.targets[0].id)  # Outputs = namedtuple("Outputs", [...])
+        if len(node.targets) == 1 and isinstance(node.value, ast.Call) and _call_name(
+                node.value) in ("parse_args", "parse_known_args"):
+            t = node.targets[0]  # args = p.parse_args(); args, rest = p.parse_known_args()
+            first = t.elts[0] if isinstance(t, ast.Tuple) and t.elts else t
+            if isinstance(first, ast.Name):
+                self.parsed.add(first.id)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if isinstance(node.value, (ast.List, ast.Tuple)):
                 self.argv_lists[node.targets[0].id] = node.value
@@ -849,6 +885,17 @@ class _Flow(ast.NodeVisitor):
         one = made[0] if made is not None and len(made) == 1 else None
         return one[1] if isinstance(one, tuple) and one[0] == "param" and not one[1].startswith(
             ENV) else None
+
+    def _number(self, node: ast.AST) -> int | float | None:
+        """The number *node* is: a constant, or a variable holding one (not a loop's item,
+        not an input)."""
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in self.numbers and node.id not in (
+                self.loops) and node.id not in self.rebound and not (
+                self.bound and node.id in self.bound[-1]):
+            return self.numbers[node.id]
+        return None
 
     def _param(self, node: ast.AST) -> str | None:
         """The parameter *node* is, as it is (not something made from it)."""
@@ -1043,6 +1090,9 @@ class _Flow(ast.NodeVisitor):
             if isinstance(named, str):
                 for u in _uri.find_uris(kw["default"].value):
                     self.names.setdefault(u, []).append(named.lstrip("-").replace("-", "_"))
+                if len(self.arg_defaults) < 256:
+                    self.arg_defaults[named.lstrip("-").replace("-", "_")] = \
+                        kw["default"].value
         if name == "join" and isinstance(f, ast.Attribute) and isinstance(
                 f.value, ast.Constant) and isinstance(f.value.value, str) and len(args) == 1 \
                 and isinstance(args[0], (ast.List, ast.Tuple)) and len(args[0].elts) > 1:
@@ -1123,6 +1173,8 @@ class _Flow(ast.NodeVisitor):
         elif name in _WRITE_SELF and isinstance(f, ast.Attribute):
             # fs.write_text(path, data) (fsspec); Path(p).write_text(data): p, not the data
             self.mark(args[0] if len(args) > 1 else f.value, "write")
+        elif name == "save" and ast.unparse(f) == "torch.save" and len(args) > 1:
+            self.mark(args[1], "write")  # torch.save(obj, f): the object first
         elif name in _WRITE_FIRST and (args or _WRITE_KEYWORDS[0] in kw or
                                        _WRITE_KEYWORDS[1] in kw):
             where = next((kw[k] for k in _WRITE_KEYWORDS if k in kw), None)
@@ -1316,6 +1368,7 @@ def analyze(code: str) -> Flow | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     flow = _Flow()
+    flow.rebound = _rebound(tree)
     try:
         flow.visit(tree)
     except RecursionError:
@@ -1355,6 +1408,26 @@ def analyze(code: str) -> Flow | None:
                 tuple((k[len(ENV):], "unknown" if len(ds) > 1 else next(iter(ds)))
                       for k, ds in flow.found.items() if k.startswith(ENV)),
                 tuple(n for node in ast.walk(tree) if (n := _env_name(node)) is not None))
+
+
+def _rebound(tree: ast.AST) -> set[str]:
+    """The names a program binds more than once (``n = 0`` then ``n += 1`` in a loop, a loop
+    variable, ``epoch = epoch + 1``): a number one of them holds is not the same everywhere."""
+    seen: dict[str, int] = {}
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.comprehension,
+                               ast.NamedExpr)):
+            targets = [node.target]
+            if isinstance(node, ast.AugAssign):
+                seen[getattr(node.target, "id", "")] = 2
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    seen[n.id] = seen.get(n.id, 0) + 1
+    return {k for k, v in seen.items() if v > 1}
 
 
 def _looked_up_only(tree: ast.AST) -> set[str]:

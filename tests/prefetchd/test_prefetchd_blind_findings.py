@@ -1742,3 +1742,56 @@ def test_round_31_loops_items_records_and_run_time_names() -> None:
         'pd.read_csv("s3://ctm-audit/runs/{{workflow.name}}/summary.csv")\n')}}
     assert [r.pattern for r in _plan([audit]).step("main").reads] == [
         "s3://ctm-audit/runs/{{workflow.name}}/summary.csv"]
+
+
+def test_round_32_team_habits_save_to_disk_argparse_defaults_and_numbers() -> None:
+    """Round 32: ``ds.save_to_disk("s3://...")`` was read (and warmed); an argparse
+    option's default in an f-string (``f"s3://b/{args.week}/x"``) lost the location; an
+    f-string field holding a number constant (``YEAR = 2025``, ``{T:.2f}``) lost it too;
+    with ``--pvc`` an ``--out`` default under the mount was read. A counter bound again in
+    a loop (``n += 1``) is no constant; ``torch.save(obj, path)`` writes its second."""
+    def flow(code: str) -> dict[str, str]:
+        f = _code.analyze(textwrap.dedent(code))
+        assert f is not None
+        return dict(f.lits)
+
+    assert flow('''\
+        from datasets import load_dataset
+        ds = load_dataset("parquet", data_files="s3://rp-raw/train/*.parquet")
+        ds.save_to_disk("s3://rp-public/hf/train-v2")
+        ''') == {"s3://rp-raw/train/*.parquet": "read", "s3://rp-public/hf/train-v2": "write"}
+    assert flow('''\
+        import argparse
+        import polars as pl
+        p = argparse.ArgumentParser()
+        p.add_argument("--week", default="2025-W46")
+        args = p.parse_args()
+        week = args.week
+        pl.read_parquet(f"s3://rp-staging/{args.week}/marks.parquet")
+        pl.read_parquet(f"s3://rp-staging/{week}/owners.parquet")
+        ''') == {"s3://rp-staging/2025-W46/marks.parquet": "read",
+                 "s3://rp-staging/2025-W46/owners.parquet": "read"}
+    assert flow('''\
+        import pandas as pd
+        import torch
+        YEAR = 2025
+        T = 0.83
+        pd.read_parquet(f"s3://b/y={YEAR}/t={T:.1f}/x.parquet")
+        torch.save({"w": 1}, f"s3://b/models/{YEAR}/m.pt")
+        n = 0
+        for _ in range(3):
+            pd.read_parquet(f"s3://b/part-{n}.parquet")
+            n += 1
+        ''') == {"s3://b/y=2025/t=0.8/x.parquet": "read", "s3://b/models/2025/m.pt": "write"}
+
+    source = ('import argparse\nimport pandas as pd\np = argparse.ArgumentParser()\n'
+              'p.add_argument("--src", default="/work/in/marks.parquet")\n'
+              'p.add_argument("--out", default="/work/emb/words.parquet")\n'
+              'args = p.parse_args()\npd.read_parquet(args.src).to_parquet(args.out)\n')
+    tmpl = {"name": "s", "script": {"image": "x", "command": ["python"], "source": source,
+                                    "volumeMounts": [{"name": "w", "mountPath": "/work"}]}}
+    doc = {**_ARGO, "spec": {"entrypoint": "s", "templates": [tmpl], "volumes": [
+        {"name": "w", "persistentVolumeClaim": {"claimName": "tm-work"}}]}}
+    [plan] = pipeline.analyze_documents([doc], pvc_map={"tm-work": "s3://tm-scratch/work"},
+                                        source="w")
+    assert [r.uri for r in plan.step("s").reads] == ["s3://tm-scratch/work/in/marks.parquet"]

@@ -675,3 +675,28 @@ def test_a_message_a_script_echoes_is_no_run_time_read(tmp_path) -> None:
     assert "refit" not in r.stdout.split("reads", 1)[1], r.stdout
     assert "reads s3://lake/features/v7/" in r.stdout
     assert "s3://lake/daily/${RUN_DATE}/" in r.stdout  # a run-time read, shown
+
+
+def test_a_configmap_scripts_use_of_the_env_is_the_containers(tmp_path) -> None:
+    """``bash /opt/crash/train.sh`` from a ConfigMap (blind job round 28): a root the script
+    spells out (``"${DATA_ROOT}/fnol/w47.parquet"``) was also warmed whole, and an env var
+    it syncs to (``aws s3 sync /tmp/o/ "${RUN_URI}"``) was unknown, where the same script
+    inline in ``bash -c`` gave one file read and one write."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "scripts",
+                                                                "namespace": "p"},
+          "data": {"train.sh": '#!/usr/bin/env bash\nset -euo pipefail\n'
+                               'python /app/train.py --labels "${DATA_ROOT}/fnol/w47.parquet"'
+                               ' --out /tmp/o\naws s3 sync /tmp/o/ "${RUN_URI}"\n'}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "p"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "main", "image": "x", "command": ["bash", "/opt/crash/train.sh"],
+               "env": [{"name": "DATA_ROOT", "value": "s3://claims/labels"},
+                       {"name": "RUN_URI", "value": "s3://runs/crash/w47/"}],
+               "volumeMounts": [{"name": "scripts", "mountPath": "/opt/crash"}]}],
+               "volumes": [{"name": "scripts", "configMap": {"name": "scripts"}}]}}}}
+    r = plan(write(tmp_path, "job.yaml", cm, job), "--json")
+    assert r.returncode == 0, r.stderr
+    [work] = json.loads(r.stdout)["work"]
+    assert [t["dataset"] for t in work["warm"]] == ["s3://claims/labels/fnol/w47.parquet"]
+    [group] = work["groups"]
+    assert group["writes"] == ["s3://runs/crash/w47/"] and not group.get("unknown")
