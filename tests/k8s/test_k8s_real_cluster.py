@@ -187,3 +187,86 @@ def test_five_workflows_on_a_real_control_plane(control_plane, private_s3, tmp_p
     finally:
         platform.cluster.close()
     assert len(lead) == 5
+
+
+def test_cache_group_membership_on_a_real_control_plane(control_plane, private_s3, tmp_path):
+    """Two agents with ``--peer-listen`` under the project's RBAC (service-account tokens)
+    on a real API server: each publishes its peer endpoint and block lane on its own Node,
+    and both write the same group file from the Nodes they watch; a warm on node-1 is then
+    read by node-2's peer client over node-1's block lane."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from pvc_scenario import start, stop, wait_until
+
+    from fusecache.group import GroupWatcher, load_group
+    from fusecache.nodecache import NodeCache, ObjectId
+    from fusecache.peer_client import PeerClient
+    from prefetchd.k8s import group_watch as gw
+
+    platform = RealPlatform(control_plane, tmp_path)
+    env = {**os.environ, **private_s3.env()}
+    for var in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "AWS_CA_BUNDLE", "POD_IP"):
+        env.pop(var, None)
+    s3 = private_s3.client()
+    s3.create_bucket(Bucket="grp")
+    data = os.urandom(3 << 20)
+    s3.put_object(Bucket="grp", Key="ds/x.bin", Body=data)
+    nodes = ("node-1", "node-2")
+    ports = {}
+    for n in nodes:  # a port whose next one is free too: the agent's lane takes it
+        while True:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", 0))
+                p = a.getsockname()[1]
+                try:
+                    b.bind(("127.0.0.1", p + 1))
+                except OSError:
+                    continue
+            if p not in ports.values() and p + 1 not in ports.values():
+                ports[n] = p
+                break
+    caches = {n: tmp_path / f"cache-{n}" for n in nodes}
+    procs = {}
+    try:
+        for n in nodes:
+            procs[n] = start([sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "run",
+                              "--kubernetes", "--kubeconfig", platform.agent_kubeconfig(n),
+                              "--node-name", n, "--cache-dir", str(caches[n]),
+                              "--endpoint-url", private_s3.endpoint_url, "--publish-interval",
+                              "1", "--peer-listen", f"127.0.0.1:{ports[n]}", "--peer-insecure"],
+                             env, tmp_path / f"agent-{n}.log")
+
+        def members(n: str) -> list[tuple[str, str, str]]:
+            assert all(p.poll() is None for p in procs.values()), "an agent exited"
+            f = caches[n] / "group.json"
+            return [(m.name, m.endpoint, m.lane) for m in load_group(f).members] \
+                if f.exists() else []
+
+        want = [(n, f"127.0.0.1:{ports[n]}", f"127.0.0.1:{ports[n] + 1}") for n in nodes]
+        for n in nodes:
+            wait_until(f"{n}'s group file lists both agents", lambda n=n: members(n) == want, 90)
+        ann = json.loads(platform.cluster.get("v1", "Node", "node-1")["metadata"][
+            "annotations"][gw.PEER_ANNOTATION])
+        assert ann["lane_port"] == ports["node-1"] + 1
+        r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", "s3://grp/ds/",
+                            "--cache-dir", str(caches["node-1"])], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        h = s3.head_object(Bucket="grp", Key="ds/x.bin")
+        oid = ObjectId("grp", "ds/x.bin", h["ETag"].strip('"'), h["ContentLength"])
+        bs = NodeCache.open(caches["node-1"]).block_size
+        client = PeerClient(GroupWatcher(caches["node-2"] / "group.json"), insecure=True)
+        try:
+            assert bytes(client.fetch(oid, 0, bs, budget=20)) == data
+            assert not client._lane_off  # it came over the lane
+        finally:
+            client.close()
+        for n in nodes:
+            assert stop(procs.pop(n)) == 0, (tmp_path / f"agent-{n}.log").read_text()
+    finally:
+        for p in procs.values():
+            stop(p)
+        platform.cluster.close()
