@@ -372,7 +372,7 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     for path, text in container.get(CONFIG_FILES) or []:
         out += config_file_words(str(path), str(text), container)
         if str(path).endswith(".py"):  # a launcher it runs from a ConfigMap: a program too
-            codes.append(str(text))
+            codes.append(_code.with_options(str(text), _script_args(argv, str(path))))
         elif (script := _as_script(str(path), str(text), container)) is not None:
             # bash /opt/train.sh from a ConfigMap: its use of the env vars is the pod's
             # (a root it spells out, "${DATA_ROOT}/x.parquet"; a destination, sync . "$OUT")
@@ -421,6 +421,15 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 _SCRIPT_SUFFIXES = {".sh": ["bash", "-c"], ".bash": ["bash", "-c"], ".py": ["python", "-c"]}
 
 
+def _script_args(argv: list[str], path: str) -> list[str]:
+    """The words a command line passes to the script at *path* (``python /opt/s/run.py
+    --noise /data/x``: ``--noise /data/x``); [] when it does not name the script."""
+    for i, a in enumerate(argv):
+        if a == path:
+            return argv[i + 1:]
+    return []
+
+
 def _as_script(path: str, text: str, container: Mapping[str, Any]) -> dict[str, Any] | None:
     """The container as it runs a shell script it names from a ConfigMap (``bash -c TEXT``
     with its env), None for a file that is no shell script."""
@@ -450,6 +459,10 @@ def config_file_words(path: str, text: str,
         ["bash", "-c"] if text.startswith("#!") and "sh" in text.split("\n", 1)[0] else None)
     if runner is not None:
         as_run = {k: v for k, v in container.items() if k != CONFIG_FILES}
+        if runner[0] == "python":  # its argparse defaults as the command line sets them
+            text = _code.with_options(text, _script_args(_uri.kube_expand(
+                [str(a) for a in [*(container.get("command") or []),
+                                  *(container.get("args") or [])]], container.get("env")), path))
         as_run.update(command=runner, args=[text])
         return [(w, origin, d) for w, o, d in container_words(as_run)
                 if not o.startswith("env ")]  # the env's own words: the container's already

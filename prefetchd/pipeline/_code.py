@@ -126,7 +126,8 @@ class _Flow(ast.NodeVisitor):
         self.rebound: set[str] = set()  # names assigned more than once: no constant's text
         # argparse: an option's default text by its dest (p.add_argument("--week",
         # default="2025-W46")), and the names parse_args() results are held in
-        self.arg_defaults: dict[str, str] = {}
+        self.arg_defaults: dict[str, Pieces] = {}
+        self.env_vars: dict[str, str] = {}  # variable -> the env var it was read from
         self.parsed: set[str] = set()
         self.consts: dict[str, str] = {}  # variable -> the string constant it holds
         # boto3 calls with a nameable bucket and key: ((kind, x), (kind, y), direction)
@@ -329,8 +330,8 @@ class _Flow(ast.NodeVisitor):
                 return self.objects[node.value.id][1].get(node.attr)
             if node.value.id in self.parsed and node.attr in self.arg_defaults:
                 # args.week of p.add_argument("--week", default="2025-W46"): its default,
-                # as the program runs without the flag
-                return (self.arg_defaults[node.attr],)
+                # as the program runs without the flag (an env var's, default=os.getenv(X))
+                return self.arg_defaults[node.attr]
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                 node.value.id in self.urls and node.attr in ("netloc", "path"):
             src = self.urls[node.value.id]  # urlparse(uri).netloc / .path
@@ -766,6 +767,10 @@ class _Flow(ast.NodeVisitor):
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(
                 node.value, ast.Call) and _call_name(node.value) in _RECORD_TYPES:
             self.records.add(node.targets[0].id)  # Outputs = namedtuple("Outputs", [...])
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            # out = os.environ.get("RUN_URI", "/scratch/out"): the env var, where a command
+            # line the program runs hands it on (command)
+            _keep(self.env_vars, node.targets[0].id, _env_lookup(node.value))
         if len(node.targets) == 1 and isinstance(node.value, ast.Call) and _call_name(
                 node.value) in ("parse_args", "parse_known_args"):
             t = node.targets[0]  # args = p.parse_args(); args, rest = p.parse_known_args()
@@ -1078,6 +1083,17 @@ class _Flow(ast.NodeVisitor):
                 self._part_of_one(a)
                 for v in (self._dict_entries(a) or {}).values():
                     self._part_of_one(v)
+        if name == "add_argument" and kw.get("default") is not None and \
+                _env_lookup(kw["default"]) is not None and len(self.arg_defaults) < 256:
+            # add_argument("--output-dir", default=os.environ.get("RUN_URI", "/x")): the
+            # env var's value, as the program runs without the flag
+            flag = next((a.value for a in args if isinstance(a, ast.Constant)
+                         and isinstance(a.value, str) and a.value.startswith("--")), None)
+            dest = kw.get("dest")
+            named = dest.value if isinstance(dest, ast.Constant) else flag
+            if isinstance(named, str):
+                self.arg_defaults[named.lstrip("-").replace("-", "_")] = (
+                    ("param", ENV + str(_env_lookup(kw["default"]))),)
         if name == "add_argument" and isinstance(kw.get("default"), ast.Constant) and \
                 isinstance(kw["default"].value, str):
             # ap.add_argument("--out", default="s3://b/x/"): the default is named by its
@@ -1091,8 +1107,8 @@ class _Flow(ast.NodeVisitor):
                 for u in _uri.find_uris(kw["default"].value):
                     self.names.setdefault(u, []).append(named.lstrip("-").replace("-", "_"))
                 if len(self.arg_defaults) < 256:
-                    self.arg_defaults[named.lstrip("-").replace("-", "_")] = \
-                        kw["default"].value
+                    self.arg_defaults[named.lstrip("-").replace("-", "_")] = (
+                        kw["default"].value,)
         if name == "join" and isinstance(f, ast.Attribute) and isinstance(
                 f.value, ast.Constant) and isinstance(f.value.value, str) and len(args) == 1 \
                 and isinstance(args[0], (ast.List, ast.Tuple)) and len(args[0].elts) > 1:
@@ -1256,11 +1272,20 @@ class _Flow(ast.NodeVisitor):
                 if isinstance(el, ast.Constant) and isinstance(el.value, str):
                     parts.append((el.value, self.sources(el)))
                     continue
-                env = _env_name(el)
+                env = _env_name(el) or (self.env_vars.get(el.id) if isinstance(
+                    el, ast.Name) else None)
+                built = self.pieces(el)
+                if env is None and built is not None and len(built) == 1 and isinstance(
+                        built[0], tuple) and built[0][0] == "param" and built[0][1].startswith(
+                        ENV):  # out = os.environ.get("RUN_URI"); args.out of such a default
+                    env = built[0][1][len(ENV):]
                 if env is not None:  # os.environ["RUN_URI"]: its way is the command line's
                     parts.append((f"s3://prefetchd-code-{i}/", {ENV + env}))
                     continue
-                built = self.pieces(el)
+                text = _literal(built) if isinstance(el, ast.Attribute) else None
+                if text is not None:  # args.clean of an option's default: its text, as written
+                    parts.append((text, {"lit:" + u for u in _uri.find_uris(text)}))
+                    continue
                 if built is not None and is_built(built):
                     made[i] = built
                 src = self.sources(el)
@@ -1482,12 +1507,55 @@ _SYS_ARGV = re.compile(r"\bsys\.argv\[(\d+)\]")
 
 def with_argv(code: str, args: list[str]) -> str:
     """*code* run as ``python -c CODE ARG1 ARG2...`` with ``sys.argv[N]`` replaced by the
-    text of ARGN (a placeholder of the run too), so what it builds from them is named."""
+    text of ARGN (a placeholder of the run too), and argparse options' defaults by what ARGS
+    pass (``with_options``), so what it builds from them is named."""
     def one(m: re.Match[str]) -> str:
         n = int(m.group(1))
         return repr(args[n - 1]) if 1 <= n <= len(args) else m.group(0)
 
-    return _SYS_ARGV.sub(one, code) if "sys.argv[" in code else code
+    return with_options(_SYS_ARGV.sub(one, code) if "sys.argv[" in code else code, args)
+
+
+def with_options(code: str, args: list[str]) -> str:
+    """*code* run as ``python SCRIPT ARGS``: the default of each argparse option ARGS pass
+    (``--noise /data/noise/full``, ``--week=2025-W47``) replaced by the value passed (or
+    given, where the option has none), so what the program builds from it is what it uses."""
+    passed: dict[str, str] = {}
+    for i, a in enumerate(args):
+        if a.startswith("--") and "=" in a:
+            passed[a.split("=", 1)[0]] = a.split("=", 1)[1]
+        elif a.startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            passed[a] = args[i + 1]
+    if not passed or "add_argument" not in code or len(code) > MAX_CODE_CHARS:
+        return code
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return code
+    raw = code.encode()
+    starts = [0]
+    for line in raw.split(b"\n")[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    edits: list[tuple[int, int, str]] = []  # byte offsets: start, end, new text
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and _call_name(node) == "add_argument"):
+            continue
+        flag = next((a.value for a in node.args if isinstance(a, ast.Constant) and
+                     isinstance(a.value, str) and a.value in passed), None)
+        if flag is None or node.end_lineno is None or node.end_col_offset is None:
+            continue
+        value = repr(passed[flag])
+        default = next((k.value for k in node.keywords if k.arg == "default"), None)
+        if default is not None and default.end_lineno is not None and \
+                default.end_col_offset is not None:
+            edits.append((starts[default.lineno - 1] + default.col_offset,
+                          starts[default.end_lineno - 1] + default.end_col_offset, value))
+        else:  # add_argument("--noise"): as if it had the passed value for its default
+            end = starts[node.end_lineno - 1] + node.end_col_offset - 1  # its ")"
+            edits.append((end, end, f", default={value}"))
+    for start, end, text in sorted(edits, reverse=True):
+        raw = raw[:start] + text.encode() + raw[end:]
+    return raw.decode(errors="replace")
 
 
 def is_program(a: str) -> bool:
@@ -1593,6 +1661,13 @@ def _constant(node: ast.AST) -> Any:
 
 
 ENV = "env:"  # a piece ("param", "env:NAME"): the value of the step's env var NAME
+
+
+def _env_lookup(node: ast.AST) -> str | None:
+    """NAME of an env lookup with or without a default (``os.environ.get("NAME", "/x")``)."""
+    if isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords:
+        node = ast.Call(func=node.func, args=node.args[:1], keywords=[])
+    return _env_name(node)
 
 
 def _env_name(node: ast.AST) -> str | None:

@@ -570,8 +570,10 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
                     known.pop(name, None)
                     alternatives[name] = values
                 branches = None
-            elif branches is not None and command[0].endswith(")"):
-                _branch_assignments(command[1:], branches)
+            elif branches is not None:  # sft) M=s3://a;; or sft) on a line of its own,
+                # then M=s3://a on the next: each branch's values, whichever runs
+                _branch_assignments(command[1:] if command[0].endswith(")") else command,
+                                    branches)
             command = _shell_vars(_with_arrays(command, arrays), known)
             if _printf_assignment(command, known) or _read_assignment(command, known, arrays):
                 continue

@@ -144,6 +144,7 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
                 raise WorkloadError(f"{path}: {_registry.describe(d)} is a pipeline; plan "
                                     "pipelines and training jobs in separate calls")
             if is_library_object(d):
+                _check_configmap(d, path)
                 library.add(d)
             elif _registry.lookup(d) is not None:
                 todo.append((path, d))
@@ -162,6 +163,22 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
             raise WorkloadError(f"{path}: {e}") from None
     return sorted(_as_the_agent_sees(works, ignored), key=order_key), ignored, \
         FileClusterView(volumes)
+
+
+def _check_configmap(d: Mapping[str, Any], path: str) -> None:
+    """A ConfigMap whose ``data`` is not text by key (``train.yaml:`` given a mapping, not a
+    string): the API server refuses it, and a config read from it would be a guess."""
+    if d.get("kind") != "ConfigMap":
+        return
+    data = d.get("data")
+    where = f"{path}: ConfigMap {(d.get('metadata') or {}).get('name')}: data"
+    if data is not None and not isinstance(data, Mapping):
+        raise WorkloadError(f"{where}: expected a mapping of strings, got "
+                            f"{type(data).__name__}")
+    for key, value in (data or {}).items():
+        if not isinstance(value, str):
+            raise WorkloadError(f"{where}[{key}]: expected a string, got "
+                                f"{type(value).__name__} (quote it, or use a block scalar)")
 
 
 def _as_the_agent_sees(works: list[UpcomingWork], ignored: list[str]) -> list[UpcomingWork]:

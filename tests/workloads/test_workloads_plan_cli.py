@@ -700,3 +700,66 @@ def test_a_configmap_scripts_use_of_the_env_is_the_containers(tmp_path) -> None:
     assert [t["dataset"] for t in work["warm"]] == ["s3://claims/labels/fnol/w47.parquet"]
     [group] = work["groups"]
     assert group["writes"] == ["s3://runs/crash/w47/"] and not group.get("unknown")
+
+
+def test_job_round_29_case_branches_launchers_and_configmap_data(tmp_path) -> None:
+    """Job round 29: a ``case`` whose branches span lines kept only the last branch's
+    value; an env var a launcher reads into a variable or an argparse default and hands to
+    ``--output-dir`` was read (warmed); an argparse default under a mount handed to a
+    subprocess was lost, and one the command line overrides must not be read; a ConfigMap
+    whose data value is a mapping was taken for the config (exit 0)."""
+    def job(container: dict, *more: dict) -> list[dict]:
+        return [*more, {"apiVersion": "batch/v1", "kind": "Job",
+                        "metadata": {"name": "j", "namespace": "p"},
+                        "spec": {"template": {"spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": "main", "image": "x", **container}],
+                            "volumes": [{"name": "s", "configMap": {"name": "launcher"}}]}}}}]
+
+    def planned(*objs: dict) -> dict:
+        r = plan(write(tmp_path, "job.yaml", *objs), "--json")
+        assert r.returncode == 0, r.stderr
+        [work] = json.loads(r.stdout)["work"]
+        return work
+
+    case = ('case "${STAGE}" in\n  sft)\n    BASE=s3://m/base/\n    ;;\n  dpo)\n'
+            '    BASE=s3://m/sft-r2/\n    ;;\nesac\npython /opt/t.py --model "${BASE}"\n')
+    work = planned(*job({"command": ["bash", "-c", case],
+                         "env": [{"name": "STAGE", "value": "sft"}]}))
+    assert sorted(t["dataset"] for t in work["warm"]) == ["s3://m/base/", "s3://m/sft-r2/"]
+
+    launcher = ('import argparse, os, subprocess\np = argparse.ArgumentParser()\n'
+                'p.add_argument("--output-dir", default=os.environ.get("RUN_URI", "/x"))\n'
+                'p.add_argument("--clean", default="/data/clean/read_speech")\n'
+                'p.add_argument("--noise", default="/data/noise/dns4")\n'
+                'args = p.parse_args()\nlog = os.environ.get("LOG_URI", "/tmp/log")\n'
+                'subprocess.run(["torchrun", "/opt/train.py", "--output-dir", args.output_dir,'
+                ' "--log-dir", log, "--clean-dir", args.clean, "--noise-dir", args.noise])\n')
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "launcher",
+                                                                "namespace": "p"},
+          "data": {"run.py": launcher}}
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-d"},
+          "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"],
+                   "claimRef": {"namespace": "p", "name": "d"},
+                   "csi": {"driver": "csi.fusecache.io", "volumeHandle": "d",
+                           "volumeAttributes": {"bucket": "lake", "prefix": "data"}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "d", "namespace": "p"},
+           "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                    "volumeName": "pv-d", "resources": {"requests": {"storage": "1Ti"}}}}
+    [*cfg, j] = job({"command": ["python3", "/opt/s/run.py", "--noise", "/data/noise/full"],
+                     "env": [{"name": "RUN_URI", "value": "s3://runs/r4/"},
+                             {"name": "LOG_URI", "value": "s3://runs/r4/logs/"}],
+                     "volumeMounts": [{"name": "s", "mountPath": "/opt/s"},
+                                      {"name": "d", "mountPath": "/data"}]}, cm, pv, pvc)
+    j["spec"]["template"]["spec"]["volumes"].append(
+        {"name": "d", "persistentVolumeClaim": {"claimName": "d"}})
+    work = planned(*cfg, j)
+    assert sorted(t["dataset"] for t in work["warm"]) == [
+        "s3://lake/data/clean/read_speech", "s3://lake/data/noise/full"]
+    assert sorted(work["groups"][0]["writes"]) == ["s3://runs/r4/", "s3://runs/r4/logs/"]
+
+    cm["data"] = {"train.yaml": {"data": "s3://lake/x/"}}
+    r = plan(write(tmp_path, "bad.yaml", *job({"command": ["python", "t.py"]}, cm)))
+    assert r.returncode == 2
+    assert "ConfigMap launcher: data[train.yaml]: expected a string, got dict" in r.stderr
