@@ -63,6 +63,9 @@ _READ_FIRST = frozenset(
      "read_feather", "read_orc", "read_pickle", "read_excel", "dataset", "ParquetDataset",
      "load_from_disk", "scan_parquet", "scan_csv", "scan_ndjson", "scan_ipc",
      "TFRecordDataset", "from_prefix", "from_objects", "glob", "iglob",
+     # a model loaded from a location (mlflow.pyfunc.load_model, Lightning's
+     # load_from_checkpoint): read, its result no location
+     "load_model", "load_from_checkpoint",
      "open_dataset", "open_mfdataset", "open_zarr"}  # xarray
 )
 # calls that read no data through a location they are given (path and string helpers,
@@ -93,6 +96,9 @@ _WRITE_FIRST = frozenset(
      "to_zarr", "to_netcdf", "to_feather", "to_hdf", "to_pickle", "open_output_stream",
      "sink_parquet", "sink_csv", "sink_ipc",
      "write_parquet", "write_csv", "write_ndjson", "write_deltalake",
+     # Ray Data's and polars' other writers, tf.io.TFRecordWriter(path)
+     "write_json", "write_numpy", "write_tfrecords", "write_webdataset", "write_images",
+     "write_ipc", "write_avro", "write_delta", "write_lance", "TFRecordWriter",
      "save_to_disk",  # Hugging Face datasets: ds.save_to_disk("s3://...") writes it
      "save"}  # np.save("/data/x.npy", arr), model.save(path); torch.save(obj, path): below
 )
@@ -1060,7 +1066,8 @@ class _Flow(ast.NodeVisitor):
         self.generic_visit(node)
         f = node.func
         name = self.aliases.get(_call_name(node), _call_name(node))
-        args = list(node.args)
+        # spark.read.parquet(*[f"s3a://b/{d}/" for d in DAYS]): the list's items
+        args = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         # fs.open(p) on a file system, or ds.dataset("b/x/", filesystem=fs.S3FileSystem(...))
         self._on_fs = self._filesystem(kw.get("filesystem")) or self._filesystem(
@@ -1206,8 +1213,14 @@ class _Flow(ast.NodeVisitor):
             pass
         elif name not in _NO_READ and not self._packs(f):
             # a location handed to code not followed (ImageFolder(root)): read there, as
-            # rule 7 has it; data read from a location (a DataFrame) is no location
-            for a in [*args, *kw.values()]:
+            # rule 7 has it; data read from a location (a DataFrame) is no location; one in
+            # a literal dict or list handed on (fn_constructor_kwargs={"root": f"s3://..."})
+            handed = [*args, *kw.values()]
+            handed += [v for a in handed if isinstance(a, ast.Dict)
+                       for k, v in zip(a.keys, a.values, strict=True)
+                       if v is not None and isinstance(k, ast.Constant) and isinstance(
+                           k.value, str) and _uri.names_place(k.value)]  # not a message's text
+            for a in handed:
                 if isinstance(a, ast.Name) and self.taint.get(a.id) == {"param:" + a.id}:
                     self.escaped.add(a.id)
                 elif isinstance(a, ast.Name) and a.id in self.tmpl:

@@ -146,8 +146,11 @@ def map_mounts(plan: Plan, locate: Callable[[Step, PvcMount], str | None]) -> No
             if not named:
                 s.add_read(Read(base, True, "pvc", via_pvc=via))
                 continue
+            # a file the step writes there first (aws s3 cp s3://x /work/a.gz; then reads
+            # /work/a.gz) is its own, not the claim's data: no read
+            made = [rel for rel, d in named if d == "write"]
             for rel, d in named:
-                if d == "read":
+                if d == "read" and not any(location_under(rel, w) for w in made):
                     s.add_read(Read(narrow(base, rel), True, "pvc", via_pvc=via))
 
 

@@ -69,6 +69,7 @@ WRITE_WORDS = frozenset(
         "export", "upload", "save", "sink", "publish", "push", "write", "artifacts_out",
         "checkpoint_out", "logdir", "tensorboard", "results", "report", "reports",
         "job", "register", "registry", "predictions", "preds", "metrics",
+        "eventlog",  # Spark's spark.eventLog.dir: where the application writes its log
     }
 )
 WRITE_PREFIXES = ("out", "dst", "dest", "save", "export", "upload")
@@ -543,7 +544,9 @@ def classify_tokens(
         flag, val = _flag_value(tokens, i)
         if val is not None and _is_location(val):
             d = fd.get(flag.replace("-", "_")) if flag else None
-            out[i if "=" in t else i + 1] = d or name_direction(flag)
+            key = override_key(val)  # --conf spark.eventLog.dir=s3a://...: by its key too
+            out[i if "=" in t else i + 1] = d or name_direction(flag) or (
+                key_direction(key) if key else None)
             i += 1 if "=" in t else 2
             continue
         key = override_key(t)

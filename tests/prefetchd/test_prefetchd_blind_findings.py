@@ -1795,3 +1795,62 @@ def test_round_32_team_habits_save_to_disk_argparse_defaults_and_numbers() -> No
     [plan] = pipeline.analyze_documents([doc], pvc_map={"tm-work": "s3://tm-scratch/work"},
                                         source="w")
     assert [r.uri for r in plan.step("s").reads] == ["s3://tm-scratch/work/in/marks.parquet"]
+
+
+def test_round_33_data_engineering_writers_spark_and_handed_dicts() -> None:
+    """Round 33: ``spark-submit --conf spark.eventLog.dir=s3a://...`` warmed the history
+    folder; ``tf.io.TFRecordWriter``, Ray Data's and polars' other writers were reads; a
+    location built in a literal dict handed on (``fn_constructor_kwargs={"model_root":
+    f"s3://..."}``) was dropped; ``output = mlflow.pyfunc.load_model("s3://...")`` was a
+    write by its variable's name; ``spark.read.parquet(*[...])`` read nothing; with ``--pvc``
+    a file the step copies into the claim and then reads was read from the claim."""
+    def flow(code: str) -> _code.Flow:
+        f = _code.analyze(textwrap.dedent(code))
+        assert f is not None
+        return f
+
+    f = flow('''\
+        import mlflow, polars as pl, ray, tensorflow as tf
+        from pyspark.sql import SparkSession
+        DAYS = ["2025-11-30", "2025-12-01"]
+        spark = SparkSession.builder.getOrCreate()
+        df = spark.read.parquet(*[f"s3a://rp-in/dt={d}/" for d in DAYS])
+        with tf.io.TFRecordWriter("s3://rp-tfrec/eval.tfrecord") as w:
+            w.write(b"")
+        ds = ray.data.read_parquet("s3://rp-in/c/")
+        ds.write_json("s3://rp-out/json/")
+        ds.write_webdataset("s3://rp-out/wds/")
+        pl.read_parquet("s3://rp-in/x.parquet").write_delta("s3://rp-out/delta/")
+        output = mlflow.pyfunc.load_model("s3://rp-models/prod/")
+        ''')
+    assert f.lits == {
+        "s3a://rp-in/dt=2025-11-30/": "read", "s3a://rp-in/dt=2025-12-01/": "read",
+        "s3://rp-tfrec/eval.tfrecord": "write", "s3://rp-in/c/": "read",
+        "s3://rp-out/json/": "write", "s3://rp-out/wds/": "write",
+        "s3://rp-in/x.parquet": "read", "s3://rp-out/delta/": "write",
+        "s3://rp-models/prod/": "read"}
+    f = flow('''\
+        import requests
+        def run(day: str):
+            scored = feats.map_batches(P, fn_constructor_kwargs={
+                "model_root": f"s3://rp-models/{day}/"}, batch_size=64)
+            requests.post("https://hooks/x", json={"text": f"done s3://rp-out/{day}/"})
+        ''')
+    assert [p for p, _ in f.built] == [("s3://rp-models/", ("param", "day"), "/")]
+
+    toks = ["spark-submit", "--conf", "spark.eventLog.dir=s3a://rp-history/etl/",
+            "local:///opt/etl.py", "--input", "s3a://rp-lake/raw/", "--output",
+            "s3a://rp-lake/clean/"]
+    assert _uri.classify_tokens(toks) == {2: "write", 5: "read", 7: "write"}
+
+    script = ("set -euo pipefail\naws s3 cp s3://rp-cms/a.jsonl.gz /work/a.jsonl.gz\n"
+              "python -m p --articles /work/a.jsonl.gz --labels /work/labels.csv\n")
+    tmpl = {"name": "s", "container": {
+        "image": "x", "command": ["bash", "-c"], "args": [script],
+        "volumeMounts": [{"name": "w", "mountPath": "/work"}]}}
+    doc = {**_ARGO, "spec": {"entrypoint": "s", "templates": [tmpl], "volumes": [
+        {"name": "w", "persistentVolumeClaim": {"claimName": "work"}}]}}
+    [plan] = pipeline.analyze_documents([doc], pvc_map={"work": "s3://pvc-bkt/work"},
+                                        source="w")
+    assert sorted(r.uri for r in plan.step("s").reads) == [
+        "s3://pvc-bkt/work/labels.csv", "s3://rp-cms/a.jsonl.gz"]
