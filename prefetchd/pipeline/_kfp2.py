@@ -273,11 +273,9 @@ class Kfp2Analyzer:
             if not isinstance(t, dict):
                 raise PipelineError(f"{self.src}: field {tw}: not a mapping")
             deps = set(ctx.deps)
-            for d in self._task_deps(t):
+            for d, named_in in self._task_deps(t):
                 if d not in tasks:
-                    raise PipelineError(
-                        f"{self.src}: field {tw}.dependentTasks: unknown task {d!r}"
-                    )
+                    raise PipelineError(f"{self.src}: field {tw}.{named_in}: unknown task {d!r}")
                 deps |= set(visit(d).leaves)
             node = self.task(key, t, tw, scope, arts, nodes, replace(ctx, deps=frozenset(deps)))
             nodes[key] = node
@@ -289,17 +287,20 @@ class Kfp2Analyzer:
         return nodes
 
     @staticmethod
-    def _task_deps(t: dict[str, Any]) -> list[str]:
-        deps = [d for d in t.get("dependentTasks") or [] if isinstance(d, str)]
+    def _task_deps(t: dict[str, Any]) -> list[tuple[str, str]]:
+        """(task, the field naming it) of every task *t* waits for: its dependentTasks and
+        the producers of its inputs (``inputs.parameters.X.taskOutputParameter...``)."""
+        deps = {d: "dependentTasks" for d in t.get("dependentTasks") or []
+                if isinstance(d, str)}
         inputs = t.get("inputs") or {}
         for group in ("parameters", "artifacts"):
-            for s in (inputs.get(group) or {}).values():
+            for name, s in (inputs.get(group) or {}).items():
                 if isinstance(s, dict):
                     for k in ("taskOutputParameter", "taskOutputArtifact"):
                         p = (s.get(k) or {}).get("producerTask")
                         if p:
-                            deps.append(p)
-        return list(dict.fromkeys(deps))
+                            deps.setdefault(p, f"inputs.{group}.{name}.{k}.producerTask")
+        return list(deps.items())
 
     def task(
         self,

@@ -158,6 +158,24 @@ def test_dependency_cycle(tmp_path, capsys) -> None:
     assert "cycle" in plan_err(capsys, str(f))
 
 
+def test_unknown_producer_task_names_the_input(tmp_path, capsys) -> None:
+    """Round 33: a KFP v2 input whose producerTask names no task was blamed on
+    ``dependentTasks``; the message names the input that holds it."""
+    import json
+    spec = {"pipelineInfo": {"name": "p"}, "schemaVersion": "2.1.0",
+            "root": {"dag": {"tasks": {
+                "a": {"taskInfo": {"name": "a"}, "componentRef": {"name": "comp-a"}},
+                "b": {"taskInfo": {"name": "b"}, "componentRef": {"name": "comp-a"},
+                      "inputs": {"parameters": {"x": {"taskOutputParameter": {
+                          "producerTask": "aa", "outputParameterKey": "Output"}}}}}}}},
+            "components": {"comp-a": {"executorLabel": "exec-a"}},
+            "deploymentSpec": {"executors": {"exec-a": {"container": {"image": "x"}}}}}
+    f = tmp_path / "p.yaml"
+    f.write_text(json.dumps(spec))
+    assert ("field root.dag.tasks.b.inputs.parameters.x.taskOutputParameter.producerTask: "
+            "unknown task 'aa'") in plan_err(capsys, str(f))
+
+
 _scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
 _json = st.recursive(
     _scalar,
