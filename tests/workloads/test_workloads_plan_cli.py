@@ -619,19 +619,25 @@ def test_a_root_before_a_trial_value_is_not_read_whole(tmp_path) -> None:
         "s3://lake/feat/v2/a/", "s3://lake/feat/v2/b/"], r.stdout
 
 
+def _fusecache_claim(ns: str, name: str, bucket: str, prefix: str) -> tuple[dict, dict]:
+    """A PV of the fusecache driver bound to claim *name*, as a pre-bound pair is written."""
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{name}"},
+          "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"],
+                   "claimRef": {"namespace": ns, "name": name},
+                   "csi": {"driver": "csi.fusecache.io", "volumeHandle": name,
+                           "volumeAttributes": {"bucket": bucket, "prefix": prefix}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": name, "namespace": ns},
+           "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                    "volumeName": f"pv-{name}", "resources": {"requests": {"storage": "1Ti"}}}}
+    return pv, pvc
+
+
 def test_a_folder_named_with_and_without_its_slash_is_one_dataset(tmp_path) -> None:
     """A master names ``/ms/obs`` on a claim's mount, the workers mount ``subPath: obs``
     of the same claim (blind job round 22): one folder, warmed once on all three nodes,
     not two targets ``.../obs`` on 1 and ``.../obs/`` on 2."""
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-ms"},
-          "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"],
-                   "claimRef": {"namespace": "ml", "name": "ms"},
-                   "csi": {"driver": "csi.fusecache.io", "volumeHandle": "ms",
-                           "volumeAttributes": {"bucket": "lake", "prefix": "ms/2025b"}}}}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-           "metadata": {"name": "ms", "namespace": "ml"},
-           "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "",
-                    "volumeName": "pv-ms", "resources": {"requests": {"storage": "1Ti"}}}}
+    pv, pvc = _fusecache_claim("ml", "ms", "lake", "ms/2025b")
 
     def replica(n: int, mount: dict) -> dict:
         return {"replicas": n, "template": {"spec": {
@@ -738,15 +744,7 @@ def test_job_round_29_case_branches_launchers_and_configmap_data(tmp_path) -> No
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "launcher",
                                                                 "namespace": "p"},
           "data": {"run.py": launcher}}
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-d"},
-          "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"],
-                   "claimRef": {"namespace": "p", "name": "d"},
-                   "csi": {"driver": "csi.fusecache.io", "volumeHandle": "d",
-                           "volumeAttributes": {"bucket": "lake", "prefix": "data"}}}}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-           "metadata": {"name": "d", "namespace": "p"},
-           "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "",
-                    "volumeName": "pv-d", "resources": {"requests": {"storage": "1Ti"}}}}
+    pv, pvc = _fusecache_claim("p", "d", "lake", "data")
     [*cfg, j] = job({"command": ["python3", "/opt/s/run.py", "--noise", "/data/noise/full"],
                      "env": [{"name": "RUN_URI", "value": "s3://runs/r4/"},
                              {"name": "LOG_URI", "value": "s3://runs/r4/logs/"}],
