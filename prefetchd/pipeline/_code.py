@@ -1090,32 +1090,22 @@ class _Flow(ast.NodeVisitor):
                 self._part_of_one(a)
                 for v in (self._dict_entries(a) or {}).values():
                     self._part_of_one(v)
-        if name == "add_argument" and kw.get("default") is not None and \
-                _env_lookup(kw["default"]) is not None and len(self.arg_defaults) < 256:
-            # add_argument("--output-dir", default=os.environ.get("RUN_URI", "/x")): the
-            # env var's value, as the program runs without the flag
-            flag = next((a.value for a in args if isinstance(a, ast.Constant)
-                         and isinstance(a.value, str) and a.value.startswith("--")), None)
-            dest = kw.get("dest")
-            named = dest.value if isinstance(dest, ast.Constant) else flag
-            if isinstance(named, str):
-                self.arg_defaults[named.lstrip("-").replace("-", "_")] = (
-                    ("param", ENV + str(_env_lookup(kw["default"]))),)
-        if name == "add_argument" and isinstance(kw.get("default"), ast.Constant) and \
-                isinstance(kw["default"].value, str):
+        dest = _option_dest(args, kw) if name == "add_argument" else None
+        default = kw.get("default")
+        if dest is not None and default is not None and len(self.arg_defaults) < 256:
+            if (env_var := _env_lookup(default)) is not None:
+                # add_argument("--output-dir", default=os.environ.get("RUN_URI", "/x")): the
+                # env var's value, as the program runs without the flag
+                self.arg_defaults[dest] = (("param", ENV + env_var),)
+            elif isinstance(default, ast.Constant) and isinstance(default.value, str):
+                self.arg_defaults[dest] = (default.value,)
+        if dest is not None and isinstance(default, ast.Constant) and \
+                isinstance(default.value, str):
             # ap.add_argument("--out", default="s3://b/x/"): the default is named by its
             # option, as a value assigned to a variable is (a command line that passes
             # --out names its own value)
-            flag = next((a.value for a in args if isinstance(a, ast.Constant)
-                         and isinstance(a.value, str) and a.value.startswith("--")), None)
-            dest = kw.get("dest")
-            named = dest.value if isinstance(dest, ast.Constant) else flag
-            if isinstance(named, str):
-                for u in _uri.find_uris(kw["default"].value):
-                    self.names.setdefault(u, []).append(named.lstrip("-").replace("-", "_"))
-                if len(self.arg_defaults) < 256:
-                    self.arg_defaults[named.lstrip("-").replace("-", "_")] = (
-                        kw["default"].value,)
+            for u in _uri.find_uris(default.value):
+                self.names.setdefault(u, []).append(dest)
         if name == "join" and isinstance(f, ast.Attribute) and isinstance(
                 f.value, ast.Constant) and isinstance(f.value.value, str) and len(args) == 1 \
                 and isinstance(args[0], (ast.List, ast.Tuple)) and len(args[0].elts) > 1:
@@ -1674,6 +1664,16 @@ def _constant(node: ast.AST) -> Any:
 
 
 ENV = "env:"  # a piece ("param", "env:NAME"): the value of the step's env var NAME
+
+
+def _option_dest(args: list[ast.AST], kw: dict[str, ast.AST]) -> str | None:
+    """The attribute an argparse option lands in: ``dest=``, else its ``--long-name`` as
+    ``long_name``; None for a positional one."""
+    dest = kw.get("dest")
+    named = dest.value if isinstance(dest, ast.Constant) else next(
+        (a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+         and a.value.startswith("--")), None)
+    return named.lstrip("-").replace("-", "_") if isinstance(named, str) else None
 
 
 def _env_lookup(node: ast.AST) -> str | None:
