@@ -239,6 +239,16 @@ def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
             mapping(res.get("limits"), f"{at}.resources.limits")
             for key in ("command", "args", "env", "volumeMounts"):
                 sequence(c.get(key), f"{at}.{key}")
+            for key in ("command", "args"):  # - --out: s3://x (a YAML slip: a mapping)
+                for i, word in enumerate(c.get(key) or []):
+                    if not isinstance(word, str):
+                        raise WorkloadError(f"{at}.{key}[{i}]: expected a string, got "
+                                            f"{type(word).__name__} {word!r:.60}")
+            for e in c.get("env") or []:
+                e = mapping(e, f"{at}.env[]")
+                if e.get("value") is not None and not isinstance(e.get("value"), str):
+                    raise WorkloadError(f"{at}.env[{e.get('name')}].value: expected a "
+                                        f"string, got {type(e['value']).__name__}")
             for m in c.get("volumeMounts") or []:
                 mapping(m, f"{at}.volumeMounts[]")
 

@@ -101,6 +101,17 @@ def test_templated_constraint_is_left_out_with_a_note() -> None:
       "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}],
                                      "volumes": [{"name": "d", "persistentVolumeClaim": "d"}]}}}},
      "Job j: spec.template.spec.volumes[d].persistentVolumeClaim: expected a mapping, got str"),
+    # an args item or env value that is no string (blind job round 30): the API server
+    # refuses it; `- --out: s3://...` (a YAML slip) would otherwise be read and warmed
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+      "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x", "args": [
+          "--data", "s3://b/x/", {"--out": "s3://b/out/"}]}]}}}},
+     "Job j: spec.template.spec.containers[c].args[2]: expected a string, got dict "
+     "{'--out': 's3://b/out/'}"),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+      "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x", "env": [
+          {"name": "EPOCHS", "value": 90}]}]}}}},
+     "Job j: spec.template.spec.containers[c].env[EPOCHS].value: expected a string, got int"),
     ({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"},
       "spec": {"queueName": "q"}}, "Workload w: spec.podSets: none"),
     ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
