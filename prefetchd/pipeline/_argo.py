@@ -66,6 +66,7 @@ class Scope:
     templates: dict[str, dict[str, Any]] | None = None
 
 
+_TASK_REF = re.compile(r"\{\{\s*tasks\.([\w-]+)\.")  # a task an expression names
 _INPUT_ARTIFACT = re.compile(r"\{\{\s*inputs\.artifacts\.([\w-]+)\s*\}\}")
 _EXPRESSION_TAG = re.compile(r"\{\{=(.*?)\}\}", re.S)
 _PLAIN_REFERENCE = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\s*(['\"])[^'\"]+\1\s*\])*")
@@ -562,6 +563,10 @@ class ArgoAnalyzer:
                         f"{self.src}: {where}[{name}]: depends on unknown task {d!r}"
                     )
                 deps |= set(visit(d))
+            for d in _TASK_REF.findall(str(t.get("withParam") or "")):
+                if d not in tasks:  # withParam: "{{tasks.list-partz.outputs.result}}"
+                    raise PipelineError(
+                        f"{self.src}: {where}[{name}].withParam: unknown task {d!r}")
             child = replace(scope, deps=frozenset(deps), siblings=siblings)
             ids = self.call(t, child, f"{where}[{name}]", depth)
             # a task that runs no pod (a suspend gate): what follows it waits for what it

@@ -767,6 +767,20 @@ class _Flow(ast.NodeVisitor):
             else:
                 return
 
+    def visit_Try(self, node: ast.Try) -> None:
+        """``try: xs = json.loads(r'''[...]''') except: xs = r'''[...]'''`` (how Hera
+        passes a list input to a script): the list the body makes is what the loop after
+        it takes; the handler only runs when the text is no JSON."""
+        for st in node.body:
+            self.visit(st)
+        kept = {k: self.lists[k] for k in self.lists}
+        for h in node.handlers:
+            self.visit(h)
+        for k, v in kept.items():
+            self.lists.setdefault(k, v)
+        for st in [*node.orelse, *node.finalbody]:
+            self.visit(st)
+
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         self._assign(node.targets, node.value)
@@ -918,6 +932,15 @@ class _Flow(ast.NodeVisitor):
     def _literal_items(self, it: ast.AST) -> list[Any] | None:
         if isinstance(it, ast.Name) and it.id in self.lists:
             return self.lists[it.id]
+        if isinstance(it, ast.Call) and _call_name(it) == "loads" and len(it.args) == 1 and \
+                isinstance(it.args[0], ast.Constant) and isinstance(it.args[0].value, str):
+            # json.loads('["north", "south"]'): a script's list parameter, its value in place
+            try:
+                items = json.loads(it.args[0].value)
+            except ValueError:
+                return None
+            return items if isinstance(items, list) and 0 < len(items) <= _pieces.MAX_TEXTS \
+                and all(isinstance(x, (str, int)) for x in items) else None
         if isinstance(it, ast.Call) and _call_name(it) in ("items", "keys") and isinstance(
                 it.func, ast.Attribute) and (entries := self._dict_entries(it.func.value)) \
                 is not None and not it.args:

@@ -1854,3 +1854,30 @@ def test_round_33_data_engineering_writers_spark_and_handed_dicts() -> None:
                                         source="w")
     assert sorted(r.uri for r in plan.step("s").reads) == [
         "s3://pvc-bkt/work/labels.csv", "s3://rp-cms/a.jsonl.gz"]
+
+
+def test_round_34_a_scripts_json_list_parameter_and_a_withparam_typo() -> None:
+    """Round 34: a loop over ``json.loads('{{workflow.parameters.lanes}}')`` in a script, and
+    Hera's ``try: lanes = json.loads(r'''...''') except: lanes = r'''...'''`` for a list
+    input, read nothing; a ``withParam`` naming no task was planned (exit 0) where the same
+    typo in ``depends`` is refused."""
+    for source in (
+            "import json\nimport pandas as pd\n"
+            "lanes = json.loads('{{workflow.parameters.lanes}}')\nfor lane in lanes:\n    pd.read_parquet(f's3://rp-lanes/{lane}/d.parquet')\n",
+            "import json\ntry: lanes = json.loads(r'''{{workflow.parameters.lanes}}''')\n"
+            "except: lanes = r'''{{workflow.parameters.lanes}}'''\nimport pandas as pd\n"
+            "for lane in lanes:\n    pd.read_parquet(f's3://rp-lanes/{lane}/d.parquet')\n"):
+        main = {"name": "main", "script": {"image": "x", "command": ["python"],
+                                           "source": source}}
+        plan = _plan([main], arguments={"parameters": [{"name": "lanes",
+                                                         "value": '["a", "b"]'}]})
+        assert sorted(r.uri for r in plan.step("main").reads) == [
+            "s3://rp-lanes/a/d.parquet", "s3://rp-lanes/b/d.parquet"], source
+    dag = {"name": "main", "dag": {"tasks": [
+        {"name": "list-parts", "template": "c"},
+        {"name": "sync", "template": "c", "depends": "list-parts",
+         "withParam": "{{tasks.list-partz.outputs.result}}"}]}}
+    c = {"name": "c", "container": {"image": "x", "command": ["true"]}}
+    with pytest.raises(pipeline.PipelineError, match=r"dag.tasks\[sync\].withParam: unknown "
+                                                     r"task 'list-partz'"):
+        _plan([dag, c])
