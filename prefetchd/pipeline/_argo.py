@@ -775,6 +775,18 @@ class ArgoAnalyzer:
                     step.add_read(replace(r, uri=u))
             elif r is not None:
                 step.add_read(r)
+        for a in (tmpl.get("outputs") or {}).get("artifacts") or []:
+            # an output artifact the template names its own S3 place for (``s3: {bucket,
+            # key}``, ``archive: none``): written there (a state file read and written back
+            # at one key is then unknown, not warmed)
+            s3 = a.get("s3") if isinstance(a, dict) else None
+            if not isinstance(s3, dict) or not s3.get("bucket") or not s3.get("key"):
+                continue
+            uri = f"s3://{s3['bucket']}/{str(s3['key']).lstrip('/')}"
+            v = self.resolve(uri, scope)
+            for u in (v.values if v is not None and v.values else
+                      () if v is not None else (uri,)):
+                step.add_write(Read(u, True, "argo-output-artifact", artifact=a.get("name")))
 
     def _artifact_read(
         self, a: dict[str, Any], scope: Scope, origin: str, name: str

@@ -1881,3 +1881,21 @@ def test_round_34_a_scripts_json_list_parameter_and_a_withparam_typo() -> None:
     with pytest.raises(pipeline.PipelineError, match=r"dag.tasks\[sync\].withParam: unknown "
                                                      r"task 'list-partz'"):
         _plan([dag, c])
+
+
+def test_an_output_artifact_with_its_own_s3_place_is_a_write() -> None:
+    """Round 34: ``outputs.artifacts`` with ``s3: {bucket, key}`` (``archive: none``) were not
+    listed as writes, so a state file a step reads and writes back at one key was warmed
+    as a read; it is unknown now, and a plain output artifact a write."""
+    state = {"name": "s3", "s3": {"bucket": "rp-state", "key": "watermarks/latest.json"}}
+    main = {"name": "main", "inputs": {"artifacts": [{**state, "path": "/in/state.json"}]},
+            "outputs": {"artifacts": [
+                {**state, "path": "/out/state.json", "archive": {"none": {}}},
+                {"name": "report", "path": "/out/r.html", "archive": {"none": {}},
+                 "s3": {"bucket": "rp-reports", "key": "daily/{{workflow.parameters.day}}.html"}}]},
+            "container": {"image": "x", "command": ["python", "-m", "update"]}}
+    step = _plan([main], arguments={"parameters": [{"name": "day", "value": "2025-12-03"}]}
+                 ).step("main")
+    assert step.reads == []
+    assert [w.uri for w in step.writes] == ["s3://rp-reports/daily/2025-12-03.html"]
+    assert [u.uri for u in step.unknown] == ["s3://rp-state/watermarks/latest.json"]
