@@ -175,7 +175,7 @@ class Kfp2Analyzer:
                         return self.task_param(
                             others[m.group(1)], scope, siblings, {}, where + "/" + m.group(1)
                         )
-                    return None
+                    return _run_value(expr)
 
                 v = substitute(c, look, KFP_PH_RE)
                 if v is not None:
@@ -539,7 +539,7 @@ class Kfp2Analyzer:
                 if a is not None and a.importer is not None and a.uri is not None:
                     return replace(a.uri, origin="importer").with_meta(importer=a.importer)
                 return runtime("task-output")
-            return None
+            return _run_value(expr)
 
         def res(text: str) -> Val | None:
             return substitute(text, look, KFP_PH_RE)
@@ -633,6 +633,19 @@ class Kfp2Analyzer:
                     claim_pattern=pattern,
                 )
         return PvcMount(None, False, "task-output", mp, sub, ro, created_by=prod)
+
+
+# what the run alone knows (dsl.PIPELINE_JOB_NAME_PLACEHOLDER and its kin), as Argo's
+# {{workflow.name}}: a location holding one is the run's, read or written as it runs
+_RUN_VARIABLES = frozenset({
+    "$.pipeline_job_name", "$.pipeline_job_resource_name", "$.pipeline_job_uuid",
+    "$.pipeline_task_name", "$.pipeline_task_uuid", "$.pipeline_job_create_time_utc",
+    "$.pipeline_job_schedule_time_utc"})
+
+
+def _run_value(expr: str) -> Val | None:
+    return runtime("workflow-runtime", variable=expr) if expr.strip() in _RUN_VARIABLES \
+        else None
 
 
 def _placeholder_args(arg: str, params: dict[str, Val]) -> list[str]:

@@ -1899,3 +1899,22 @@ def test_an_output_artifact_with_its_own_s3_place_is_a_write() -> None:
     assert step.reads == []
     assert [w.uri for w in step.writes] == ["s3://rp-reports/daily/2025-12-03.html"]
     assert [u.uri for u in step.unknown] == ["s3://rp-state/watermarks/latest.json"]
+
+
+def test_kfp_run_placeholders_are_the_runs_not_unresolved() -> None:
+    """Round 34: a location holding ``dsl.PIPELINE_JOB_NAME_PLACEHOLDER``
+    (``{{$.pipeline_job_name}}``) was ``unresolved``; it is known when the run starts, as
+    Argo's ``{{workflow.name}}`` is, and a parameter's expression with it keeps that label."""
+    spec = {"pipelineInfo": {"name": "p"}, "schemaVersion": "2.1.0",
+            "root": {"dag": {"tasks": {"reg": {
+                "taskInfo": {"name": "reg"}, "componentRef": {"name": "comp-reg"},
+                "inputs": {"parameters": {
+                    "run": {"runtimeValue": {"constant": "{{$.pipeline_job_name}}"}}}}}}}},
+            "components": {"comp-reg": {"executorLabel": "exec-reg", "inputDefinitions": {
+                "parameters": {"run": {"parameterType": "STRING"}}}}},
+            "deploymentSpec": {"executors": {"exec-reg": {"container": {
+                "image": "x", "command": ["aws", "s3", "cp"],
+                "args": ["s3://models/{{$.inputs.parameters['run']}}/m.onnx", "/m/"]}}}}}
+    [plan] = pipeline.analyze_documents([spec], source="p.yaml")
+    [r] = plan.step("reg").reads
+    assert r.uri is None and r.origin == "workflow-runtime", r
