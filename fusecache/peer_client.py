@@ -465,11 +465,12 @@ class PeerClient:
         a group without tls, with --peer-insecure)."""
         if group.tls is None:
             return None
-        tls = resolve_tls(group.tls, self.watcher.path)
-        key = (tls, _stamp(tls))
+        _, key = self._credentials(group)  # the files' stamps, looked at once a second
+        assert key is not None
         with self._lock:
             if self._lane_ctx is not None and self._lane_ctx[0] == key:
                 return self._lane_ctx[1]
+        tls = key[0]
         ca, _, _ = read_tls(tls)
         try:
             ctx = client_context(ca, tls.cert, tls.key)

@@ -482,8 +482,14 @@ class PeerServer:
 
     def _serve(self, method: str, context: grpc.ServicerContext,
                answer: Callable[[], tuple[_Reply, int, int, str]]) -> _Reply:
-        """Run one call's *answer* (its reply, bytes and blocks served, who asked),
-        counting it and turning refusals into gRPC status codes."""
+        """Run one gRPC call's *answer* (``_counted``), refusals as gRPC status codes."""
+        return self._counted(method, answer, context.abort)
+
+    def _counted(self, method: str, answer: Callable[[], tuple[_Reply, int, int, str]],
+                 refuse: Callable[[grpc.StatusCode, str], object]) -> _Reply:
+        """Run one request's *answer* (its reply, bytes and blocks served, who asked),
+        counting it; a refusal goes to *refuse* (which raises: gRPC's abort, the lane's
+        HTTP status)."""
         result = "error"
         try:
             reply, served, blocks, caller = answer()
@@ -495,10 +501,10 @@ class PeerServer:
             result = e.code.name.lower()
             if e.code is grpc.StatusCode.PERMISSION_DENIED:
                 log.warning("refused a peer: %s", e.message)
-            context.abort(e.code, e.message)
-            raise AssertionError("unreachable") from None  # abort raises
+            refuse(e.code, e.message)
+            raise AssertionError("unreachable") from None  # refuse raises
         except PeerConfigError as e:
-            context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
+            refuse(grpc.StatusCode.UNAVAILABLE, str(e))
             raise AssertionError("unreachable") from None
         finally:
             self.metrics.peer_requests_served.labels(result).inc()
@@ -523,10 +529,9 @@ class PeerServer:
 
     def _answer_lane(self, names: set[str], fields: dict[str, str], budget: float | None
                      ) -> tuple[bytes, int, bytes]:
-        """One block asked over the lane (peer_lane.Answer): the same rules as GetBlock,
-        its refusals as HTTP statuses."""
-        result = "error"
-        try:
+        """One block asked over the lane (peer_lane.Answer): the same rules and counts as
+        GetBlock, its refusals as HTTP statuses."""
+        def answer() -> tuple[tuple[bytes, int, bytes], int, int, str]:
             try:
                 req = peer_pb2.GetBlockRequest(
                     bucket=fields["bucket"], key=fields["key"], etag=fields["etag"],
@@ -537,20 +542,13 @@ class PeerServer:
                                "size, block_size and index must be integers") from None
             data, crc, key, caller = self._block_for(
                 self._member_asking(names, req.bucket), req, budget)
-            result = "ok"
-            self.metrics.observe_served(len(data), 1)
-            log.debug("served a block over the lane (%d bytes) to %s", len(data), caller)
-            return data, crc, key
-        except _Refused as e:
-            result = e.code.name.lower()
-            if e.code is grpc.StatusCode.PERMISSION_DENIED:
-                log.warning("refused a peer: %s", e.message)
-            raise Refusal(_HTTP_STATUS.get(e.code, 500), e.message) from None
-        except PeerConfigError as e:
-            raise Refusal(503, str(e)) from None
-        finally:
-            self.metrics.peer_requests_served.labels(result).inc()
-            self.metrics.peer_lane_served.inc()
+            return (data, crc, key), len(data), 1, caller
+
+        def refuse(code: grpc.StatusCode, message: str) -> None:
+            raise Refusal(_HTTP_STATUS.get(code, 500), message)
+
+        self.metrics.peer_lane_served.inc()
+        return self._counted("a block over the lane", answer, refuse)
 
     def get_block(self, req: peer_pb2.GetBlockRequest, context: grpc.ServicerContext) -> bytes:
         """One GetBlock call: the encoded ``GetBlockResponse``, or an abort."""
