@@ -417,8 +417,14 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     return out
 
 
-
 _SCRIPT_SUFFIXES = {".sh": ["bash", "-c"], ".bash": ["bash", "-c"], ".py": ["python", "-c"]}
+
+
+def _runner(path: str, text: str) -> list[str] | None:
+    """How a file from a ConfigMap runs (``bash -c``, ``python -c``) by its suffix or its
+    ``#!`` line; None for a file that is no script (a config)."""
+    return _SCRIPT_SUFFIXES.get(posixpath.splitext(path)[1]) or (
+        ["bash", "-c"] if text.startswith("#!") and "sh" in text.split("\n", 1)[0] else None)
 
 
 def _script_args(argv: list[str], path: str) -> list[str]:
@@ -433,12 +439,13 @@ def _script_args(argv: list[str], path: str) -> list[str]:
 def _as_script(path: str, text: str, container: Mapping[str, Any]) -> dict[str, Any] | None:
     """The container as it runs a shell script it names from a ConfigMap (``bash -c TEXT``
     with its env), None for a file that is no shell script."""
-    runner = _SCRIPT_SUFFIXES.get(posixpath.splitext(path)[1]) or (
-        ["bash", "-c"] if text.startswith("#!") and "sh" in text.split("\n", 1)[0] else None)
+    runner = _runner(path, text)
     if runner is None or runner[0] != "bash" or len(text) > _uri.MAX_DOCUMENT_CHARS:
         return None
     return {**{k: v for k, v in container.items() if k != CONFIG_FILES},
             "command": runner, "args": [text]}
+
+
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z_][\w.]*)\}")  # OmegaConf's ${data.root}
 
 
@@ -454,9 +461,7 @@ def config_file_words(path: str, text: str,
     origin = f"config {path}"
     if len(text) > _uri.MAX_DOCUMENT_CHARS:  # a ConfigMap holds 1 MiB; a config far less
         return []
-    suffix = posixpath.splitext(path)[1]
-    runner = _SCRIPT_SUFFIXES.get(suffix) or (
-        ["bash", "-c"] if text.startswith("#!") and "sh" in text.split("\n", 1)[0] else None)
+    runner = _runner(path, text)
     if runner is not None:
         as_run = {k: v for k, v in container.items() if k != CONFIG_FILES}
         if runner[0] == "python":  # its argparse defaults as the command line sets them

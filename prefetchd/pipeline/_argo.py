@@ -783,9 +783,9 @@ class ArgoAnalyzer:
             if not isinstance(s3, dict) or not s3.get("bucket") or not s3.get("key"):
                 continue
             uri = f"s3://{s3['bucket']}/{str(s3['key']).lstrip('/')}"
-            v = self.resolve(uri, scope)
-            for u in (v.values if v is not None and v.values else
-                      () if v is not None else (uri,)):
+            v = self.resolve(uri, scope)  # None: no placeholder in it
+            # (a key only the run knows, v.values None: no write named ahead)
+            for u in (uri,) if v is None else v.values or ():
                 step.add_write(Read(u, True, "argo-output-artifact", artifact=a.get("name")))
 
     def _artifact_read(

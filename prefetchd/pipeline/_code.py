@@ -125,9 +125,8 @@ class _Flow(ast.NodeVisitor):
         self.found: dict[str, set[str]] = {}
         self.params: set[str] = set()
         self.names: dict[str, list[str]] = {}  # literal location -> names assigned from it
-        self.ints: dict[str, int] = {}  # n = 4: a range(n) loop takes 0..3
-        # variable -> the number constant it holds (YEAR = 2025, THRESHOLD = 0.83): its text
-        # in an f-string, formatted by the field's spec ({THRESHOLD:.2f})
+        # variable -> the number constant it holds: n = 4, a range(n) loop takes 0..3;
+        # YEAR = 2025, THRESHOLD = 0.83: its text in an f-string, by the field's spec
         self.numbers: dict[str, int | float] = {}
         self.rebound: set[str] = set()  # names assigned more than once: no constant's text
         # argparse: an option's default text by its dest (p.add_argument("--week",
@@ -373,13 +372,13 @@ class _Flow(ast.NodeVisitor):
                         return None  # {x!r}: not the text of x
                     number = self._number(v.value)
                     if number is not None:  # f"s3://b/{YEAR}/x", {THRESHOLD:.2f}
-                        spec = _literal(self.pieces(v.format_spec, depth + 1)) \
-                            if v.format_spec is not None else ""
-                        try:
-                            out.append(format(number, spec) if spec is not None else "")
-                        except (ValueError, TypeError):
-                            return None
+                        spec = "" if v.format_spec is None else _literal(
+                            self.pieces(v.format_spec, depth + 1))
                         if spec is None:
+                            return None
+                        try:
+                            out.append(format(number, spec))
+                        except (ValueError, TypeError):
                             return None
                         continue
                     part = self.pieces(v.value, depth + 1)
@@ -703,8 +702,6 @@ class _Flow(ast.NodeVisitor):
                     if isinstance(k, ast.Constant) and isinstance(k.value, str)}
                     if isinstance(value, ast.Dict) else None)
                 _keep(self.consts, t.id, text)
-                _keep(self.ints, t.id, value.value if isinstance(value, ast.Constant)
-                      and type(value.value) is int else None)
                 _keep(self.numbers, t.id, value.value if isinstance(value, ast.Constant)
                       and type(value.value) in (int, float) else None)
                 built = self.pieces(value) if text is None else None
@@ -773,7 +770,7 @@ class _Flow(ast.NodeVisitor):
         it takes; the handler only runs when the text is no JSON."""
         for st in node.body:
             self.visit(st)
-        kept = {k: self.lists[k] for k in self.lists}
+        kept = dict(self.lists)
         for h in node.handlers:
             self.visit(h)
         for k, v in kept.items():
@@ -811,7 +808,7 @@ class _Flow(ast.NodeVisitor):
         self.generic_visit(node)
         self._assign([node.target], node.value)
         if isinstance(node.target, ast.Name):
-            self.ints.pop(node.target.id, None)  # n += 1: not the constant on the right
+            self.numbers.pop(node.target.id, None)  # n += 1: not the constant on the right
 
     def visit_withitem(self, node: ast.withitem) -> None:
         self.generic_visit(node)
@@ -954,7 +951,7 @@ class _Flow(ast.NodeVisitor):
         if isinstance(it, ast.Call) and _call_name(it) == "range" and isinstance(
                 it.func, ast.Name) and 1 <= len(it.args) <= 3 and not it.keywords:
             bounds = [a.value if isinstance(a, ast.Constant) and type(a.value) is int
-                      else self.ints.get(a.id) if isinstance(a, ast.Name) else None
+                      else _int(self.numbers.get(a.id)) if isinstance(a, ast.Name) else None
                       for a in it.args]
             if None in bounds:
                 return None
@@ -1548,10 +1545,9 @@ def with_options(code: str, args: list[str]) -> str:
     given, where the option has none), so what the program builds from it is what it uses."""
     passed: dict[str, str] = {}
     for i, a in enumerate(args):
-        if a.startswith("--") and "=" in a:
-            passed[a.split("=", 1)[0]] = a.split("=", 1)[1]
-        elif a.startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("-"):
-            passed[a] = args[i + 1]
+        flag, value = _uri.flag_value(args, i)
+        if flag is not None and value is not None and a.startswith("--"):
+            passed["--" + flag] = value
     if not passed or "add_argument" not in code or len(code) > MAX_CODE_CHARS:
         return code
     try:
@@ -1687,6 +1683,10 @@ def _constant(node: ast.AST) -> Any:
 
 
 ENV = "env:"  # a piece ("param", "env:NAME"): the value of the step's env var NAME
+
+
+def _int(value: object) -> int | None:
+    return value if type(value) is int else None
 
 
 def _option_dest(args: list[ast.AST], kw: dict[str, ast.AST]) -> str | None:

@@ -541,7 +541,7 @@ def classify_tokens(
             i = j
             continue
         t = tokens[i]
-        flag, val = _flag_value(tokens, i)
+        flag, val = flag_value(tokens, i)
         if val is not None and _is_location(val):
             d = fd.get(flag.replace("-", "_")) if flag else None
             key = override_key(val)  # --conf spark.eventLog.dir=s3a://...: by its key too
@@ -613,7 +613,9 @@ def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
             seg.append(i)
 
 
-def _flag_value(tokens: list[str], i: int) -> tuple[str | None, str | None]:
+def flag_value(tokens: list[str], i: int) -> tuple[str | None, str | None]:
+    """(flag without its dashes, value) of ``--flag=VALUE`` or ``--flag VALUE`` at *i*;
+    (None, None) when tokens[i] is no flag with a value."""
     t = tokens[i]
     if not t.startswith("-") or t == "-" or t.startswith("---"):
         return None, None
