@@ -153,6 +153,10 @@ def classify(d: dict[str, Any], source: str, index: int) -> str:
     if api == "v1" and kind in VOLUME_KINDS:
         return "volume"  # a claim (and its PV) the pipeline mounts: resolves --pvc for it
     where = f"document {index + 1}" if index else "file"
+    if kind == "Pod":  # a Kueue pod group's pods, a pod written by hand
+        raise PipelineError(f"{source}: {where} is a 'Pod' ({api}), not a pipeline nor a kind "
+                            "of work prefetchd reads (plan its Job, or a pod group's Kueue "
+                            "Workload)")
     if kind:
         raise PipelineError(f"{source}: {where} is a {kind!r} ({api}), not a pipeline")
     raise PipelineError(

@@ -419,6 +419,34 @@ def _array_assignment(command: list[str], arrays: dict[str, list[str]]) -> bool:
     return True
 
 
+def _open_array(command: list[str]) -> bool:
+    """Whether *command* starts an array assignment whose ``)`` is on a later line."""
+    words = command
+    if command and command[0] in _DECLARE:
+        words = [w for w in command[1:] if not w.startswith("-")]
+    return bool(words) and _ARRAY_START.fullmatch(words[0]) is not None and \
+        not any(w.endswith(")") for w in words)
+
+
+# ${XS[$JOB_COMPLETION_INDEX]}, ${XS[$i]}, ${XS[i]}: an item the run picks
+_ARRAY_PICK = re.compile(r"\$\{([A-Za-z_]\w*)\[([^\]@*]*[^\]@*\d][^\]@*]*)\]\}")
+
+
+def _any_item(command: list[str], arrays: dict[str, list[str]],
+              alternatives: dict[str, list[str]]) -> list[str]:
+    """*command* with an item of a known array the run picks by a variable index (an
+    Indexed Job's ``${SHARDS[$JOB_COMPLETION_INDEX]}``) as an alternative of each item:
+    every item is read, as every branch of a ``case`` is (at most MAX_SHELL_LOOP_ITEMS)."""
+    def pick(m: re.Match[str]) -> str:
+        items = arrays.get(m.group(1))
+        if not items or len(items) > MAX_SHELL_LOOP_ITEMS:
+            return m.group(0)
+        name = f"_item_of_{m.group(1)}"
+        alternatives[name] = items
+        return "${" + name + "}"
+    return [_ARRAY_PICK.sub(pick, w) if "[" in w else w for w in command]
+
+
 def _with_arrays(command: list[str], arrays: dict[str, list[str]]) -> list[str]:
     """*command* with ``"${XS[@]}"`` as the array's words and ``${XS[0]}`` as one of them."""
     if not arrays:
@@ -452,6 +480,20 @@ def _branch_assignments(words: list[str], branches: dict[str, list[str]]) -> Non
         values = branches.setdefault(m.group(1), [])
         if m.group(2) not in values and len(values) < MAX_ALTERNATIVES:
             values.append(m.group(2))
+
+
+def _alternative_assignment(command: list[str], alternatives: dict[str, list[str]]) -> bool:
+    """``SHARD="${SHARDS[$JOB_COMPLETION_INDEX]}"`` (a value built from a ``case``'s or an
+    array's alternatives): the name is one of the values it may take, each used where the
+    script uses it; True if *command* is such an assignment."""
+    m = _ASSIGN.fullmatch(command[0]) if len(command) == 1 else None
+    if m is None or not any(_var_ref(n).search(m.group(2)) for n in alternatives):
+        return False
+    values = [w for w in _each_alternative([m.group(2)], alternatives) if w != ";"]
+    if "$" in "".join(values) or len(values) > MAX_SHELL_LOOP_ITEMS:
+        return False
+    alternatives[m.group(1)] = list(dict.fromkeys(values))
+    return True
 
 
 def _each_alternative(command: list[str], alternatives: dict[str, list[str]]) -> list[str]:
@@ -560,9 +602,13 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
                 _BRACED.sub(lambda m: m.group(0).replace("#", "\x01"), buf), comments=True)]
         except ValueError:
             continue  # an open quote: the command goes on
-        for command in _commands(_substitutions(words)):  # a=1; b=2 on one line: two
+        commands = _commands(_substitutions(words))  # a=1; b=2 on one line: two
+        if commands and _open_array(commands[-1]):
+            continue  # XS=( on a line, its items on the next ones, up to the `)`
+        for command in commands:
             if _array_assignment(command, arrays):
                 continue
+            command = _any_item(command, arrays, alternatives)
             if command[0] == "case":
                 branches = {}
             elif command[0] == "esac" and branches is not None:
@@ -575,7 +621,8 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
                 _branch_assignments(command[1:] if command[0].endswith(")") else command,
                                     branches)
             command = _shell_vars(_with_arrays(command, arrays), known)
-            if _printf_assignment(command, known) or _read_assignment(command, known, arrays):
+            if _printf_assignment(command, known) or _read_assignment(command, known, arrays) \
+                    or _alternative_assignment(command, alternatives):
                 continue
             for name in [n for n in alternatives if n in known]:
                 del alternatives[name]  # set again after the case

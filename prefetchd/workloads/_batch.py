@@ -3,7 +3,8 @@
 Who calls this: :mod:`prefetchd.workloads._registry`. Pods: ``parallelism`` (default 1), or
 ``completions`` when that is smaller. State: ``Complete`` / ``SuccessCriteriaMet`` -> succeeded,
 ``Failed`` -> failed, ``spec.suspend`` -> queued (Kueue holds it), active or ready pods ->
-running, else admitted.
+running, else admitted. An Indexed Job's locations built from its completion index are read
+at each index (``_podspec.job_group``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ def job_state(obj: Mapping[str, Any], suspended: bool) -> State:
 def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
     spec = mapping(obj.get("spec"), "spec")
-    work.groups.append(_podspec.group("main", job_pods(spec, "spec"), spec.get("template"),
-                                      "spec.template"))
+    work.groups.append(_podspec.job_group("main", job_pods(spec, "spec"), spec, "spec"))
     work.state = job_state(obj, bool(spec.get("suspend")))
     return work

@@ -35,9 +35,8 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     _common.kueue_labels(work, mapping(mapping(template.get("metadata"),
                                                "spec.jobTemplate.metadata").get("labels"),
                                        "spec.jobTemplate.metadata.labels"), library)
-    work.groups.append(_podspec.group(
-        "main", job_pods(job_spec, "spec.jobTemplate.spec"), job_spec.get("template"),
-        "spec.jobTemplate.spec.template"))
+    work.groups.append(_podspec.job_group(
+        "main", job_pods(job_spec, "spec.jobTemplate.spec"), job_spec, "spec.jobTemplate.spec"))
     status = mapping(obj.get("status"), "status")
     if status.get("active"):  # a run goes on (suspend stops only the next ones)
         work.state = State.RUNNING

@@ -72,8 +72,8 @@ def replicated_job_groups(
                                                                 f"{at}.dependsOn")]
         after = [str(dep.get("name")) for dep in deps if dep.get("status") != "Ready"]
         beside[name] = [str(dep.get("name")) for dep in deps if dep.get("status") == "Ready"]
-        groups.append(_podspec.group(name, pods, job.get("template"),
-                                     f"{at}.template.spec.template", after, claims))
+        groups.append(_podspec.job_group(name, pods, job, f"{at}.template.spec", after,
+                                         claims))
     if not groups:
         raise WorkloadError(f"{where}.replicatedJobs: none")
     return [_beside(g, groups, beside) for g in groups]

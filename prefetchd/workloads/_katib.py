@@ -26,16 +26,13 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import yaml
 
-from prefetchd.pipeline import _pvc, _uri
-from prefetchd.workloads import _common
+from prefetchd.workloads import _common, _podspec
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
-    DatasetRef,
     PodGroup,
     State,
     UpcomingWork,
@@ -123,41 +120,8 @@ def with_candidates(group: PodGroup, choices: Mapping[str, list[str]]) -> PodGro
     (``s3://lake/features/${trialParameters.featureSet}/``, or a path under a mounted claim)
     read at each value it may take: the trials running at once read different ones, so all
     are warmed."""
-    out: list[DatasetRef] = []
-    for ref in group.datasets:
-        names = _PLACEHOLDER.findall(ref.pattern or "")
-        rest = _PLACEHOLDER.sub("", ref.pattern or "")
-        made = _at_each(ref, names, choices) if names and "${" not in rest and all(
-            n in choices for n in names) else None
-        out += made if made is not None else [ref]
-    # (one word may give two run-time refs, `data.train=s3://.../seq${...}/` and its URI:
-    # the same locations once)
-    return replace(group, datasets=tuple(dict.fromkeys(out)))
-
-
-def _at_each(ref: DatasetRef, names: list[str], choices: Mapping[str, list[str]]
-             ) -> list[DatasetRef] | None:
-    """*ref*'s pattern at each value of its placeholders (None: a value is a location of its
-    own, there are too many, or the pattern names no location)."""
-    texts = [ref.pattern or ""]
-    for n in dict.fromkeys(names):
-        mark = "${trialParameters." + n + "}"
-        if any("://" in v for v in choices[n]):
-            return None
-        texts = [t.replace(mark, v) for t in texts for v in choices[n]]
-    if len(texts) > MAX_CANDIDATES:
-        return None
-    if ref.origin.startswith("pvc "):  # "CLAIM:path" (_podspec.template_refs)
-        return [replace(ref, claim=t.partition(":")[0], path=t.partition(":")[2], pattern=None)
-                for t in texts]
-    if ref.origin.startswith("csi "):  # "s3://bucket/prefix/:path"
-        return [replace(ref, uri=_pvc.dataset_under(t.rpartition(":")[0],
-                                                    t.rpartition(":")[2]), pattern=None)
-                for t in texts]
-    uris = [u for t in texts for u in _uri.find_uris(t)[:1]]
-    if len(uris) != len(texts):
-        return None
-    return [replace(ref, uri=u, pattern=None) for u in uris]
+    return _podspec.at_each_value(
+        group, {"${trialParameters." + n + "}": vs for n, vs in choices.items()}, MAX_CANDIDATES)
 
 
 def _substitute(node: Any, known: Mapping[str, str]) -> Any:

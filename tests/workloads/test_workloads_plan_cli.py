@@ -146,7 +146,8 @@ def test_a_json_manifest_is_read_as_its_yaml_would_be(tmp_path) -> None:
 
 def test_a_claim_of_another_driver_and_a_mount_of_no_volume_are_said_so(tmp_path) -> None:
     """A PVC bound (in the files) to an NFS PV is no dataset: plan says so rather than asking
-    for --pvc; a volumeMount naming no volume of the pod gets a note."""
+    for --pvc; a volumeMount naming no volume of the pod is refused (the API server refuses
+    the Job), the mount named, exit 2."""
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
                "name": "main", "image": "x", "args": ["--labels", "/labels/v1",
@@ -161,11 +162,16 @@ def test_a_claim_of_another_driver_and_a_mount_of_no_volume_are_said_so(tmp_path
     pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "nfs-labels"},
           "spec": {"csi": {"driver": "nfs.csi.k8s.io", "volumeHandle": "x"},
                    "claimRef": {"namespace": "ml", "name": "geo-labels"}}}
+    r = plan(write(tmp_path, "bad.yaml", job, pvc, pv))
+    assert r.returncode == 2 and not r.stdout, r.stdout
+    assert ("Job ml/j: spec.template.spec: container main: volumeMount 'audio' names no "
+            "volume of the pod") in r.stderr
+    spec = job["spec"]["template"]["spec"]
+    spec["volumes"].append({"name": "audio", "emptyDir": {}})
     r = plan(write(tmp_path, "job.yaml", job, pvc, pv))
     assert r.returncode == 0, r.stderr
     assert "bound to PV nfs-labels (nfs.csi.k8s.io), not a fusecache volume" in r.stdout
     assert "--pvc geo-labels" not in r.stdout
-    assert "volumeMount 'audio' names no volume of the pod" in r.stdout
 
 
 def test_a_pending_claim_whose_pv_is_bound_to_another_is_not_resolved(tmp_path) -> None:
@@ -761,3 +767,84 @@ def test_job_round_29_case_branches_launchers_and_configmap_data(tmp_path) -> No
     r = plan(write(tmp_path, "bad.yaml", *job({"command": ["python", "t.py"]}, cm)))
     assert r.returncode == 2
     assert "ConfigMap launcher: data[train.yaml]: expected a string, got dict" in r.stderr
+
+
+def _indexed_job(name: str, script: str, completions: int, mode: str = "Indexed") -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": "recsys"},
+            "spec": {"completionMode": mode, "completions": completions, "parallelism": 2,
+                     "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                         "name": "trainer", "image": "python:3.12",
+                         "command": ["/bin/bash", "-c"], "args": [script]}]}}}}
+
+
+def test_an_indexed_jobs_per_index_location_is_read_at_each_index(tmp_path) -> None:
+    """Blind job round 31: ``part-${JOB_COMPLETION_INDEX}`` in an Indexed Job of 3
+    completions is read at 0, 1 and 2 (the Job controller sets the var in each pod), as
+    is ``$(JOB_COMPLETION_INDEX)`` in args; past MAX_INDEXES completions, or in a Job
+    that is not Indexed, it stays a run-time location and nothing is warmed."""
+    direct = 'python train.py --train-file "s3://bkt/clicks/part-${JOB_COMPLETION_INDEX}.parquet"'
+    r = plan(write(tmp_path, "a.yaml", _indexed_job("idx", direct, 3)), "--json")
+    assert r.returncode == 0, r.stderr
+    warmed = sorted(w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"])
+    assert warmed == [f"s3://bkt/clicks/part-{i}.parquet" for i in range(3)]
+    k8s_style = _indexed_job("idx2", "", 2)
+    k8s_style["spec"]["template"]["spec"]["containers"][0].update(
+        command=["python", "infer.py"],
+        args=["--shard", "s3://bkt/scores/in/shard-$(JOB_COMPLETION_INDEX)/"])
+    r = plan(write(tmp_path, "b.yaml", k8s_style), "--json")
+    assert sorted(w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]) == [
+        "s3://bkt/scores/in/shard-0/", "s3://bkt/scores/in/shard-1/"]
+    for job in (_indexed_job("many", direct, 33), _indexed_job("nonidx", direct, 3, "NonIndexed")):
+        r = plan(write(tmp_path, "c.yaml", job), "--json")
+        assert r.returncode == 0, r.stderr
+        work = json.loads(r.stdout)["work"][0]
+        assert work["warm"] == []
+        assert [d["pattern"] for d in work["groups"][0]["datasets"]] == [
+            "s3://bkt/clicks/part-${JOB_COMPLETION_INDEX}.parquet"]
+
+
+def test_a_bash_array_item_picked_by_the_index_reads_every_item_on_one_line_or_many(
+        tmp_path) -> None:
+    """Blind job round 31: ``"${SHARDS[$JOB_COMPLETION_INDEX]}"`` of an array written on one
+    line read nothing, written over several lines each item was a bare word; both now read
+    each item (the pods running at once read different ones), and nothing else; so does
+    ``SHARD="${SHARDS[$JOB_COMPLETION_INDEX]}"`` then ``"$SHARD"``."""
+    use = 'python train.py --train-file "${SHARDS[$JOB_COMPLETION_INDEX]}" --out s3://bkt/out/'
+    one_line = "SHARDS=(s3://bkt/clicks/part-0.parquet s3://bkt/clicks/part-1.parquet)\n" + use
+    lines = ("SHARDS=(\n  s3://bkt/clicks/part-0.parquet\n  s3://bkt/clicks/part-1.parquet\n)\n"
+             + use)
+    via_var = (one_line.split("\n")[0] + '\nSHARD="${SHARDS[$JOB_COMPLETION_INDEX]}"\n'
+               'echo "index $JOB_COMPLETION_INDEX: $SHARD"\n'
+               'python train.py --train-file "$SHARD" --out s3://bkt/out/')
+    for name, script in (("one", one_line), ("lines", lines), ("var", via_var)):
+        r = plan(write(tmp_path, f"{name}.yaml", _indexed_job(name, script, 2)), "--json")
+        assert r.returncode == 0, r.stderr
+        warm = sorted(w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"])
+        assert warm == ["s3://bkt/clicks/part-0.parquet", "s3://bkt/clicks/part-1.parquet"], name
+
+
+def test_a_kueue_pod_groups_workload_is_read_and_its_pods_are_not_a_kind(tmp_path) -> None:
+    """Blind job round 31: a Kueue pod group is plain Pods (``pod-group-name``), which plan
+    refuses naming the kind; Kueue's Workload for the group (owned by the Pods, not by a
+    controller) holds their template and is read, queued, as the agent reads it."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "align-en", "namespace": "speech", "labels": {
+               "kueue.x-k8s.io/queue-name": "speech-cpu",
+               "kueue.x-k8s.io/pod-group-name": "cv17-align"}},
+           "spec": {"restartPolicy": "Never", "containers": [{
+               "name": "mfa", "image": "mfa:3", "args": [
+                   "mfa", "align", "s3://speech/cv17/en/clips/", "english_mfa", "/tmp/out"]}]}}
+    r = plan(write(tmp_path, "pod.yaml", pod))
+    assert r.returncode == 2 and "not a pipeline nor a kind of work" in r.stderr, r.stderr
+    workload = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
+                "metadata": {"name": "cv17-align", "namespace": "speech", "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": n, "uid": f"u-{n}"}
+                    for n in ("align-en", "align-de")]},
+                "spec": {"queueName": "speech-cpu", "podSets": [
+                    {"name": "3a1b2c", "count": 2, "template": {"spec": pod["spec"]}}]}}
+    r = plan(write(tmp_path, "wl.yaml", workload), "--json")
+    assert r.returncode == 0, r.stderr
+    work = json.loads(r.stdout)["work"][0]
+    assert (work["state"], work["queue"], work["nodes"]) == ("queued", "speech-cpu", 2)
+    assert [w["dataset"] for w in work["warm"]] == ["s3://speech/cv17/en/clips/"]
