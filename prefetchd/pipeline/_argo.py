@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from prefetchd.pipeline import _code, _scan
+from prefetchd.pipeline._expr import evaluate_tag
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
 from prefetchd.pipeline._resolve import (
@@ -188,8 +189,8 @@ class ArgoAnalyzer:
 
     def lookup(self, expr: str, scope: Scope) -> Val | None:
         expr = expr.strip()
-        if expr.startswith("="):  # an expression tag only the controller can evaluate
-            return runtime("parameter-expression", expression="{{" + expr + "}}")
+        if expr.startswith("="):  # an expression tag: evaluated where its inputs are known
+            return evaluate_tag(expr[1:].strip(), lambda name: self.lookup(name, scope))
         if expr.startswith("workflow.parameters."):
             return self.wf_param(expr[len("workflow.parameters.") :])
         if expr.startswith("inputs.parameters."):
@@ -481,7 +482,9 @@ class ArgoAnalyzer:
                     ) from None
                 if not isinstance(items, list):
                     raise PipelineError(f"{self.src}: field {where}.withParam: not a JSON list")
-                src = "parameter" if v.origin == "pipeline-parameter" else "static"
+                # (also an expression tag over one: toJson(jsonpath(workflow.parameters.x, ..)))
+                src = "parameter" if v.origin in ("pipeline-parameter", "parameter-expression") \
+                    else "static"
                 return (
                     Loop(
                         src,

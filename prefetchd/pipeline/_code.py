@@ -1428,7 +1428,9 @@ def analyze(code: str) -> Flow | None:
         ds = ds - {"unknown"} if ds != {"unknown"} else ds
         d = "unknown" if len(ds) > 1 or ds == {"unknown"} else next(iter(ds))
         kind, _, name = s.partition(":")
-        if "prefetchd-code-" not in name:  # a marker of ours, not the program's
+        # (an env var a command line names, ENV + NAME, is env_dirs' below: its value is
+        # the location, never its name; blind round 35)
+        if "prefetchd-code-" not in name and not s.startswith(ENV):  # a marker of ours
             (params if kind == "param" else lits)[name] = d
     if flow.reads_unnamed:  # the objects a listing found are read: its prefix is
         flow.pairs += [(b, k, "read") for b, k in flow.listed]

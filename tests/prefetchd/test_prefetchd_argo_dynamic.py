@@ -96,16 +96,51 @@ def test_an_expression_tag_naming_a_parameter_resolves_like_a_plain_tag() -> Non
     assert (read.uri, read.static, read.parameter) == ("s3://data/coco/", True, "data-uri")
 
 
-def test_an_expression_only_the_controller_can_evaluate_is_a_runtime_value() -> None:
-    """``sprig.trim(...)`` is not evaluated here: the location is unknown before the run,
-    not the expression's text taken for a path."""
-    main = {"name": "main", "dag": {"tasks": [{"name": "train", "template": "train"}]}}
-    wf = _workflow([main, _train(arg="s3://data/{{=sprig.trim(workflow.parameters.v)}}/")],
-                   [{"name": "v", "value": " v2 "}])
+def test_an_expression_tag_is_evaluated_from_the_parameters_defaults() -> None:
+    """Blind round 35: ``sprig.*``, ``+``, ``jsonpath``/``toJson`` over parameters whose
+    values are in the file are evaluated as the controller would (they were run-time only,
+    and a tag that was a whole argument read nothing); in a loop, once per item."""
+    main = {"name": "main", "dag": {"tasks": [
+        {"name": "trim", "template": "t1"},
+        {"name": "join", "template": "train", "arguments": {"parameters": [
+            {"name": "p", "value": "{{=workflow.parameters.bucket + 'corpus/'}}"}]}},
+        {"name": "tiles", "template": "t2",
+         "withParam": "{{=toJson(jsonpath(workflow.parameters.aoi, '$.tiles'))}}",
+         "arguments": {"parameters": [{"name": "p", "value": "{{item}}"}]}}]}}
+    t1 = _train("t1", "s3://data/{{=sprig.trim(workflow.parameters.v)}}/")
+    t2 = _train("t2", "{{=sprig.trimSuffix('/', workflow.parameters.bucket)}}/tiles/"
+                      "{{=sprig.lower(inputs.parameters.p)}}/")
+    wf = _workflow([main, t1, _train(arg="{{inputs.parameters.p}}"), t2], [
+        {"name": "v", "value": " v2 "}, {"name": "bucket", "value": "s3://acme/"},
+        {"name": "aoi", "value": '{"tiles": ["31UFT", "31UFU"], "n": 2}'}])
     [plan] = pipeline.analyze_documents([wf], source="t")
-    step = plan.step("train")
-    assert plan.datasets() == []
-    assert all(r.uri is None or "sprig" not in r.uri for r in step.reads + step.unknown)
+    assert [(r.uri, r.origin) for r in plan.step("trim").reads] == [
+        ("s3://data/v2/", "parameter-expression")]
+    [read] = plan.step("join").reads
+    assert (read.uri, read.static, read.parameter) == ("s3://acme/corpus/", True, "bucket")
+    loop = plan.step("tiles").loop
+    assert loop is not None and loop.items_from == "parameter"
+    assert loop.items == ["31UFT", "31UFU"]
+    assert sorted(r.uri for r in plan.step("tiles").reads) == [
+        "s3://acme/tiles/31uft/", "s3://acme/tiles/31ufu/"]
+
+
+def test_an_expression_of_a_json_parameter_is_no_location_and_closures_stay_runtime() -> None:
+    """``toJson(jsonpath(...))`` of a mixture's weights is a JSON text, not a read (it was a
+    run-time read); a tag with an expr-lang closure, a function not in the subset, or one
+    that fails (``asInt('x')``) stays run-time only, never its text taken for a path."""
+    main = {"name": "main", "dag": {"tasks": [{"name": "train", "template": "train"}]}}
+    for arg in ("{{=toJson(jsonpath(workflow.parameters.mix, '$.sources'))}}",
+                "s3://data/{{=sprig.shuffle(workflow.parameters.v)}}/",
+                "s3://data/{{=asInt(workflow.parameters.v) + 1}}/",
+                "s3://data/{{=map([1, 2], {# * 2})}}/"):
+        wf = _workflow([main, _train(arg=arg)], [
+            {"name": "v", "value": "x"}, {"name": "mix", "value": '{"sources": {"a": 0.5}}'}])
+        [plan] = pipeline.analyze_documents([wf], source="t")
+        step = plan.step("train")
+        assert plan.datasets() == [], arg
+        assert all(r.uri is None or "{{" not in r.uri and "sprig" not in r.uri
+                   for r in step.reads + step.unknown), arg
 
 
 def test_with_param_from_an_expression_is_a_loop_known_at_run_time() -> None:

@@ -297,3 +297,17 @@ def test_shard_patterns_kept_whole_and_never_expanded() -> None:
     assert m("a/x/b/c/d.json") and not m("a/x/y/b/c.json")
     with pytest.raises(ValueError):
         _shard.compile_pattern("{1,2}" * 2000)
+
+
+def test_an_env_var_a_command_line_names_is_its_value_never_its_name() -> None:
+    """Blind round 35: ``subprocess.run([..., "--resume-from", os.environ["RUN_DIR"]])``
+    listed ``RUN_DIR`` itself as a constant read (an unsupported scheme) beside the env
+    var's value; the name is the env's way only."""
+    code = ("import os, subprocess\n"
+            "def train():\n"
+            "    subprocess.run(['python', '-m', 'trainer', '--resume-from',\n"
+            "                    os.environ['RUN_DIR']])\n")
+    flow = _code.analyze(code)
+    assert flow is not None and flow.lits == {}
+    assert dict(flow.env_dirs) == {"RUN_DIR": "read"}
+    assert _code.program_locations(code, ["RUN_DIR"]) == []
