@@ -19,7 +19,8 @@ One run, one SeaweedFS on 127.0.0.1 (``fusecache.locals3``), the dataset of
 4. **peer client**: ``PeerClient.fetch`` of every block of the large object from A, in this
    process, 1 and 4 in flight: the transfer without FUSE and without the mount's reader,
    first with A's LMDB file read from disk (page cache dropped), then with it in A's
-   page cache ("hot": the transfer alone).
+   page cache ("hot": the transfer alone); then ``fetch_first_blocks`` of every small file,
+   20 a call from 4 threads, hot: the GetBlocks calls of folder read-ahead alone.
 5. With ``--plaintext``: passes 3-4 again without TLS (``--peer-insecure``), to show what
    TLS costs.
 
@@ -191,8 +192,35 @@ def client_pass(group_file: Path, insecure: bool, s3, in_flight: tuple[int, ...]
                              "load_1min": round(load, 2)}
                 log(f"    peer client, {k} in flight{', server hot' if hot else ''}: "
                     f"{out[name]['MB_s']} MB/s (all blocks {ok}, load {load:.1f})")
+        out["batches"] = batch_pass(client, s3, bs)
     finally:
         client.close()
+    return out
+
+
+def batch_pass(client, s3, bs: int, per_call: int = 20, threads: int = 4) -> dict:
+    """``PeerClient.fetch_first_blocks`` of every small file, *per_call* files a call
+    (the size of a folder read-ahead batch) from *threads* threads, A's cache hot: the
+    transport of small files (GetBlocks over gRPC), with this process's CPU per file."""
+    from fusecache.nodecache import ObjectId
+
+    oids = [ObjectId(BUCKET, o["Key"], o["ETag"].strip('"'), o["Size"])
+            for page in s3.client().get_paginator("list_objects_v2").paginate(
+                Bucket=BUCKET, Prefix="small-") for o in page.get("Contents", [])]
+    calls = [oids[i:i + per_call] for i in range(0, len(oids), per_call)]
+    client.fetch_first_blocks(calls[0], bs, budget=60)  # connections up
+    load = os.getloadavg()[0]
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        got = sum(len(g) for g in pool.map(
+            lambda c: client.fetch_first_blocks(c, bs, budget=60), calls))
+    dt, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    out = {"files_s": round(len(oids) / dt), "client_cpu_ms_per_file":
+           round(cpu / len(oids) * 1000, 3), "verified": got == len(oids),
+           "load_1min": round(load, 2)}
+    log(f"    peer client, small files {per_call} a call, {threads} threads: "
+        f"{out['files_s']} files/s, {out['client_cpu_ms_per_file']} ms CPU/file "
+        f"(all {got == len(oids)}, load {load:.1f})")
     return out
 
 
@@ -329,19 +357,22 @@ def print_table(res: dict) -> None:
             ("peer plaintext", res.get("peer_plaintext"))]
     print(f"\n{'reader':<16}{'seq MB/s':>10}{'small files/s':>15}{'S3 GETs':>9}"
           f"{'client 1/4 in flight MB/s':>40}{'seq CPU s/GB mount/server':>27}"
-          f"{'seq faults/GB mount':>21}{'VmHWM MiB':>11}{'load':>7}")
+          f"{'seq faults/GB mount':>21}{'VmHWM MiB':>11}{'load':>7}"
+          f"{'client batches files/s (ms CPU)':>33}")
     for name, r in rows:
         if r is None:
             continue
         c = r.get("client")
         cl = (f"{c['in_flight_1']['MB_s']}/{c['in_flight_4']['MB_s']} (hot "
               f"{c['in_flight_1_hot']['MB_s']}/{c['in_flight_4_hot']['MB_s']})" if c else "-")
+        b = (c or {}).get("batches")
+        bt = f"{b['files_s']} ({b['client_cpu_ms_per_file']})" if b else "-"
         sq = r["seq"]
         cpu = f"{sq.get('mount_cpu_s_per_gb', '-')}/{sq.get('server_cpu_s_per_gb', '-')}"
         print(f"{name:<16}{r['seq']['MB_s']:>10}{r['small']['files_s']:>15}"
               f"{r.get('s3_gets', '-')!s:>9}{cl:>40}{cpu:>27}"
               f"{sq.get('mount_faults_per_gb', '-')!s:>21}"
-              f"{r.get('mount_vmhwm_mib') or '-'!s:>11}{r['load_1min']:>7}")
+              f"{r.get('mount_vmhwm_mib') or '-'!s:>11}{r['load_1min']:>7}{bt:>33}")
     print()
 
 
