@@ -269,8 +269,9 @@ REDIRECTS = (">", ">>", "1>", "2>", "&>")  # the word after a shell redirection 
 _TEMPLATE_VALUE = re.compile(r"\$\{(?:trialParameters|trialSpec)\.[^}]*\}")
 # A path inside a word: --root=/data/a,/data/b, open('/data/x'), list=[/data/a]. Not at
 # blanks: a word with blanks is a quoted string (an echo's message) unless quotes inside it
-# delimit the path.
-_PATH_SPLIT = re.compile(r"[=,:;\"'\[\]]+")
+# delimit the path; not at an `=` inside a path (a Hive partition, /mnt/clicks/dt=2026-12-01/:
+# only an `=` before a `/` starts one; blind job round 32).
+_PATH_SPLIT = re.compile(r"[,:;\"'\[\]]+|=+(?=/)")
 
 
 # $(NAME) as the kubelet expands it, ${NAME} and $NAME as a shell script does

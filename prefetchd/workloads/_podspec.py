@@ -450,18 +450,22 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
     containers_words(spec), when the caller has them."""
     # volume name -> ("claim"|"made"|"uri", value); "made": a claim the work makes from a template
     volumes: dict[str, tuple[str, str]] = {}
+    read_only: set[str] = set()  # volumes no container can write through
     for vol in spec.get("volumes") or []:
         if not isinstance(vol, Mapping):
             continue
         vname = str(vol.get("name", ""))
         loc = k8s_datasets.csi_location(vol.get("csi") if isinstance(vol.get("csi"), Mapping)
                                         else None)
-        claim = (mapping(vol.get("persistentVolumeClaim"), f"volume {vname}")
-                 .get("claimName"))
+        pvc = mapping(vol.get("persistentVolumeClaim"), f"volume {vname}")
+        claim = pvc.get("claimName")
         if loc:
             volumes[vname] = ("uri", loc)
+            read_only.add(vname)  # a fusecache volume is mounted read-only
         elif claim:
             volumes[vname] = ("claim", str(claim))
+            if pvc.get("readOnly") is True:
+                read_only.add(vname)
     for vname, claim in claim_templates.items():
         volumes.setdefault(vname, ("made", claim))
     out: list[DatasetRef] = []
@@ -493,9 +497,13 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
                                              str(m.get("mountPath", ""))) if exact else []
             # a path under the mount: named as pipeline/_pvc.py dataset_under reads it (a
             # trailing "/" for a folder: the mount itself, or its subPath); one that could be
-            # read or written is read (the volume warmed is fusecache's: read-only)
+            # read or written is read where the container cannot write (a fusecache volume,
+            # a read-only mount), else unknown, not warmed (--ckpt-dir=/work/run1 on a
+            # writable claim, as on s3://; blind job round 32)
+            writable = vname not in read_only and (m or {}).get("readOnly") is not True \
+                and vkind == "claim"
             paths = [_join(sub, rel) if rel else (sub + "/" if sub else "")
-                     for rel, d in named if d != "write"]
+                     for rel, d in named if d != "write" and not (writable and d == "unknown")]
             if not named:
                 paths.append(sub + "/" if sub else "")
             for p in paths:

@@ -848,3 +848,50 @@ def test_a_kueue_pod_groups_workload_is_read_and_its_pods_are_not_a_kind(tmp_pat
     work = json.loads(r.stdout)["work"][0]
     assert (work["state"], work["queue"], work["nodes"]) == ("queued", "speech-cpu", 2)
     assert [w["dataset"] for w in work["warm"]] == ["s3://speech/cv17/en/clips/"]
+
+
+def test_round_32_partition_paths_checkpoints_on_writable_claims_and_undeclared_trial_values(
+        tmp_path) -> None:
+    """Blind job round 32: a path under a mount holding ``=`` (a Hive partition) was cut at
+    the ``=`` (every partition warmed); ``--ckpt-dir`` under a writable claim mapped with
+    --pvc was warmed (read or written, as on s3://: not warmed; under a read-only mount it
+    can only be read); a Katib trial template using a trialParameter it does not declare
+    was planned with exit 0 (Katib refuses it: exit 2, naming it)."""
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ns"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "c", "image": "img",
+               "args": ["--eval-path=/mnt/clicks/dt=2026-12-01/", "--ckpt-dir=/work/run1",
+                        "--resume-from=/data/ckpt/last"],
+               "volumeMounts": [{"name": "clicks", "mountPath": "/mnt/clicks"},
+                                {"name": "work", "mountPath": "/work"},
+                                {"name": "ds", "mountPath": "/data", "readOnly": True}]}],
+               "volumes": [
+                   {"name": "clicks", "csi": {"driver": "csi.fusecache.io", "volumeAttributes": {
+                       "bucket": "reco", "prefix": "events/parquet"}}},
+                   {"name": "work", "persistentVolumeClaim": {"claimName": "work"}},
+                   {"name": "ds", "persistentVolumeClaim": {"claimName": "ds"}}]}}}}
+    r = plan(write(tmp_path, "j.yaml", job), "--pvc", "work=s3://scratch/work",
+             "--pvc", "ds=s3://team/ds", "--json")
+    assert r.returncode == 0, r.stderr
+    assert sorted(w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]) == [
+        "s3://reco/events/parquet/dt=2026-12-01", "s3://team/ds/ckpt/last"]
+    exp = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment",
+           "metadata": {"name": "e", "namespace": "ns"},
+           "spec": {"objective": {"type": "minimize", "objectiveMetricName": "loss"},
+                    "algorithm": {"algorithmName": "random"},
+                    "parameters": [{"name": "src", "parameterType": "categorical",
+                                    "feasibleSpace": {"list": ["a", "b"]}}],
+                    "trialTemplate": {"primaryContainerName": "main", "trialParameters": [
+                        {"name": "source", "reference": "src"}], "trialSpec": {
+                        "apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
+                            "restartPolicy": "Never", "containers": [{
+                                "name": "main", "image": "img", "args": [
+                                    "--radar=s3://wx/${trialParameters.product}/"]}]}}}}}}}
+    r = plan(write(tmp_path, "e.yaml", exp))
+    assert r.returncode == 2 and not r.stdout
+    assert "${trialParameters.product} is not among its trialParameters (source" in r.stderr
+    exp["spec"]["trialTemplate"]["trialParameters"].append({"name": "product",
+                                                            "reference": "prod"})
+    r = plan(write(tmp_path, "e.yaml", exp))
+    assert r.returncode == 2
+    assert "trialParameters[product]: reference 'prod' is not in spec.parameters" in r.stderr
