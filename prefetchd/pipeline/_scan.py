@@ -37,6 +37,22 @@ def _protect(argv: list[str]) -> tuple[list[str], list[str]]:
     return [_PH_RE.sub(sub, a) for a in argv], saved
 
 
+_CASE_WORD = re.compile(r"(\bcase\s+[\"']?)(\{\{[^{}]+\}\})([\"']?\s+in\b)")
+
+
+def _known_case_words(text: str, resolve: Resolver) -> str:
+    """*text* with the word a shell ``case`` tests given its value when that is one plain
+    word known before the run (``case "{{workflow.parameters.kit}}" in`` with kit=v5), so
+    that only the branch it takes is read (blind round 36: every branch was)."""
+    def one(m: re.Match[str]) -> str:
+        v = resolve(m.group(2))
+        word = v.single if v is not None and v.static else None
+        if word is None or not re.fullmatch(r"[\w.\-/:+@=]+", word):
+            return m.group(0)
+        return m.group(1) + word + m.group(3)
+    return _CASE_WORD.sub(one, text) if "case" in text else text
+
+
 def _restore(tok: str, saved: list[str]) -> str:
     return re.sub(r"@@PH(\d+)@@", lambda m: saved[int(m.group(1))], tok)
 
@@ -274,7 +290,7 @@ def scan_argv(
             paths += _program_paths(program, resolve)
     for a, w in zip(argv, shell, strict=True):
         paths += _program_paths(a, resolve) if w == "__code__" else []
-    protected, saved = _protect(shell)
+    protected, saved = _protect([_known_case_words(a, resolve) for a in shell])
     toks = [_restore(t, saved) for t in _uri.tokenize(protected, shell_env)]
     vals: list[Val | None] = []
     reps: list[str] = []

@@ -571,6 +571,8 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     arrays: dict[str, list[str]] = {}  # XS=(a b c)
     branches: dict[str, list[str]] | None = None  # inside `case`: name -> values set
     alternatives: dict[str, list[str]] = {}  # after it: a name set in its branches
+    chosen: str | None = None  # the word a `case` tests, when known
+    taken, running = False, True  # a branch of it was taken; the current one runs
     doc: list[str] = []  # the lines of the heredoc being read
     # a template in a quoted heredoc that envsubst fills from the environment
     # (cat > t <<'EOF' ... EOF; envsubst < t > spec.json): its ${NAME} are expanded too
@@ -611,6 +613,11 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
             command = _any_item(command, arrays, alternatives)
             if command[0] == "case":
                 branches = {}
+                # the word a `case` tests, when it is known before the run ("v5": a
+                # parameter's value): only the first branch it matches runs
+                word = _expanded(command[1], known) if len(command) > 1 else "$"
+                chosen = None if any(c in word for c in ("$", "{{", "`", "@@PH")) else word
+                taken, running = False, True
             elif command[0] == "esac" and branches is not None:
                 for name, values in branches.items():  # the name is one of these now
                     known.pop(name, None)
@@ -618,6 +625,12 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
                 branches = None
             elif branches is not None:  # sft) M=s3://a;; or sft) on a line of its own,
                 # then M=s3://a on the next: each branch's values, whichever runs
+                if command[0].endswith(")") and chosen is not None:
+                    running = not taken and any(fnmatch.fnmatchcase(chosen, pat) for pat in
+                                                command[0][:-1].lstrip("(").split("|"))
+                    taken = taken or running
+                if not running:
+                    continue  # a branch the known word does not take
                 _branch_assignments(command[1:] if command[0].endswith(")") else command,
                                     branches)
             command = _shell_vars(_with_arrays(command, arrays), known)
@@ -631,7 +644,7 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
         buf = ""
     if buf:  # a quote never closed
         out += buf.split()
-    out = _fan_outs(_functions(_for_loops(_piped_reads(out))))
+    out = _fan_outs(_functions(_for_loops(_piped_reads(_listed_reads(out)))))
     if out and out[-1] == ";":
         out.pop()
     return out
@@ -682,6 +695,58 @@ def command_end(words: list[str], i: int) -> int:
 def command_start(words: list[str], end: int) -> int:
     """Where the command ending before index *end* (a ``|``, say) starts."""
     return max((k + 1 for k in range(end) if words[k] in _uri._SEPARATORS), default=0)
+
+
+# a listing of a prefix, one object a line (`aws s3 ls s3://b/p/`, `s5cmd ls`, `rclone lsf`)
+_LISTERS = (("aws", "s3", "ls"), ("s5cmd", "ls"), ("gsutil", "ls"), ("gcloud", "storage", "ls"),
+            ("rclone", "lsf"), ("rclone", "ls"), ("mc", "ls"))
+
+
+def _listed_reads(words: list[str]) -> list[str]:
+    """``aws s3 ls "$P" | awk '{print $4}' | while read -r f; do aws s3 cp "$P$f" ...``:
+    each object the listing names is read, so the loop body's ``$P$f`` is the folder *P*
+    itself, and the listing (with its filters) is left out: it only named the folder the
+    loop reads (blind round 36: a run-time read beside an unknown folder). Only a body word
+    that is the listed folder followed by the name ``read`` set (``$f``, ``${f}``)."""
+    if "while" not in words or "ls" not in words and "lsf" not in words:
+        return words
+    out = list(words)
+    dropped: list[tuple[int, int]] = []  # the listings whose loops say what is read
+    for i, w in enumerate(words):
+        if w != "while" or words[i + 1:i + 2] != ["read"] or i < 2 or words[i - 1] != "|":
+            continue
+        start = i - 1
+        while start > 0:  # back through the filters (awk, grep, sed ...) to the listing
+            start = command_start(words, start)
+            if start > 0 and words[start - 1] == "|":
+                start -= 1
+                continue
+            break
+        lister = words[start:command_end(words, start)]
+        tool = next((t for t in _LISTERS if tuple(lister[:len(t)]) == t), None)
+        folders = [x for x in lister[len(tool):] if _uri.is_uri(x)] if tool else []
+        names = [x for x in words[i + 2:command_end(words, i)] if not x.startswith("-")]
+        if len(folders) != 1 or not names:
+            continue
+        folder = folders[0] if folders[0].endswith("/") else folders[0] + "/"
+        uses = {folder + "$" + names[0], folder + "${" + names[0] + "}",
+                folder + "/$" + names[0], folder + "/${" + names[0] + "}"}
+        depth, k = 0, command_end(words, i)
+        while k < len(words):  # the loop's body, to its `done`
+            if words[k] == "do":
+                depth += 1
+            elif words[k] == "done":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif words[k] in uses:
+                out[k] = folder
+                if not dropped or dropped[-1] != (start, i):
+                    dropped.append((start, i))
+            k += 1
+    for a, b in reversed(dropped):  # (the listing only named the folder the loop reads)
+        del out[a:b]
+    return out
 
 
 def _piped_reads(words: list[str]) -> list[str]:

@@ -1918,3 +1918,42 @@ def test_kfp_run_placeholders_are_the_runs_not_unresolved() -> None:
     [plan] = pipeline.analyze_documents([spec], source="p.yaml")
     [r] = plan.step("reg").reads
     assert r.uri is None and r.origin == "workflow-runtime", r
+
+
+def test_round_36_a_case_on_a_known_word_and_a_listing_read_one_object_a_line() -> None:
+    """Blind round 36: ``case "{{workflow.parameters.kit}}" in v4) ...;; v5) ...;; esac``
+    read every branch though the parameter's value picks one (now only that one, also with
+    ``--param``-style overrides and a script's own known variable; a word only the run knows
+    still reads every branch); ``aws s3 ls "$P" | awk ... | while read -r f; do aws s3 cp
+    "$P$f" ...`` was a run-time read beside an unknown folder (each object the listing names
+    is read: the folder)."""
+    case = textwrap.dedent("""\
+        case "{{workflow.parameters.kit}}" in
+          v4) SRC="s3://calib/rig-v4/" ;;
+          v5|v6) SRC="s3://calib/rig-v5/" ;;
+          *) SRC="s3://calib/default/" ;;
+        esac
+        aws s3 cp --recursive "$SRC" /calib/
+        """)
+    tmpl = {"name": "main", "script": {"image": "x", "command": ["bash"], "source": case}}
+    for kit, want in (("v5", ["s3://calib/rig-v5/"]), ("v6", ["s3://calib/rig-v5/"]),
+                      ("v9", ["s3://calib/default/"]), ("v4", ["s3://calib/rig-v4/"])):
+        plan = _plan([tmpl], arguments={"parameters": [{"name": "kit", "value": kit}]})
+        assert sorted(r.uri for r in plan.step("main").reads) == want, kit
+    words = _shell.script_words(case.replace('"{{workflow.parameters.kit}}"', '"$KIT"'))
+    assert {w for w in words if w.startswith("s3://")} == {
+        "s3://calib/rig-v4/", "s3://calib/rig-v5/", "s3://calib/default/"}  # run-time word
+    words = _shell.script_words(case.replace('"{{workflow.parameters.kit}}"', '"$KIT"'),
+                                {"KIT": "v4"})
+    assert {w for w in words if w.startswith("s3://")} == {"s3://calib/rig-v4/"}
+    listing = textwrap.dedent("""\
+        P="s3://golden/labels/2024-06-14/"
+        aws s3 ls "$P" | awk '{print $4}' | grep -v manifest | while read -r f; do
+          aws s3 cp "${P}${f}" /tmp/golden/
+        done
+        aws s3 cp /tmp/report.json s3://golden/reports/
+        """)
+    tmpl = {"name": "main", "script": {"image": "x", "command": ["bash"], "source": listing}}
+    step = _plan([tmpl]).step("main")
+    assert [r.uri for r in step.reads] == ["s3://golden/labels/2024-06-14/"]
+    assert step.unknown == [] and [w.uri for w in step.writes] == ["s3://golden/reports/"]

@@ -738,6 +738,9 @@ def test_job_round_29_case_branches_launchers_and_configmap_data(tmp_path) -> No
             '    BASE=s3://m/sft-r2/\n    ;;\nesac\npython /opt/t.py --model "${BASE}"\n')
     work = planned(*job({"command": ["bash", "-c", case],
                          "env": [{"name": "STAGE", "value": "sft"}]}))
+    # STAGE given in the env picks its branch (round 36); one only the run knows, each
+    assert sorted(t["dataset"] for t in work["warm"]) == ["s3://m/base/"]
+    work = planned(*job({"command": ["bash", "-c", case]}))
     assert sorted(t["dataset"] for t in work["warm"]) == ["s3://m/base/", "s3://m/sft-r2/"]
 
     launcher = ('import argparse, os, subprocess\np = argparse.ArgumentParser()\n'
