@@ -468,7 +468,7 @@ def evaluate_tag(text: str, lookup: Callable[[str], Val | None]) -> Val:
     tag = "{{=" + text + "}}"
     try:
         node = parse(text)
-    except ExprUnknown:
+    except (ExprUnknown, RecursionError):  # (RecursionError: `!!!!...` 2,000 deep)
         return runtime("parameter-expression", expression=tag)
     vals: dict[str, Val] = {}
     for name in variables(node):

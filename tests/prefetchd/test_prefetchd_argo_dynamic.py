@@ -133,7 +133,8 @@ def test_an_expression_of_a_json_parameter_is_no_location_and_closures_stay_runt
     for arg in ("{{=toJson(jsonpath(workflow.parameters.mix, '$.sources'))}}",
                 "s3://data/{{=sprig.shuffle(workflow.parameters.v)}}/",
                 "s3://data/{{=asInt(workflow.parameters.v) + 1}}/",
-                "s3://data/{{=map([1, 2], {# * 2})}}/"):
+                "s3://data/{{=map([1, 2], {# * 2})}}/",
+                "s3://data/{{=" + "!" * 1500 + "true}}/"):  # (deep: no RecursionError)
         wf = _workflow([main, _train(arg=arg)], [
             {"name": "v", "value": "x"}, {"name": "mix", "value": '{"sources": {"a": 0.5}}'}])
         [plan] = pipeline.analyze_documents([wf], source="t")
