@@ -29,6 +29,7 @@ from typing import Any
 from prefetchd.pipeline._resolve import Val, loop_group, loop_picks, runtime
 
 MAX_EXPRESSION = 2000  # characters: a longer tag stays run-time only
+MAX_RUNS = 1000  # loop items a tag is evaluated for: more stay run-time only (bounded time)
 _MAX_DEPTH = 64
 
 
@@ -478,7 +479,7 @@ def evaluate_tag(text: str, lookup: Callable[[str], Val | None]) -> Val:
                 runtime("parameter-expression", expression=tag)
         vals[name] = v
     picks, _ = loop_picks((loop_group(v), len(v.values or ())) for v in vals.values())
-    if not picks:
+    if not picks or len(picks) > MAX_RUNS:
         return runtime("parameter-expression", expression=tag)
     out: list[str] = []
     for pick in picks:
