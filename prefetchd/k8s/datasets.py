@@ -68,12 +68,22 @@ class ObjectsView:
     def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self._pvc: dict[tuple[str, str], Mapping[str, Any]] = {}
         self._pv: dict[str, Mapping[str, Any]] = {}
+        classes: dict[str, Mapping[str, Any]] = {}
         for o in objects:
             meta = o.get("metadata") or {}
             if o.get("kind") == "PersistentVolumeClaim":
                 self._pvc[(meta.get("namespace") or "default", meta.get("name", ""))] = o
             elif o.get("kind") == "PersistentVolume":
                 self._pv[meta.get("name", "")] = o
+            elif o.get("kind") == "StorageClass":
+                classes[meta.get("name", "")] = o
+        for (namespace, name), pvc in list(self._pvc.items()):
+            made = provisioned_pv(pvc, namespace, name, classes)
+            if made is not None:
+                pv_name = made["metadata"]["name"]
+                self._pv.setdefault(pv_name, made)
+                self._pvc[(namespace, name)] = {**pvc, "spec": {**(pvc.get("spec") or {}),
+                                                                "volumeName": pv_name}}
 
     def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._pvc.get((namespace, name))
@@ -93,6 +103,36 @@ class ObjectsView:
             if ds is not None:
                 out[name] = ds.location if out.get(name, ds.location) == ds.location else None
         return {k: v for k, v in out.items() if v}
+
+
+def provisioned_pv(pvc: Mapping[str, Any], namespace: str, name: str,
+                   classes: Mapping[str, Mapping[str, Any]], driver: str = DRIVER_NAME
+                   ) -> dict[str, Any] | None:
+    """The PV this driver's provisioner makes for a claim not bound yet, of a StorageClass
+    given in the files (its ``bucket``/``prefix``/``prefixPolicy`` parameters, as
+    ``csi.volumes.source_for_new_volume`` computes them for CreateVolume); None when the claim
+    is bound, of another class or provisioner, or gets a fresh empty prefix
+    (``prefixPolicy: volumeName``: nothing to warm), or its class is malformed."""
+    from csi import volumes  # (the controller's own rule: the plan names what it will name)
+
+    spec = pvc.get("spec") or {}
+    cls = classes.get(str(spec.get("storageClassName") or ""))
+    if spec.get("volumeName") or cls is None or cls.get("provisioner") != driver:
+        return None
+    params = {str(k): str(v) for k, v in (cls.get("parameters") or {}).items()}
+    if params.get("prefixPolicy") == "volumeName":
+        return None
+    try:
+        source = volumes.source_for_new_volume(
+            f"pvc-{namespace}-{name}",
+            {**params, volumes.PVC_NAME_KEY: name, volumes.PVC_NAMESPACE_KEY: namespace})
+    except Exception:  # noqa: BLE001 - CsiError (a bad class): the claim stays unresolved
+        return None
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"pvc-{namespace}-{name} (provisioned)"},
+            "spec": {"csi": {"driver": driver, "volumeHandle": f"{namespace}/{name}",
+                             "volumeAttributes": source.to_context()},
+                     "claimRef": {"namespace": namespace, "name": name}}}
 
 
 class TtlCache:

@@ -502,8 +502,12 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             # writable claim, as on s3://; blind job round 32)
             writable = vname not in read_only and (m or {}).get("readOnly") is not True \
                 and vkind == "claim"
+            # and none inside what the container writes (WANDB_DIR=/ckpt/run1/wandb beside
+            # --output_dir=/ckpt/run1: part of its output; blind job round 33)
+            outputs = [rel.rstrip("/") + "/" for rel, d in named if d == "write" and rel]
             paths = [_join(sub, rel) if rel else (sub + "/" if sub else "")
-                     for rel, d in named if d != "write" and not (writable and d == "unknown")]
+                     for rel, d in named if d != "write" and not (writable and d == "unknown")
+                     and not any((rel.rstrip("/") + "/").startswith(o) for o in outputs)]
             if not named:
                 paths.append(sub + "/" if sub else "")
             for p in paths:

@@ -148,8 +148,9 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
                 library.add(d)
             elif _registry.lookup(d) is not None:
                 todo.append((path, d))
-            elif d.get("kind") in RESOLVING_KINDS and api == "v1":
-                volumes.append(d)
+            elif d.get("kind") in RESOLVING_KINDS and api == "v1" or (
+                    d.get("kind"), api) == ("StorageClass", "storage.k8s.io/v1"):
+                volumes.append(d)  # (a claim of a fusecache class: the PV it will get)
             else:
                 ignored.append(_registry.describe(d))
     if not todo:

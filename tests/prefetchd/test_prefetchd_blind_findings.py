@@ -1256,7 +1256,7 @@ def test_case_branches_read_loops_padding_and_python_joins() -> None:
     assert sorted(r.uri for r in step.reads) == [
         "s3://lake/scores/w48/", "s3://mri/knee/multicoil_train/",
         "s3://mri/knee/multicoil_val/", "s3://raw/batch-00.tar", "s3://raw/batch-01.tar",
-        "s3://ref/sub/cotton_knit.parquet", "s3://ref/sub/polyester_woven.parquet"]
+        "s3://ref/sub/cotton_knit.parquet"]  # ($0 is known: its branch only, round 36)
     assert [w.uri for w in step.writes] == ["s3://reports/w48/r.json"]
     code = textwrap.dedent("""\
         import os, subprocess

@@ -898,3 +898,41 @@ def test_round_32_partition_paths_checkpoints_on_writable_claims_and_undeclared_
     r = plan(write(tmp_path, "e.yaml", exp))
     assert r.returncode == 2
     assert "trialParameters[product]: reference 'prod' is not in spec.parameters" in r.stderr
+
+
+def test_round_33_a_claim_of_a_fusecache_storageclass_and_a_dir_inside_the_output(
+        tmp_path) -> None:
+    """Blind job round 33: a PVC of the ``fusecache`` StorageClass not bound yet (dynamic
+    provisioning) was unresolved; given the class in the files it resolves to the location
+    the CSI controller will give it (``prefixPolicy`` pvcName, namespacePvcName, fixed; a
+    volumeName policy is a fresh empty prefix: nothing). An env var naming a folder inside
+    the container's own ``--output_dir`` on a writable claim was warmed."""
+    sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+          "metadata": {"name": "fusecache"}, "provisioner": "csi.fusecache.io",
+          "parameters": {"bucket": "train-data", "prefix": "datasets"}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "imagenet", "namespace": "ml"},
+           "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "fusecache",
+                    "resources": {"requests": {"storage": "1Gi"}}}}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "c", "image": "img",
+               "args": ["--data=/data/train", "--output_dir=/ckpt/run1"],
+               "env": [{"name": "WANDB_DIR", "value": "/ckpt/run1/wandb"}],
+               "volumeMounts": [{"name": "ds", "mountPath": "/data", "readOnly": True},
+                                {"name": "ckpt", "mountPath": "/ckpt"}]}],
+               "volumes": [{"name": "ds", "persistentVolumeClaim": {"claimName": "imagenet"}},
+                           {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}}]}}}}
+
+    def warmed(*objs: dict) -> list[str]:
+        r = plan(write(tmp_path, "f.yaml", *objs), "--pvc", "ckpt=s3://ml-ckpt/runs", "--json")
+        assert r.returncode == 0, r.stderr
+        return sorted(w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"])
+
+    assert warmed(sc, pvc, job) == ["s3://train-data/datasets/imagenet/train"]
+    for policy, want in (("namespacePvcName", ["s3://train-data/datasets/ml/imagenet/train"]),
+                         ("fixed", ["s3://train-data/datasets/train"]), ("volumeName", [])):
+        sc["parameters"]["prefixPolicy"] = policy
+        assert warmed(sc, pvc, job) == want, policy
+    other = {**sc, "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com"}
+    assert warmed(other, {**pvc, "spec": {**pvc["spec"], "storageClassName": "gp3"}}, job) == []
