@@ -425,6 +425,8 @@ class ArgoAnalyzer:
         if exit_t and exit_t in self.templates:
             ex = Scope(
                 deps=frozenset(ids) | scope.deps,
+                # (inside a template a loop runs, once per item: blind round 37)
+                loop=scope.loop,
                 exit_handler=True,
                 path=callee.path,
                 condition=scope.condition,

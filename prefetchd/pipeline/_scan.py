@@ -615,9 +615,13 @@ def scan_named_inputs(
     for name, v in inputs.items():
         if name.startswith(_code.ENV):
             continue  # an env var: scan_env reads it by its name
-        if v.values is None and (code_dirs or {}).get(name) == "read":
-            # the code reads it as a location (aws s3 sync <it>), whose value is another
-            # step's output: a read only the run can name
+        said = (code_dirs or {}).get(name)
+        if v.values is None and (said == "read" or said is None and _hints_uri(name, v)
+                                 and _fallback(step, name) == "read"):
+            # the code reads it as a location (aws s3 sync <it>), or its name says it is
+            # one (partition_uri handed to `--wet` in a subprocess: blind round 37, as a
+            # container component's argument is), whose value is another step's output: a
+            # read only the run can name
             step.add("read", read_from(v, None, pattern="{{" + name + "}}"))
         if v.values is None or (name in in_built and name not in (code_dirs or {})):
             continue

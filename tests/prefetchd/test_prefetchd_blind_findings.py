@@ -1957,3 +1957,19 @@ def test_round_36_a_case_on_a_known_word_and_a_listing_read_one_object_a_line() 
     step = _plan([tmpl]).step("main")
     assert [r.uri for r in step.reads] == ["s3://golden/labels/2024-06-14/"]
     assert step.unknown == [] and [w.uri for w in step.writes] == ["s3://golden/reports/"]
+
+
+def test_round_37_an_exit_hook_inside_a_looped_template_runs_per_item() -> None:
+    """Blind round 37: a task's ``hooks.exit`` inside a DAG template that a loop runs lost the
+    loop (it runs once per item, as the task it follows does)."""
+    main = {"name": "main", "dag": {"tasks": [{
+        "name": "per-scene", "template": "scene", "withItems": ["a", "b", "c"],
+        "arguments": {"parameters": [{"name": "s", "value": "{{item}}"}]}}]}}
+    scene = {"name": "scene", "inputs": {"parameters": [{"name": "s"}]}, "dag": {"tasks": [
+        {"name": "work", "template": "work", "hooks": {"exit": {"template": "stats"}}}]}}
+    work = _container("work", "--scene", "s3://scenes/{{inputs.parameters.s}}/")
+    stats = _container("stats", "--in", "s3://scenes/stats/")
+    plan = _plan([main, scene, work, stats])
+    hook = plan.step("stats")
+    assert hook.exit_handler and hook.depends_on == ["work"]
+    assert hook.loop is not None and hook.loop.items == ["a", "b", "c"]
