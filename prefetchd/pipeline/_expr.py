@@ -162,14 +162,18 @@ class _Parser:
             self.take(")")
             return node
         if v == "[":
-            items = []
-            while not self.is_op("]"):
-                items.append(self.ternary())
-                if not self.is_op("]"):
-                    self.take(",")
-            self.take("]")
-            return _Op("list", tuple(items))
+            return _Op("list", self.items("]"))
         raise ExprUnknown(f"unexpected {v!r}")
+
+    def items(self, end: str) -> tuple[Any, ...]:
+        """Comma-separated expressions up to *end* (a list's ``]``, a call's ``)``)."""
+        out = []
+        while not self.is_op(end):
+            out.append(self.ternary())
+            if not self.is_op(end):
+                self.take(",")
+        self.take(end)
+        return tuple(out)
 
     def postfix(self, node: Any) -> Any:
         while True:
@@ -188,15 +192,9 @@ class _Parser:
                     node = _Op("get", (node, key))
             elif self.is_op("("):
                 self.take()
-                args = []
-                while not self.is_op(")"):
-                    args.append(self.ternary())
-                    if not self.is_op(")"):
-                        self.take(",")
-                self.take(")")
                 if not isinstance(node, _Var):
                     raise ExprUnknown("a call of a value")
-                node = _Call(node.path, tuple(args))
+                node = _Call(node.path, self.items(")"))
             else:
                 return node
 
