@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port_pair(host: str = "127.0.0.1", taken: Iterable[int] = ()) -> int:
+    """A port on *host* free right now whose next one is free too (an agent's
+    ``--peer-listen`` port and its block lane on the next; with only the first checked, a
+    busy neighbour made the agent exit with "--lane-listen ...: Address already in use")."""
+    busy = set(taken)
+    while True:
+        with socket.socket() as a, socket.socket() as b:
+            a.bind((host, 0))
+            port = a.getsockname()[1]
+            try:
+                b.bind((host, port + 1))
+            except OSError:
+                continue
+        if not busy & {port, port + 1}:
+            return port
 
 
 def write_kubeconfig(path: Path, server: str) -> Path:

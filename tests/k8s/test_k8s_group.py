@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from fake_apiserver import ApiError
-from test_k8s_e2e_agent import free_port, wait_until, write_kubeconfig
+from test_k8s_e2e_agent import free_port_pair, wait_until, write_kubeconfig
 
 from fusecache.group import load_group
 from prefetchd.k8s import group_watch as gw
@@ -129,7 +129,8 @@ def test_agents_publish_and_write_the_group(fake, local_s3, s3_env, tmp_path):
     procs = {}
     try:
         for i, n in enumerate(("n1", "n2"), start=1):
-            procs[n] = _agent(fake.url, tmp_path, n, f"127.0.0.{i}:{free_port()}",
+            procs[n] = _agent(fake.url, tmp_path, n,
+                              f"127.0.0.{i}:{free_port_pair(f'127.0.0.{i}')}",
                               local_s3.endpoint_url)
 
         def members(n: str) -> list[tuple[str, str]] | None:
@@ -224,7 +225,7 @@ def tls_secret(cert: dict, files: dict[str, bytes]) -> dict:
 @pytest.mark.k8s
 def test_agent_takes_its_peer_certificate_from_cert_manager(fake, local_s3, s3_env, tmp_path):
     fake.create(kubelet_node("n1", "127.0.0.1"))
-    listen = f"127.0.0.1:{free_port()}"
+    listen = f"127.0.0.1:{free_port_pair()}"
     cache = tmp_path / "n1"
     log_path = tmp_path / "n1.log"
     cmd = [sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "run", "--kubernetes",

@@ -195,11 +195,11 @@ def test_cache_group_membership_on_a_real_control_plane(control_plane, private_s
     and both write the same group file from the Nodes they watch; a warm on node-1 is then
     read by node-2's peer client over node-1's block lane."""
     import os
-    import socket
     import subprocess
     import sys
 
     from pvc_scenario import start, stop, wait_until
+    from test_k8s_e2e_agent import free_port_pair
 
     from fusecache.group import GroupWatcher, load_group
     from fusecache.nodecache import NodeCache, ObjectId
@@ -215,19 +215,9 @@ def test_cache_group_membership_on_a_real_control_plane(control_plane, private_s
     data = os.urandom(3 << 20)
     s3.put_object(Bucket="grp", Key="ds/x.bin", Body=data)
     nodes = ("node-1", "node-2")
-    ports = {}
+    ports: dict[str, int] = {}
     for n in nodes:  # a port whose next one is free too: the agent's lane takes it
-        while True:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", 0))
-                p = a.getsockname()[1]
-                try:
-                    b.bind(("127.0.0.1", p + 1))
-                except OSError:
-                    continue
-            if p not in ports.values() and p + 1 not in ports.values():
-                ports[n] = p
-                break
+        ports[n] = free_port_pair(taken=[q for p in ports.values() for q in (p, p + 1)])
     caches = {n: tmp_path / f"cache-{n}" for n in nodes}
     procs = {}
     try:
