@@ -106,9 +106,29 @@ def jobset_state(obj: Mapping[str, Any], suspended: bool) -> State:
     return State.ADMITTED
 
 
+def finished_jobs(obj: Mapping[str, Any], spec: Mapping[str, Any]) -> set[str]:
+    """The replicated jobs whose every Job has succeeded (``status.replicatedJobsStatus``:
+    ``succeeded`` of its ``replicas``): their pods are done, they read nothing more."""
+    replicas = {str(rj.get("name")): rj.get("replicas", 1)
+                for rj in spec.get("replicatedJobs") or [] if isinstance(rj, Mapping)}
+    out = set()
+    for st in mapping(obj.get("status"), "status").get("replicatedJobsStatus") or []:
+        if not isinstance(st, Mapping) or str(st.get("name")) not in replicas:
+            continue
+        want, done = replicas[str(st.get("name"))], st.get("succeeded")
+        if isinstance(want, int) and isinstance(done, int) and done >= max(want, 1):
+            out.add(str(st.get("name")))
+    return out
+
+
 def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
     spec = mapping(obj.get("spec"), "spec")
     work.groups = replicated_job_groups(spec, work.name, "spec")
+    done = finished_jobs(obj, spec)
+    if done:  # (blind job round 34: a finished prep job's input was still warmed)
+        work.groups = [replace(g, datasets=()) if g.name in done else g for g in work.groups]
+        work.notes.append(f"replicated job(s) {', '.join(sorted(done))} completed: nothing "
+                          "of theirs is warmed")
     work.state = jobset_state(obj, bool(spec.get("suspend")))
     return work

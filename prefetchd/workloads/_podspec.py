@@ -493,8 +493,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             sub = _pvc.join("", sub).strip("/")
             origin = f"{'csi' if vkind == 'uri' else 'pvc'} {vname}"
             # (a folder only each pod knows: the one holding every pod's, read whole)
-            named = k8s_datasets.paths_under([*words_of, *more_words],
-                                             str(m.get("mountPath", ""))) if exact else []
+            said = k8s_datasets.paths_under([*words_of, *more_words], str(m.get("mountPath", "")))
+            named = said if exact else []
             # a path under the mount: named as pipeline/_pvc.py dataset_under reads it (a
             # trailing "/" for a folder: the mount itself, or its subPath); one that could be
             # read or written is read where the container cannot write (a fusecache volume,
@@ -508,7 +508,10 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             paths = [_join(sub, rel) if rel else (sub + "/" if sub else "")
                      for rel, d in named if d != "write" and not (writable and d == "unknown")
                      and not any((rel.rstrip("/") + "/").startswith(o) for o in outputs)]
-            if not named:
+            if not named and not (writable and said and all(
+                    d == "write" or d == "unknown" for _, d in said)):
+                # (not a per-pod folder the container is told to write, subPathExpr:
+                # $(POD_NAME) under --checkpoint-dir: blind job round 34)
                 paths.append(sub + "/" if sub else "")
             for p in paths:
                 if PLACEHOLDER in value or PLACEHOLDER in p:

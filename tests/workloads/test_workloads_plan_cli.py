@@ -936,3 +936,44 @@ def test_round_33_a_claim_of_a_fusecache_storageclass_and_a_dir_inside_the_outpu
         assert warmed(sc, pvc, job) == want, policy
     other = {**sc, "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com"}
     assert warmed(other, {**pvc, "spec": {**pvc["spec"], "storageClassName": "gp3"}}, job) == []
+
+
+def test_round_34_a_finished_replicated_job_and_a_per_pod_checkpoint_folder(tmp_path) -> None:
+    """Blind job round 34: a JobSet's replicated job whose Jobs all succeeded
+    (``status.replicatedJobsStatus``) still had its input warmed; a writable mount with
+    ``subPathExpr: $(POD_NAME)`` named only by ``--checkpoint-dir`` was read whole once its
+    claim was mapped (with a fixed subPath it was a write already)."""
+    def job(name: str, args: list[str]) -> dict:
+        return {"name": name, "replicas": 1, "template": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": name, "image": "i", "args": args}]}}}}}
+    js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+          "metadata": {"name": "prep-then-train", "namespace": "ml"},
+          "spec": {"replicatedJobs": [
+              job("prep", ["--in=s3://raw/videos/", "--out=s3://curated/frames/"]),
+              {**job("train", ["--data=s3://curated/frames/train/"]),
+               "dependsOn": [{"name": "prep", "status": "Complete"}]}]},
+          "status": {"replicatedJobsStatus": [
+              {"name": "prep", "replicas": 1, "ready": 0, "active": 0, "succeeded": 1},
+              {"name": "train", "replicas": 1, "ready": 1, "active": 1, "succeeded": 0}]}}
+    r = plan(write(tmp_path, "js.yaml", js), "--json")
+    assert r.returncode == 0, r.stderr
+    assert [w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]] == [
+        "s3://curated/frames/train/"]
+    js["status"]["replicatedJobsStatus"][0]["succeeded"] = 0
+    r = plan(write(tmp_path, "js.yaml", js), "--json")
+    assert "s3://raw/videos/" in [w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]]
+    ckpt = {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "ckpt-writer", "namespace": "ml"},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+                "name": "train", "image": "train:1",
+                "args": ["--data=s3://corpus/train/", "--checkpoint-dir=/ckpt"],
+                "env": [{"name": "POD_NAME",
+                         "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                "volumeMounts": [{"name": "ckpt", "mountPath": "/ckpt",
+                                  "subPathExpr": "$(POD_NAME)"}]}],
+                "volumes": [{"name": "ckpt",
+                             "persistentVolumeClaim": {"claimName": "run-ckpt"}}]}}}}
+    r = plan(write(tmp_path, "ckpt.yaml", ckpt), "--pvc", "run-ckpt=s3://ckpt-bucket/runs",
+             "--json")
+    assert [w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]] == [
+        "s3://corpus/train/"]
