@@ -112,8 +112,10 @@ def provisioned_pv(pvc: Mapping[str, Any], namespace: str, name: str,
     given in the files (its ``bucket``/``prefix``/``prefixPolicy`` parameters, as
     ``csi.volumes.source_for_new_volume`` computes them for CreateVolume); None when the claim
     is bound, of another class or provisioner, or gets a fresh empty prefix
-    (``prefixPolicy: volumeName``: nothing to warm), or its class is malformed."""
+    (``prefixPolicy: volumeName``: nothing to warm). ValueError naming the class when
+    CreateVolume would refuse its parameters (a typo such as ``regoin``)."""
     from csi import volumes  # (the controller's own rule: the plan names what it will name)
+    from csi.rpc import CsiError
 
     spec = pvc.get("spec") or {}
     cls = classes.get(str(spec.get("storageClassName") or ""))
@@ -126,8 +128,9 @@ def provisioned_pv(pvc: Mapping[str, Any], namespace: str, name: str,
         source = volumes.source_for_new_volume(
             f"pvc-{namespace}-{name}",
             {**params, volumes.PVC_NAME_KEY: name, volumes.PVC_NAMESPACE_KEY: namespace})
-    except Exception:  # noqa: BLE001 - CsiError (a bad class): the claim stays unresolved
-        return None
+    except CsiError as e:  # a class CreateVolume refuses: the claim would stay Pending
+        raise ValueError(f"StorageClass {spec.get('storageClassName')} of claim "
+                         f"{namespace}/{name}: {e.message}") from None
     return {"apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": f"pvc-{namespace}-{name} (provisioned)"},
             "spec": {"csi": {"driver": driver, "volumeHandle": f"{namespace}/{name}",

@@ -273,9 +273,7 @@ def _unknown_mounts(spec: Mapping[str, Any], claim_templates: Mapping[str, str])
 # ---------------------------------------------------------------- per-pod values
 
 MAX_INDEXES = 32  # an Indexed Job's per-index locations warmed each, up to this many
-
-
-INDEX_VAR = "JOB_COMPLETION_INDEX"
+INDEX_VAR = "JOB_COMPLETION_INDEX"  # set by the Job controller in an Indexed Job's pods
 
 
 def job_group(name: str, pods: int, job: Mapping[str, Any], where: str,
@@ -293,7 +291,8 @@ def job_group(name: str, pods: int, job: Mapping[str, Any], where: str,
         template = copy.deepcopy(dict(template))
         for kind in ("initContainers", "containers"):
             for c in template["spec"].get(kind) or []:
-                env = c.get("env") or [] if isinstance(c, dict) else None
+                # (a malformed container is left as it is: group() names it)
+                env = (c.get("env") or []) if isinstance(c, dict) else None
                 if isinstance(env, list) and not any(
                         isinstance(e, Mapping) and e.get("name") == INDEX_VAR for e in env):
                     # (appended, as the controller does: the env before it cannot use it)

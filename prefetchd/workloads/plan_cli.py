@@ -162,8 +162,11 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
             works.append(_registry.read(d, library))
         except WorkloadError as e:
             raise WorkloadError(f"{path}: {e}") from None
-    return sorted(_as_the_agent_sees(works, ignored), key=order_key), ignored, \
-        FileClusterView(volumes)
+    try:
+        view = FileClusterView(volumes)
+    except ValueError as e:  # a fusecache StorageClass whose claims would never be made
+        raise WorkloadError(f"{', '.join(files)}: {e}") from None
+    return sorted(_as_the_agent_sees(works, ignored), key=order_key), ignored, view
 
 
 def _check_configmap(d: Mapping[str, Any], path: str) -> None:

@@ -936,6 +936,12 @@ def test_round_33_a_claim_of_a_fusecache_storageclass_and_a_dir_inside_the_outpu
         assert warmed(sc, pvc, job) == want, policy
     other = {**sc, "metadata": {"name": "gp3"}, "provisioner": "ebs.csi.aws.com"}
     assert warmed(other, {**pvc, "spec": {**pvc["spec"], "storageClassName": "gp3"}}, job) == []
+    # a class CreateVolume refuses (a typo): named, exit 2, as its claims would stay Pending
+    bad = {**sc, "parameters": {"bucket": "train-data", "regoin": "us-east-1"}}
+    r = plan(write(tmp_path, "bad.yaml", bad, pvc, job))
+    assert r.returncode == 2 and not r.stdout
+    assert "StorageClass fusecache of claim ml/imagenet: unknown volume attribute(s) regoin" \
+        in r.stderr
 
 
 def test_round_34_a_finished_replicated_job_and_a_per_pod_checkpoint_folder(tmp_path) -> None:
