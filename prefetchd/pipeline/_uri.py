@@ -34,6 +34,7 @@ reported as `s3://bucket/key`). A URI directly followed by `{` is a template
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -58,6 +59,15 @@ _RUN_TIME_URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:\$\{[A-Za-
 AZURE_RE = re.compile(
     r"\bhttps://[a-z0-9-]+\.(?:blob|dfs)\.core\.windows\.net/[^\s'\"`,;()\[\]{}<>|?]*"
 )
+# an object of AWS S3 by its HTTPS address: virtual-hosted (https://BUCKET.s3.REGION.
+# amazonaws.com/KEY, also s3-REGION and dualstack) or path-style (https://s3.REGION.amazonaws.
+# com/BUCKET/KEY); named as s3://BUCKET/KEY with its key URL-decoded, a query (a presigned
+# URL's signature) left out: the object a cache holds (blind round 39: such reads were lost)
+_S3_HOST = r"s3(?:[.-]dualstack)?(?:[.-][a-z0-9-]+)?\.amazonaws\.com(?:\.cn)?"
+_S3_KEY = r"[^\s'\"`,;()\[\]{}<>|?#]*"
+S3_HTTPS_RE = re.compile(
+    r"\bhttps?://(?:([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\." + _S3_HOST + r"/(" + _S3_KEY + r")"
+    r"|" + _S3_HOST + r"/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(" + _S3_KEY + r"))?)")
 RCLONE_S3_RE = re.compile(  # :s3,provider=Minio,endpoint='http://minio:9000':bucket/key
     r"(?<![\w/.-]):s3(?:,[\w-]+(?:=(?:'[^']*'|\"[^\"]*\"|[^,:\s'\"`]*))?)*:"
     r"([a-z0-9][a-z0-9.-]{1,62}(?:/[^\s'\"`,;()\[\]{}<>|]*)?)"
@@ -118,8 +128,18 @@ def find_uris(text: str) -> list[str]:
             continue  # a %-format template ("s3://b/%s/x.parquet" % day)
         found.append((m.start(), m.group(0)))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
+    found += [(m.start(), u) for m in S3_HTTPS_RE.finditer(text)
+              if "s3-website" not in m.group(0) and (u := s3_https(m)) is not None]
     found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)]
     return [u for _, u in sorted(found)]
+
+
+def s3_https(m: re.Match[str]) -> str | None:
+    """``s3://BUCKET/KEY`` of an S3_HTTPS_RE match (the key URL-decoded); None for a key
+    that decodes to blanks or control characters (no location word can carry it)."""
+    bucket, key = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4) or "")
+    key = urllib.parse.unquote(key)
+    return None if re.search(r"[\s\x00-\x1f]", key) else f"s3://{bucket}/{key}"
 
 
 def run_time_locations(text: str) -> list[str]:
@@ -171,6 +191,7 @@ def is_uri(text: str) -> bool:
     t = text.strip()
     return len(find_uris(t)) == 1 and (URI_RE.fullmatch(t) is not None or
                                        AZURE_RE.fullmatch(t) is not None or
+                                       S3_HTTPS_RE.fullmatch(t.split("?", 1)[0]) is not None or
                                        RCLONE_S3_RE.fullmatch(t) is not None)
 
 
@@ -560,7 +581,37 @@ def classify_tokens(
             out[i] = None
         i += 1
     _program_in_out(tokens, out)
+    _http_transfers(tokens, out)
     return out
+
+
+# curl and wget options that send data to the URL (an upload, a PUT or POST), not fetch it
+_SENDS = re.compile(r"-T|--upload-file(=.*)?|-d|--data(-[a-z]+)?(=.*)?|-F|--form(=.*)?|"
+                    r"--post-(file|data)(=.*)?|--body-(file|data)(=.*)?|"
+                    r"(-X|--request|--method)=?(PUT|POST|PATCH|DELETE)?")
+
+
+def _http_transfers(tokens: list[str], out: dict[int, str | None]) -> None:
+    """``curl``/``wget`` of an S3 object by its HTTPS address: fetched (read) unless the
+    command sends data to it (``-T``, ``--upload-file``, ``-X PUT``, ``--post-file``: a
+    write)."""
+    start = 0
+    for i in [*range(len(tokens)), len(tokens)]:
+        if i < len(tokens) and tokens[i] not in _SEPARATORS:
+            continue
+        tool = next((k for k in range(start, i)
+                     if tokens[k].rsplit("/", 1)[-1] in ("curl", "wget")), None)
+        start = i + 1
+        if tool is None:  # (after `sh -c`, `timeout 60`: where the tool's words start)
+            continue
+        seg = range(tool, i)
+        sends = any(_SENDS.fullmatch(tokens[k]) and (
+            not tokens[k].startswith(("-X", "--request", "--method")) or any(
+                m in tokens[k] or tokens[k + 1:k + 2] == [m]
+                for m in ("PUT", "POST", "PATCH", "DELETE"))) for k in seg)
+        for k in seg:
+            if out.get(k, "x") is None and S3_HTTPS_RE.search(tokens[k]):
+                out[k] = "write" if sends else "read"
 
 
 def handed_on(tokens: list[str]) -> set[int]:

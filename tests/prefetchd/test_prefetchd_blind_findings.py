@@ -1973,3 +1973,27 @@ def test_round_37_an_exit_hook_inside_a_looped_template_runs_per_item() -> None:
     hook = plan.step("stats")
     assert hook.exit_handler and hook.depends_on == ["work"]
     assert hook.loop is not None and hook.loop.items == ["a", "b", "c"]
+
+
+def test_round_39_an_s3_object_by_its_https_address_is_that_object() -> None:
+    """Blind round 39: ``curl -o x https://coco-mirror.s3.us-west-2.amazonaws.com/...`` read
+    nothing (no read, no unknown). An AWS S3 HTTPS address, virtual-hosted or path-style,
+    is now the object it names (``s3://BUCKET/KEY``, the key URL-decoded, a presigned
+    query left out), fetched by curl/wget unless the command sends data to it (a write)."""
+    assert _uri.find_uris("https://coco-mirror.s3.us-west-2.amazonaws.com/ann/train.json") == [
+        "s3://coco-mirror/ann/train.json"]
+    assert _uri.find_uris("https://s3.eu-central-1.amazonaws.com/lake/a%2Bb.parquet?X-Amz-"
+                          "Signature=abc") == ["s3://lake/a+b.parquet"]
+    assert _uri.find_uris("https://lake.s3.dualstack.us-east-1.amazonaws.com/k") == [
+        "s3://lake/k"]
+    for other in ("https://example.com/lake/x", "https://lake.s3-website-us-east-1.amazonaws."
+                  "com/index.html", "https://s3.amazonaws.com/lake/a%20b.txt"):
+        assert _uri.find_uris(other) == [], other  # (a blank no location word can carry)
+    script = ("curl -fsSL -o /tmp/a.json https://coco-mirror.s3.amazonaws.com/ann/val.json && "
+              "wget -q https://s3.us-west-2.amazonaws.com/coco-mirror/ann/test.json -O /tmp/b && "
+              "curl -T /tmp/r.json https://coco-mirror.s3.amazonaws.com/reports/r.json")
+    tmpl = {"name": "main", "container": {"image": "curl", "command": ["sh", "-c", script]}}
+    step = _plan([tmpl]).step("main")
+    assert sorted(r.uri for r in step.reads) == ["s3://coco-mirror/ann/test.json",
+                                                 "s3://coco-mirror/ann/val.json"]
+    assert [w.uri for w in step.writes] == ["s3://coco-mirror/reports/r.json"]
