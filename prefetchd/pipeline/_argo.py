@@ -706,9 +706,11 @@ class ArgoAnalyzer:
                                               env_values=envs, shell_env=shell_env)
             _scan.scan_env(step, env, res, only_built | {_code.ENV + n for n in spelled})
         self._artifacts(step, tmpl, scope)
+        # (a containerSet's own volumeMounts are every one of its containers': round 40)
+        set_mounts = cs.get("volumeMounts") if isinstance(cs, dict) else None
         mounts = list({(m.get("name"), m.get("mountPath"), m.get("subPath")): m
-                       for c in containers for m in c.get("volumeMounts") or []
-                       if isinstance(m, dict)}.values())
+                       for c in [*containers, {"volumeMounts": set_mounts}]
+                       for m in c.get("volumeMounts") or [] if isinstance(m, dict)}.values())
         tvols = {v.get("name"): v for v in tmpl.get("volumes") or [] if isinstance(v, dict)}
         for m in mounts:
             pm = self._pvc_mount(m, tvols, scope)

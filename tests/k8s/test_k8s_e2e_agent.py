@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -60,19 +61,27 @@ def free_port() -> int:
 
 def free_port_pair(host: str = "127.0.0.1", taken: Iterable[int] = ()) -> int:
     """A port on *host* free right now whose next one is free too (an agent's
-    ``--peer-listen`` port and its block lane on the next; with only the first checked, a
-    busy neighbour made the agent exit with "--lane-listen ...: Address already in use")."""
+    ``--peer-listen`` port and its block lane on the next), below the kernel's ephemeral
+    range: a port from ``bind(0)`` is one of those, and the next one was at times taken
+    by another test's outgoing connection before the agent bound it ("--lane-listen ...:
+    Address already in use", twice in CI on 2026-12-06)."""
     busy = set(taken)
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
     while True:
+        port = rng.randrange(10000, max(10002, low - 2))
+        if busy & {port, port + 1}:
+            continue
         with socket.socket() as a, socket.socket() as b:
-            a.bind((host, 0))
-            port = a.getsockname()[1]
             try:
+                a.bind((host, port))
                 b.bind((host, port + 1))
             except OSError:
                 continue
-        if not busy & {port, port + 1}:
-            return port
+        return port
 
 
 def write_kubeconfig(path: Path, server: str) -> Path:

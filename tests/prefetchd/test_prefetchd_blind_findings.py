@@ -1997,3 +1997,18 @@ def test_round_39_an_s3_object_by_its_https_address_is_that_object() -> None:
     assert sorted(r.uri for r in step.reads) == ["s3://coco-mirror/ann/test.json",
                                                  "s3://coco-mirror/ann/val.json"]
     assert [w.uri for w in step.writes] == ["s3://coco-mirror/reports/r.json"]
+
+
+def test_round_40_a_containersets_own_volume_mounts_are_its_containers() -> None:
+    """Blind round 40: a claim mounted through ``containerSet.volumeMounts`` (every container
+    of the set gets it) was not reported; declared on a container of the set, it was."""
+    tmpl = {"name": "main", "containerSet": {
+        "volumeMounts": [{"name": "shared-data", "mountPath": "/data"}],
+        "containers": [
+            {"name": "prep", "image": "x", "command": ["python", "prep.py", "--in", "/data/raw"]},
+            {"name": "tile", "image": "x", "command": ["python", "tile.py"],
+             "dependencies": ["prep"]}]}}
+    plan = _plan([tmpl], volumes=[{"name": "shared-data",
+                                   "persistentVolumeClaim": {"claimName": "aoi-tiles"}}])
+    [mount] = plan.step("main").pvc_mounts
+    assert (mount.claim, mount.mount_path) == ("aoi-tiles", "/data")
