@@ -950,8 +950,10 @@ def test_round_34_a_finished_replicated_job_and_a_per_pod_checkpoint_folder(tmp_
     ``subPathExpr: $(POD_NAME)`` named only by ``--checkpoint-dir`` was read whole once its
     claim was mapped (with a fixed subPath it was a write already)."""
     def job(name: str, args: list[str]) -> dict:
-        return {"name": name, "replicas": 1, "template": {"spec": {"template": {"spec": {
-            "restartPolicy": "Never", "containers": [{"name": name, "image": "i", "args": args}]}}}}}
+        pod = {"restartPolicy": "Never",
+               "containers": [{"name": name, "image": "i", "args": args}]}
+        return {"name": name, "replicas": 1,
+                "template": {"spec": {"template": {"spec": pod}}}}
     js = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
           "metadata": {"name": "prep-then-train", "namespace": "ml"},
           "spec": {"replicatedJobs": [
