@@ -154,8 +154,14 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
             else:
                 ignored.append(_registry.describe(d))
     if not todo:
-        raise WorkloadError(f"{', '.join(files)}: no training job, JobSet, Job, Katib "
-                            "Experiment/Trial or Kueue Workload")
+        # (blind job round 35: name what the files held and every kind that is read)
+        held = ", ".join(ignored[:4]) + (f" and {len(ignored) - 4} more" if len(ignored) > 4
+                                         else "")
+        raise WorkloadError(
+            f"{', '.join(files)}: no training job, JobSet, Job, Katib Experiment/Trial or "
+            f"Kueue Workload ({'only ' + held if held else 'nothing'}); read are "
+            f"{', '.join(dict.fromkeys(k.kind for k in _registry.KINDS))}, and Argo and "
+            "KFP pipelines in a call of their own")
     works = []
     for path, d in todo:
         try:

@@ -114,8 +114,11 @@ def test_bad_input_is_one_line_exit_2(tmp_path) -> None:
     assert "plan pipelines and training jobs in separate calls" in _one_line_error(plan(mixed))
     only_queues = path("kueue/single-clusterqueue-setup.yaml")
     r = plan(only_queues)  # kueue.x-k8s.io objects, but nothing that runs
-    assert "no training job, JobSet, Job, Katib Experiment/Trial or Kueue Workload" in \
-        _one_line_error(r)
+    err = _one_line_error(r)
+    assert "no training job, JobSet, Job, Katib Experiment/Trial or Kueue Workload" in err
+    # what the files held, and every kind that is read (blind job round 35)
+    assert "(only ClusterQueue" in err and "read are Job, CronJob, JobSet, TrainJob" in err
+    assert "RayJob, and Argo and KFP pipelines in a call of their own" in err
 
 
 def test_pipeline_files_still_go_to_the_pipeline_analysis(tmp_path) -> None:
