@@ -354,6 +354,20 @@ def _loop_items(words: list[str]) -> list[str] | None:
     return items if 0 < len(items) <= MAX_SHELL_LOOP_ITEMS else None
 
 
+def _loop_end(words: list[str], do_at: int) -> int:
+    """The index of the ``done`` that closes the loop whose ``do`` is at *do_at* (nested
+    loops counted; each keyword starts a command), or ``len(words)`` when none does."""
+    depth = 1
+    for m in range(do_at + 1, len(words)):
+        if words[m - 1] == ";" and words[m] == "do":
+            depth += 1
+        elif words[m - 1] == ";" and words[m] == "done":
+            depth -= 1
+            if depth == 0:
+                return m
+    return len(words)
+
+
 def _for_loops(words: list[str]) -> list[str]:
     """A script's words with each ``for NAME in a b c; do BODY; done`` over literal items
     written out once per item (``s3://b/evals/${s}.jsonl`` for s in dev test: both files,
@@ -375,15 +389,7 @@ def _for_loops(words: list[str]) -> list[str]:
             out.append(words[i])
             i += 1
             continue
-        depth, m = 1, k + 1
-        while m < len(words):
-            if words[m - 1] == ";" and words[m] == "do":
-                depth += 1
-            elif words[m - 1] == ";" and words[m] == "done":
-                depth -= 1
-                if depth == 0:
-                    break
-            m += 1
+        m = _loop_end(words, k)
         items = _loop_items(words[i + 3:j])
         if m >= len(words) or items is None:
             out.append(words[i])
@@ -731,19 +737,14 @@ def _listed_reads(words: list[str]) -> list[str]:
         folder = folders[0] if folders[0].endswith("/") else folders[0] + "/"
         uses = {folder + "$" + names[0], folder + "${" + names[0] + "}",
                 folder + "/$" + names[0], folder + "/${" + names[0] + "}"}
-        depth, k = 0, command_end(words, i)
-        while k < len(words):  # the loop's body, to its `done`
-            if words[k] == "do":
-                depth += 1
-            elif words[k] == "done":
-                depth -= 1
-                if depth == 0:
-                    break
-            elif words[k] in uses:
+        do_at = command_end(words, i) + 1  # `while read -r f ;` then `do`
+        if words[do_at:do_at + 1] != ["do"]:
+            continue
+        for k in range(do_at + 1, _loop_end(words, do_at)):  # the loop's body
+            if words[k] in uses:
                 out[k] = folder
                 if not dropped or dropped[-1] != (start, i):
                     dropped.append((start, i))
-            k += 1
     for a, b in reversed(dropped):  # (the listing only named the folder the loop reads)
         del out[a:b]
     return out

@@ -586,30 +586,27 @@ def classify_tokens(
 
 
 # curl and wget options that send data to the URL (an upload, a PUT or POST), not fetch it
+_METHODS = ("PUT", "POST", "PATCH", "DELETE")
+_METHOD_FLAG = r"(-X|--request|--method)=?"
 _SENDS = re.compile(r"-T|--upload-file(=.*)?|-d|--data(-[a-z]+)?(=.*)?|-F|--form(=.*)?|"
                     r"--post-(file|data)(=.*)?|--body-(file|data)(=.*)?|"
-                    r"(-X|--request|--method)=?(PUT|POST|PATCH|DELETE)?")
+                    + _METHOD_FLAG + "(" + "|".join(_METHODS) + ")")
 
 
 def _http_transfers(tokens: list[str], out: dict[int, str | None]) -> None:
     """``curl``/``wget`` of an S3 object by its HTTPS address: fetched (read) unless the
     command sends data to it (``-T``, ``--upload-file``, ``-X PUT``, ``--post-file``: a
     write)."""
-    start = 0
-    for i in [*range(len(tokens)), len(tokens)]:
-        if i < len(tokens) and tokens[i] not in _SEPARATORS:
+    for seg in _command_spans(tokens):
+        # (after `sh -c`, `timeout 60`: where the tool's words start)
+        tool = next((k for k in seg if tokens[k].rsplit("/", 1)[-1] in ("curl", "wget")),
+                    None)
+        if tool is None:
             continue
-        tool = next((k for k in range(start, i)
-                     if tokens[k].rsplit("/", 1)[-1] in ("curl", "wget")), None)
-        start = i + 1
-        if tool is None:  # (after `sh -c`, `timeout 60`: where the tool's words start)
-            continue
-        seg = range(tool, i)
-        sends = any(_SENDS.fullmatch(tokens[k]) and (
-            not tokens[k].startswith(("-X", "--request", "--method")) or any(
-                m in tokens[k] or tokens[k + 1:k + 2] == [m]
-                for m in ("PUT", "POST", "PATCH", "DELETE"))) for k in seg)
-        for k in seg:
+        words = range(tool, seg.stop)
+        sends = any(_SENDS.fullmatch(tokens[k]) or re.fullmatch(_METHOD_FLAG, tokens[k])
+                    and k + 1 < len(tokens) and tokens[k + 1] in _METHODS for k in words)
+        for k in words:
             if out.get(k, "x") is None and S3_HTTPS_RE.search(tokens[k]):
                 out[k] = "write" if sends else "read"
 
@@ -650,18 +647,24 @@ def key_direction(key: str) -> str | None:
 def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
     """`prog SRC DST`: in a command with two or more bare URI operands, the last could be
     the output (`convert.py s3://in s3://out`): unknown rather than a guessed read."""
-    seg: list[int] = []
-    for i in [*range(len(tokens)), len(tokens)]:
-        if i == len(tokens) or tokens[i] in _SEPARATORS:
-            if len(seg) >= 2:
-                out[seg[-1]] = "unknown"
-            seg = []
-        elif i in out and out[i] is None and URI_RE.search(tokens[i]) and \
-                not tokens[i].startswith("-") and override_key(tokens[i]) is None and (
+    for seg in _command_spans(tokens):
+        bare = [i for i in seg if i in out and out[i] is None and URI_RE.search(tokens[i])
+                and not tokens[i].startswith("-") and override_key(tokens[i]) is None and (
                     # --x=s3://...: a flag's value; an override (data.root=s3://...) goes
                     # by its key, whatever the key says
-                i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1]):
-            seg.append(i)
+                    i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1])]
+        if len(bare) >= 2:
+            out[bare[-1]] = "unknown"
+
+
+def _command_spans(tokens: list[str]) -> list[range]:
+    """The index ranges of the commands in *tokens*, between their separators."""
+    spans, start = [], 0
+    for i, t in enumerate([*tokens, ";"]):
+        if t in _SEPARATORS:
+            spans.append(range(start, i))
+            start = i + 1
+    return spans
 
 
 def flag_value(tokens: list[str], i: int) -> tuple[str | None, str | None]:

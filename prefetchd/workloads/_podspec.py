@@ -503,10 +503,11 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
                 and vkind == "claim"
             # and none inside what the container writes (WANDB_DIR=/ckpt/run1/wandb beside
             # --output_dir=/ckpt/run1: part of its output; blind job round 33)
-            outputs = [rel.rstrip("/") + "/" for rel, d in named if d == "write" and rel]
+            # (as a pipeline step's file written into its claim first is: _pvc.map_mounts)
+            outputs = [rel for rel, d in named if d == "write" and rel]
             paths = [_join(sub, rel) if rel else (sub + "/" if sub else "")
                      for rel, d in named if d != "write" and not (writable and d == "unknown")
-                     and not any((rel.rstrip("/") + "/").startswith(o) for o in outputs)]
+                     and not any(_pvc.location_under(rel, o) for o in outputs)]
             if not named and not (writable and said and all(
                     d == "write" or d == "unknown" for _, d in said)):
                 # (not a per-pod folder the container is told to write, subPathExpr:
