@@ -137,8 +137,11 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
     todo: list[tuple[str, dict[str, Any]]] = []
     ignored: list[str] = []
     volumes: list[Mapping[str, Any]] = []
+    held: list[str] = []  # every object that is no work, for a refusal naming them
     for path in files:
         for d in _documents(path):
+            if _registry.lookup(d) is None:
+                held.append(_registry.describe(d))
             api = str(d.get("apiVersion") or "")
             if api.startswith("argoproj.io/") or "pipelineInfo" in d:
                 raise WorkloadError(f"{path}: {_registry.describe(d)} is a pipeline; plan "
@@ -155,11 +158,10 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
                 ignored.append(_registry.describe(d))
     if not todo:
         # (blind job round 35: name what the files held and every kind that is read)
-        held = ", ".join(ignored[:4]) + (f" and {len(ignored) - 4} more" if len(ignored) > 4
-                                         else "")
+        shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
         raise WorkloadError(
             f"{', '.join(files)}: no training job, JobSet, Job, Katib Experiment/Trial or "
-            f"Kueue Workload ({'only ' + held if held else 'nothing'}); read are "
+            f"Kueue Workload ({'only ' + shown if shown else 'nothing'}); read are "
             f"{', '.join(dict.fromkeys(k.kind for k in _registry.KINDS))}, and Argo and "
             "KFP pipelines in a call of their own")
     works = []

@@ -117,7 +117,8 @@ def test_bad_input_is_one_line_exit_2(tmp_path) -> None:
     err = _one_line_error(r)
     assert "no training job, JobSet, Job, Katib Experiment/Trial or Kueue Workload" in err
     # what the files held, and every kind that is read (blind job round 35)
-    assert "(only ClusterQueue" in err and "read are Job, CronJob, JobSet, TrainJob" in err
+    assert "(only ResourceFlavor default-flavor, ClusterQueue cluster-queue" in err
+    assert "read are Job, CronJob, JobSet, TrainJob" in err
     assert "RayJob, and Argo and KFP pipelines in a call of their own" in err
 
 
