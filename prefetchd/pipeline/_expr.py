@@ -238,7 +238,7 @@ def _num(v: Any) -> int | float:
 
 def _as_int(v: Any) -> int:
     try:
-        return int(v) if not isinstance(v, float) else int(v)
+        return int(v)
     except (TypeError, ValueError):
         raise ExprUnknown(f"asInt({v!r})") from None
 
@@ -309,6 +309,14 @@ def _sprig_regex(pattern: Any) -> re.Pattern[str]:
         raise ExprUnknown(f"regex {pattern!r}") from None
 
 
+def _lower(s: Any) -> str:
+    return _str(s).lower()
+
+
+def _upper(s: Any) -> str:
+    return _str(s).upper()
+
+
 def _trunc(n: Any, s: Any) -> str:
     n, s = _as_int(n), _str(s)
     return s[:n] if n >= 0 else s[n:]
@@ -322,8 +330,8 @@ _FUNCS: dict[tuple[str, ...], Callable[..., Any]] = {
     ("asFloat",): _as_float,
     ("string",): lambda v: v if isinstance(v, str) else _render(v),
     # expr-lang's built-ins (string first)
-    ("lower",): lambda s: _str(s).lower(),
-    ("upper",): lambda s: _str(s).upper(),
+    ("lower",): _lower,
+    ("upper",): _upper,
     ("trim",): lambda s, cut=None: _str(s).strip(cut),
     ("trimPrefix",): lambda s, p: _str(s).removeprefix(_str(p)),
     ("trimSuffix",): lambda s, p: _str(s).removesuffix(_str(p)),
@@ -336,8 +344,8 @@ _FUNCS: dict[tuple[str, ...], Callable[..., Any]] = {
     ("first",): lambda xs: xs[0] if isinstance(xs, list) and xs else None,
     ("last",): lambda xs: xs[-1] if isinstance(xs, list) and xs else None,
     # sprig (the string last, as in a pipeline)
-    ("sprig", "lower"): lambda s: _str(s).lower(),
-    ("sprig", "upper"): lambda s: _str(s).upper(),
+    ("sprig", "lower"): _lower,
+    ("sprig", "upper"): _upper,
     ("sprig", "trim"): lambda s: _str(s).strip(),
     ("sprig", "trimAll"): lambda cut, s: _str(s).strip(_str(cut)),
     ("sprig", "trimPrefix"): lambda p, s: _str(s).removeprefix(_str(p)),
