@@ -165,7 +165,9 @@ class LocalS3:
     def _launch(self, cfg_path: Path, master: int, volume: int, filer: int,
                 s3_grpc: int) -> None:
         cmd = [
-            *self.cmd_prefix, weed_binary(), "server", f"-dir={self.data_dir}", f"-ip={self.ip}",
+            # -logdir: weed's own log files (glog) stay in its data folder, not in /tmp
+            *self.cmd_prefix, weed_binary(), f"-logdir={self.data_dir}", "server",
+            f"-dir={self.data_dir}", f"-ip={self.ip}",
             f"-ip.bind={self.ip}", f"-master.port={master}", f"-volume.port={volume}",
             f"-filer.port={filer}", "-s3", f"-s3.port={self.s3_port}",
             f"-s3.port.grpc={s3_grpc}",
