@@ -258,7 +258,7 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
                 if ref.direction != "read":
                     why = "read or written"
                 elif ref.claim:
-                    why = plan_cli.unresolved_claim(ref.claim, w.namespace, view, ref.made)
+                    why = plan_cli.unresolved_claim(ref, w.namespace, view)
                 else:
                     why = "known at run time" if ref.pattern else "not S3"
                 skipped.append(f"{w.key} {g.name}: {ref.describe()} ({why})")

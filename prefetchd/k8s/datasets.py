@@ -11,6 +11,9 @@ last chance to warm). A dataset is an ``s3://bucket/prefix`` location:
   paths are normalised and named exactly as the workflow analysis names them
   (prefetchd/pipeline/_pvc.py), so a step's dataset has one name for agent and webhook;
 * an inline CSI volume of the driver (same attributes);
+* a generic ephemeral volume (``ephemeral.volumeClaimTemplate``) of a fusecache
+  StorageClass: the claim made for the pod once bound, else the PV the class will give it
+  (:func:`ephemeral_dataset`);
 * ``s3://`` / ``s3a://`` URIs in command, args (``$(VAR)`` expanded from the container's env,
   as the kubelet does) and env values, except those the workflow analysis's rules
   (prefetchd/pipeline/_uri.py: copy-tool operand order, flag names such as
@@ -48,6 +51,7 @@ EXPAND_ONLY = "x-prefetchd-expand-only"
 # ConfigMap volumes it names (``--config /etc/train/config.yaml``), read with its words
 CONFIG_FILES = "x-prefetchd-config-files"
 DRIVER_NAME = "csi.fusecache.io"  # csi/__init__.py DRIVER_NAME; not imported: no grpc needed here
+POD_CLAIM = "<pod>-"  # the claim of a pod's ephemeral volume, "<pod name>-<volume>"
 MAX_DATASETS = 16  # per pod: bounds webhook work and the size of the affinity it adds
 
 
@@ -57,6 +61,8 @@ class ClusterView(Protocol):
     def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
     def pv(self, name: str) -> Mapping[str, Any] | None: ...
+
+    def storage_class(self, name: str) -> Mapping[str, Any] | None: ...
 
     def nodes(self) -> list[placement.NodeInfo]: ...
 
@@ -68,7 +74,8 @@ class ObjectsView:
     def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self._pvc: dict[tuple[str, str], Mapping[str, Any]] = {}
         self._pv: dict[str, Mapping[str, Any]] = {}
-        classes: dict[str, Mapping[str, Any]] = {}
+        self._classes: dict[str, Mapping[str, Any]] = {}
+        classes = self._classes
         for o in objects:
             meta = o.get("metadata") or {}
             if o.get("kind") == "PersistentVolumeClaim":
@@ -90,6 +97,9 @@ class ObjectsView:
 
     def pv(self, name: str) -> Mapping[str, Any] | None:
         return self._pv.get(name)
+
+    def storage_class(self, name: str) -> Mapping[str, Any] | None:
+        return self._classes.get(name)
 
     def nodes(self) -> list[placement.NodeInfo]:
         return []
@@ -215,6 +225,10 @@ class ApiClusterView:
         return self._cache.get(("pv", name), lambda: self._get_json(
             f"/api/v1/persistentvolumes/{name}"))
 
+    def storage_class(self, name: str) -> Mapping[str, Any] | None:
+        return self._cache.get(("sc", name), lambda: self._get_json(
+            f"/apis/storage.k8s.io/v1/storageclasses/{name}"))
+
     def note(self, kind: str, value: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> None:
         """A claim or PV seen on a watch (``value`` None: deleted): it replaces what is cached."""
         meta = obj.get("metadata") or {}
@@ -289,19 +303,66 @@ def claim_dataset(view: ClusterView, namespace: str, claim: str,
                        pv=pv_name)
 
 
+def ephemeral_dataset(view: ClusterView, namespace: str, pod_name: str, volume: str,
+                      storage_class: str, driver: str = DRIVER_NAME) -> VolumeDataset | None:
+    """The dataset of a generic ephemeral volume (``ephemeral.volumeClaimTemplate``).
+
+    The ephemeral-volume controller makes one claim per pod, ``<pod>-<volume>``: once it is
+    bound, its PV's. Before (the webhook sees a pod before its claim exists; a job's pods have
+    no names before they are made), the PV a fusecache StorageClass will give it
+    (``provisioned_pv``), where the pod's name is known or the class's prefix does not
+    depend on it (``prefixPolicy: fixed``). None otherwise; ValueError naming the class when
+    CreateVolume would refuse its parameters."""
+    claim = f"{pod_name}-{volume}" if pod_name else ""
+    if claim:
+        found = claim_dataset(view, namespace, claim, driver)
+        if found is not None:
+            return found
+    cls = view.storage_class(storage_class) if storage_class else None
+    if cls is None:
+        return None
+    # (a class CreateVolume would refuse is refused whatever the pod's name)
+    pv = provisioned_pv({"spec": {"storageClassName": storage_class}}, namespace,
+                        claim or POD_CLAIM + volume, {storage_class: cls}, driver)
+    if pv is None or not claim and (cls.get("parameters") or {}).get("prefixPolicy") != "fixed":
+        return None
+    return csi_dataset(pv["spec"]["csi"], driver, claim=claim)
+
+
+def ephemeral_class(volume: Mapping[str, Any]) -> str | None:
+    """The StorageClass of a generic ephemeral volume ("" for the cluster's default), None for
+    any other volume."""
+    eph = volume.get("ephemeral")
+    if not isinstance(eph, Mapping):
+        return None
+    template = eph.get("volumeClaimTemplate") or {}
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    return str((spec if isinstance(spec, Mapping) else {}).get("storageClassName") or "")
+
+
 def _volume_locations(
     pod: Mapping[str, Any], view: ClusterView, driver: str
 ) -> dict[str, str]:
     """Volume name -> dataset location for the pod's fusecache volumes."""
     spec = pod.get("spec") or {}
-    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    meta = pod.get("metadata") or {}
+    namespace = meta.get("namespace") or "default"
     out: dict[str, str] = {}
     for vol in spec.get("volumes") or []:
         name = vol.get("name", "")
         loc = csi_location(vol.get("csi"), driver)
         claim = (vol.get("persistentVolumeClaim") or {}).get("claimName")
+        eph = ephemeral_class(vol)
         if loc is None and claim:
             found = claim_dataset(view, namespace, claim, driver)
+            loc = found.location if found else None
+        elif loc is None and eph is not None:
+            try:
+                found = ephemeral_dataset(view, namespace, str(meta.get("name") or ""), name,
+                                          eph, driver)
+            except ValueError as e:  # a class CreateVolume refuses: the claim stays Pending
+                log.warning("pod %s/%s: volume %s: %s", namespace, meta.get("name"), name, e)
+                found = None
             loc = found.location if found else None
         if loc:
             out[name] = loc

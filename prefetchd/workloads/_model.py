@@ -93,6 +93,9 @@ class DatasetRef:
     pattern: str | None = None
     direction: str = "read"  # or "unknown"
     made: bool = False  # a claim the work makes from a template (volumeClaimPolicies): new
+    # a generic ephemeral volume's claim, made per pod (``<pod>-VOLUME``) from a template of
+    # this StorageClass ("" the default one): a fusecache class's is a dataset
+    ephemeral_class: str | None = None
 
     @property
     def scheme(self) -> str | None:
@@ -121,6 +124,8 @@ class DatasetRef:
         if self.claim:
             out["path"] = self.path
             out["made"] = self.made
+            if self.ephemeral_class is not None:
+                out["ephemeralStorageClass"] = self.ephemeral_class
         out["direction"] = self.direction
         resolved = (resolve or s3_only)(self)
         out["resolved"] = resolved

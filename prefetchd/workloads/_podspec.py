@@ -228,8 +228,11 @@ def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
     for v in sequence(spec.get("volumes"), f"{where}.volumes"):
         v = mapping(v, f"{where}.volumes[]")
         at = f"{where}.volumes[{v.get('name')}]"
-        for source in ("persistentVolumeClaim", "csi", "configMap", "projected"):
+        for source in ("persistentVolumeClaim", "csi", "configMap", "projected", "ephemeral"):
             mapping(v.get(source), f"{at}.{source}")
+        template = mapping(mapping(v.get("ephemeral"), f"{at}.ephemeral").get(
+            "volumeClaimTemplate"), f"{at}.ephemeral.volumeClaimTemplate")
+        mapping(template.get("spec"), f"{at}.ephemeral.volumeClaimTemplate.spec")
         for src in sequence((v.get("projected") or {}).get("sources"),
                             f"{at}.projected.sources"):
             mapping(mapping(src, f"{at}.projected.sources[]").get("configMap"),
@@ -449,6 +452,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
     containers_words(spec), when the caller has them."""
     # volume name -> ("claim"|"made"|"uri", value); "made": a claim the work makes from a template
     volumes: dict[str, tuple[str, str]] = {}
+    ephemeral: dict[str, str] = {}  # volume name -> the StorageClass of its per-pod claims
     read_only: set[str] = set()  # volumes no container can write through
     for vol in spec.get("volumes") or []:
         if not isinstance(vol, Mapping):
@@ -465,6 +469,9 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             volumes[vname] = ("claim", str(claim))
             if pvc.get("readOnly") is True:
                 read_only.add(vname)
+        elif (cls := k8s_datasets.ephemeral_class(vol)) is not None:
+            volumes[vname] = ("made", k8s_datasets.POD_CLAIM + vname)
+            ephemeral[vname] = cls
     for vname, claim in claim_templates.items():
         volumes.setdefault(vname, ("made", claim))
     out: list[DatasetRef] = []
@@ -517,7 +524,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
                 if PLACEHOLDER in value or PLACEHOLDER in p:
                     add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
                 elif vkind in ("claim", "made"):
-                    add(DatasetRef(origin, cname, claim=value, path=p, made=vkind == "made"))
+                    add(DatasetRef(origin, cname, claim=value, path=p, made=vkind == "made",
+                                   ephemeral_class=ephemeral.get(vname)))
                 else:
                     add(DatasetRef(origin, cname, uri=_pvc.dataset_under(value, p)))
     return out

@@ -35,6 +35,7 @@ from prefetchd.pipeline import _load
 from prefetchd.workloads import _registry, _resolve
 from prefetchd.workloads._library import Library, is_library_object
 from prefetchd.workloads._model import (
+    DatasetRef,
     PodGroup,
     Resolver,
     UpcomingWork,
@@ -172,6 +173,12 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
             raise WorkloadError(f"{path}: {e}") from None
     try:
         view = FileClusterView(volumes)
+        for w in works:  # (the pods' own claims too: ephemeral volumes of such a class)
+            resolve = _resolve.resolver_from_view(view, w.namespace)
+            for g in w.groups:
+                for ref in g.datasets:
+                    if ref.ephemeral_class:
+                        resolve(ref)
     except ValueError as e:  # a fusecache StorageClass whose claims would never be made
         raise WorkloadError(f"{', '.join(files)}: {e}") from None
     return sorted(_as_the_agent_sees(works, ignored), key=order_key), ignored, view
@@ -210,11 +217,26 @@ def _as_the_agent_sees(works: list[UpcomingWork], ignored: list[str]) -> list[Up
     return out
 
 
-def unresolved_claim(claim: str, namespace: str, view: FileClusterView,
-                     made: bool = False) -> str:
-    """Why a claim gives no dataset: made by the work from a template (new, empty), or bound
-    (in the files) to a volume that is not fusecache's, so nothing to warm; else where its
-    location could come from."""
+def unresolved_claim(ref: DatasetRef, namespace: str, view: FileClusterView) -> str:
+    """Why a claim gives no dataset: made by the work from a template (new, empty; a pod's
+    ephemeral one of a StorageClass that is not fusecache's, or whose prefix is the pod's
+    name), or bound (in the files) to a volume that is not fusecache's, so nothing to warm;
+    else where its location could come from."""
+    claim, made = str(ref.claim), ref.made
+    if ref.ephemeral_class is not None:
+        cls = view.storage_class(ref.ephemeral_class) if ref.ephemeral_class else None
+        what = (f"a claim made for each pod from its ephemeral volume's template, of "
+                f"StorageClass {ref.ephemeral_class or '(the default)'}")
+        if cls is None:
+            return (f"{what}, not in the files: nothing to warm unless that class is "
+                    "fusecache's (give it with the job)")
+        if cls.get("provisioner") != k8s_datasets.DRIVER_NAME:
+            return f"{what} ({cls.get('provisioner')}), empty when it starts: nothing to warm"
+        policy = (cls.get("parameters") or {}).get("prefixPolicy") or "pvcName"
+        if policy == "volumeName":
+            return f"{what}, a fresh empty prefix each (prefixPolicy volumeName): nothing to warm"
+        return (f"{what}, whose prefix holds the pod's name (prefixPolicy {policy}): known "
+                "once the pod exists, when the node agent warms it")
     if made:
         return (f"a claim the job makes from its template, empty when it starts: nothing to "
                 f"warm (--pvc {claim}=s3://BUCKET/PREFIX if it holds a dataset)")
@@ -298,7 +320,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                                  f"[written by {maker} as the job runs: not warmed]")
                     continue
                 if ref.claim and not uri:
-                    where = f" ({unresolved_claim(ref.claim, w.namespace, view, ref.made)})"
+                    where = f" ({unresolved_claim(ref, w.namespace, view)})"
                 elif ref.uri and not ref.warmable:
                     where = " [unsupported scheme]"
                 lines.append(f"      reads {ref.describe()}  ({ref.origin}){where}")

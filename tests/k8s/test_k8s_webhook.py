@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from fake_apiserver import apply_json_patch
 from k8s_helpers import node
+from volume_objects import bound_pair, storage_class
 
 from prefetchd.k8s import datasets as dsm
 from prefetchd.k8s import placement as pl
@@ -321,6 +322,70 @@ def test_pod_dataset_resolution_narrows_by_args_and_subpath():
         ]}}
     assert dsm.pod_datasets(pod, View()) == [
         "s3://bkt/base/sub/shards/0", "s3://bkt/base/", "s3://b2/"]
+
+
+EPHEMERAL_POD = {
+    "apiVersion": "v1", "kind": "Pod",
+    # a Job's pod as the webhook sees it: generateName only, no name yet
+    "metadata": {"generateName": "resnet-", "namespace": "ml",
+                 "labels": {"batch.kubernetes.io/job-name": "resnet"}},
+    "spec": {
+        "restartPolicy": "Never",
+        "containers": [{
+            "name": "train", "image": "pytorch:2",
+            "args": ["--data", "/data/train/"],
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True}]}],
+        "volumes": [{"name": "data", "ephemeral": {"volumeClaimTemplate": {
+            "metadata": {"labels": {"team": "vision"}},
+            "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "imagenet-fixed",
+                     "resources": {"requests": {"storage": "1Gi"}}}}}}],
+    },
+}
+
+
+def test_pod_with_ephemeral_fusecache_volume_is_steered_by_its_storage_class(
+        fake, server, certs):
+    """A generic ephemeral volume has no claim when its pod is created (the ephemeral-volume
+    controller makes ``<pod>-data`` after): a fusecache StorageClass whose prefix does not
+    depend on the claim's name (prefixPolicy fixed) says where it points; one whose prefix
+    is the claim's name cannot be known while the pod has none, and steers nothing."""
+    fake.create(storage_class("imagenet-fixed", {"bucket": "datasets", "prefix": "imagenet",
+                                                 "prefixPolicy": "fixed"}))
+    fake.create(storage_class("per-claim", {"bucket": "datasets", "prefix": "claims"}))
+    resp, patched = mutate(server, certs[0], copy.deepcopy(EPHEMERAL_POD))
+    holds = {t["preference"]["matchExpressions"][0]["key"] for t in preferred(patched)
+             if t["weight"] == 20}
+    assert holds == {pl.holds_label("s3://datasets/imagenet/train")}
+    per_claim = copy.deepcopy(EPHEMERAL_POD)
+    per_claim["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"][
+        "storageClassName"] = "per-claim"
+    resp, _ = mutate(server, certs[0], per_claim)
+    assert "patch" not in resp
+
+
+def test_ephemeral_volume_of_a_named_pod_is_its_claim_once_bound():
+    """The agent sees the pod with its name: its claim ``<pod>-<volume>``, bound to the PV
+    the provisioner made (prefixPolicy pvcName: the claim's name in the prefix), is read
+    under the mount; before the claim is bound, the class gives the same location."""
+    sc = storage_class("per-claim", {"bucket": "datasets", "prefix": "claims"})
+    pv, pvc = bound_pair("ml", "resnet-x7k2p-data", "pvc-0a1b", {
+        "bucket": "datasets", "prefix": "claims/resnet-x7k2p-data"},
+        storage_class_name="per-claim", provisioned=True)
+    pvc["metadata"]["ownerReferences"] = [{
+        "apiVersion": "v1", "kind": "Pod", "name": "resnet-x7k2p", "uid": "6d1c",
+        "controller": True, "blockOwnerDeletion": True}]
+    pod = copy.deepcopy(EPHEMERAL_POD)
+    pod["metadata"]["name"] = "resnet-x7k2p"
+    pod["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"]["spec"][
+        "storageClassName"] = "per-claim"
+    bound = dsm.ObjectsView([sc, pv, pvc])
+    assert dsm.pod_datasets(pod, bound) == ["s3://datasets/claims/resnet-x7k2p-data/train"]
+    not_yet = dsm.ObjectsView([sc])
+    assert dsm.pod_datasets(pod, not_yet) == ["s3://datasets/claims/resnet-x7k2p-data/train"]
+    other = storage_class("per-claim", {})
+    other["provisioner"] = "ebs.csi.aws.com"
+    assert dsm.pod_datasets(pod, dsm.ObjectsView([other])) == []
 
 
 def test_idle_connections_beyond_the_cap_are_closed_and_service_goes_on(

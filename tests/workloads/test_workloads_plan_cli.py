@@ -989,3 +989,49 @@ def test_round_34_a_finished_replicated_job_and_a_per_pod_checkpoint_folder(tmp_
              "--json")
     assert [w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]] == [
         "s3://corpus/train/"]
+
+
+def test_a_generic_ephemeral_volume_of_a_fusecache_class_is_its_dataset(tmp_path) -> None:
+    """A Job's pods may each get their own claim from an ``ephemeral.volumeClaimTemplate``
+    (named ``<pod>-<volume>`` by the ephemeral-volume controller). Of a fusecache class whose
+    prefix does not hold the claim's name (prefixPolicy fixed) it is known before the pods
+    exist and warmed; one whose prefix does (pvcName) is said to wait for the pod's name;
+    another provisioner's is an empty claim; a class CreateVolume refuses is exit 2."""
+    sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+          "metadata": {"name": "imagenet"}, "provisioner": "csi.fusecache.io",
+          "parameters": {"bucket": "datasets", "prefix": "imagenet", "prefixPolicy": "fixed"}}
+
+    def ephemeral(cls: str, mode: str) -> dict:
+        return {"volumeClaimTemplate": {"spec": {
+            "accessModes": [mode], "storageClassName": cls,
+            "resources": {"requests": {"storage": "1Gi"}}}}}
+
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "resnet", "namespace": "ml"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
+               "name": "train", "image": "img", "args": ["--data", "/data/train"],
+               "volumeMounts": [{"name": "data", "mountPath": "/data", "readOnly": True},
+                                {"name": "scratch", "mountPath": "/scratch"}]}],
+               "volumes": [{"name": "data", "ephemeral": ephemeral("imagenet", "ReadOnlyMany")},
+                           {"name": "scratch",
+                            "ephemeral": ephemeral("standard", "ReadWriteOnce")}]}}}}
+    r = plan(write(tmp_path, "j.yaml", sc, job), "--json")
+    assert r.returncode == 0, r.stderr
+    (work,) = json.loads(r.stdout)["work"]
+    assert [w["dataset"] for w in work["warm"]] == ["s3://datasets/imagenet/train"]
+    refs = {d["claim"]: d for d in work["groups"][0]["datasets"]}
+    assert refs["<pod>-data"]["ephemeralStorageClass"] == "imagenet"
+    assert refs["<pod>-scratch"]["resolved"] is None
+    r = plan(write(tmp_path, "j.yaml", sc, job))
+    assert "of StorageClass standard, not in the files" in r.stdout
+    sc["parameters"]["prefixPolicy"] = "pvcName"
+    r = plan(write(tmp_path, "j.yaml", sc, job))
+    assert r.returncode == 0 and "warm: nothing" in r.stdout
+    assert "whose prefix holds the pod's name (prefixPolicy pvcName)" in r.stdout
+    sc["parameters"]["prefixPolicy"] = "fixd"
+    r = plan(write(tmp_path, "j.yaml", sc, job))
+    assert r.returncode == 2 and not r.stdout
+    assert "StorageClass imagenet of claim ml/<pod>-data: prefixPolicy 'fixd'" in r.stderr
+    job["spec"]["template"]["spec"]["volumes"][0]["ephemeral"] = ["not", "a", "mapping"]
+    r = plan(write(tmp_path, "j.yaml", job))
+    assert r.returncode == 2 and "volumes[data].ephemeral" in r.stderr
