@@ -296,11 +296,11 @@ def scan_argv(
     reps: list[str] = []
     for t in toks:
         v = resolve(t) if "{{" in t else None
-        if v is not None and "@@SFX" in t:  # "${1%/}/x" of a value, applied once resolved
+        if v is not None and _shell.PENDING_MARK in t:  # "${1%/}/x": applied once resolved
             v = replace(v, values=tuple(_shell.strip_suffixes(x) for x in v.values)) \
                 if v.values is not None else v.with_meta(
                     pattern=_shell.strip_suffixes(str(v.get("pattern") or t)))
-        t = _shell.strip_suffixes(t) if "@@SFX" in t else t
+        t = _shell.strip_suffixes(t) if _shell.PENDING_MARK in t else t
         if v is None:
             v = const(t) if (_uri.find_uris(t) or t.startswith("/")
                              or _uri.run_time_locations(t)) else None
@@ -317,7 +317,7 @@ def scan_argv(
             # the command line reads one (a copy's source), below
         else:
             reps.append(t)
-    toks = [_shell.strip_suffixes(t) if "@@SFX" in t else t for t in toks]
+    toks = [_shell.strip_suffixes(t) if _shell.PENDING_MARK in t else t for t in toks]
     # a lightweight component's options (KFP v1: --src-uri VALUE for parameter src_uri):
     # the locations its code builds from them, and the options used only for that
     # (a plain value too: a JSON list the code loops over)
@@ -443,7 +443,12 @@ def env_expansion(container: dict[str, Any], raw: list[str], env: list[tuple[str
               and (v := envs.get(_code.ENV + n)) is not None and v.values
               and len(v.values) > 1 and not any(
                   _uri.find_uris(x) or x.startswith("/") for x in v.values)]
-    shell = _uri.shell_env(container.get("env"), {e["name"]: e["value"] for e in shown})
+    # every var the container sets is set for its script, a location given whole too (as
+    # itself): ``${PRE:-s3://b/base-v3/}`` with PRE given is PRE, not the default (blind
+    # round 42)
+    given = {n: "${" + n + "}" for n, text in env if isinstance(n, str) and isinstance(text, str)}
+    shell = _uri.shell_env(container.get("env"),
+                           {**given, **{e["name"]: e["value"] for e in shown}})
     return _uri.kube_expand(raw, shown), shell or None, spelled
 
 

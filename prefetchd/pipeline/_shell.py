@@ -5,9 +5,11 @@ training jobs alike). Data flow: `shell_args` puts `sh -c SCRIPT ARG0 ...`'s arg
 place of `$0`, `$1` (not inside a function's body or single quotes); `script_words` splits
 the script into words, `;` between commands, and does what bash would do before a command
 runs: the script's own variables (and the container's env) expanded, parameter expansion
-(`${1%/}`, `${X:-d}`), arrays, `case` branches' values, unquoted heredocs, `for` loops over
-literal items and `while read` over a literal heredoc written out per item, functions in
-place of their calls, `xargs`/`parallel` fan-outs per item. What only the run knows stays
+(`${1%/}`, `${X:-d}`, `${X/old/new}`), `$(dirname X)`/`$(basename X)`, arrays, `case`
+branches' values, unquoted heredocs, `for` loops over literal items and `while read` over a
+literal heredoc written out per item, functions in place of their calls (a variable set
+from a loop's item or a function's argument keeps the reference, filled there),
+`xargs`/`parallel` fan-outs per item. What only the run knows stays
 a variable in the word (`s3://b/dicom/${sid}/`: a run-time location, `_uri`). Bounded: at
 most MAX_SHELL_LOOP_ITEMS items a loop, _MAX_EXPANDED_WORDS words, _MAX_CALLS calls.
 """
@@ -15,6 +17,7 @@ most MAX_SHELL_LOOP_ITEMS items a loop, _MAX_EXPANDED_WORDS words, _MAX_CALLS ca
 from __future__ import annotations
 
 import fnmatch
+import posixpath
 import re
 import shlex
 from collections.abc import Callable
@@ -31,35 +34,73 @@ def runs_script(words: list[str], i: int) -> bool:
     flag = words[i + 1] if i + 1 < len(words) else ""
     return words[i].rsplit("/", 1)[-1] in SHELLS and flag.startswith("-") and \
         not flag.startswith("--") and "c" in flag[1:]
-# ${X%/}, ${X##*/}, ${X:-default}: an operator of parameter expansion and its word
-_PARAM_OP = r"(%%|##|%|#|:-|-|:=|=)([^}]*)"
+# ${X%/}, ${X##*/}, ${X:-default}, ${X/old/new}: an operator of parameter expansion and
+# its word
+_PARAM_OP = r"(%%|##|%|#|:-|-|:=|=|//|/)([^}]*)"
 _POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{(\d)' + _PARAM_OP
                             + r'\}|\$\{?(\d)\}?')
 
 
-# a suffix to strip (% or %%, the pattern in hex) from the value before it, once that is
-# resolved: a word of shell-safe characters, so quoting leaves it as it is
-_PENDING_OP = re.compile(r"@@SFX([12])x([0-9a-f]*)@@")
+# an operator on a placeholder's value (a pipeline's, known later), applied once that is
+# resolved (strip_suffixes): the value between the marks, the operator by its index in
+# _PENDING_OPS and its word in hex; words of shell-safe characters, so quoting keeps them
+_PENDING_OPS = ("%", "%%", "#", "##", "/", "//")
+_PENDING_OP = re.compile(r"@@OPB@@((?:(?!@@OPB@@).)*?)@@OPE([0-5])x([0-9a-f]*)@@", re.S)
+PENDING_MARK = "@@OP"
+
+
+def pending(value: str, op: str, word: str) -> str:
+    """*value* (holding a placeholder) with ``op``/``word`` to apply once it is resolved."""
+    return f"@@OPB@@{value}@@OPE{_PENDING_OPS.index(op)}x{word.encode().hex()}@@"
 
 
 def strip_suffixes(text: str) -> str:
-    """*text* with each pending ``${1%/}`` of a placeholder's value applied to what stands
-    before it (the value, resolved now)."""
+    """*text* with each pending operator (``${1%/}``, ``${ROOT/a/b}`` of a placeholder's
+    value) applied to its value, resolved now; innermost first."""
     while (m := _PENDING_OP.search(text)) is not None:
-        head = param_expand(text[:m.start()], "%" * int(m.group(1)),
-                            bytes.fromhex(m.group(2)).decode(errors="replace")) or ""
-        text = head + text[m.end():]
+        made = param_expand(m.group(1), _PENDING_OPS[int(m.group(2))],
+                            bytes.fromhex(m.group(3)).decode(errors="replace")) or ""
+        text = text[:m.start()] + made + text[m.end():]
     return text
+
+
+def _substitute(value: str, op: str, word: str) -> str:
+    """Bash's ``${X/pattern/string}`` (``//``: every match; ``/#``, ``/%``: anchored at the
+    start, the end), the pattern a glob matched longest first."""
+    pattern, _, string = word.partition("/")
+    anchor = ""
+    if op == "/" and pattern[:1] in ("#", "%"):
+        anchor, pattern = pattern[0], pattern[1:]
+    if not pattern:
+        return value
+    out, i = "", 0
+    while i <= len(value):
+        ends = [len(value)] if anchor == "%" else range(len(value), i, -1)
+        j = next((j for j in ends if fnmatch.fnmatchcase(value[i:j], pattern)), None)
+        if j is not None and j > i:
+            out += string
+            if op == "/":
+                return out + value[j:]
+            i = j
+            continue
+        if anchor == "#" or i == len(value):
+            return out + value[i:]
+        out += value[i]
+        i += 1
+    return out
 
 
 def param_expand(value: str | None, op: str, word: str) -> str | None:
     """Bash's ``${X<op><word>}`` for a value *value* (None: unset): ``%``/``%%`` strip the
-    shortest/longest matching suffix, ``#``/``##`` prefix (glob patterns), ``:-``/``-``/
-    ``:=``/``=`` the default. None when the result is not known."""
+    shortest/longest matching suffix, ``#``/``##`` prefix (glob patterns), ``/``/``//``
+    replace the first/every match, ``:-``/``-``/``:=``/``=`` the default. None when the
+    result is not known."""
     if op in (":-", ":=") and not value or op in ("-", "=") and value is None:
         return word
     if value is None:
         return None
+    if op in ("/", "//"):
+        return _substitute(value, op, word)
     if op in ("%", "%%"):
         cuts = [i for i in range(len(value), -1, -1) if fnmatch.fnmatchcase(value[i:], word)]
         return value[:(cuts[0] if op == "%" else cuts[-1])] if cuts else value
@@ -85,11 +126,10 @@ def shell_args(argv: list[str]) -> list[str]:
                 if m.group(2) is not None:  # ${1%/}
                     n = int(m.group(2))
                     arg = rest[n] if n < len(rest) else None
-                    if arg is not None and "@@PH" in arg and m.group(3) in ("%", "%%"):
-                        # a placeholder (a pipeline's value, known later): the suffix is
-                        # stripped once it is resolved (strip_suffixes)
-                        return shlex.quote(f"{arg}@@SFX{len(m.group(3))}x"
-                                           f"{m.group(4).encode().hex()}@@")
+                    if arg is not None and "@@PH" in arg and m.group(3) in _PENDING_OPS:
+                        # a placeholder (a pipeline's value, known later): the operator
+                        # applies once it is resolved (strip_suffixes)
+                        return shlex.quote(pending(arg, m.group(3), m.group(4)))
                     made = param_expand(arg, m.group(3), m.group(4))
                     return m.group(0) if made is None else shlex.quote(made)
                 n = int(m.group(1) or m.group(5))
@@ -128,6 +168,28 @@ _FUNCTION_START = re.compile(
     r"^\s*(?:function\s+[A-Za-z_][\w-]*\s*(?:\(\))?|[A-Za-z_][\w-]*\s*\(\))\s*\{")
 
 
+def _braces(line: str) -> int:
+    """How many more braces *line* opens than it closes (``${X}`` not counted)."""
+    braces = re.sub(r"\$\{[^}]*\}", "", line)
+    return braces.count("{") - braces.count("}")
+
+
+def _set_names(command: list[str], known: dict[str, str]) -> list[str]:
+    """The names a command in a function's body sets for the body alone: its ``local``
+    (``declare``) ones, and any whose value holds the function's arguments (``$1``)."""
+    local = bool(command) and command[0] in ("local", "declare", "typeset")
+    names = []
+    for w in command[1:] if command and command[0] in _DECLARE else command:
+        m = _ASSIGN.fullmatch(w)
+        if m is None and local and _NAME.fullmatch(w):
+            names.append(w)  # local src: set later in the body
+        elif m is not None and (local or re.search(r"\$\{?\d", m.group(2))):
+            names.append(m.group(1))
+    if command[:2] == ["printf", "-v"] and len(command) > 2:
+        names.append(command[2])
+    return names
+
+
 def _outside_functions(script: str, fn: Callable[[str], str]) -> str:
     """*script* with *fn* applied to its lines outside shell function bodies (in a body,
     ``$1`` is the function's own argument, not the script's) and outside single quotes
@@ -135,12 +197,11 @@ def _outside_functions(script: str, fn: Callable[[str], str]) -> str:
     out: list[str] = []
     depth = 0
     for line in script.split("\n"):
-        braces = re.sub(r"\$\{[^}]*\}", "", line)
         if depth == 0 and not _FUNCTION_START.match(line):
             out.append(_outside_single_quotes(line, fn))
             continue
         out.append(line)
-        depth = max(0, depth + braces.count("{") - braces.count("}"))
+        depth = max(0, depth + _braces(line))
     return "\n".join(out)
 
 
@@ -164,26 +225,67 @@ def _expanded(word: str, known: dict[str, str]) -> str:
 def _known_value(known: dict[str, str], m: re.Match[str]) -> str:
     if m.group(3) is not None:  # ${ROOT%/}, ${SPLIT:-test}
         value = known.get(m.group(3))
-        if value is not None and "@@PH" in value and m.group(4) in ("%", "%%"):
-            # ROOT="{{...}}": stripped once the placeholder is resolved, as ${1%/} is
-            return f"{value}@@SFX{len(m.group(4))}x{m.group(5).encode().hex()}@@"
+        if value is not None and "@@PH" in value and m.group(4) in _PENDING_OPS:
+            # ROOT="{{...}}": applied once the placeholder is resolved, as ${1%/} is
+            return pending(value, m.group(4), m.group(5))
         made = param_expand(value, m.group(4), m.group(5))
         return m.group(0) if made is None else made
     return known.get(m.group(1) or m.group(2), m.group(0))
 
 
+_PLAIN_REF = re.compile(r"\$(?:\{([A-Za-z_]\w*|\d)\}|([A-Za-z_]\w*|\d))")
+
+
+def _deferred(name: str, value: str) -> bool:
+    """Whether *value*, holding variables not known where it is set, can stand for *name*
+    as it is: only plain references (``$h``, ``${1}``), none to *name* itself. A loop's item
+    or a function's argument fills them where the script uses *name* (``SRC="$ROOT/$h/"``
+    in ``for h in 00 01``: the loop, written out per item, reads both folders; blind round
+    42); a command's output (``$(date)``) or an operator (``${X%/}``) is not kept."""
+    if "`" in value or not _PLAIN_REF.search(value):
+        return False
+    rest = _PLAIN_REF.sub("", value)
+    return "$" not in rest and all((m.group(1) or m.group(2)) != name
+                                   for m in _PLAIN_REF.finditer(value))
+
+
+# $(dirname X), $(basename X [SUFFIX]) of a word with no space: evaluated once X is known
+_PATH_OP = re.compile(r"\$\((dirname|basename)\s+([^()\s]+)(?:\s+([^()\s]+))?\)")
+
+
+def _path_op(m: re.Match[str]) -> str:
+    arg = m.group(2)
+    if "$" in arg or "`" in arg:
+        return "${cmd}"  # a part of the word only the run makes
+    if "@@PH" in arg:  # a pipeline's value, known later: as ${X%/*} and ${X##*/} do
+        if m.group(1) == "dirname":
+            return pending(arg, "%", "/*")
+        base = pending(arg, "##", "*/")
+        return pending(base, "%", m.group(3)) if m.group(3) else base
+    if m.group(1) == "dirname":
+        return posixpath.dirname(arg.rstrip("/")) or "."
+    base = posixpath.basename(arg.rstrip("/"))
+    suffix = m.group(3) or ""
+    return base[:-len(suffix)] if suffix and base.endswith(suffix) and base != suffix else base
+
+
 def _shell_vars(words: list[str], known: dict[str, str]) -> list[str]:
     """*words* with the script's own variables expanded (``REL="{{...}}"`` on one line,
     ``s3://models/${REL}/`` on the next); a command of assignments only (``export`` too)
-    records them in *known*, one whose value runs a command (``$(date)``) forgets it."""
-    words = [_expanded(w, known) for w in words]
-    body = words[1:] if words and words[0] in _DECLARE else words
-    pairs = [_ASSIGN.fullmatch(w) for w in body if not w.startswith("-")]
+    records them in *known*, one whose value runs a command (``$(date)``) forgets it, one
+    holding plain references only the run fills keeps them (``_deferred``)."""
+    words = [_PATH_OP.sub(_path_op, w) if "$(" in w else w
+             for w in (_expanded(w, known) for w in words)]
+    declare = bool(words) and words[0] in _DECLARE
+    body = words[1:] if declare else words
+    # (``local h="$1" src``: a name declared without a value is no command's word)
+    pairs = [_ASSIGN.fullmatch(w) for w in body if not w.startswith("-")
+             and not (declare and _NAME.fullmatch(w))]
     if body and all(pairs):
         for m in pairs:
             assert m is not None
             name, value = m.group(1), m.group(2)
-            if "$" in value or "`" in value:
+            if ("$" in value or "`" in value) and not _deferred(name, value):
                 known.pop(name, None)  # known at run time only
             else:
                 known[name] = value
@@ -286,7 +388,7 @@ def _printf_assignment(command: list[str], known: dict[str, str]) -> bool:
     fmt, args = command[3], command[4:]
     parts = fmt.replace("%%", "\x00").split("%s")
     if len(parts) == len(args) + 1 and "%" not in "".join(parts) and not any(
-            "$" in a for a in args):
+            "$" in a and not _deferred(command[2], a) for a in args):
         known[command[2]] = "".join(p + a for p, a in zip(parts, [*args, ""], strict=True)
                                     ).replace("\x00", "%")
     else:
@@ -302,6 +404,9 @@ def _substitutions(words: list[str]) -> list[str]:
     depth = 0
     for w in words:
         at = w.find("$(")
+        if at >= 0 and not depth and _PATH_OP.match(w, at):
+            out.append(w)  # "$(dirname "$M")/calibration.json": known once M is
+            continue
         if at > 0 and w[at - 1] != "=" and not depth and "://" not in w[:at]:
             # "/data/$(basename "$src")/": a part of one word the run makes, whose own words
             # (a location the basename is taken of) are no operands of the copy
@@ -332,20 +437,23 @@ def _var_ref(name: str) -> re.Pattern[str]:
 
 def _loop_items(words: list[str]) -> list[str] | None:
     """The items of ``for NAME in ITEMS`` when each is a literal word or a numeric brace
-    range (``{0..7}``); None when one is only known at run time (``$(cat f)``, a glob)."""
+    range (``{0..7}``, ``2024-{04..05}``); None when one is only known at run time
+    (``$(cat f)``, a glob)."""
     items: list[str] = []
     for w in words:
-        m = _LOOP_RANGE.fullmatch(w)
-        if m is not None:
+        m = _LOOP_RANGE.search(w)
+        if m is not None:  # {0..7}, 2024-{04..05}, part-{00..03}.tar
+            head, tail = w[:m.start()], w[m.end():]
             a, b = int(m.group(1)), int(m.group(2))
-            if abs(b - a) >= MAX_SHELL_LOOP_ITEMS:
+            if abs(b - a) >= MAX_SHELL_LOOP_ITEMS or not all(
+                    _LOOP_ITEM.fullmatch(x) for x in (head, tail) if x):
                 return None
             # bash pads every item to the widest bound when one is written with a leading
             # zero ({00..03}: 00 01 02 03)
             width = max(len(m.group(1)), len(m.group(2))) if any(
                 g.lstrip("-").startswith("0") and len(g.lstrip("-")) > 1
                 for g in m.groups()) else 0
-            items += [f"{i:0{width}d}" for i in
+            items += [f"{head}{i:0{width}d}{tail}" for i in
                       (range(a, b + 1) if b >= a else range(a, b - 1, -1))]
         elif _LOOP_ITEM.fullmatch(w) and not any(c in w for c in "*?["):
             items.append(w)
@@ -583,7 +691,19 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     # a template in a quoted heredoc that envsubst fills from the environment
     # (cat > t <<'EOF' ... EOF; envsubst < t > spec.json): its ${NAME} are expanded too
     fills = re.search(r"\benvsubst\b", script) is not None
+    depth = 0  # inside a function's body: the braces open
+    scoped: dict[str, str | None] = {}  # its local variables: their values before it
     for line in script.split("\n"):
+        if scoped and not depth:  # a function's body ended: what it set for itself is gone
+            for name, before in scoped.items():
+                if before is None:
+                    known.pop(name, None)
+                else:
+                    known[name] = before
+            scoped = {}
+        inside = depth > 0 or here is None and not buf and _FUNCTION_START.match(line)
+        if inside and here is None and not buf:
+            depth = max(0, depth + _braces(line))
         if here is not None:
             if line.strip() == here:
                 here = None
@@ -639,6 +759,13 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
                     continue  # a branch the known word does not take
                 _branch_assignments(command[1:] if command[0].endswith(")") else command,
                                     branches)
+            if inside:  # a function's own variables, and those its arguments fill
+                for name in _set_names(command, known):
+                    scoped.setdefault(name, known.get(name))
+            if len(command) > 2 and command[0] == "for" and command[2] == "in":
+                known.pop(command[1], None)  # the loop sets it, item by item
+            if command[0] == "envsubst":  # envsubst '${SRC}': the names it fills, no values
+                command = [w for w in command if "$" not in w]
             command = _shell_vars(_with_arrays(command, arrays), known)
             if _printf_assignment(command, known) or _read_assignment(command, known, arrays) \
                     or _alternative_assignment(command, alternatives):
@@ -782,11 +909,16 @@ def _piped_reads(words: list[str]) -> list[str]:
 
 
 def _produced(producer: list[str]) -> list[str] | None:
-    """The literal lines ``printf '%s\\n' a b c`` or ``echo a b c`` writes; None otherwise."""
+    """The literal lines ``printf '%s\\n' a b c``, ``echo a b c`` or ``tr ' ' '\\n' <<< "a b c"``
+    writes; None otherwise."""
     if producer[:1] == ["printf"] and len(producer) >= 3 and "%s" in producer[1]:
         return _loop_items(producer[2:])
     if producer[:1] == ["echo"]:
         return _loop_items([w for w in producer[1:] if w not in ("-n", "-e")])
+    here = " ".join(producer[3:])  # tr ' ' '\n' <<< "$DATES" (<<<"$DATES": one word)
+    if producer[:1] == ["tr"] and len(producer) in (4, 5) and here.startswith("<<<") and \
+            producer[2] in ("\\n", "\n") and producer[1] in (" ", ",", ";", ":"):
+        return _loop_items([w for w in here[3:].strip().split(producer[1]) if w])
     return None
 
 
