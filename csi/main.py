@@ -75,6 +75,9 @@ class Config:
         return self.mode in ("controller", "all")
 
 
+MODES = ("node", "controller", "all")
+
+
 def _parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = cliargs.Parser(prog="fusecache-csi", description=__doc__.splitlines()[0])
@@ -85,8 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--node-id", default=env("NODE_ID", ""),
                    help="this node's id, usually spec.nodeName (env NODE_ID; default: "
                         "the host name)")
-    p.add_argument("--mode", choices=("node", "controller", "all"),
-                   default=env("FUSECACHE_CSI_MODE", "all"),
+    p.add_argument("--mode", choices=MODES, default=env("FUSECACHE_CSI_MODE", "all"),
                    help="which services to serve (env FUSECACHE_CSI_MODE; default all)")
     p.add_argument("--cache-dir", default=env("FUSECACHE_CACHE_DIR", "/var/lib/fusecache"),
                    help="the node cache shared by every volume (env FUSECACHE_CACHE_DIR; "
@@ -142,6 +144,8 @@ def load_config(argv: list[str] | None = None) -> Config:
     sock = Path(a.endpoint[len("unix://"):])
     if not sock.is_absolute():
         raise ConfigError(f"--endpoint {a.endpoint!r} must name an absolute path")
+    if a.mode not in MODES:  # argparse checks a --mode given, not its default from the env
+        raise ConfigError(f"FUSECACHE_CSI_MODE {a.mode!r}: expected node, controller or all")
     level = a.log_level.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError(f"--log-level {a.log_level!r} is not DEBUG, INFO, WARNING or ERROR")
@@ -153,6 +157,12 @@ def load_config(argv: list[str] | None = None) -> Config:
         if size <= 0:
             raise ConfigError(f"--disk-cache-size (env FUSECACHE_DISK_CACHE_SIZE) "
                               f"{a.disk_cache_size!r}: expected a size > 0 such as 20GiB")
+    for flag, env_name, value in (("--state-dir", "FUSECACHE_CSI_STATE_DIR", a.state_dir),
+                                  ("--cache-dir", "FUSECACHE_CACHE_DIR", a.cache_dir),
+                                  ("--secrets-dir", "FUSECACHE_CSI_SECRETS_DIR", a.secrets_dir)):
+        problem = cliargs.dir_problem(value) if value else None
+        if problem:  # (a file there made start-up fail later with an OSError, exit 1)
+            raise ConfigError(f"{flag} (env {env_name}) {value}: {problem}")
     state_dir = Path(a.state_dir)
     node_id = a.node_id or socket.gethostname()
     binary = ""

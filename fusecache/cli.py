@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -65,6 +66,19 @@ def _ttl(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"invalid --metadata-ttl {text!r}: expected seconds, a duration such as 10m, "
             "or 'indefinite'") from None
+
+
+# What S3 accepts for a new bucket (3-63 lower-case letters, digits, dots, hyphens): a name
+# it refuses is bad input before SeaweedFS is started, not a warning once it serves.
+_NEW_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def _new_bucket(text: str) -> str:
+    if not _NEW_BUCKET.fullmatch(text) or ".." in text:
+        raise argparse.ArgumentTypeError(
+            f"invalid bucket name {text!r}: 3-63 lower-case letters, digits, dots and hyphens, "
+            "starting and ending with a letter or digit")
+    return text
 
 
 def _human_default(n: int) -> str:
@@ -216,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "folder, removed at exit)")
     s3.add_argument("--port", type=cliargs.port("--port"), default=None,
                     help="S3 port on 127.0.0.1 (default: a free port)")
-    s3.add_argument("--bucket", action="append", default=None, metavar="NAME",
+    s3.add_argument("--bucket", action="append", type=_new_bucket, default=None, metavar="NAME",
                     help="create this bucket at start; repeatable (default: none)")
     cliargs.add_log_level(p, [m, u, s, ps, s3], "info")
     return p

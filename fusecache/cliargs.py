@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -148,6 +150,19 @@ def endpoint_url(text: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def dir_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why *path* cannot be used or made as a directory ("not a directory", or which folder
+    above it is a file), or None: checked before anything is written, so a file given as a
+    directory is bad input (exit 2), not a failure half way."""
+    p = Path(path).absolute()
+    for q in (p, *p.parents):
+        if q.exists():
+            if q.is_dir():
+                return None
+            return "not a directory" if q == p else f"{q} is not a directory"
+    return None
+
+
 def key_values(items: Sequence[str] | None, flag: str,
                error: type[Exception] = ValueError) -> dict[str, str]:
     """['A=1', 'B=2'] -> {'A': '1', 'B': '2'}; *error* naming *flag* otherwise."""
@@ -165,8 +180,6 @@ def quiet_broken_pipe() -> None:
 
     Point stdout at /dev/null so the interpreter's final flush does not raise again.
     """
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -129,10 +129,23 @@ def _host_port(text: str) -> bool:
     return bool(host) and port.isdigit() and 0 < int(port) < 65536
 
 
+_GROUP_KEYS = ("self", "members", "replicas", "striping", "tls", "version")
+_MEMBER_KEYS = ("name", "endpoint", "weight", "buckets", "datasets", "lane")
+
+
+def _unknown_keys(obj: dict, known: tuple[str, ...], where: str) -> None:
+    """A misspelled key ('membres') is named, not silently left at its default."""
+    unknown = [str(k) for k in obj if k not in known]
+    if unknown:
+        raise GroupFileError(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(repr(k) for k in unknown)} (keys: {', '.join(known)})")
+
+
 def parse_group(doc: object, source: str = "group file") -> Group:
     """A Group from the JSON document *doc*; GroupFileError names the first bad field."""
     if not isinstance(doc, dict):
         raise GroupFileError(f"{source}: top level must be an object")
+    _unknown_keys(doc, _GROUP_KEYS, source)
     self_name = doc.get("self")
     if not isinstance(self_name, str) or not self_name:
         raise GroupFileError(f"{source}: 'self' must name this node")
@@ -144,6 +157,7 @@ def parse_group(doc: object, source: str = "group file") -> Group:
         where = f"{source}: members[{i}]"
         if not isinstance(m, dict):
             raise GroupFileError(f"{where} must be an object")
+        _unknown_keys(m, _MEMBER_KEYS, where)
         name, endpoint = m.get("name"), m.get("endpoint")
         if not isinstance(name, str) or not name:
             raise GroupFileError(f"{where}.name must be a non-empty string")

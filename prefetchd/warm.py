@@ -324,6 +324,11 @@ class Warmer:
                     res.listing_dirs = fusecache.ListingCache(cache.env).store_recursive(
                         bucket, lp, objs
                     )
+                if not res.objects:
+                    # nothing there (a misspelled prefix?): nothing pinned, no warm to record
+                    # (blind job round 36: `status` showed it warmed, `unpin` kept it)
+                    record_authorised(cache, store, bucket, prefix)
+                    continue
                 owner = self.pin_owner or PIN_OWNER_PREFIX + res.uri
                 started = time.time()
                 # recorded before the first pin, as partial: a warm killed half way
@@ -686,7 +691,8 @@ def unpin(cache_dir: str, uris: list[str]) -> tuple[int, list[str]]:
     """Drop prefetchd's pins on the given datasets.
 
     Returns (objects whose pin was actually removed, URIs prefetchd has no record of).
-    A URI is found under any spelling (``s3://b/ds``, ``s3://b/ds/``, ``s3a://``).
+    A URI is found under any spelling (``s3://b/ds``, ``s3://b/ds/``, ``s3a://``). The record
+    of a warm that found no objects (which older versions kept) is removed, not kept unpinned.
     """
     state = StateFile(cache_dir)
     cache = open_existing_cache(cache_dir)
@@ -713,7 +719,9 @@ def unpin(cache_dir: str, uris: list[str]) -> tuple[int, list[str]]:
 
     def upd(d: dict[str, Any]) -> None:
         for k in done:
-            if k in d:
+            if k in d and not d[k].get("objects"):
+                del d[k]  # a warm of nothing: nothing cached to show
+            elif k in d:
                 d[k]["pinned"] = False
 
     state.update(upd)

@@ -165,6 +165,13 @@ def load_striping_group(args: argparse.Namespace, cache_dir: str) -> Any:
     return group
 
 
+def _check_cache_dir(cache_dir: str) -> None:
+    """A --cache-dir that is a file (or under one) is bad input, named before S3 is asked."""
+    problem = cliargs.dir_problem(cache_dir)
+    if problem:
+        raise UsageError(f"--cache-dir {cache_dir}: {problem}")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cache-dir", default=None, metavar="DIR",
@@ -276,6 +283,7 @@ def cmd_warm(args: argparse.Namespace) -> int:
     reuse_block_buffers()
     uris, unsupported = _targets(args)
     cache_dir = args.cache_dir or _default_cache_dir()
+    _check_cache_dir(cache_dir)
     group = load_striping_group(args, cache_dir)
     w = warm.Warmer(
         cache_dir,
@@ -455,6 +463,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not os.path.isdir(wd):
         raise UsageError(f"--watch-dir {wd}: not a directory")
     cache_dir = args.cache_dir or _default_cache_dir()
+    _check_cache_dir(cache_dir)
     params = cliargs.key_values(args.param, "--param", UsageError)
     pvcs = pipeline.parse_pvc_map(cliargs.key_values(args.pvc, "--pvc", UsageError))
     stop = threading.Event()

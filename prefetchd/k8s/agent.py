@@ -805,6 +805,44 @@ def check_arguments(args: argparse.Namespace) -> str | None:
         return "not in a pod: give --kubeconfig FILE (or set $KUBECONFIG)"
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
         return f"--kubeconfig {args.kubeconfig}: no such file"
+    return kubeconfig_problem(args.kubeconfig)
+
+
+def kubeconfig_problem(flag_value: str | None) -> str | None:
+    """Why the kubeconfig in use (--kubeconfig, else $KUBECONFIG outside a pod) cannot be
+    read, naming the file and the line or field; None when it reads (or is in-cluster).
+    Checked at start: the client library's ConfigException or ScannerError was exit 1."""
+    import yaml
+
+    path, label = flag_value, "--kubeconfig"
+    if not path and not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        path, label = os.environ.get("KUBECONFIG") or None, "$KUBECONFIG"
+    if not path or os.pathsep in path:  # (a list of files: the library merges them)
+        return None
+    where = f"{label} {path}"
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except FileNotFoundError:
+        return f"{where}: no such file"
+    except OSError as e:
+        return f"{where}: cannot read: {e.strerror or e}"
+    except UnicodeDecodeError as e:
+        return f"{where}: not UTF-8 text (byte {e.start})"
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        return f"{where}:{line} malformed YAML: {problem}"
+    if not isinstance(doc, dict):
+        return f"{where}: not a kubeconfig (a {type(doc).__name__}, not a mapping)"
+    for key in ("clusters", "contexts", "users"):
+        items = doc.get(key)
+        if items is not None and not isinstance(items, list):
+            return f"{where}: {key}: expected a list, got {type(items).__name__}"
+        for i, item in enumerate(items or []):
+            if not isinstance(item, dict) or not item.get("name"):
+                return f"{where}: {key}[{i}]: expected a mapping with a name"
     return None
 
 
@@ -879,7 +917,11 @@ def load_api_client(kubeconfig: str | None) -> Any:
         kubeconfig = os.environ.get("KUBECONFIG") or None
     if kubeconfig:
         cfg = client.Configuration()
-        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        try:
+            config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+        except config.ConfigException as e:  # a context or user it lacks: bad input
+            text = " ".join(str(e).split()).removeprefix("Invalid kube-config file. ")
+            raise ValueError(f"kubeconfig {kubeconfig}: {text}") from None
     else:
         config.load_incluster_config()
         cfg = client.Configuration.get_default_copy()
@@ -1081,6 +1123,31 @@ def check_webhook_arguments(args: argparse.Namespace) -> str | None:
     if not args.kubeconfig and not os.environ.get("KUBERNETES_SERVICE_HOST") \
             and not os.environ.get("KUBECONFIG"):
         return "not in a pod: give --kubeconfig FILE (or set $KUBECONFIG)"
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        return f"--kubeconfig {args.kubeconfig}: no such file"
+    return tls_problem(args.tls_cert_file, args.tls_key_file) or \
+        kubeconfig_problem(args.kubeconfig)
+
+
+def tls_problem(cert: str, key: str) -> str | None:
+    """Why the serving certificate and key cannot be loaded, naming the file at fault;
+    None when they load (an ``SSLError: [SSL] PEM lib`` at start was exit 1)."""
+    import ssl
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cafile=cert)
+    except ssl.SSLError:
+        return f"--tls-cert-file {cert}: not a PEM certificate"
+    except OSError as e:
+        return f"--tls-cert-file {cert}: cannot read: {e.strerror or e}"
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except ssl.SSLError as e:
+        if e.reason == "KEY_VALUES_MISMATCH":
+            return f"--tls-key-file {key}: not the private key of --tls-cert-file {cert}"
+        return f"--tls-key-file {key}: not a PEM private key (or an encrypted one)"
+    except OSError as e:
+        return f"--tls-key-file {key}: cannot read: {e.strerror or e}"
     return None
 
 

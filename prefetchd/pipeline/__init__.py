@@ -4,11 +4,13 @@ Public API (stable; the Kubernetes watcher of issue 5 calls `analyze_documents`)
 
     analyze(paths, params={}, pvc_map={}) -> Plan
         Files (one or more YAML documents each) that hold exactly one runnable
-        pipeline, plus any WorkflowTemplates it references.
+        pipeline, plus any WorkflowTemplates it references (a templateRef to one in
+        none of the files is a PipelineError).
     analyze_all(paths, params={}, pvc_map={}) -> list[Plan]
         Same, one Plan per runnable pipeline found in the files.
     analyze_documents(docs, params={}, pvc_map={}, source="<api>") -> list[Plan]
-        Already-parsed objects (dicts), e.g. Workflows fetched from the API server.
+        Already-parsed objects (dicts), e.g. Workflows fetched from the API server
+        (a templateRef to a template not among them: a warning, its steps left out).
     Plan.to_json() / Plan.steps[i].{id, depends_on, stage, reads, pvc_mounts, loop,
         condition, exit_handler} / Plan.datasets()  (warmable s3:// URIs in plan order)
     PipelineError: bad input; str(e) is one line naming the file and the field.
@@ -97,7 +99,7 @@ def analyze_all(
     docs: list[Document] = []
     for p in paths:
         docs.extend(_load.load_file(p))
-    return _analyze(docs, dict(params or {}), dict(pvc_map or {}))
+    return _analyze(docs, dict(params or {}), dict(pvc_map or {}), given_files=True)
 
 
 def analyze_documents(
@@ -129,7 +131,10 @@ def parse_pvc_map(pvc_map: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, str]) -> list[Plan]:
+def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, str],
+             given_files: bool = False) -> list[Plan]:
+    """The plans of *docs*; *given_files*: they are all the user gave (a step's templateRef
+    to a template in none of them is an error, not a warning)."""
     pvc_map = parse_pvc_map(pvc_map)
     volumes = [d.data for d in docs if d.kind == "volume"]
     if volumes:  # claims given with the pipeline, bound to fusecache PVs; --pvc wins
@@ -161,7 +166,8 @@ def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, st
     for d in runnable:
         try:
             d = _argo.resolve_template_ref(d, docs)
-            plans.append(_analyze_one(d, library, platforms, irs, params, pvc_map))
+            plans.append(_analyze_one(d, library, platforms, irs, params, pvc_map,
+                                      given_files))
         except PipelineError:
             raise
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:
@@ -174,7 +180,8 @@ def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, st
 
 
 def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list[Document],
-                 params: dict[str, str], pvc_map: dict[str, str]) -> Plan:
+                 params: dict[str, str], pvc_map: dict[str, str],
+                 given_files: bool = False) -> Plan:
     """The plan of one runnable document."""
     if d.kind == "kfp-v2-ir":
         # the platform spec is the next document of the same file
@@ -200,7 +207,7 @@ def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list
             name=name,
         ).analyze()
     else:
-        plan = _argo.ArgoAnalyzer(d, library, params).analyze()
+        plan = _argo.ArgoAnalyzer(d, library, params, given_files).analyze()
     finish_plan(plan)
     if pvc_map:
         _pvc.map_from_flags(plan, pvc_map)

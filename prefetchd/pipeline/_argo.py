@@ -101,8 +101,12 @@ def _as_list(x: Any, where: str) -> list[Any]:
 class ArgoAnalyzer:
     """One Argo-shaped document; `library` holds WorkflowTemplates for templateRef."""
 
-    def __init__(self, doc: Document, library: dict[str, dict[str, Any]], params: dict[str, str]):
+    def __init__(self, doc: Document, library: dict[str, dict[str, Any]], params: dict[str, str],
+                 given_files: bool = False):
         self.doc = doc
+        # Files the user gave (plan, warm --pipeline): a templateRef to a template in none of
+        # them is bad input; the agent's API objects: a template not watched yet is a warning.
+        self.given_files = given_files
         self.src = doc.label
         d = doc.data
         self.kind = d.get("kind", "Workflow")
@@ -263,6 +267,12 @@ class ArgoAnalyzer:
         ref = task.get("templateRef")
         if isinstance(ref, dict):
             lib = self.library.get(ref.get("name"))
+            if lib is None and self.given_files:
+                want = "ClusterWorkflowTemplate" if ref.get("clusterScope") else "WorkflowTemplate"
+                raise PipelineError(
+                    f"{self.src}: {where}.templateRef: {want} {ref.get('name')!r} is not "
+                    "among the given files (pass its YAML as another file)"
+                )
             if lib is None:
                 log.warning(
                     "%s: %s.templateRef: WorkflowTemplate %r not among the given files; "

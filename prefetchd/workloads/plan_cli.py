@@ -8,7 +8,8 @@ Data flow: each file is read with the same bounds as pipeline files (size, docum
 alias bombs; :mod:`prefetchd.pipeline._load`), every document is sorted into work (a kind
 prefetchd reads), library (runtimes, trial-template ConfigMaps, priority classes, resource
 flavors), PVC/PV (to resolve claims as the agent does, through a file-backed ClusterView) or
-ignored (queues and the like, listed). Each work object is read with
+ignored (queues and the like, listed; but a kind we read under an apiVersion we do not read,
+``apps/v1`` Job, is bad input, not ignored). Each work object is read with
 :func:`prefetchd.workloads.read` and shown in warm order (:func:`prefetchd.workloads.order_key`):
 state, queue and priority, pod groups with their constraints and datasets, and the datasets to
 warm with their node counts. ``--pvc CLAIM=s3://...`` resolves a claim directly.
@@ -50,11 +51,16 @@ _GROUPS = sorted({k.group for k in _registry.KINDS}, key=len, reverse=True)
 _LIST_LINE = re.compile(r"^kind:\s*[\"']?List[\"']?\s*$", re.M)
 _API_LINE = re.compile(
     r"^apiVersion:\s*[\"']?(" + "|".join(re.escape(g) for g in _GROUPS) + r")/", re.M)
+# a kind we read under an apiVersion we do not (``apps/v1`` Job): ours to refuse, naming it
+_KIND_LINE = re.compile(
+    r"^kind:\s*[\"']?(" + "|".join(sorted({k.kind for k in _registry.KINDS})) + r")[\"']?\s*$",
+    re.M)
 RESOLVING_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
 
 
 def claims(files: list[str]) -> bool:
-    """True when any file has a top-level ``apiVersion`` of a group whose kinds we read."""
+    """True when any file has a top-level ``apiVersion`` of a group whose kinds we read, or
+    a top-level ``kind`` we read (under any apiVersion)."""
     for path in files:
         try:
             with open(path, "rb") as f:
@@ -62,7 +68,7 @@ def claims(files: list[str]) -> bool:
         except OSError:
             continue  # the pipeline loader reports it
         text = head.decode("utf-8", "replace")
-        if _API_LINE.search(text):
+        if _API_LINE.search(text) or _KIND_LINE.search(text):
             return True
         if text.lstrip().startswith("{") or _LIST_LINE.search(text):
             # a JSON manifest, or a List (kubectl get -o json / -o yaml): its items
@@ -72,7 +78,8 @@ def claims(files: list[str]) -> bool:
             except yaml.YAMLError:
                 continue
             for o in _unlisted(objs):
-                if str(o.get("apiVersion") or "").split("/")[0] in _GROUPS:
+                if str(o.get("apiVersion") or "").split("/")[0] in _GROUPS or \
+                        _registry.misfiled(o):
                     return True
     return False
 
@@ -155,6 +162,8 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
             elif d.get("kind") in RESOLVING_KINDS and api == "v1" or (
                     d.get("kind"), api) == ("StorageClass", "storage.k8s.io/v1"):
                 volumes.append(d)  # (a claim of a fusecache class: the PV it will get)
+            elif _registry.misfiled(d):  # (blind job round 36: was ignored, unwarmed)
+                raise WorkloadError(f"{path}: {_registry.describe(d)}: {_registry.misfiled(d)}")
             else:
                 ignored.append(_registry.describe(d))
     if not todo:

@@ -258,6 +258,25 @@ def test_fusecache_s3_serves_then_stops_everything(sig: signal.Signals) -> None:
     assert not data_dir.exists()
 
 
+@pytest.mark.parametrize("name", ["Bad_Bucket", "ab", "-demo", "a..b"])
+def test_fusecache_s3_refuses_a_bucket_name_s3_would(tmp_path: Path, name: str) -> None:
+    """Blind job round 36: `--bucket Bad_Bucket` warned that the bucket was not created and
+    served on; the name is refused (exit 2) before SeaweedFS starts."""
+    data = tmp_path / "s3data"
+    p = subprocess.Popen([*FUSECACHE, "s3", "--data-dir", str(data), "--bucket", "demo",
+                          f"--bucket={name}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:  # (the old behaviour: serving) stop it and its weed cleanly
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=60)
+    _one_line_usage_error(subprocess.CompletedProcess(p.args, p.returncode, out, err),
+                          f"invalid bucket name {name!r}")
+    assert "--bucket" in err and not data.exists() and not _weed_pids(data)
+
+
 def test_fusecache_s3_keeps_a_given_data_dir_but_not_its_keys(tmp_path: Path) -> None:
     data = tmp_path / "s3data"
     p = subprocess.Popen([*FUSECACHE, "s3", "--data-dir", str(data)], stdout=subprocess.PIPE,

@@ -102,6 +102,23 @@ def test_bad_warm_arguments(tmp_path: Path, extra: list[str], names: str) -> Non
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_a_cache_dir_that_is_a_file_is_bad_input(local_s3, s3_env, bucket, tmp_path: Path,
+                                                 under: str) -> None:
+    """Blind job round 36: exit 1 and 'CacheUnavailable: cannot create cache dir', after S3
+    was asked; now exit 2 naming the path before it is (as `fusecache mount` does)."""
+    _put(local_s3, bucket, 1, 1000)
+    afile = tmp_path / "afile.txt"
+    afile.write_text("plain text\n")
+    cache = afile / under if under else afile
+    r = run("warm", f"s3://{bucket}/ds/train/", "--cache-dir", str(cache), env=s3_env)
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1, err
+    problem = f"{afile} is not a directory" if under else "not a directory"
+    assert err == f"prefetchd: error: --cache-dir {cache}: {problem}", err
+    assert afile.read_text() == "plain text\n"
+
+
 def test_pin_ttl_takes_units_and_status_shows_expiry(local_s3, s3_env, bucket,
                                                      tmp_path: Path) -> None:
     _put(local_s3, bucket, 2, 1000)
@@ -126,6 +143,30 @@ def test_warm_of_an_empty_prefix_warns_and_fails(local_s3, s3_env, bucket, tmp_p
     r = run("warm", f"s3://{bucket}/ds/trian/", "--cache-dir", str(cache), "--allow-empty",
             env=s3_env)
     assert r.returncode == 0 and "no objects under" in r.stderr, r.stderr
+
+
+def test_a_warm_that_found_nothing_is_not_recorded(local_s3, s3_env, bucket, tmp_path) -> None:
+    """Blind job round 36: the failed warm of a misspelled prefix showed in `status` as
+    warmed and pinned for a day, and `unpin` could not remove the record."""
+    _put(local_s3, bucket, 1, 1000)
+    cache = tmp_path / "c"
+    uri = f"s3://{bucket}/ds/trian/"
+    assert run("warm", uri, "--cache-dir", str(cache), env=s3_env).returncode == 1
+    r = run("status", "--cache-dir", str(cache), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout) == [], r.stdout
+    # such a record, as older versions wrote it, beside a real one: unpin removes it
+    assert run("warm", f"s3://{bucket}/ds/train/", "--cache-dir", str(cache),
+               env=s3_env).returncode == 0
+    state = cache / "prefetchd" / "warmed.json"
+    records = json.loads(state.read_text())
+    records[uri] = {"objects": 0, "bytes": 0, "warmed_at": time.time(), "partial": False,
+                    "pin_owner": f"prefetchd:{uri}", "pinned": True, "pin_expires_at": None,
+                    "skipped_objects": 0, "failed_objects": 0}
+    state.write_text(json.dumps(records))
+    r = run("unpin", uri, "--cache-dir", str(cache))
+    assert r.returncode == 0 and r.stdout.strip() == "unpinned 0 objects", r.stderr
+    rows = json.loads(run("status", "--cache-dir", str(cache), "--json").stdout)
+    assert [(row["uri"], row["pinned"]) for row in rows] == [(f"s3://{bucket}/ds/train/", True)]
 
 
 def test_stats_count_what_a_warm_fetched(local_s3, s3_env, bucket, tmp_path: Path) -> None:

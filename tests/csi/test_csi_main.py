@@ -12,10 +12,10 @@ from csi_helpers import REPO, VENV_BIN, PluginProc
 from csi._proto import csi_pb2
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(VENV_BIN / "fusecache-csi"), *args], capture_output=True,
                           text=True, timeout=30, env={"PATH": "/usr/bin:/bin",
-                                                      "PYTHONPATH": str(REPO)})
+                                                      "PYTHONPATH": str(REPO), **(env or {})})
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -29,6 +29,42 @@ def test_bad_settings_stop_at_start_with_one_line(args: list[str], needle: str,
     r = run_cli("--state-dir", str(tmp_path), *args)
     assert r.returncode == 2
     assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("mode", ["nod", "everything", ""])
+def test_a_mode_from_the_environment_is_checked_as_the_flag_is(mode: str,
+                                                               tmp_path: Path) -> None:
+    """Blind job round 36: FUSECACHE_CSI_MODE=nod started a plugin serving only Identity that
+    said it was ready; a typo in the DaemonSet's env is refused as `--mode nod` is."""
+    sock = tmp_path / "csi.sock"
+    r = run_cli("--state-dir", str(tmp_path / "state"), "--endpoint", f"unix://{sock}",
+                env={"FUSECACHE_CSI_MODE": mode})
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1, err
+    assert err == (f"fusecache-csi: error: FUSECACHE_CSI_MODE {mode!r}: expected node, "
+                   "controller or all")
+    assert not sock.exists()
+
+
+@pytest.mark.parametrize("flag", ["--state-dir", "--cache-dir", "--secrets-dir"])
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_a_directory_option_that_names_a_file_is_bad_input(flag: str, under: str,
+                                                            tmp_path: Path) -> None:
+    """Blind job round 36: --state-dir FILE was 'cannot start: [Errno 20] Not a directory:
+    .../controller/volumes', exit 1, after the socket was bound; now exit 2 naming it."""
+    afile = tmp_path / "afile.txt"
+    afile.write_text("x")
+    bad = afile / under if under else afile
+    dirs = {"--state-dir": tmp_path / "state", "--cache-dir": tmp_path / "cache",
+            "--secrets-dir": tmp_path / "secrets", flag: bad}
+    sock = tmp_path / "csi.sock"
+    r = run_cli("--endpoint", f"unix://{sock}", "--mode", "controller",
+                *(x for k, v in dirs.items() for x in (k, str(v))))
+    err = r.stderr.strip()
+    assert r.returncode == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"fusecache-csi: error: {flag} (env ") and \
+        err.endswith(f" {bad}: {f'{afile} is not a directory' if under else 'not a directory'}")
+    assert not sock.exists() and afile.read_text() == "x"
 
 
 def test_sigterm_stops_gracefully(csi_root: Path) -> None:

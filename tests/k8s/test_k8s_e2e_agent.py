@@ -12,6 +12,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -244,6 +245,57 @@ def test_bad_combinations_are_one_line_errors(argv, message, tmp_path, monkeypat
     assert cli.main(argv) == cli.EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("prefetchd: error: ") and message in err, err
+
+
+def _bad_start_files(tmp_path: Path) -> dict[str, str]:
+    from test_k8s_webhook import make_cert
+
+    cert, key = make_cert(tmp_path)
+    _, other_key = make_cert(tmp_path, "other")
+    (tmp_path / "text.txt").write_text("plain text, not PEM\n")
+    good = json.loads(write_kubeconfig(tmp_path / "kc.json", "http://127.0.0.1:1").read_text())
+    (tmp_path / "kc-list.yaml").write_text(json.dumps({**good, "clusters": "not a list"}))
+    (tmp_path / "kc-tab.yaml").write_text("apiVersion: v1\nkind: Config\nclusters:\n"
+                                          "- name: fake\n\tcluster: {}\n")
+    (tmp_path / "kc-ctx.yaml").write_text(json.dumps({**good, "current-context": "nope"}))
+    return {"CACHE": str(tmp_path / "c"), "CERT": cert, "KEY": key, "OTHERKEY": other_key,
+            "TEXT": str(tmp_path / "text.txt"), "GOODKC": str(tmp_path / "kc.json"),
+            **{k: str(tmp_path / f"kc-{k.lower()}.yaml") for k in ("LIST", "TAB", "CTX")}}
+
+
+WEBHOOK = ["webhook", "--port", "0", "--kubeconfig"]
+AGENT = ["run", "--kubernetes", "--node-name", "n1", "--cache-dir", "CACHE", "--kubeconfig"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([*WEBHOOK, "GOODKC", "--tls-cert-file", "TEXT", "--tls-key-file", "TEXT"],
+     "webhook: --tls-cert-file TEXT: not a PEM certificate"),
+    ([*WEBHOOK, "GOODKC", "--tls-cert-file", "CERT", "--tls-key-file", "TEXT"],
+     "webhook: --tls-key-file TEXT: not a PEM private key (or an encrypted one)"),
+    ([*WEBHOOK, "GOODKC", "--tls-cert-file", "CERT", "--tls-key-file", "OTHERKEY"],
+     "webhook: --tls-key-file OTHERKEY: not the private key of --tls-cert-file CERT"),
+    ([*WEBHOOK, "LIST", "--tls-cert-file", "CERT", "--tls-key-file", "KEY"],
+     "webhook: --kubeconfig LIST: clusters: expected a list, got str"),
+    ([*AGENT, "LIST"], "run --kubernetes: --kubeconfig LIST: clusters: expected a list, got str"),
+    ([*AGENT, "TAB"], "run --kubernetes: --kubeconfig TAB: line 5 malformed YAML: found "
+                      "character '\\t' that cannot start any token"),
+    ([*AGENT, "CTX"], "run --kubernetes: kubeconfig CTX: Expected object with name nope in "),
+])
+def test_unreadable_tls_files_and_kubeconfigs_are_named_exit_2(argv, message, tmp_path):
+    """Blind job round 36: 'SSLError: [SSL] PEM lib', a kubernetes-client ConfigException or
+    ScannerError, exit 1, naming no file; now one line naming the file and what is wrong with
+    it, exit 2, before anything starts."""
+    files = _bad_start_files(tmp_path)
+    argv = [files.get(a, a) for a in argv]
+    message = re.sub(r"\b[A-Z]+\b", lambda m: files.get(m.group(), m.group()), message)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NODE_NAME", "KUBERNETES_SERVICE_HOST", "KUBECONFIG")}
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", *argv], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60, env=env)
+    err = r.stderr
+    assert r.returncode == cli.EXIT_BAD_INPUT, err
+    assert err.count("\n") == 1 and err.startswith(f"prefetchd: error: {message}"), err
+    assert "not-a-secret" not in err and not (tmp_path / "c").exists()
 
 
 def test_webhook_command_steers_a_pod_and_stops_on_sigterm(fake, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -145,6 +146,33 @@ def test_unknown_entrypoint(tmp_path, capsys) -> None:
         "spec:\n  entrypoint: nope\n  templates:\n  - name: main\n    container: {image: x}\n"
     )
     assert "spec.entrypoint" in plan_err(capsys, str(f))
+
+
+_STEP_TEMPLATE_REF = (
+    "apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: tr}\nspec:\n"
+    "  entrypoint: main\n  templates:\n  - name: main\n    steps:\n"
+    "    - - name: s\n        templateRef: {name: shared-templates, template: train}\n")
+
+
+def test_step_template_ref_to_a_template_not_given(tmp_path, capsys, caplog) -> None:
+    """Blind job round 36: plan warned and showed 0 steps, and warm --pipeline warmed
+    nothing with exit 0; both are exit 2 naming the reference, as docs/prefetchd.md says
+    (and as a workflowTemplateRef is). The agent, given API objects, still only warns."""
+    f = tmp_path / "wf.yaml"
+    f.write_text(_STEP_TEMPLATE_REF)
+    want = (f"{f}: template 'main' steps[0][s].templateRef: WorkflowTemplate "
+            "'shared-templates' is not among the given files (pass its YAML as another file)")
+    assert plan_err(capsys, str(f)) == f"prefetchd: error: {want}"
+    assert cli.main(["warm", "--pipeline", str(f), "--cache-dir", str(tmp_path / "c")]) == 2
+    assert want in capsys.readouterr().err and not (tmp_path / "c").exists()
+    lib = tmp_path / "lib.yaml"
+    lib.write_text("apiVersion: argoproj.io/v1alpha1\nkind: WorkflowTemplate\n"
+                   "metadata: {name: shared-templates}\nspec:\n  templates:\n"
+                   "  - name: train\n    container: {image: x, args: [s3://b/ds/]}\n")
+    [p] = pipeline.analyze_all([str(f), str(lib)])
+    assert p.datasets() == [("s3://b/ds/", 0, ["s"])]
+    [p] = pipeline.analyze_documents([yaml.safe_load(_STEP_TEMPLATE_REF)])
+    assert p.steps == [] and "not among the given files" in caplog.text
 
 
 def test_dependency_cycle(tmp_path, capsys) -> None:

@@ -81,6 +81,23 @@ def test_templated_constraint_is_left_out_with_a_note() -> None:
      "Pod p: Pod (v1) is not a kind prefetchd reads"),
     ({"apiVersion": "kubeflow.org/v1beta2", "kind": "MPIJob", "metadata": {"name": "m"}},
      "MPIJob m: MPIJob version v1beta2 is not read (only kubeflow.org/v1, kubeflow.org/v2beta1)"),
+    # a kind we read in the wrong API group (blind job round 36): named with the apiVersions
+    # read for it, not called a kind prefetchd does not read
+    ({"apiVersion": "kubeflow.org/v1", "kind": "TrainJob", "metadata": {"name": "t"}},
+     "TrainJob t: apiVersion kubeflow.org/v1 is not read for TrainJob (only "
+     "trainer.kubeflow.org/v1alpha1)"),
+    ({"apiVersion": "apps/v1", "kind": "Job", "metadata": {"name": "j"}},
+     "Job j: apiVersion apps/v1 is not read for Job (only batch/v1)"),
+    # a JobSet dependsOn naming no replicated job (blind job round 36: planned "after perp")
+    ({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+      "spec": {"replicatedJobs": [
+          {"name": "prep", "template": {"spec": {"template": {"spec": {
+              "containers": [{"name": "c", "image": "x"}]}}}}},
+          {"name": "train", "dependsOn": [{"name": "perp", "status": "Complete"}],
+           "template": {"spec": {"template": {"spec": {
+               "containers": [{"name": "c", "image": "x"}]}}}}}]}},
+     "JobSet js: spec.replicatedJobs[1].dependsOn: no replicated job 'perp' (there are prep, "
+     "train)"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": []},
      "Job j: spec: expected a mapping, got list"),
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},

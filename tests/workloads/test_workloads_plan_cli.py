@@ -122,6 +122,37 @@ def test_bad_input_is_one_line_exit_2(tmp_path) -> None:
     assert "RayJob, and Argo and KFP pipelines in a call of their own" in err
 
 
+def test_a_kind_read_under_an_apiversion_not_read_is_refused_beside_good_work(tmp_path) -> None:
+    """Blind job round 36: a TrainJob in kubeflow.org/v1 (the old operator's group), a
+    PyTorchJob in trainer.kubeflow.org, a Job in apps/v1, beside a good Job, were listed as
+    ignored (exit 0) and their data never warmed; alone, the refusal did not name the
+    apiVersion. A kind no one reads (a Deployment) is still only ignored."""
+    good = doc("kueue/sample-job.yaml")
+    meta = {"name": "typo", "namespace": "ml"}
+    for api, kind, read_as in (
+            ("kubeflow.org/v1", "TrainJob", "trainer.kubeflow.org/v1alpha1"),
+            ("trainer.kubeflow.org/v1alpha1", "PyTorchJob", "kubeflow.org/v1"),
+            ("apps/v1", "Job", "batch/v1")):
+        bad = {"apiVersion": api, "kind": kind, "metadata": meta, "spec": {}}
+        want = (f"{kind} ml/typo: apiVersion {api} is not read for {kind} (only {read_as})")
+        for f in (write(tmp_path, "mixed.yaml", good, bad), write(tmp_path, "alone.yaml", bad)):
+            assert _one_line_error(plan(f)) == f"prefetchd: error: {f}: {want}"
+        r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", "--pipeline",
+                            write(tmp_path, "mixed.yaml", good, bad), "--cache-dir",
+                            str(tmp_path / "c")], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120)
+        assert r.returncode == 2 and want in r.stderr, r.stderr
+        assert not (tmp_path / "c").exists()
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta}
+    r = plan(write(tmp_path, "deploy.yaml", good, deployment))
+    assert r.returncode == 0, r.stderr
+    assert "ignored: Deployment ml/typo" in r.stdout
+    # another project's kind of the same name (Volcano's Job) is its own, ignored too
+    volcano = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta}
+    r = plan(write(tmp_path, "volcano.yaml", good, volcano))
+    assert r.returncode == 0 and "ignored: Job ml/typo" in r.stdout, r.stderr
+
+
 def test_pipeline_files_still_go_to_the_pipeline_analysis(tmp_path) -> None:
     wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
           "metadata": {"name": "wf"},
