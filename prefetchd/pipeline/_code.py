@@ -316,9 +316,8 @@ class _Flow(ast.NodeVisitor):
             return made[1:] if made and made[0] == "/" else None
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and \
                 node.slice.step is None and all(
-                b is None or isinstance(b, ast.Constant) and type(b.value) is int
-                for b in (node.slice.lower, node.slice.upper)):
-            lo, hi = (b.value if isinstance(b, ast.Constant) else None
+                b is None or _bound(b) is not None for b in (node.slice.lower, node.slice.upper)):
+            lo, hi = (_bound(b) if b is not None else None
                       for b in (node.slice.lower, node.slice.upper))
             if (p := self._param(node.value)) is not None:  # as_of[:7] of an input
                 return (_pieces.formatted(p, f"[{'' if lo is None else lo}:"
@@ -641,10 +640,11 @@ class _Flow(ast.NodeVisitor):
         ``uri[len("s3://"):]...``, ``uri.replace("s3://", "")...``,
         ``uri.removeprefix("s3://")...``; else None."""
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "split"):
+                and node.func.attr in ("split", "partition")):
             return None
         how = [ast.unparse(a) for a in [*node.args, *node.keywords]]
-        if how not in (["'/'", "1"], ["'/'", "maxsplit=1"]):
+        if how not in ([["'/'", "1"], ["'/'", "maxsplit=1"]] if node.func.attr == "split"
+                       else [["'/'"]]):
             return None
         s = node.func.value
         if isinstance(s, ast.Subscript) and isinstance(s.slice, ast.Slice) and \
@@ -658,6 +658,29 @@ class _Flow(ast.NodeVisitor):
             return self._param(s.func.value)
         return None
 
+    def _split_text(self, node: ast.AST | None) -> list[str] | None:
+        """The parts of a known text split in two at its first ``/`` (``.split("/", 1)``,
+        ``.partition("/")``, the text a literal or a variable holding one, sliced or not);
+        else None."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("split", "partition")):
+            return None
+        how = [ast.unparse(a) for a in [*node.args, *node.keywords]]
+        text = _literal(self.pieces(node.func.value))
+        if text is None:
+            return None
+        cut = node.func.value  # (a location cut in two starts the one built: with its
+        while isinstance(cut, ast.Subscript):  # slash too, where a root was stripped of it)
+            cut = cut.value
+        self._part_of_one(cut)
+        whole = _literal(self.pieces(cut)) or ""
+        self.partial.update(u + "/" for u in _uri.find_uris(whole) if not u.endswith("/"))
+        if node.func.attr == "partition" and how == ["'/'"]:
+            return list(text.partition("/"))
+        if how in (["'/'", "1"], ["'/'", "maxsplit=1"]):
+            return text.split("/", 1)
+        return None
+
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
         targets = list(targets)
         self.partial.update(_scheme_removed(value))
@@ -669,10 +692,19 @@ class _Flow(ast.NodeVisitor):
             return
         src = self._split_location(value)
         if src is not None and len(targets) == 1 and isinstance(targets[0], ast.Tuple) and len(
-                targets[0].elts) == 2 and all(isinstance(e, ast.Name) for e in targets[0].elts):
-            bucket, key = targets[0].elts  # bucket, key = uri[5:].split("/", 1)
+                targets[0].elts) in (2, 3) and all(isinstance(e, ast.Name)
+                                                   for e in targets[0].elts):
+            # bucket, key = uri[5:].split("/", 1); bucket, _, key = ....partition("/")
+            bucket, key = targets[0].elts[0], targets[0].elts[-1]
             self.tmpl[bucket.id] = (("bucket", src),)  # type: ignore[attr-defined]
             self.tmpl[key.id] = (("key", src),)  # type: ignore[attr-defined]
+            return
+        parts = self._split_text(value)
+        if parts is not None and len(targets) == 1 and isinstance(targets[0], ast.Tuple) and len(
+                targets[0].elts) == len(parts):
+            # bucket, _, prefix = root[len("s3://"):].partition("/") of a known root
+            for t, part in zip(targets[0].elts, parts, strict=True):
+                self._assign([t], ast.Constant(part))
             return
         text = self._const_text(value)
         if text is None and isinstance(value, (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript,
@@ -1689,6 +1721,16 @@ ENV = "env:"  # a piece ("param", "env:NAME"): the value of the step's env var N
 
 def _int(value: object) -> int | None:
     return value if type(value) is int else None
+
+
+def _bound(node: ast.AST) -> int | None:
+    """A slice's bound known in the code: a number, or ``len("s3://")``."""
+    if isinstance(node, ast.Constant):
+        return _int(node.value)
+    if isinstance(node, ast.Call) and _call_name(node) == "len" and len(node.args) == 1 and \
+            isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        return len(node.args[0].value)
+    return None
 
 
 def _option_dest(args: list[ast.AST], kw: dict[str, ast.AST]) -> str | None:

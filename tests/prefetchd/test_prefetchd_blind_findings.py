@@ -2014,7 +2014,7 @@ def test_round_40_a_containersets_own_volume_mounts_are_its_containers() -> None
     assert (mount.claim, mount.mount_path) == ("aoi-tiles", "/data")
 
 
-def _script_reads(script: str, env: list[dict] | None = None) -> list[str | None]:
+def _bash_reads(script: str, env: list[dict] | None = None) -> list[str | None]:
     """The reads of one Argo step running *script* with ``bash -c``, the workflow parameter
     ``root`` = ``s3://bkt/logs/clicks``."""
     tmpl = {"name": "main", "container": {"image": "x", "command": ["bash", "-c"],
@@ -2033,19 +2033,19 @@ def test_round_42_shell_as_real_steps_write_it() -> None:
     sets PRE; envsubst's list of names (``envsubst '${SRC}'``) was read as a location."""
     root = "{{workflow.parameters.root}}"
     hours = ["s3://bkt/logs/clicks/hour=00/", "s3://bkt/logs/clicks/hour=01/"]
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         for h in 00 01; do
           SRC="{root}/hour=$h/"
           aws s3 sync "$SRC" /tmp/h/
         done
         """) == hours
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         for h in {{00..01}}; do
           printf -v SRC "%s/hour=%s/" "{root}" "$h"
           aws s3 sync "$SRC" "/tmp/h$h/"
         done
         """) == hours
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         LOGS="{root}"
         sync_hour() {{
           local h="$1" src
@@ -2058,7 +2058,7 @@ def test_round_42_shell_as_real_steps_write_it() -> None:
         wait
         """) == hours
     # a function's own variable is its own: a loop variable of the same name after it
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         fetch() {{
           local layer="$1"
           aws s3 sync "{root}/$layer/" "/tiles/$layer/"
@@ -2067,31 +2067,31 @@ def test_round_42_shell_as_real_steps_write_it() -> None:
           fetch "$layer"
         done
         """) == ["s3://bkt/logs/clicks/dsm/", "s3://bkt/logs/clicks/rgb/"]
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         ROOT="{root}"
         aws s3 cp --recursive "${{ROOT/clicks/impressions}}/" /tmp/impr/
         """) == ["s3://bkt/logs/impressions/"]
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         M="{root}/model.tar.gz"
         aws s3 cp "$(dirname "$M")/calibration.json" /tmp/calibration.json
         aws s3 cp "s3://bkt/models/$(basename "$M" .tar.gz).json" /tmp/m.json
         """) == ["s3://bkt/logs/clicks/calibration.json", "s3://bkt/models/model.json"]
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         for m in 2024-{{04..05}}; do
           aws s3 cp "{root}/month=$m/load.parquet" /tmp/
         done
         """) == ["s3://bkt/logs/clicks/month=2024-04/load.parquet",
                  "s3://bkt/logs/clicks/month=2024-05/load.parquet"]
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         DATES="2024-06-29 2024-06-30"
         tr " " "\\n" <<<"$DATES" | xargs -P 2 -I{{}} aws s3 cp --recursive "{root}/dt={{}}/" /t/
         """) == ["s3://bkt/logs/clicks/dt=2024-06-29/", "s3://bkt/logs/clicks/dt=2024-06-30/"]
-    assert _script_reads("""\
+    assert _bash_reads("""\
         P="${PRE:-s3://bkt/models/base-v3/}"
         aws s3 sync "$P" /tmp/pre/
         """, env=[{"name": "PRE", "value": "s3://bkt/models/base-v4/"}]) == [
         "s3://bkt/models/base-v4/"]
-    assert _script_reads(f"""\
+    assert _bash_reads(f"""\
         export SRC="{root}/dt=2024-06-30"
         envsubst '${{SRC}}' > /tmp/cmds.txt <<'EOF'
         cp ${{SRC}}/part-*.gz /tmp/in/
@@ -2102,3 +2102,17 @@ def test_round_42_shell_as_real_steps_write_it() -> None:
         ("a-b-c", "//", "-/_"), ("a-b-c", "/", "-/_"), ("s3://b/x.csv", "/", "%.csv/.pq"),
         ("s3://b/x.csv", "/", "#s3/s3a"), ("s3://b/2024/x", "/", "20??/Y"))] == [
         "a_b_c", "a_b-c", "s3://b/x.pq", "s3a://b/x.csv", "s3://b/Y/x"]
+
+
+def test_round_42_a_location_cut_into_bucket_and_key_in_code() -> None:
+    """Blind round 42: ``bucket, _, prefix = root[len("s3://"):].partition("/")`` of a known
+    root, then ``get_object(Bucket=bucket, Key=f"{prefix}/_index/x.json")``, read the root
+    twice (with and without its slash) and missed the object; ``.split("/", 1)`` likewise."""
+    for cut in ('root[len("s3://"):].partition("/")', 'root[5:].split("/", 1)'):
+        names = "bucket, _, prefix" if "partition" in cut else "bucket, prefix"
+        assert _script_reads(textwrap.dedent(f"""\
+            import boto3
+            root = "s3://bkt/sessions/v4/".rstrip("/")
+            {names} = {cut}
+            obj = boto3.client("s3").get_object(Bucket=bucket, Key=f"{{prefix}}/_index/w.json")
+            """)) == ["s3://bkt/sessions/v4/_index/w.json"], cut
