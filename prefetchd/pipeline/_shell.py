@@ -5,7 +5,8 @@ training jobs alike). Data flow: `shell_args` puts `sh -c SCRIPT ARG0 ...`'s arg
 place of `$0`, `$1` (not inside a function's body or single quotes); `script_words` splits
 the script into words, `;` between commands, and does what bash would do before a command
 runs: the script's own variables (and the container's env) expanded, parameter expansion
-(`${1%/}`, `${X:-d}`, `${X/old/new}`), `$(dirname X)`/`$(basename X)`, arrays, `case`
+(`${1%/}`, `${X:-d}`, `${X/old/new}`), `$(dirname X)`/`$(basename X)`, `$(jq -r .a F)`
+of a file the script wrote, arrays, `case`
 branches' values, unquoted heredocs, `for` loops over literal items and `while read` over a
 literal heredoc written out per item, functions in place of their calls (a variable set
 from a loop's item or a function's argument keeps the reference, filled there),
@@ -17,6 +18,7 @@ most MAX_SHELL_LOOP_ITEMS items a loop, _MAX_EXPANDED_WORDS words, _MAX_CALLS ca
 from __future__ import annotations
 
 import fnmatch
+import json
 import posixpath
 import re
 import shlex
@@ -44,8 +46,8 @@ _POSITIONAL_RE = re.compile(r'"\$@"|"\$\*"|\$@|\$\*|"\$\{?(\d)\}?"|\$\{(\d)' + _
 # an operator on a placeholder's value (a pipeline's, known later), applied once that is
 # resolved (strip_suffixes): the value between the marks, the operator by its index in
 # _PENDING_OPS and its word in hex; words of shell-safe characters, so quoting keeps them
-_PENDING_OPS = ("%", "%%", "#", "##", "/", "//")
-_PENDING_OP = re.compile(r"@@OPB@@((?:(?!@@OPB@@).)*?)@@OPE([0-5])x([0-9a-f]*)@@", re.S)
+_PENDING_OPS = ("%", "%%", "#", "##", "/", "//", "jq")
+_PENDING_OP = re.compile(r"@@OPB@@((?:(?!@@OPB@@).)*?)@@OPE([0-6])x([0-9a-f]*)@@", re.S)
 PENDING_MARK = "@@OP"
 
 
@@ -90,6 +92,75 @@ def _substitute(value: str, op: str, word: str) -> str:
     return out
 
 
+_JQ_STEP = re.compile(r'\.([A-Za-z_]\w*)|\.?\["([^"]*)"\]|\.?\[(\d+)\]')
+
+
+def jq_path(text: str, path: str) -> str | None:
+    """``jq -r PATH`` of the JSON *text* for a path of fields and indexes (``.a.b``,
+    ``.["a-b"]``, ``.xs[0]``) that leads to a string or a number; None otherwise."""
+    try:
+        node: object = json.loads(text)
+    except ValueError:
+        return None
+    at = 0
+    while at < len(path):
+        m = _JQ_STEP.match(path, at)
+        if m is None:
+            return None
+        key = m.group(1) if m.group(1) is not None else m.group(2)
+        if key is not None and isinstance(node, dict):
+            node = node.get(key)
+        elif m.group(3) is not None and isinstance(node, list) and int(m.group(3)) < len(node):
+            node = node[int(m.group(3))]
+        else:
+            return None
+        at = m.end()
+    if isinstance(node, bool) or not isinstance(node, (str, int, float)):
+        return None
+    return str(node)
+
+
+# $(jq -r '.a.b' FILE): a file the script wrote (its text known, or a pipeline's value)
+_JQ_CALL = re.compile(r"\$\(\s*jq\s+(?:-r|--raw-output)\s+(['\"]?)(\.[^'\"\s()]*)\1\s+"
+                      r"(['\"]?)([^'\"\s()]+)\3\s*\)")
+
+
+def _jq_calls(line: str, files: dict[str, str]) -> str:
+    """*line* with each ``$(jq -r PATH FILE)`` of a file the script wrote replaced by the
+    value it prints (quoted), pending on a pipeline's value (applied once resolved)."""
+    def one(m: re.Match[str]) -> str:
+        text = files.get(m.group(4))
+        if text is None:
+            return m.group(0)
+        value = pending(text, "jq", m.group(2)) if "@@PH" in text else jq_path(text, m.group(2))
+        return m.group(0) if value is None else shlex.quote(value)
+    return _JQ_CALL.sub(one, line) if "jq" in line and files else line
+
+
+def _written_file(command: list[str], files: dict[str, str], script: str) -> bool:
+    """Record the text ``printf '%s' VALUE > FILE`` or ``echo VALUE > FILE`` writes; True
+    when the script reads that file only with jq (the value is data jq picks from, what it
+    picks is read: the command itself names no location)."""
+    if len(command) < 3 or command[0] not in ("printf", "echo"):
+        return False
+    words = [w for w in command[1:] if w not in ("-n", "-e")]
+    if command[0] == "printf" and words[:1] in (["%s"], ["%s\\n"]):
+        words = words[1:]
+    if len(words) == 3 and words[1] == ">":
+        path, value = words[2], words[0]
+    elif len(words) == 2 and words[1].startswith(">") and len(words[1]) > 1:
+        path, value = words[1][1:], words[0]
+    else:
+        return False
+    files[path] = value
+    uses = len(re.findall(re.escape(path) + r"(?![\w./-])", script))
+    picks = len(re.findall(r"\bjq\b[^\n()|;]*?" + re.escape(path) + r"(?![\w./-])", script))
+    return picks > 0 and uses == 1 + picks
+
+
+_HEREDOC_TO = re.compile(r"\b(?:cat|tee)\b[^|;&]*?(?:>\s*|tee\s+)([\w./-]+)")
+
+
 def param_expand(value: str | None, op: str, word: str) -> str | None:
     """Bash's ``${X<op><word>}`` for a value *value* (None: unset): ``%``/``%%`` strip the
     shortest/longest matching suffix, ``#``/``##`` prefix (glob patterns), ``/``/``//``
@@ -101,6 +172,8 @@ def param_expand(value: str | None, op: str, word: str) -> str | None:
         return None
     if op in ("/", "//"):
         return _substitute(value, op, word)
+    if op == "jq":
+        return jq_path(value, word)
     if op in ("%", "%%"):
         cuts = [i for i in range(len(value), -1, -1) if fnmatch.fnmatchcase(value[i:], word)]
         return value[:(cuts[0] if op == "%" else cuts[-1])] if cuts else value
@@ -693,6 +766,8 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
     fills = re.search(r"\benvsubst\b", script) is not None
     depth = 0  # inside a function's body: the braces open
     scoped: dict[str, str | None] = {}  # its local variables: their values before it
+    files: dict[str, str] = {}  # path -> the text the script wrote there (for jq)
+    doc_file: str | None = None  # where the heredoc being read goes (cat > F <<EOF)
     for line in script.split("\n"):
         if scoped and not depth:  # a function's body ended: what it set for itself is gone
             for name, before in scoped.items():
@@ -707,6 +782,8 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
         if here is not None:
             if line.strip() == here:
                 here = None
+                if doc_file is not None:
+                    files[doc_file] = "\n".join(doc)
                 if not python_doc and not _mapfile(out, doc, arrays) and \
                         not _read_loop_over(out, doc):
                     out += _document_words(doc)  # a document, no command (a config)
@@ -720,6 +797,9 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
             here = m.group(1)
             quoted_doc = any(q in m.group(0) for q in "'\"")
             python_doc = re.search(r"\bpython[0-9.]*\b", line[: m.start()]) is not None
+            to = _HEREDOC_TO.search(_HEREDOC.sub(" ", line))
+            doc_file = to.group(1) if to is not None else None
+        line = _jq_calls(line, files)
         buf = f"{buf}\n{line}" if buf else line
         if buf.endswith("\\"):
             buf = buf[:-1]
@@ -767,7 +847,8 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
             if command[0] == "envsubst":  # envsubst '${SRC}': the names it fills, no values
                 command = [w for w in command if "$" not in w]
             command = _shell_vars(_with_arrays(command, arrays), known)
-            if _printf_assignment(command, known) or _read_assignment(command, known, arrays) \
+            if _written_file(command, files, script) or _printf_assignment(command, known) \
+                    or _read_assignment(command, known, arrays) \
                     or _alternative_assignment(command, alternatives):
                 continue
             for name in [n for n in alternatives if n in known]:

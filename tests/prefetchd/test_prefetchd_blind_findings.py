@@ -2098,6 +2098,25 @@ def test_round_42_shell_as_real_steps_write_it() -> None:
         EOF
         s5cmd run /tmp/cmds.txt
         """) == ["s3://bkt/logs/clicks/dt=2024-06-30/part-*.gz"]
+    # jq over a file the script wrote: a pipeline's JSON value, or a heredoc
+    tmpl = {"name": "main", "inputs": {"parameters": [{"name": "sources", "value": json.dumps(
+        {"text": "s3://shop/item_text/v7/", "img": "s3://shop/image_emb/clip/"})}]},
+        "container": {"image": "x", "command": ["bash", "-c", textwrap.dedent("""\
+            printf '%s' "$1" > /tmp/sources.json
+            TEXT_URI=$(jq -r '.text' /tmp/sources.json)
+            IMG_URI=$(jq -r .img /tmp/sources.json)
+            aws s3 sync "$TEXT_URI" /w/text/
+            s5cmd cp "${IMG_URI%/}/*.npy" /w/images/
+            """), "fetch", "{{inputs.parameters.sources}}"]}}
+    assert sorted(r.uri for r in _plan([tmpl]).step("main").reads) == [
+        "s3://shop/image_emb/clip/*.npy", "s3://shop/item_text/v7/"]
+    assert _bash_reads("""\
+        cat > /tmp/c.json <<EOF
+        {"train": {"uri": "s3://bkt/train/"}, "shards": ["s3://bkt/s0.tar"]}
+        EOF
+        aws s3 cp --recursive "$(jq -r .train.uri /tmp/c.json)" /data/
+        aws s3 cp "$(jq -r '.shards[0]' /tmp/c.json)" /data/
+        """) == ["s3://bkt/s0.tar", "s3://bkt/train/"]
     assert [_shell.param_expand(v, op, w) for v, op, w in (
         ("a-b-c", "//", "-/_"), ("a-b-c", "/", "-/_"), ("s3://b/x.csv", "/", "%.csv/.pq"),
         ("s3://b/x.csv", "/", "#s3/s3a"), ("s3://b/2024/x", "/", "20??/Y"))] == [
