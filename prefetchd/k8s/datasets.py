@@ -376,6 +376,8 @@ _TEMPLATE_VALUE = re.compile(r"\$\{(?:trialParameters|trialSpec)\.[^}]*\}")
 # delimit the path; not at an `=` inside a path (a Hive partition, /mnt/clicks/dt=2026-12-01/:
 # only an `=` before a `/` starts one; blind job round 32).
 _PATH_SPLIT = re.compile(r"[,:;\"'\[\]]+|=+(?=/)")
+# a part of a path only the run fills: a shell variable (``$r1`` of a ``while read``, ``${f}``)
+RUN_TIME_PART = re.compile(r"\$[A-Za-z_{]")
 
 
 # $(NAME) as the kubelet expands it, ${NAME} and $NAME as a shell script does
@@ -712,7 +714,9 @@ def pod_datasets(
             # (a folder only the pod knows: the one holding every pod's, read whole)
             named = paths_under(words, m.get("mountPath", "")) if exact else []
             for rel, d in named:
-                if d != "write":  # the same name the workflow analysis gives it
+                # the same name the workflow analysis gives it; none for a file only the
+                # run names (/fastq/run/$r1 of a while-read loop: no key of that name)
+                if d != "write" and not RUN_TIME_PART.search(rel):
                     add(_pvc.narrow(base, rel))
             if not named:
                 add(base)

@@ -296,6 +296,10 @@ def job_group(name: str, pods: int, job: Mapping[str, Any], where: str,
             for c in template["spec"].get(kind) or []:
                 # (a malformed container is left as it is: group() names it)
                 env = (c.get("env") or []) if isinstance(c, dict) else None
+                if isinstance(env, list):
+                    # the index through the downward API: the pod's annotation or label
+                    env = c["env"] = [{"name": e.get("name"), "value": "${" + INDEX_VAR + "}"}
+                                      if _index_field(e) else e for e in env]
                 if isinstance(env, list) and not any(
                         isinstance(e, Mapping) and e.get("name") == INDEX_VAR for e in env):
                     # (appended, as the controller does: the env before it cannot use it)
@@ -307,6 +311,18 @@ def job_group(name: str, pods: int, job: Mapping[str, Any], where: str,
     values = [str(i) for i in range(n)]
     return at_each_value(made, {m: values for m in (
         "${" + INDEX_VAR + "}", "$(" + INDEX_VAR + ")", "$" + INDEX_VAR)}, n)
+
+
+# the Job controller's annotation and label of an Indexed Job's pod: its completion index
+_INDEX_FIELDS = frozenset(f"metadata.{kind}['batch.kubernetes.io/job-completion-index']"
+                          for kind in ("annotations", "labels"))
+
+
+def _index_field(e: object) -> bool:
+    """Whether env entry *e* takes the completion index from the downward API."""
+    ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}) if isinstance(e, Mapping) and \
+        isinstance(e.get("valueFrom"), Mapping) else {}
+    return isinstance(ref, Mapping) and ref.get("fieldPath") in _INDEX_FIELDS
 
 
 def at_each_value(group: PodGroup, marks: Mapping[str, list[str]], most: int) -> PodGroup:
@@ -521,7 +537,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
                 # $(POD_NAME) under --checkpoint-dir: blind job round 34)
                 paths.append(sub + "/" if sub else "")
             for p in paths:
-                if PLACEHOLDER in value or PLACEHOLDER in p:
+                if PLACEHOLDER in value or PLACEHOLDER in p or \
+                        k8s_datasets.RUN_TIME_PART.search(p):
                     add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
                 elif vkind in ("claim", "made"):
                     add(DatasetRef(origin, cname, claim=value, path=p, made=vkind == "made",

@@ -227,9 +227,9 @@ def test_a_katib_trials_python_c_is_read_with_its_placeholders_in_it() -> None:
 
 def test_a_folder_named_by_the_downward_api_is_each_pods_own() -> None:
     """An Indexed Job's ``subPathExpr: folds/fold=$(FOLD)`` with FOLD from the pod's
-    completion-index annotation: the template cannot name each pod's folder, so the folder
-    holding them all is warmed (never the bogus ``fold=/train.parquet``); a pod of index 3
-    reads ``fold=3``."""
+    completion-index annotation is the index, as ``$(JOB_COMPLETION_INDEX)`` is: each
+    index's file is warmed (blind job round 37; before, the folder holding them all, never
+    the bogus ``fold=/train.parquet``); a pod of index 3 reads ``fold=3``."""
     pod = worker_pod(0)
     c = pod["spec"]["containers"][0]
     c["args"] = ["--train", "/data/coco/train.parquet"]
@@ -241,8 +241,8 @@ def test_a_folder_named_by_the_downward_api_is_each_pods_own() -> None:
                     "template": {"spec": copy.deepcopy(pod["spec"])}}}
     work = workloads.read(job)
     assert [t.dataset for t in work.targets(workloads.resolver_from_view(view(), NS))] == [
-        "s3://vision-datasets/coco/2017/folds/"]
-    # without the annotation, a pod's folder is not known either
+        f"s3://vision-datasets/coco/2017/folds/fold={i}/train.parquet" for i in range(5)]
+    # a pod without the annotation: its folder is not known, the one holding them all is
     assert ds_mod.pod_datasets(pod, view()) == ["s3://vision-datasets/coco/2017/folds/"]
     pod["metadata"]["annotations"] = {"batch.kubernetes.io/job-completion-index": "3"}
     assert ds_mod.pod_datasets(pod, view()) == [

@@ -10,6 +10,8 @@ import sys
 import yaml
 from workload_helpers import doc, path
 
+from prefetchd.k8s import datasets as k8s_datasets
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -1066,3 +1068,54 @@ def test_a_generic_ephemeral_volume_of_a_fusecache_class_is_its_dataset(tmp_path
     job["spec"]["template"]["spec"]["volumes"][0]["ephemeral"] = ["not", "a", "mapping"]
     r = plan(write(tmp_path, "j.yaml", job))
     assert r.returncode == 2 and "volumes[data].ephemeral" in r.stderr
+
+
+def test_round_37_an_index_from_the_downward_api_and_a_file_only_the_run_names(
+        tmp_path) -> None:
+    """Blind job round 37: an Indexed Job's env var from the completion index annotation or
+    label (``fieldRef``) in a ``subPathExpr`` warmed the whole volume, and in an argument
+    read nothing; a file a ``while read`` loop names (``/fastq/run/$r1``, unbraced) was
+    warmed as a key named ``$r1``, also by the agent's reading of the bound pod."""
+    csi = {"driver": "csi.fusecache.io", "readOnly": True,
+           "volumeAttributes": {"bucket": "speech", "prefix": "flac"}}
+    for kind in ("annotations", "labels"):
+        field = f"metadata.{kind}['batch.kubernetes.io/job-completion-index']"
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": "shards", "namespace": "ml"},
+               "spec": {"completionMode": "Indexed", "completions": 2, "parallelism": 2,
+                        "template": {"spec": {"restartPolicy": "Never", "containers": [{
+                            "name": "c", "image": "i",
+                            "env": [{"name": "SHARD",
+                                     "valueFrom": {"fieldRef": {"fieldPath": field}}}],
+                            "command": ["sh", "-c", "cat /audio/*"],
+                            "args": ["--extra=s3://speech/extra/part-$(SHARD).tar"],
+                            "volumeMounts": [{"name": "audio", "mountPath": "/audio",
+                                              "subPathExpr": "shard-$(SHARD)"}]}],
+                            "volumes": [{"name": "audio", "csi": csi}]}}}}
+        r = plan(write(tmp_path, "j.yaml", job), "--json")
+        assert r.returncode == 0, r.stderr
+        assert sorted(w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]) == [
+            "s3://speech/extra/part-0.tar", "s3://speech/extra/part-1.tar",
+            "s3://speech/flac/shard-0/*", "s3://speech/flac/shard-1/*"], kind
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "runs"},
+          "spec": {"accessModes": ["ReadOnlyMany"], "csi": {
+              "driver": "csi.fusecache.io", "volumeHandle": "runs",
+              "volumeAttributes": {"bucket": "genomics", "prefix": "fastq"}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "fastq", "namespace": "ml"},
+           "spec": {"accessModes": ["ReadOnlyMany"], "volumeName": "runs"}}
+    spec = {"restartPolicy": "Never", "containers": [{
+        "name": "bwa", "image": "i", "command": ["/bin/bash", "-c"],
+        "args": ['while read sample r1 r2; do\n  bwa mem /idx "/fastq/A/$r1" "/fastq/A/${r2}"'
+                 ' > "/tmp/$sample.sam"\ndone < /fastq/A/samples.tsv\n'],
+        "volumeMounts": [{"name": "fastq", "mountPath": "/fastq", "readOnly": True}]}],
+        "volumes": [{"name": "fastq", "persistentVolumeClaim": {"claimName": "fastq"}}]}
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "align", "namespace": "ml"}, "spec": {"template": {"spec": spec}}}
+    r = plan(write(tmp_path, "a.yaml", pv, pvc, job), "--json")
+    assert r.returncode == 0, r.stderr
+    assert [w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]] == [
+        "s3://genomics/fastq/A/samples.tsv"]
+    pod = {"metadata": {"name": "align-x", "namespace": "ml"}, "spec": spec}
+    assert k8s_datasets.pod_datasets(pod, k8s_datasets.ObjectsView([pv, pvc])) == [
+        "s3://genomics/fastq/A/samples.tsv"]
