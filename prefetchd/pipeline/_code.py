@@ -1453,7 +1453,7 @@ def analyze(code: str) -> Flow | None:
         flow.visit(tree)
     except RecursionError:
         return None
-    flow.partial.update(_looked_up_only(tree))
+    flow.partial.update(_looked_up_only(tree) | _printed_only(tree))
     params: dict[str, str] = {}
     lits: dict[str, str] = {}
     for s, ds in flow.found.items():
@@ -1510,6 +1510,30 @@ def _rebound(tree: ast.AST) -> set[str]:
                 if isinstance(n, ast.Name):
                     seen[n.id] = seen.get(n.id, 0) + 1
     return {k for k, v in seen.items() if v > 1}
+
+
+_SAYS = frozenset({"print", "debug", "info", "warning", "error", "exception", "log", "echo"})
+
+
+def _printed_only(tree: ast.AST) -> set[str]:
+    """The literal locations the program only prints or logs (``print(json.dumps([...]))``:
+    a list a later step's loop reads from the step's output, a message): none of its own
+    reads. A literal used anywhere else keeps its place."""
+    printed: set[str] = set()
+    inside: set[int] = set()  # the string constants under a print/log call
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _call_name(node) in _SAYS:
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                for n in ast.walk(arg):
+                    if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                        inside.add(id(n))
+                        printed.update(_uri.find_uris(n.value))
+    if not printed:
+        return set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in inside:
+            printed.difference_update(_uri.find_uris(n.value))
+    return printed
 
 
 def _looked_up_only(tree: ast.AST) -> set[str]:

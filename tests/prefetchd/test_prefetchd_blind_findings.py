@@ -2135,3 +2135,14 @@ def test_round_42_a_location_cut_into_bucket_and_key_in_code() -> None:
             {names} = {cut}
             obj = boto3.client("s3").get_object(Bucket=bucket, Key=f"{{prefix}}/_index/w.json")
             """)) == ["s3://bkt/sessions/v4/_index/w.json"], cut
+
+
+def test_round_43_a_location_only_printed_is_no_read() -> None:
+    """Blind round 43: ``print(json.dumps(["s3://bkt/scenes/a.SAFE", ...]))`` (a list a later
+    step loops over, from this step's output) and a message naming a folder were read and
+    warmed; a literal that is also used is still read."""
+    assert _script_reads('import json\nprint(json.dumps(["s3://bkt/scenes/a.SAFE",'
+                         ' "s3://bkt/scenes/b.SAFE"]))\n') == []
+    assert _script_reads('import logging\nlogging.info("results go to s3://bkt/out/")\n') == []
+    assert _script_reads('import pandas as pd\nprint("reading s3://bkt/x.csv")\n'
+                         'df = pd.read_csv("s3://bkt/x.csv")\n') == ["s3://bkt/x.csv"]
