@@ -84,6 +84,8 @@ _NO_READ = frozenset(
 # str methods evaluated on a constant (``"s3://b/x/".removeprefix("s3://")``)
 _TEXT_METHODS = frozenset({"rstrip", "lstrip", "strip", "removeprefix", "removesuffix",
                            "lower", "upper"})
+# str methods applied to an input's value where it is known (``season.lower()``)
+_VALUE_METHODS = frozenset({"lower", "upper", "title", "capitalize", "replace", "zfill"})
 # calls whose result is data or a list of files, not a location to follow
 _READS_DATA = frozenset(_READ_FIRST | {"ls", "listdir", "find", "walk"})
 # keyword arguments of those that name what is read (datasets.load_dataset, pyarrow)
@@ -463,6 +465,15 @@ class _Flow(ast.NodeVisitor):
                 and isinstance(node.args[0], ast.Constant) and node.args[0].value in (
                     "s3://", "s3a://") and (p := self._param(f.value)) is not None:
             return (("bucket", p), "/", ("key", p))  # lc_root.removeprefix("s3://"), for s3fs
+        if isinstance(f, ast.Attribute) and f.attr in _VALUE_METHODS and all(
+                isinstance(a, ast.Constant) and type(a.value) in (str, int)
+                for a in node.args) and not node.keywords and (
+                    p := self._param(f.value)) is not None and not (
+                    f.attr == "replace" and node.args and node.args[0].value in (
+                        "s3://", "s3a://")):
+            # season.lower(), region.replace("_", "-") of an input: applied to its value
+            return (_pieces.formatted(p, {"method": f.attr,
+                                          "args": [a.value for a in node.args]}),)  # type: ignore
         if isinstance(f, ast.Attribute) and f.attr in _TEXT_METHODS and all(
                 isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args) \
                 and not node.keywords and (

@@ -187,6 +187,12 @@ def _part(p: tuple[str, str], values: dict[str, str]) -> str | None:
             return None
         if isinstance(spec, dict) and "dirname" in spec:  # os.path.dirname(holdout_uri)
             return raw.rsplit("/", 1)[0] if "/" in raw else None
+        if isinstance(spec, dict) and "method" in spec:  # season.lower() of an input
+            try:
+                made = getattr(raw, spec["method"])(*spec["args"])
+            except (AttributeError, TypeError, ValueError):
+                return None
+            return made if isinstance(made, str) else None
         if isinstance(spec, dict):  # SOURCES[kind] of a literal dict: the entry it names
             picked = spec["pick"].get(raw)
             return picked if isinstance(picked, str) else None

@@ -2146,3 +2146,16 @@ def test_round_43_a_location_only_printed_is_no_read() -> None:
     assert _script_reads('import logging\nlogging.info("results go to s3://bkt/out/")\n') == []
     assert _script_reads('import pandas as pd\nprint("reading s3://bkt/x.csv")\n'
                          'df = pd.read_csv("s3://bkt/x.csv")\n') == ["s3://bkt/x.csv"]
+
+
+def test_round_43_a_string_method_on_an_input_applies_to_its_value() -> None:
+    """Blind round 43: ``f"s3://bkt/constraints/{season.lower()}/floors.csv"`` of a
+    component's input read nothing (the method was not applied to the value)."""
+    step = _component(textwrap.dedent("""\
+        def comp(season: str, region: str):
+            import pandas as pd
+            pd.read_csv(f"s3://bkt/constraints/{season.lower()}/floors.csv")
+            pd.read_parquet("s3://bkt/prices/" + region.replace("_", "-") + "/p.parquet")
+        """), {"season": const("SS24"), "region": const("eu_west")})
+    assert sorted(r.uri for r in step.reads) == [
+        "s3://bkt/constraints/ss24/floors.csv", "s3://bkt/prices/eu-west/p.parquet"]
