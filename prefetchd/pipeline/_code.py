@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import datetime
 import functools
 import itertools
 import json
@@ -71,6 +72,28 @@ _READ_FIRST = frozenset(
 # calls that read no data through a location they are given (path and string helpers,
 # printing and logging)
 _RECORD_TYPES = frozenset({"namedtuple", "NamedTuple"})
+@dataclass(frozen=True)
+class _Date:
+    """A date computed in code: its base (("iso", "2024-06-30"), or ("param", NAME, FORMAT)
+    parsed from an input), days added, and days added per item of a loop (*item*)."""
+
+    base: tuple[str, ...]
+    days: int = 0
+    item: tuple[str, str] | None = None
+    scale: int = 0
+    is_date: bool = True  # a date (its text: %Y-%m-%d), not a datetime
+
+
+def _parse_date(text: str, how: str) -> str | None:
+    """``YYYY-MM-DD`` of *text* read with *how* (a strptime format, or "iso")."""
+    try:
+        made = datetime.datetime.fromisoformat(text) if how == "iso" else \
+            datetime.datetime.strptime(text, how)
+    except ValueError:
+        return None
+    return made.date().isoformat()
+
+
 _NO_READ = frozenset(
     {"join", "basename", "dirname", "split", "splitext", "urlparse", "urlsplit", "str", "len",
      "repr", "print", "format", "debug", "info", "warning", "error", "exception", "log",
@@ -130,6 +153,7 @@ class _Flow(ast.NodeVisitor):
         # variable -> the number constant it holds: n = 4, a range(n) loop takes 0..3;
         # YEAR = 2025, THRESHOLD = 0.83: its text in an f-string, by the field's spec
         self.numbers: dict[str, int | float] = {}
+        self.dates: dict[str, _Date] = {}  # variable -> the date it holds
         self.rebound: set[str] = set()  # names assigned more than once: no constant's text
         # argparse: an option's default text by its dest (p.add_argument("--week",
         # default="2025-W46")), and the names parse_args() results are held in
@@ -249,6 +273,94 @@ class _Flow(ast.NodeVisitor):
         self.classes[node.name] = (init, methods)
         self.generic_visit(node)
 
+    # ---------------------------------------------------------------- dates
+    def _date(self, node: ast.AST | None) -> _Date | None:
+        """The date *node* computes, where its base and the days added are known: a literal
+        date (``date(2024, 6, 30)``, ``datetime.strptime("2024-06-30", "%Y-%m-%d")``), an
+        input parsed (``datetime.strptime(end_date, "%Y-%m-%d").date()``,
+        ``date.fromisoformat(day)``), plus or minus ``timedelta(days=N)`` of a number or a
+        loop's item."""
+        if isinstance(node, ast.Name):
+            return self.dates.get(node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            base, delta = self._date(node.left), self._timedelta(node.right)
+            if base is None and isinstance(node.op, ast.Add):
+                base, delta = self._date(node.right), self._timedelta(node.left)
+            if base is None or delta is None:
+                return None
+            sign = -1 if isinstance(node.op, ast.Sub) else 1
+            days, item, scale = delta
+            if item is not None and base.item is not None:
+                return None  # two loops' items in one date
+            return _Date(base.base, base.days + sign * days, item or base.item,
+                         sign * scale if item is not None else base.scale, base.is_date)
+        if not isinstance(node, ast.Call):
+            return None
+        name, f = _call_name(node), node.func
+        if name == "date" and not node.args and isinstance(f, ast.Attribute):
+            made = self._date(f.value)  # datetime.strptime(...).date()
+            return _Date(made.base, made.days, made.item, made.scale, True) if made else None
+        args = [_constant(a) for a in node.args]
+        if name in ("date", "datetime") and len(args) >= 3 and all(
+                type(a) is int for a in args[:3]):
+            try:
+                day = datetime.date(*args[:3])  # type: ignore[arg-type]
+            except ValueError:
+                return None
+            return _Date(("iso", day.isoformat()), is_date=name == "date")
+        if name in ("strptime", "fromisoformat", "Timestamp", "to_datetime") and node.args:
+            how = "iso" if name != "strptime" else args[1] if len(args) == 2 else None
+            if not isinstance(how, str):
+                return None
+            if isinstance(args[0], str):
+                made = _parse_date(args[0], how)
+                return _Date(("iso", made), is_date=name == "fromisoformat" and isinstance(
+                    f, ast.Attribute) and ast.unparse(f.value) in ("date", "datetime.date")) \
+                    if made is not None else None
+            p = self._param(node.args[0])
+            if p is not None:
+                return _Date(("param", p, how), is_date=False)
+        return None
+
+    def _timedelta(self, node: ast.AST) -> tuple[int, tuple[str, str] | None, int] | None:
+        """(days, a loop item piece or None, days per item) of ``timedelta(days=N)`` (weeks
+        too) with N a number or a loop's item (``timedelta(days=i)``, ``days=7 * i``)."""
+        if not (isinstance(node, ast.Call) and _call_name(node) == "timedelta"):
+            return None
+        given = [("days", a) for a in node.args[:1]] + [(k.arg, k.value) for k in node.keywords]
+        days, item, scale = 0, None, 0
+        for unit, value in given:
+            per = {"days": 1, "weeks": 7}.get(str(unit))
+            if per is None:
+                return None
+            n = self._number(value)
+            if isinstance(n, int):
+                days += per * n
+                continue
+            factor = 1
+            if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+                for a, b in ((value.left, value.right), (value.right, value.left)):
+                    if isinstance(self._number(a), int):
+                        factor, value = int(self._number(a)), b  # type: ignore[arg-type]
+                        break
+            piece = self.loops.get(value.id) if isinstance(value, ast.Name) else None
+            if piece is None or item is not None:
+                return None
+            item, scale = piece, per * factor
+        return days, item, scale
+
+    def _date_text(self, d: _Date, fmt: str) -> Pieces:
+        """The text of date *d* written with *fmt* (strftime's), as pieces."""
+        if d.item is None and d.base[0] == "iso":
+            day = datetime.datetime.fromisoformat(d.base[1]) + datetime.timedelta(days=d.days)
+            return (day.strftime(fmt),)
+        spec = {"base": list(d.base), "days": d.days, "scale": d.scale, "out": fmt}
+        if d.item is None:
+            return (_pieces.formatted(d.base[1], {"date": spec}),)
+        payload = json.loads(d.item[1])
+        payload["date"] = spec
+        return (("each", json.dumps(payload)),)
+
     def ref(self, node: ast.AST | None) -> tuple[str, Any] | None:
         """A bucket or key argument we can name: ("const", text), ("param", name), or
         ("pieces", pieces) for one built from parameters (``Key=f"ltr/{locale}/x.json"``)."""
@@ -358,6 +470,8 @@ class _Flow(ast.NodeVisitor):
                 return self.bound[-1][node.id]
             if node.id in self.loops:
                 return (self.loops[node.id],)
+            if node.id in self.dates and self.dates[node.id].is_date:  # str(day), f"{day}"
+                return self._date_text(self.dates[node.id], "%Y-%m-%d")
             if node.id in self.tmpl:
                 return self.tmpl[node.id]
             if node.id in self.consts:
@@ -371,6 +485,14 @@ class _Flow(ast.NodeVisitor):
                 if isinstance(v, ast.FormattedValue):
                     if v.conversion not in (-1, 115):
                         return None  # {x!r}: not the text of x
+                    when = self._date(v.value)
+                    if when is not None:  # f"dt={day:%Y-%m-%d}/", f"{day}"
+                        spec = "%Y-%m-%d" if v.format_spec is None and when.is_date else \
+                            _literal(self.pieces(v.format_spec, depth + 1))
+                        if not spec:
+                            return None
+                        out += self._date_text(when, spec)
+                        continue
                     number = self._number(v.value)
                     if number is not None:  # f"s3://b/{YEAR}/x", {THRESHOLD:.2f}
                         spec = "" if v.format_spec is None else _literal(
@@ -461,10 +583,23 @@ class _Flow(ast.NodeVisitor):
         if _call_name(node) in (*_PATH_TYPES, "str") and len(node.args) == 1 \
                 and not node.keywords:
             return self.pieces(node.args[0], depth + 1)  # UPath("s3://b/x"), str(p): the text
+        if isinstance(f, ast.Attribute) and f.attr in ("strftime", "isoformat") and (
+                when := self._date(f.value)) is not None:
+            # day.strftime("%Y/%m/%d"), day.isoformat()
+            fmt = _constant(node.args[0]) if f.attr == "strftime" and node.args else \
+                "%Y-%m-%d" if when.is_date else "%Y-%m-%dT%H:%M:%S"
+            return self._date_text(when, fmt) if isinstance(fmt, str) else None
         if isinstance(f, ast.Attribute) and f.attr == "removeprefix" and len(node.args) == 1 \
                 and isinstance(node.args[0], ast.Constant) and node.args[0].value in (
                     "s3://", "s3a://") and (p := self._param(f.value)) is not None:
             return (("bucket", p), "/", ("key", p))  # lc_root.removeprefix("s3://"), for s3fs
+        if isinstance(f, ast.Attribute) and (f.attr, [_constant(a) for a in node.args]) in (
+                ("removeprefix", ["s3://"]), ("replace", ["s3://", ""]),
+                ("replace", ["s3://", "", 1])) and not node.keywords and (
+                made := self.pieces(f.value, depth + 1)) is not None and is_built(made):
+            # uri.removeprefix("s3://") of a location built from inputs, for an S3 file
+            # system (pq.read_table(..., filesystem=fs)): the object the whole names
+            return made
         if isinstance(f, ast.Attribute) and f.attr in _VALUE_METHODS and all(
                 isinstance(a, ast.Constant) and type(a.value) in (str, int)
                 for a in node.args) and not node.keywords and (
@@ -747,6 +882,7 @@ class _Flow(ast.NodeVisitor):
                 _keep(self.consts, t.id, text)
                 _keep(self.numbers, t.id, value.value if isinstance(value, ast.Constant)
                       and type(value.value) in (int, float) else None)
+                _keep(self.dates, t.id, self._date(value))  # day = end - timedelta(days=i)
                 built = self.pieces(value) if text is None else None
                 is_path = value is not None and self._is_path(value)
                 # x = os.environ["X"]; root = collection_root.removesuffix("/"), an input

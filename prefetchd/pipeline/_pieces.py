@@ -25,6 +25,7 @@ unknown (None), as does an item we cannot format.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 import re
@@ -94,10 +95,32 @@ def needs(pieces: Pieces) -> list[str]:
         elif isinstance(p, tuple) and p[0] == "fmt":
             out.append(json.loads(p[1])[0])
         elif isinstance(p, tuple) and p[0] == "each":
-            param = json.loads(p[1])["param"]
-            if param:
-                out.append(param)
+            d = json.loads(p[1])
+            if d["param"]:
+                out.append(d["param"])
+            if (d.get("date") or {}).get("base", [""])[0] == "param":
+                out.append(d["date"]["base"][1])
     return list(dict.fromkeys(out))
+
+
+def date_text(spec: dict[str, Any], values: dict[str, str], item: Any = 0) -> str | None:
+    """A date computed in code (``_code``: ``end - timedelta(days=i)``) written with its
+    format: its base (a literal ISO date, or an input parsed with a format) plus its days
+    and *item* times its days per item; None when the input is not known or not a date."""
+    base = spec["base"]
+    try:
+        if base[0] == "iso":
+            day = datetime.datetime.fromisoformat(base[1])
+        else:
+            raw = values.get(base[1])
+            if raw is None:
+                return None
+            day = datetime.datetime.fromisoformat(raw) if base[2] == "iso" else \
+                datetime.datetime.strptime(raw, base[2])
+        shift = spec["days"] + spec["scale"] * int(item)
+        return (day + datetime.timedelta(days=shift)).strftime(spec["out"])
+    except (ValueError, TypeError, OverflowError):
+        return None
 
 
 def render_all(pieces: Pieces, values: dict[str, str]) -> list[str] | None:
@@ -187,6 +210,8 @@ def _part(p: tuple[str, str], values: dict[str, str]) -> str | None:
             return None
         if isinstance(spec, dict) and "dirname" in spec:  # os.path.dirname(holdout_uri)
             return raw.rsplit("/", 1)[0] if "/" in raw else None
+        if isinstance(spec, dict) and "date" in spec:  # a date parsed from the input
+            return date_text(spec["date"], values)
         if isinstance(spec, dict) and "method" in spec:  # season.lower() of an input
             try:
                 made = getattr(raw, spec["method"])(*spec["args"])
@@ -227,7 +252,8 @@ def _render(pieces: Pieces, values: dict[str, str], chosen: dict[str, Any]) -> s
             scheme = p[1]
         elif p[0] == "each":
             d = json.loads(p[1])
-            text = _item_text(d, chosen[d["loop"]])
+            text = date_text(d["date"], values, chosen[d["loop"]]) if d.get("date") else \
+                _item_text(d, chosen[d["loop"]])
             if text is None:
                 return None
             out.append(text)
@@ -236,7 +262,9 @@ def _render(pieces: Pieces, values: dict[str, str], chosen: dict[str, Any]) -> s
             if text is None:
                 return None
             out.append(text)
-    text = "".join(out)
+    # ("s3://" + uri.replace("s3://", "", 1): the scheme put back on a location whose
+    # pieces kept it, _code)
+    text = re.sub(r"^([a-z0-9]+://)\1+", r"\1", "".join(out))
     if scheme and "://" not in text and BUCKET_PATH.match(text):
         text = f"{scheme}://{text}"  # s3fs's, gcsfs's "bucket/key"
     scheme, sep, rest = text.partition("://")  # os.path.join("s3://b/x/", "y"): one slash

@@ -2159,3 +2159,46 @@ def test_round_43_a_string_method_on_an_input_applies_to_its_value() -> None:
         """), {"season": const("SS24"), "region": const("eu_west")})
     assert sorted(r.uri for r in step.reads) == [
         "s3://bkt/constraints/ss24/floors.csv", "s3://bkt/prices/eu-west/p.parquet"]
+
+
+def test_round_43_dates_computed_in_code_name_the_partitions_read() -> None:
+    """Blind round 43: a date computed in code (``date(2024, 6, 30)``,
+    ``datetime.strptime(end_date, "%Y-%m-%d").date()``, ``- timedelta(days=i)`` over a
+    loop, written with ``{day:%Y-%m-%d}``, ``.strftime``, ``.isoformat()``) lost every
+    location holding it, or read the root it was built on (a whole folder of days); a
+    location built from inputs and stripped of its scheme for an S3 file system
+    (``uri.removeprefix("s3://")``, ``"s3://" + uri.replace("s3://", "", 1)``) read the
+    input's root (a whole bucket)."""
+    days = ["s3://bkt/sales/dt=2024-06-29/pos.parquet", "s3://bkt/sales/dt=2024-06-30/pos.parquet"]
+    for write in ('f"s3://bkt/sales/dt={day:%Y-%m-%d}/pos.parquet"',
+                  '"s3://bkt/sales/dt=" + day.strftime("%Y-%m-%d") + "/pos.parquet"',
+                  'f"s3://bkt/sales/dt={day.isoformat()}/pos.parquet"',
+                  'f"s3://bkt/sales/dt={day}/pos.parquet"'):
+        assert _script_reads(textwrap.dedent(f"""\
+            from datetime import date, timedelta
+            import pandas as pd
+            end = date(2024, 6, 30)
+            for i in range(2):
+                day = end - timedelta(days=i)
+                pd.read_parquet({write})
+            """)) == days, write
+    step = _component(textwrap.dedent("""\
+        def pull(root: str, end_date: str, lookback: int):
+            from datetime import datetime, timedelta
+            import pyarrow.parquet as pq, s3fs
+            fs = s3fs.S3FileSystem()
+            end = datetime.strptime(end_date, "%Y-%m-%d").date()
+            for i in range(lookback):
+                day = end - timedelta(days=i)
+                uri = f"{root.rstrip('/')}/dt={day:%Y-%m-%d}/pos.parquet"
+                pq.read_table(uri.removeprefix("s3://"), filesystem=fs)
+        """), {"root": const("s3://bkt/sales/"), "end_date": const("2024-06-30"),
+               "lookback": const("2")})
+    assert sorted(r.uri for r in step.reads) == days
+    step = _component(textwrap.dedent("""\
+        def hist(lake: str):
+            import pandas as pd
+            uri = f"{lake}/prices/p.parquet"
+            pd.read_parquet("s3://" + uri.replace("s3://", "", 1))
+        """), {"lake": const("s3://bkt")})
+    assert [r.uri for r in step.reads] == ["s3://bkt/prices/p.parquet"]
