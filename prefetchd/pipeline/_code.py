@@ -75,23 +75,26 @@ _RECORD_TYPES = frozenset({"namedtuple", "NamedTuple"})
 @dataclass(frozen=True)
 class _Date:
     """A date computed in code: its base (("iso", "2024-06-30"), or ("param", NAME, FORMAT)
-    parsed from an input), days added, and days added per item of a loop (*item*)."""
+    parsed from an input), seconds added, and seconds added per item of a loop (*item*)."""
 
     base: tuple[str, ...]
-    days: int = 0
+    seconds: int = 0
     item: tuple[str, str] | None = None
     scale: int = 0
     is_date: bool = True  # a date (its text: %Y-%m-%d), not a datetime
 
 
+_SECONDS = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
+
+
 def _parse_date(text: str, how: str) -> str | None:
-    """``YYYY-MM-DD`` of *text* read with *how* (a strptime format, or "iso")."""
+    """The ISO text of *text* read with *how* (a strptime format, or "iso")."""
     try:
         made = datetime.datetime.fromisoformat(text) if how == "iso" else \
             datetime.datetime.strptime(text, how)
     except ValueError:
         return None
-    return made.date().isoformat()
+    return made.isoformat()
 
 
 _NO_READ = frozenset(
@@ -289,17 +292,17 @@ class _Flow(ast.NodeVisitor):
             if base is None or delta is None:
                 return None
             sign = -1 if isinstance(node.op, ast.Sub) else 1
-            days, item, scale = delta
+            seconds, item, scale = delta
             if item is not None and base.item is not None:
                 return None  # two loops' items in one date
-            return _Date(base.base, base.days + sign * days, item or base.item,
+            return _Date(base.base, base.seconds + sign * seconds, item or base.item,
                          sign * scale if item is not None else base.scale, base.is_date)
         if not isinstance(node, ast.Call):
             return None
         name, f = _call_name(node), node.func
         if name == "date" and not node.args and isinstance(f, ast.Attribute):
             made = self._date(f.value)  # datetime.strptime(...).date()
-            return _Date(made.base, made.days, made.item, made.scale, True) if made else None
+            return _Date(made.base, made.seconds, made.item, made.scale, True) if made else None
         args = [_constant(a) for a in node.args]
         if name in ("date", "datetime") and len(args) >= 3 and all(
                 type(a) is int for a in args[:3]):
@@ -312,8 +315,9 @@ class _Flow(ast.NodeVisitor):
             how = "iso" if name != "strptime" else args[1] if len(args) == 2 else None
             if not isinstance(how, str):
                 return None
-            if isinstance(args[0], str):
-                made = _parse_date(args[0], how)
+            text = _literal(self.pieces(node.args[0]))  # a literal, or a variable holding one
+            if text is not None:
+                made = _parse_date(text, how)
                 return _Date(("iso", made), is_date=name == "fromisoformat" and isinstance(
                     f, ast.Attribute) and ast.unparse(f.value) in ("date", "datetime.date")) \
                     if made is not None else None
@@ -323,19 +327,20 @@ class _Flow(ast.NodeVisitor):
         return None
 
     def _timedelta(self, node: ast.AST) -> tuple[int, tuple[str, str] | None, int] | None:
-        """(days, a loop item piece or None, days per item) of ``timedelta(days=N)`` (weeks
-        too) with N a number or a loop's item (``timedelta(days=i)``, ``days=7 * i``)."""
+        """(seconds, a loop item piece or None, seconds per item) of ``timedelta(days=N)``
+        (weeks, hours, minutes, seconds too) with N a number or a loop's item
+        (``timedelta(days=i)``, ``hours=6 * i``)."""
         if not (isinstance(node, ast.Call) and _call_name(node) == "timedelta"):
             return None
         given = [("days", a) for a in node.args[:1]] + [(k.arg, k.value) for k in node.keywords]
-        days, item, scale = 0, None, 0
+        seconds, item, scale = 0, None, 0
         for unit, value in given:
-            per = {"days": 1, "weeks": 7}.get(str(unit))
+            per = _SECONDS.get(str(unit))
             if per is None:
                 return None
             n = self._number(value)
             if isinstance(n, int):
-                days += per * n
+                seconds += per * n
                 continue
             factor = 1
             if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
@@ -347,14 +352,15 @@ class _Flow(ast.NodeVisitor):
             if piece is None or item is not None:
                 return None
             item, scale = piece, per * factor
-        return days, item, scale
+        return seconds, item, scale
 
     def _date_text(self, d: _Date, fmt: str) -> Pieces:
         """The text of date *d* written with *fmt* (strftime's), as pieces."""
         if d.item is None and d.base[0] == "iso":
-            day = datetime.datetime.fromisoformat(d.base[1]) + datetime.timedelta(days=d.days)
+            day = datetime.datetime.fromisoformat(d.base[1]) + datetime.timedelta(
+                seconds=d.seconds)
             return (day.strftime(fmt),)
-        spec = {"base": list(d.base), "days": d.days, "scale": d.scale, "out": fmt}
+        spec = {"base": list(d.base), "seconds": d.seconds, "scale": d.scale, "out": fmt}
         if d.item is None:
             return (_pieces.formatted(d.base[1], {"date": spec}),)
         payload = json.loads(d.item[1])

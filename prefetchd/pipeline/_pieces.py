@@ -105,8 +105,8 @@ def needs(pieces: Pieces) -> list[str]:
 
 def date_text(spec: dict[str, Any], values: dict[str, str], item: Any = 0) -> str | None:
     """A date computed in code (``_code``: ``end - timedelta(days=i)``) written with its
-    format: its base (a literal ISO date, or an input parsed with a format) plus its days
-    and *item* times its days per item; None when the input is not known or not a date."""
+    format: its base (a literal ISO date, or an input parsed with a format) plus its seconds
+    and *item* times its seconds per item; None when the input is not known or not a date."""
     base = spec["base"]
     try:
         if base[0] == "iso":
@@ -117,8 +117,8 @@ def date_text(spec: dict[str, Any], values: dict[str, str], item: Any = 0) -> st
                 return None
             day = datetime.datetime.fromisoformat(raw) if base[2] == "iso" else \
                 datetime.datetime.strptime(raw, base[2])
-        shift = spec["days"] + spec["scale"] * int(item)
-        return (day + datetime.timedelta(days=shift)).strftime(spec["out"])
+        shift = spec["seconds"] + spec["scale"] * int(item)
+        return (day + datetime.timedelta(seconds=shift)).strftime(spec["out"])
     except (ValueError, TypeError, OverflowError):
         return None
 

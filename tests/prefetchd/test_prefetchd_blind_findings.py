@@ -2195,6 +2195,16 @@ def test_round_43_dates_computed_in_code_name_the_partitions_read() -> None:
         """), {"root": const("s3://bkt/sales/"), "end_date": const("2024-06-30"),
                "lookback": const("2")})
     assert sorted(r.uri for r in step.reads) == days
+    assert _script_reads(textwrap.dedent("""\
+        import fsspec, json
+        from datetime import datetime, timedelta
+        scene = "2024-04-12"
+        start = datetime.fromisoformat(scene)
+        for h in range(0, 24, 12):
+            ts = start + timedelta(hours=h)
+            with fsspec.open(f"s3://ais/{ts:%Y%m%d}/{ts:%H%M}.csv.zst", "rb") as f:
+                f.read()
+        """)) == ["s3://ais/20240412/0000.csv.zst", "s3://ais/20240412/1200.csv.zst"]
     step = _component(textwrap.dedent("""\
         def hist(lake: str):
             import pandas as pd
