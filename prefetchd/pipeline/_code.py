@@ -1376,7 +1376,10 @@ class _Flow(ast.NodeVisitor):
                 self.pairs.append((b, k, d))
             elif d == "read":
                 self.reads_unnamed = True
-        elif name in _READ_FIRST and (args or kw.keys() & _READ_KEYWORDS):
+        elif (name in _READ_FIRST or name in ("find", "walk") and self._on_fs) and (
+                args or kw.keys() & _READ_KEYWORDS):
+            # (fs.find("bkt/policies/2024/") on an S3 file system: every object under it,
+            # which a program lists to read, as a glob)
             if args:
                 self.mark(args[0], "read")
             for k in _READ_KEYWORDS & kw.keys():  # load_dataset("json", data_files=...)

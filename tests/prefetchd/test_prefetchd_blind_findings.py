@@ -2212,3 +2212,15 @@ def test_round_43_dates_computed_in_code_name_the_partitions_read() -> None:
             pd.read_parquet("s3://" + uri.replace("s3://", "", 1))
         """), {"lake": const("s3://bkt")})
     assert [r.uri for r in step.reads] == ["s3://bkt/prices/p.parquet"]
+
+
+def test_round_43_an_s3fs_find_of_a_path_without_its_scheme_reads_the_folder() -> None:
+    """Blind round 43: ``fs.find("bkt/policies/2024/")`` on an S3 file system, then each key
+    opened, read nothing (``open``, ``glob`` and ``get`` of such a path were read)."""
+    assert _script_reads(textwrap.dedent("""\
+        import s3fs
+        fs = s3fs.S3FileSystem()
+        for key in fs.find("bkt/policies/2024/"):
+            with fs.open(key, "rb") as f:
+                f.read()
+        """)) == ["s3://bkt/policies/2024/"]
