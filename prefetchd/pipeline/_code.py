@@ -821,16 +821,13 @@ class _Flow(ast.NodeVisitor):
         text = _literal(self.pieces(node.func.value))
         if text is None:
             return None
-        cut = node.func.value  # (a location cut in two starts the one built: with its
-        while isinstance(cut, ast.Subscript):  # slash too, where a root was stripped of it)
-            cut = cut.value
-        self._part_of_one(cut)
-        whole = _literal(self.pieces(cut)) or ""
-        self.partial.update(u + "/" for u in _uri.find_uris(whole) if not u.endswith("/"))
         if node.func.attr == "partition" and how == ["'/'"]:
             return list(text.partition("/"))
         if how in (["'/'", "1"], ["'/'", "maxsplit=1"]):
             return text.split("/", 1)
+        sep = _constant(node.args[0]) if len(node.args) == 1 and not node.keywords else None
+        if node.func.attr == "split" and isinstance(sep, str) and sep and sep != "/":
+            return text.split(sep)  # y, m, d = "2024-05-18".split("-")
         return None
 
     def _assign(self, targets: Iterable[ast.AST], value: ast.AST | None) -> None:
@@ -854,7 +851,16 @@ class _Flow(ast.NodeVisitor):
         parts = self._split_text(value)
         if parts is not None and len(targets) == 1 and isinstance(targets[0], ast.Tuple) and len(
                 targets[0].elts) == len(parts):
-            # bucket, _, prefix = root[len("s3://"):].partition("/") of a known root
+            # bucket, _, prefix = root[len("s3://"):].partition("/") of a known root: it
+            # starts the location built from the parts (with its slash too, where a root was
+            # stripped of it); y, m, d = "2024-05-18".split("-")
+            assert isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            cut = value.func.value
+            while isinstance(cut, ast.Subscript):
+                cut = cut.value
+            self._part_of_one(cut)
+            whole = _literal(self.pieces(cut)) or ""
+            self.partial.update(u + "/" for u in _uri.find_uris(whole) if not u.endswith("/"))
             for t, part in zip(targets[0].elts, parts, strict=True):
                 self._assign([t], ast.Constant(part))
             return
@@ -1098,6 +1104,13 @@ class _Flow(ast.NodeVisitor):
         not an input)."""
         if isinstance(node, ast.Constant) and type(node.value) in (int, float):
             return node.value
+        if isinstance(node, ast.Call) and _call_name(node) == "int" and isinstance(
+                node.func, ast.Name) and len(node.args) == 1 and not node.keywords and (
+                text := _literal(self.pieces(node.args[0]))) is not None:
+            try:  # int(m) of m = "05", a part of a known date
+                return int(text)
+            except ValueError:
+                return None
         if isinstance(node, ast.Name) and node.id in self.numbers and node.id not in (
                 self.loops) and node.id not in self.rebound and not (
                 self.bound and node.id in self.bound[-1]):

@@ -2224,3 +2224,21 @@ def test_round_43_an_s3fs_find_of_a_path_without_its_scheme_reads_the_folder() -
             with fs.open(key, "rb") as f:
                 f.read()
         """)) == ["s3://bkt/policies/2024/"]
+
+
+def test_round_43_a_known_date_split_into_its_parts() -> None:
+    """Blind round 43: ``y, m, d = "2024-05-18".split("-")`` (a parameter's value) then
+    ``f"s3://bkt/l2a/{int(y)}/{int(m)}/{int(d)}/B02.parquet"`` read nothing; a list of
+    locations split apart is still each one's read."""
+    assert _script_reads(textwrap.dedent("""\
+        import pandas as pd
+        y, m, d = "2024-05-18".split("-")
+        pd.read_parquet(f"s3://bkt/l2a/{int(y)}/{int(m)}/{int(d)}/B02.parquet")
+        pd.read_parquet(f"s3://bkt/l2a/{y}/{m}/{d}/B03.parquet")
+        """)) == ["s3://bkt/l2a/2024/05/18/B03.parquet", "s3://bkt/l2a/2024/5/18/B02.parquet"]
+    assert _script_reads(textwrap.dedent("""\
+        import pandas as pd
+        a, b = "s3://bkt/x.csv,s3://bkt/y.csv".split(",")
+        pd.read_csv(a)
+        pd.read_csv(b)
+        """)) == ["s3://bkt/x.csv", "s3://bkt/y.csv"]
