@@ -75,7 +75,6 @@ class ObjectsView:
         self._pvc: dict[tuple[str, str], Mapping[str, Any]] = {}
         self._pv: dict[str, Mapping[str, Any]] = {}
         self._classes: dict[str, Mapping[str, Any]] = {}
-        classes = self._classes
         for o in objects:
             meta = o.get("metadata") or {}
             if o.get("kind") == "PersistentVolumeClaim":
@@ -83,9 +82,9 @@ class ObjectsView:
             elif o.get("kind") == "PersistentVolume":
                 self._pv[meta.get("name", "")] = o
             elif o.get("kind") == "StorageClass":
-                classes[meta.get("name", "")] = o
+                self._classes[meta.get("name", "")] = o
         for (namespace, name), pvc in list(self._pvc.items()):
-            made = provisioned_pv(pvc, namespace, name, classes)
+            made = provisioned_pv(pvc, namespace, name, self._classes)
             if made is not None:
                 pv_name = made["metadata"]["name"]
                 self._pv.setdefault(pv_name, made)

@@ -69,37 +69,14 @@ _READ_FIRST = frozenset(
      "load_model", "load_from_checkpoint",
      "open_dataset", "open_mfdataset", "open_zarr"}  # xarray
 )
+_RECORD_TYPES = frozenset({"namedtuple", "NamedTuple"})
+# printing and logging: what a program only says (_printed_only)
+_LOGS = frozenset({"print", "debug", "info", "warning", "error", "exception", "log"})
 # calls that read no data through a location they are given (path and string helpers,
 # printing and logging)
-_RECORD_TYPES = frozenset({"namedtuple", "NamedTuple"})
-@dataclass(frozen=True)
-class _Date:
-    """A date computed in code: its base (("iso", "2024-06-30"), or ("param", NAME, FORMAT)
-    parsed from an input), seconds added, and seconds added per item of a loop (*item*)."""
-
-    base: tuple[str, ...]
-    seconds: int = 0
-    item: tuple[str, str] | None = None
-    scale: int = 0
-    is_date: bool = True  # a date (its text: %Y-%m-%d), not a datetime
-
-
-_SECONDS = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
-
-
-def _parse_date(text: str, how: str) -> str | None:
-    """The ISO text of *text* read with *how* (a strptime format, or "iso")."""
-    try:
-        made = datetime.datetime.fromisoformat(text) if how == "iso" else \
-            datetime.datetime.strptime(text, how)
-    except ValueError:
-        return None
-    return made.isoformat()
-
-
-_NO_READ = frozenset(
+_NO_READ = _LOGS | frozenset(
     {"join", "basename", "dirname", "split", "splitext", "urlparse", "urlsplit", "str", "len",
-     "repr", "print", "format", "debug", "info", "warning", "error", "exception", "log",
+     "repr", "format",
      "startswith", "endswith", "isinstance", "int", "float", "bool",
      "connect",  # lancedb/duckdb connect: the tables opened through it say what is read
      "makedirs", "mkdir", "relpath",  # a folder made (no data), a path made relative
@@ -145,6 +122,31 @@ _BOTO_WRITE = frozenset(
     {"upload_file", "upload_fileobj", "put_object", "delete_object", "delete_objects"}
 )
 _SUBPROCESS = frozenset({"run", "call", "check_call", "check_output", "Popen", "system"})
+
+
+@dataclass(frozen=True)
+class _Date:
+    """A date computed in code: its base (("iso", "2024-06-30"), or ("param", NAME, FORMAT)
+    parsed from an input), seconds added, and seconds added per item of a loop (*item*)."""
+
+    base: tuple[str, ...]
+    seconds: int = 0
+    item: tuple[str, str] | None = None
+    scale: int = 0
+    is_date: bool = True  # a date (its text: %Y-%m-%d), not a datetime
+
+
+_SECONDS = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
+
+
+def _parse_date(text: str, how: str) -> str | None:
+    """The ISO text of *text* read with *how* (a strptime format, or "iso")."""
+    try:
+        made = datetime.datetime.fromisoformat(text) if how == "iso" else \
+            datetime.datetime.strptime(text, how)
+    except ValueError:
+        return None
+    return made.isoformat()
 
 
 class _Flow(ast.NodeVisitor):
@@ -787,17 +789,24 @@ class _Flow(ast.NodeVisitor):
         return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and self._is_path(
             node.left)
 
+    @staticmethod
+    def _cuts_in_two(node: ast.AST | None) -> bool:
+        """Whether *node* cuts a text in two at its first ``/``: ``.split("/", 1)``,
+        ``.split("/", maxsplit=1)``, ``.partition("/")``."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("split", "partition")):
+            return False
+        how = [ast.unparse(a) for a in [*node.args, *node.keywords]]
+        return how in ([["'/'", "1"], ["'/'", "maxsplit=1"]] if node.func.attr == "split"
+                       else [["'/'"]])
+
     def _split_location(self, node: ast.AST | None) -> str | None:
         """The parameter *node* splits into bucket and key: ``uri[5:].split("/", 1)``,
         ``uri[len("s3://"):]...``, ``uri.replace("s3://", "")...``,
         ``uri.removeprefix("s3://")...``; else None."""
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("split", "partition")):
+        if not self._cuts_in_two(node):
             return None
-        how = [ast.unparse(a) for a in [*node.args, *node.keywords]]
-        if how not in ([["'/'", "1"], ["'/'", "maxsplit=1"]] if node.func.attr == "split"
-                       else [["'/'"]]):
-            return None
+        assert isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
         s = node.func.value
         if isinstance(s, ast.Subscript) and isinstance(s.slice, ast.Slice) and \
                 s.slice.upper is None and s.slice.step is None and ast.unparse(
@@ -817,14 +826,12 @@ class _Flow(ast.NodeVisitor):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr in ("split", "partition")):
             return None
-        how = [ast.unparse(a) for a in [*node.args, *node.keywords]]
         text = _literal(self.pieces(node.func.value))
         if text is None:
             return None
-        if node.func.attr == "partition" and how == ["'/'"]:
-            return list(text.partition("/"))
-        if how in (["'/'", "1"], ["'/'", "maxsplit=1"]):
-            return text.split("/", 1)
+        if self._cuts_in_two(node):
+            return list(text.partition("/")) if node.func.attr == "partition" else \
+                text.split("/", 1)
         sep = _constant(node.args[0]) if len(node.args) == 1 and not node.keywords else None
         if node.func.attr == "split" and isinstance(sep, str) and sep and sep != "/":
             return text.split(sep)  # y, m, d = "2024-05-18".split("-")
@@ -1681,7 +1688,7 @@ def _rebound(tree: ast.AST) -> set[str]:
     return {k for k, v in seen.items() if v > 1}
 
 
-_SAYS = frozenset({"print", "debug", "info", "warning", "error", "exception", "log", "echo"})
+_SAYS = _LOGS | {"echo"}  # (click.echo too)
 
 
 def _printed_only(tree: ast.AST) -> set[str]:

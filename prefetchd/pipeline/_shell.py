@@ -5,14 +5,14 @@ training jobs alike). Data flow: `shell_args` puts `sh -c SCRIPT ARG0 ...`'s arg
 place of `$0`, `$1` (not inside a function's body or single quotes); `script_words` splits
 the script into words, `;` between commands, and does what bash would do before a command
 runs: the script's own variables (and the container's env) expanded, parameter expansion
-(`${1%/}`, `${X:-d}`, `${X/old/new}`), `$(dirname X)`/`$(basename X)`, `$(jq -r .a F)`
-of a file the script wrote, arrays, `case`
-branches' values, unquoted heredocs, `for` loops over literal items and `while read` over a
-literal heredoc written out per item, functions in place of their calls (a variable set
-from a loop's item or a function's argument keeps the reference, filled there),
-`xargs`/`parallel` fan-outs per item. What only the run knows stays
-a variable in the word (`s3://b/dicom/${sid}/`: a run-time location, `_uri`). Bounded: at
-most MAX_SHELL_LOOP_ITEMS items a loop, _MAX_EXPANDED_WORDS words, _MAX_CALLS calls.
+(`${1%/}`, `${X:-d}`, `${X/old/new}`), `$(dirname X)`/`$(basename X)`, `$(jq -r .a F)` of
+a file the script wrote, arrays, `case` branches' values, unquoted heredocs, `for` loops
+over literal items and `while read` over a literal heredoc written out per item, functions
+in place of their calls (a variable set from a loop's item or a function's argument keeps
+the reference, filled there), `xargs`/`parallel` fan-outs per item. What only the run
+knows stays a variable in the word (`s3://b/dicom/${sid}/`: a run-time location, `_uri`).
+Bounded: at most MAX_SHELL_LOOP_ITEMS items a loop, _MAX_EXPANDED_WORDS words, _MAX_CALLS
+calls.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def _braces(line: str) -> int:
     return braces.count("{") - braces.count("}")
 
 
-def _set_names(command: list[str], known: dict[str, str]) -> list[str]:
+def _set_names(command: list[str]) -> list[str]:
     """The names a command in a function's body sets for the body alone: its ``local``
     (``declare``) ones, and any whose value holds the function's arguments (``$1``)."""
     local = bool(command) and command[0] in ("local", "declare", "typeset")
@@ -840,7 +840,7 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
                 _branch_assignments(command[1:] if command[0].endswith(")") else command,
                                     branches)
             if inside:  # a function's own variables, and those its arguments fill
-                for name in _set_names(command, known):
+                for name in _set_names(command):
                     scoped.setdefault(name, known.get(name))
             if len(command) > 2 and command[0] == "for" and command[2] == "in":
                 known.pop(command[1], None)  # the loop sets it, item by item

@@ -62,6 +62,7 @@ RUN_ONLY_KINDS: tuple[Kind, ...] = (
     Kind("argoproj.io", "Workflow", ("v1alpha1",), "workflows", _argo_run.read),
 )
 _BY_KIND = {(k.group, k.kind): k for k in KINDS}
+GROUPS = frozenset(k.group for k in KINDS)  # the API groups whose kinds are read
 _RUN_ONLY = {(k.group, k.kind): k for k in RUN_ONLY_KINDS}
 
 
@@ -88,8 +89,7 @@ def misfiled(obj: Mapping[str, Any]) -> str | None:
     group, _ = split_api_version(obj.get("apiVersion"))
     read_as = [f"{k.group}/{v}" for k in KINDS if k.kind == kind for v in k.versions]
     # (a slip is a group we read, or one of Kubernetes' own: apps, batch, "" - no dot)
-    ours = {k.group for k in KINDS}
-    if not read_as or (group, kind) in _BY_KIND or "." in group and group not in ours:
+    if not read_as or (group, kind) in _BY_KIND or "." in group and group not in GROUPS:
         return None
     return (f"apiVersion {obj.get('apiVersion') or '(none)'} is not read for {kind} (only "
             f"{', '.join(read_as)})")

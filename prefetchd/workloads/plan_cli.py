@@ -47,7 +47,7 @@ from prefetchd.workloads._model import (
 )
 
 EXIT_BAD_INPUT = 2
-_GROUPS = sorted({k.group for k in _registry.KINDS}, key=len, reverse=True)
+_GROUPS = sorted(_registry.GROUPS, key=len, reverse=True)
 _LIST_LINE = re.compile(r"^kind:\s*[\"']?List[\"']?\s*$", re.M)
 _API_LINE = re.compile(
     r"^apiVersion:\s*[\"']?(" + "|".join(re.escape(g) for g in _GROUPS) + r")/", re.M)
@@ -162,8 +162,8 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
             elif d.get("kind") in RESOLVING_KINDS and api == "v1" or (
                     d.get("kind"), api) == ("StorageClass", "storage.k8s.io/v1"):
                 volumes.append(d)  # (a claim of a fusecache class: the PV it will get)
-            elif _registry.misfiled(d):  # (blind job round 36: was ignored, unwarmed)
-                raise WorkloadError(f"{path}: {_registry.describe(d)}: {_registry.misfiled(d)}")
+            elif why := _registry.misfiled(d):  # (blind job round 36: was ignored, unwarmed)
+                raise WorkloadError(f"{path}: {_registry.describe(d)}: {why}")
             else:
                 ignored.append(_registry.describe(d))
     if not todo:
