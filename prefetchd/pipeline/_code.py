@@ -136,6 +136,11 @@ class _Date:
     is_date: bool = True  # a date (its text: %Y-%m-%d), not a datetime
 
 
+# a while loop over dates is followed for this many steps at most
+_MAX_DATE_STEPS = 400
+# argparse option types that make a date of the option's text
+_DATE_TYPES = frozenset({"date.fromisoformat", "datetime.date.fromisoformat",
+                         "datetime.fromisoformat", "datetime.datetime.fromisoformat"})
 _SECONDS = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 
 
@@ -163,6 +168,8 @@ class _Flow(ast.NodeVisitor):
         # argparse: an option's default text by its dest (p.add_argument("--week",
         # default="2025-W46")), and the names parse_args() results are held in
         self.arg_defaults: dict[str, Pieces] = {}
+        self.arg_flags: dict[str, str] = {}  # "--prefix" -> its dest (argv given in code)
+        self.arg_dates: set[str] = set()  # dests of type=date.fromisoformat (a date, not text)
         self.env_vars: dict[str, str] = {}  # variable -> the env var it was read from
         self.parsed: set[str] = set()
         self.consts: dict[str, str] = {}  # variable -> the string constant it holds
@@ -287,6 +294,17 @@ class _Flow(ast.NodeVisitor):
         loop's item."""
         if isinstance(node, ast.Name):
             return self.dates.get(node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id in self.parsed and node.attr in self.arg_dates:
+            given = self.arg_defaults.get(node.attr)  # args.since of type=date.fromisoformat
+            text = _literal(given) if given is not None else None
+            if text is not None:
+                made = _parse_date(text, "iso")
+                return _Date(("iso", made)) if made is not None else None
+            if given is not None and len(given) == 1 and isinstance(given[0], tuple) and \
+                    given[0][0] == "param":
+                return _Date(("param", given[0][1], "iso"), is_date=False)
+            return None
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
             base, delta = self._date(node.left), self._timedelta(node.right)
             if base is None and isinstance(node.op, ast.Add):
@@ -992,11 +1010,33 @@ class _Flow(ast.NodeVisitor):
             first = t.elts[0] if isinstance(t, ast.Tuple) and t.elts else t
             if isinstance(first, ast.Name):
                 self.parsed.add(first.id)
+                if len(node.value.args) == 1:
+                    self._argv_given(node.value.args[0])
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             if isinstance(node.value, (ast.List, ast.Tuple)):
                 self.argv_lists[node.targets[0].id] = node.value
             else:
                 self.argv_lists.pop(node.targets[0].id, None)
+
+    def _argv_given(self, argv: ast.AST) -> None:
+        """``p.parse_args(["--prefix", root])``: the options the program gives itself take
+        the values it gives them, as a command line's would (``with_options``)."""
+        if isinstance(argv, ast.Name):
+            argv = self.argv_lists.get(argv.id, argv)
+        if not isinstance(argv, (ast.List, ast.Tuple)):
+            return
+        words = argv.elts
+        for i, w in enumerate(words):
+            if not (isinstance(w, ast.Constant) and isinstance(w.value, str)):
+                continue
+            flag, eq, value = w.value.partition("=")
+            dest = self.arg_flags.get(flag)
+            if dest is None:
+                continue
+            if eq:
+                self.arg_defaults[dest] = (value,)
+            elif i + 1 < len(words) and (made := self.pieces(words[i + 1])) is not None:
+                self.arg_defaults[dest] = made
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self.generic_visit(node)
@@ -1022,6 +1062,69 @@ class _Flow(ast.NodeVisitor):
             self.visit(stmt)
 
     visit_AsyncFor = visit_For  # type: ignore[assignment]
+
+    def visit_While(self, node: ast.While) -> None:
+        """``while day <= until: ...; day += timedelta(days=1)`` over known dates: one
+        location per day, as a ``for`` loop's item would give. Any other name the body
+        changes from pass to pass (``n += 1``, ``day = day + step``) holds no one value in
+        the body."""
+        self.visit(node.test)
+        carried = _changed_in(node.body)
+        stepped = self._date_steps(node, carried)
+        self._forget(carried)
+        if stepped is not None and stepped[1] is None:
+            body = []  # until before since: the body never runs
+        else:
+            body = node.body
+            if stepped is not None:
+                self.dates[stepped[0]] = stepped[1]
+        for stmt in [*body, *node.orelse]:
+            self.visit(stmt)
+
+    def _forget(self, names: set[str]) -> None:
+        """A loop's body changes *names* from pass to pass: in it they hold no one value
+        (what the body assigns before it uses them, it records again)."""
+        for name in names:
+            for held in (self.dates, self.consts, self.numbers, self.tmpl, self.loops):
+                held.pop(name, None)
+
+    def _date_steps(self, node: ast.While, carried: set[str]
+                    ) -> tuple[str, _Date | None] | None:
+        """(name, the date it holds in the body, None if the body never runs) of a loop
+        over known dates: its test ``day <= END`` (or ``<``), its body's one change of
+        ``day`` a step forward (``day += timedelta(days=1)``) at its top level."""
+        t = node.test
+        if not (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(
+                t.ops[0], (ast.LtE, ast.Lt)) and isinstance(t.left, ast.Name)):
+            return None
+        name = t.left.id
+        start, end = self.dates.get(name), self._date(t.comparators[0])
+        steps = [st for st in node.body if name in _changed_in([st])]
+        if start is None or end is None or start.item or end.item or start.base[0] != "iso" \
+                or end.base[0] != "iso" or len(steps) != 1 or name not in carried:
+            return None
+        st = steps[0]
+        delta = None
+        if isinstance(st, ast.AugAssign) and isinstance(st.op, ast.Add) and isinstance(
+                st.target, ast.Name):
+            delta = self._timedelta(st.value)
+        elif isinstance(st, ast.Assign) and isinstance(st.value, ast.BinOp) and isinstance(
+                st.value.op, ast.Add) and isinstance(st.value.left, ast.Name) and \
+                st.value.left.id == name:
+            delta = self._timedelta(st.value.right)
+        if delta is None or delta[1] is not None or delta[0] <= 0:
+            return None
+        first, last = (datetime.datetime.fromisoformat(d.base[1]) + datetime.timedelta(
+            seconds=d.seconds) for d in (start, end))
+        span = (last - first).total_seconds()
+        n = int(span // delta[0]) + (1 if isinstance(t.ops[0], ast.LtE) or
+                                      span % delta[0] else 0) if span >= 0 else 0
+        if n == 0:
+            return name, None
+        if n > _MAX_DATE_STEPS:
+            return None
+        loop = _pieces.each(f"{node.lineno}:{node.col_offset}", items=list(range(n)))
+        return name, _Date(start.base, start.seconds, loop, delta[0], start.is_date)
 
     def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
                        ) -> None:
@@ -1316,6 +1419,13 @@ class _Flow(ast.NodeVisitor):
                 for v in (self._dict_entries(a) or {}).values():
                     self._part_of_one(v)
         dest = _option_dest(args, kw) if name == "add_argument" else None
+        if dest is not None and len(self.arg_flags) < 256:
+            for a in args:
+                if isinstance(a, ast.Constant) and isinstance(a.value, str) \
+                        and a.value.startswith("-"):
+                    self.arg_flags[a.value] = dest
+            if ast.unparse(kw["type"]) in _DATE_TYPES if "type" in kw else False:
+                self.arg_dates.add(dest)
         default = kw.get("default")
         if dest is not None and default is not None and len(self.arg_defaults) < 256:
             if (env_var := _env_lookup(default)) is not None:
@@ -2009,6 +2119,21 @@ def _with_locals(expr: ast.expr, local: dict[str, ast.expr]) -> ast.expr:
                 node.ctx, ast.Load) else node
 
     return Put().visit(copy.deepcopy(expr)) if local else expr
+
+
+def _changed_in(body: list[ast.stmt]) -> set[str]:
+    """The names *body* assigns (plain, augmented or annotated; in loops and branches
+    too, not in functions or classes it defines)."""
+    out: set[str] = set()
+    todo: list[ast.AST] = list(body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def _keep(held: dict[str, Any], name: str, value: Any) -> None:

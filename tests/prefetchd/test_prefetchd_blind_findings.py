@@ -2242,3 +2242,55 @@ def test_round_43_a_known_date_split_into_its_parts() -> None:
         pd.read_csv(a)
         pd.read_csv(b)
         """)) == ["s3://bkt/x.csv", "s3://bkt/y.csv"]
+
+
+def test_round_43_argv_the_program_gives_itself_and_a_while_loop_over_days() -> None:
+    """Blind round 43: ``p.parse_args(["--prefix", root, "--since", day])`` (the program's
+    own argv) read the bare prefix, and an option of ``type=date.fromisoformat`` formatted
+    with ``{args.since:%Y/%m}`` was lost; ``while day <= args.until: ...; day +=
+    timedelta(days=1)`` read one folder of the parent instead of one per day. A counter
+    the loop changes holds no one value in it, and a loop over days that cannot be
+    counted is not followed; one whose end comes before its start reads no day."""
+    assert _script_reads(textwrap.dedent("""\
+        import argparse
+        from datetime import date
+        import s3fs
+        p = argparse.ArgumentParser()
+        p.add_argument("--prefix", required=True)
+        p.add_argument("--since", type=date.fromisoformat, required=True)
+        args = p.parse_args(["--prefix", "s3://bkt/docs/police/", "--since=2024-06-03"])
+        fs = s3fs.S3FileSystem()
+        for key in fs.find(f"{args.prefix}{args.since:%Y/%m}/"):
+            fs.open(key).read()
+        """)) == ["s3://bkt/docs/police/2024/06/"]
+    loop = textwrap.dedent("""\
+        import argparse
+        from datetime import date, timedelta
+        import s3fs
+        p = argparse.ArgumentParser()
+        p.add_argument("--root", default="s3://bkt/photos/")
+        p.add_argument("--since", type=date.fromisoformat, default="2024-06-28")
+        p.add_argument("--until", type=date.fromisoformat, default="UNTIL")
+        args = p.parse_args()
+        fs = s3fs.S3FileSystem()
+        day, n = args.since, 0
+        while day CMP args.until:
+            for key in fs.glob(f"{args.root.rstrip('/')}/dt={day.isoformat()}/*/*.jpg"):
+                fs.get(key, f"/cache/{n}.jpg")
+                n += 1
+            day += timedelta(days=1)
+        """)
+    days = [f"s3://bkt/photos/dt=2024-06-{d}/*/*.jpg" for d in (28, 29, 30)]
+    assert _script_reads(loop.replace("UNTIL", "2024-06-30").replace("CMP", "<=")) == days
+    assert _script_reads(loop.replace("UNTIL", "2024-06-30").replace("CMP", "<")) == days[:2]
+    # the end before the start: the body never runs, so no day is read
+    assert not [u for u in _script_reads(loop.replace("UNTIL", "2024-06-27").replace(
+        "CMP", "<=")) if "dt=" in u]
+    # a counter changed by the loop's body is not its first value inside it
+    assert _script_reads(textwrap.dedent("""\
+        import pandas as pd
+        part = 0
+        while part < 3:
+            pd.read_parquet(f"s3://bkt/parts/{part}.parquet")
+            part += 1
+        """)) == []
