@@ -50,6 +50,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from prefetchd.pipeline import _pieces, _uri
 from prefetchd.pipeline._pieces import Pieces, is_built, render_all
 
@@ -532,16 +534,7 @@ class _Flow(ast.NodeVisitor):
                         continue
                     part = self.pieces(v.value, depth + 1)
                     if v.format_spec is not None:
-                        # {i:05d} of a loop item formats it; {x:%Y} of anything else is not
-                        # the text of x
-                        spec = _literal(self.pieces(v.format_spec, depth + 1))
-                        one = part[0] if part is not None and len(part) == 1 else None
-                        if isinstance(one, tuple) and one[0] == "param" and spec is not None:
-                            made = _pieces.formatted(one[1], spec)  # {month:02d} of an input
-                        else:
-                            made = _pieces.each_part(one, spec=spec) if isinstance(
-                                one, tuple) and spec is not None else None
-                        part = (made,) if made is not None else None
+                        part = _with_spec(part, _literal(self.pieces(v.format_spec, depth + 1)))
                 else:
                     part = self.pieces(v, depth + 1)
                 if part is None:
@@ -744,6 +737,24 @@ class _Flow(ast.NodeVisitor):
             self.bound.pop()
         return (cls, attrs) if attrs else None
 
+    def _loaded_config(self, node: ast.AST | None) -> dict[str, ast.AST] | None:
+        """The text entries of an inline config: ``json.loads('{"labels": "s3://..."}')``
+        or ``yaml.safe_load(CONFIG)`` of a known text that holds a mapping."""
+        if not (isinstance(node, ast.Call) and _call_name(node) in ("loads", "safe_load")
+                and len(node.args) == 1 and not node.keywords):
+            return None
+        text = _literal(self.pieces(node.args[0]))
+        if text is None or len(text) > MAX_CODE_CHARS:
+            return None
+        try:
+            data = json.loads(text) if _call_name(node) == "loads" else yaml.safe_load(text)
+        except (ValueError, yaml.YAMLError, RecursionError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        return {k: ast.Constant(v) for k, v in data.items()
+                if isinstance(k, str) and isinstance(v, str)} or None
+
     def _dict_entries(self, node: ast.AST) -> dict[str, ast.AST] | None:
         """A literal dict's entries: a variable holding one, or ``{**paths, "split": "val"}``
         of such; None for anything else."""
@@ -781,7 +792,7 @@ class _Flow(ast.NodeVisitor):
             out.append(lit)
             if field is None:
                 continue
-            if spec or conv:
+            if conv or spec and not set(spec).isdisjoint("{}"):
                 return None
             if field == "":
                 arg: ast.AST | None = node.args[auto] if auto < len(node.args) else None
@@ -791,6 +802,8 @@ class _Flow(ast.NodeVisitor):
             else:
                 arg = kw.get(field)
             part = self.pieces(arg, depth + 1)
+            if spec:
+                part = _with_spec(part, spec)  # "{snapshot:.7}".format(snapshot=day)
             if part is None:
                 return None
             out += part
@@ -915,7 +928,7 @@ class _Flow(ast.NodeVisitor):
                 _keep(self.dicts, t.id, {  # cfg = {"names": "s3://...", ...}
                     k.value: v for k, v in zip(value.keys, value.values, strict=True)
                     if isinstance(k, ast.Constant) and isinstance(k.value, str)}
-                    if isinstance(value, ast.Dict) else None)
+                    if isinstance(value, ast.Dict) else self._loaded_config(value))
                 _keep(self.consts, t.id, text)
                 _keep(self.numbers, t.id, value.value if isinstance(value, ast.Constant)
                       and type(value.value) in (int, float) else None)
@@ -2119,6 +2132,27 @@ def _with_locals(expr: ast.expr, local: dict[str, ast.expr]) -> ast.expr:
                 node.ctx, ast.Load) else node
 
     return Put().visit(copy.deepcopy(expr)) if local else expr
+
+
+def _with_spec(part: Pieces | None, spec: str | None) -> Pieces | None:
+    """*part* written with a format spec (``{i:05d}``, ``{snapshot:.7}``): a known text
+    formatted now, an input's or a loop item's when its value is known; None for anything
+    else (``{x:%Y}`` of something not a date is not the text of x)."""
+    if part is None or spec is None:
+        return None
+    text = _literal(part)
+    if text is not None:
+        try:
+            return (format(text, spec),)
+        except (ValueError, TypeError):
+            return None
+    one = part[0] if len(part) == 1 else None
+    if not isinstance(one, tuple):
+        return None
+    if one[0] == "param":
+        return (_pieces.formatted(one[1], spec),)  # {month:02d} of an input
+    made = _pieces.each_part(one, spec=spec)
+    return (made,) if made is not None else None
 
 
 def _changed_in(body: list[ast.stmt]) -> set[str]:

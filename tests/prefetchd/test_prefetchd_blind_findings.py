@@ -2294,3 +2294,30 @@ def test_round_43_argv_the_program_gives_itself_and_a_while_loop_over_days() -> 
             pd.read_parquet(f"s3://bkt/parts/{part}.parquet")
             part += 1
         """)) == []
+
+
+def test_round_43_a_template_from_an_inline_config_and_a_precision_spec() -> None:
+    """Blind round 43: ``cfg["labels"].format(snapshot=day)`` of ``cfg = json.loads('{...}')``
+    read nothing, nor did a precision spec (``"{snapshot:.7}".format(...)``,
+    ``f"{s:.7}"``: the text cut to its first 7 characters)."""
+    day = "2024-06-30"
+    assert _script_reads(textwrap.dedent(f"""\
+        import json
+        import pandas as pd
+        cfg = json.loads('{{"labels": "s3://bkt/labels/{{snapshot}}.parquet"}}')
+        pd.read_parquet(cfg["labels"].format(snapshot="{day}"))
+        """)) == ["s3://bkt/labels/2024-06-30.parquet"]
+    assert _script_reads(textwrap.dedent(f"""\
+        import yaml
+        import pandas as pd
+        cfg = yaml.safe_load('''
+        labels: s3://bkt/labels/{{snapshot:.7}}.parquet
+        ''')
+        pd.read_parquet(cfg["labels"].format(snapshot="{day}"))
+        """)) == ["s3://bkt/labels/2024-06.parquet"]
+    assert _script_reads(f's = "{day}"\nimport pandas as pd\n'
+                         'pd.read_parquet(f"s3://bkt/labels/{s:.7}.parquet")\n') == [
+        "s3://bkt/labels/2024-06.parquet"]
+    # a spec a text cannot take is no text: nothing made up
+    assert _script_reads('import pandas as pd\npd.read_parquet("s3://bkt/{n:05d}.parquet"'
+                         '.format(n="x"))\n') == []
