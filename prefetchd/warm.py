@@ -31,7 +31,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -687,6 +687,25 @@ def _agent_pins(cache_dir: str, now: float) -> dict[str, list[str]]:
     return {u: sorted(set(w)) for u, w in out.items()}
 
 
+def cached_objects(cache: fusecache.NodeCache, uri: str) -> Iterator[fusecache.ObjectId]:
+    """The cached objects the warm of *uri* chose (a record's ``uri``): a pattern's matches
+    (``s3://b/x/*``, ``train-{000..009}.tar``), a folder's objects, or the one key, not its
+    namesakes. Unpinning by anything wider or narrower leaves pins behind or takes others'."""
+    bucket, prefix = parse_s3_uri(uri)
+    if _shard.is_pattern(prefix):
+        try:
+            match = _shard.compile_pattern(prefix)
+        except ValueError:
+            return
+        for oid in cache.iter_objects(bucket, _shard.prefix(prefix)):
+            if match(oid.key):
+                yield oid
+        return
+    for oid in cache.iter_objects(bucket, prefix):
+        if not prefix or prefix.endswith("/") or oid.key == prefix:
+            yield oid
+
+
 def unpin(cache_dir: str, uris: list[str]) -> tuple[int, list[str]]:
     """Drop prefetchd's pins on the given datasets.
 
@@ -706,11 +725,8 @@ def unpin(cache_dir: str, uris: list[str]) -> tuple[int, list[str]]:
             if key is None:
                 unknown.append(u)
                 continue
-            b, p = parse_s3_uri(key)
             owner = known[key].get("pin_owner", PIN_OWNER_PREFIX + key)
-            for oid in cache.iter_objects(b, p):
-                if p and not p.endswith("/") and oid.key != p:
-                    continue  # a single-object record: not its namesakes
+            for oid in cached_objects(cache, key):
                 if cache.unpin_object(oid, owner):
                     n += 1
             done.append(key)

@@ -517,11 +517,10 @@ class WarmWorker:
         log.info("released %s for %s: unpinned %d objects", dataset, source, n)
 
     def _unpin(self, uri: str, owner: str) -> int:
-        bucket, prefix = warm_mod.parse_s3_uri(uri)
         n = 0
         cache = fusecache.NodeCache.open(self.config.cache_dir)
         try:
-            for oid in cache.iter_objects(bucket, prefix):
+            for oid in warm_mod.cached_objects(cache, uri):
                 cache.unpin_object(oid, owner)
                 n += 1
         finally:

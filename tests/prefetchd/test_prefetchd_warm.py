@@ -72,6 +72,29 @@ def test_warm_fills_pins_lists_and_second_run_transfers_nothing(
     assert not json.loads(capsys.readouterr().out)[0]["pinned"]
 
 
+@pytest.mark.parametrize("pattern", ["ds/sub0/*", "ds/sub0/f{000..004}.bin"])
+def test_unpin_of_a_pattern_drops_the_pins_its_warm_took(
+    local_s3, s3_env, bucket, tmp_path, capsys, pattern
+):
+    """A warm of a pattern (``s3://b/ds/sub0/*``, what a volume's whole prefix becomes)
+    pins its matches; unpinning it by the same URI dropped none of them (the pattern was
+    taken for a literal prefix) and left them pinned for good. Objects beside it keep
+    their pins."""
+    _put(local_s3, bucket, 6, 20_000)
+    cache_dir = str(tmp_path / "cache")
+    assert warm_json(capsys, f"s3://{bucket}/ds/sub1/", "--cache-dir", cache_dir)[0] == 0
+    rc, rep = warm_json(capsys, f"s3://{bucket}/{pattern}", "--cache-dir", cache_dir)
+    assert rc == 0 and rep["datasets"][0]["objects"] == 3
+    assert cli.main(["unpin", f"s3://{bucket}/{pattern}", "--cache-dir", cache_dir]) == 0
+    capsys.readouterr()
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        pinned = {o.key: cache.is_pinned(o) for o in cache.iter_objects()}
+    finally:
+        cache.close()
+    assert pinned == {f"ds/sub{i % 2}/f{i:03d}.bin": i % 2 == 1 for i in range(6)}
+
+
 def test_resume_transfers_only_the_rest(local_s3, s3_env, bucket, tmp_path, capsys):
     data = _put(local_s3, bucket, 10, 100_000)
     cache_dir = str(tmp_path / "cache")
