@@ -41,6 +41,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 from csi_helpers import REPO, VENV_BIN, pids_mentioning
 
 from csi import mounts
@@ -356,10 +357,12 @@ done
 """.replace("FILES", " ".join(FILES))
 
 
-def start_pod(node: Node, name: str, claim: str, inline: dict | None = None) -> float:
-    """A reader pod of the claim, or of an *inline* CSI volume source (``csi: {...}``)."""
-    source = {"csi": inline} if inline else {
-        "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+def start_pod(node: Node, name: str, claim: str, inline: dict | None = None,
+              source: dict | None = None) -> float:
+    """A reader pod of the claim, of an *inline* CSI volume source (``csi: {...}``), or of
+    any other volume *source* (``{"ephemeral": {...}}``)."""
+    source = source or ({"csi": inline} if inline else {
+        "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
     pod = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
         "spec": {"terminationGracePeriodSeconds": 2,
@@ -550,3 +553,124 @@ def test_a_pods_inline_volume_reads_and_leaves_nothing(node: Node, volume: str, 
     assert p.leftovers()["mounts"], "the inline volume is not mounted while the pod runs"
     assert "NodeStageVolume" not in p.log()
     delete_and_check_clean(node, p, "p4", last_rpc="NodeUnpublishVolume")
+
+
+def _provisioner_bin() -> Path:
+    return Path(os.environ.get("FUSECACHE_K8S_ASSETS", "")) / "csi-provisioner"
+
+
+def _manifest_provisioner_args() -> list[str]:
+    """The csi-provisioner's args as manifests/controller.yaml gives them."""
+    doc = yaml.safe_load((REPO / "manifests" / "controller.yaml").read_text())
+    containers = doc["spec"]["template"]["spec"]["containers"]
+    return next(c["args"] for c in containers if c["name"] == "csi-provisioner")
+
+
+@pytest.fixture()
+def provisioned(node: Node, plugin) -> Iterator[Plugin]:  # noqa: ANN001
+    """The plugin, and the real csi-provisioner sidecar on its socket with the manifest's
+    args (the socket and a kubeconfig swapped in): CreateVolume and DeleteVolume are
+    called by the sidecar as in a cluster, from PVCs the API server holds."""
+    if not os.access(_provisioner_bin(), os.X_OK):
+        pytest.skip(f"no csi-provisioner in FUSECACHE_K8S_ASSETS ({_provisioner_bin()}): "
+                    "build kubernetes-csi/external-provisioner's cmd/csi-provisioner there")
+    p = plugin()
+    args = [a for a in _manifest_provisioner_args() if not a.startswith("--csi-address")]
+    assert "--extra-create-metadata" in args
+    argv = [str(_provisioner_bin()), f"--csi-address={p.socket}",
+            f"--kubeconfig={node.env['KUBECONFIG']}", "-v=4", *args]
+    log_path = p.root / "provisioner.log"
+    with open(log_path, "ab") as logf:
+        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        yield p
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        if proc.returncode not in (0, -signal.SIGTERM):
+            print(f"---- csi-provisioner log ----\n{log_path.read_text(errors='replace')[-6000:]}")
+
+
+def _storage_class(node: Node, local_s3, name: str, **params: str) -> None:  # noqa: ANN001
+    """manifests/examples/storageclass.yaml under *name*, pointed at the session's S3."""
+    sc = yaml.safe_load((REPO / "manifests" / "examples" / "storageclass.yaml").read_text())
+    sc["metadata"]["name"] = name
+    sc["parameters"].update({"bucket": "klds", "endpointUrl": local_s3.endpoint_url, **params})
+    sc["parameters"] = {k: v for k, v in sc["parameters"].items() if v != ""}
+    node.kubectl("apply", "-f", "-", stdin=json.dumps(sc))
+
+
+def _claim_phase(node: Node, ns: str, name: str) -> str:
+    return node.kubectl("-n", ns, "get", "pvc", name, "-o", "jsonpath={.status.phase}",
+                        check=False)
+
+
+def _pv_gone(node: Node, pv: str) -> bool:
+    return not node.kubectl("get", "pv", "--ignore-not-found", "-o", "name", pv).strip()
+
+
+@pytest.mark.timeout(600)
+def test_a_pvc_of_the_storage_class_is_provisioned_mounted_and_deleted(
+        node: Node, local_s3, provisioned: Plugin) -> None:  # noqa: ANN001
+    """(5) The user's path of the README: a PVC of a fusecache StorageClass (the example
+    class, prefixPolicy pvcName) is provisioned by the real csi-provisioner, bound,
+    staged and published by the kubelet, and the pod reads every byte of s3://klds/ds;
+    deleting the pod unstages it, deleting the claim deletes its PV."""
+    p = provisioned
+    _storage_class(node, local_s3, "fusecache-kl", prefix="")
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "ds", "namespace": "default"},
+             "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "fusecache-kl",
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    node.kubectl("apply", "-f", "-", stdin=json.dumps(claim))
+    took = wait_for("PVC ds Bound by the csi-provisioner",
+                    lambda: _claim_phase(node, "default", "ds") == "Bound", 90)
+    pv_name = node.kubectl("get", "pvc", "ds", "-o", "jsonpath={.spec.volumeName}")
+    pv = json.loads(node.kubectl("get", "pv", pv_name, "-o", "json"))
+    attrs = pv["spec"]["csi"]["volumeAttributes"]
+    assert (attrs["bucket"], attrs["prefix"]) == ("klds", "ds"), attrs
+    assert pv["spec"]["csi"]["nodeStageSecretRef"] == {"name": "fusecache-s3",
+                                                       "namespace": "fusecache"}
+    assert "CreateVolume ok" in p.log()
+    print(f"\n[real-kubelet] PVC ds bound in {took:.2f} s to {pv_name}")
+    print(f"[real-kubelet] p5: Running in {start_pod(node, 'p5', 'ds'):.2f} s")
+    wait_for("p5: 2 good rounds", lambda: good_rounds_after(reads(node, "p5"), 0) >= 2, 60)
+    assert_all_good(reads(node, "p5"))
+    delete_and_check_clean(node, p, "p5")
+    node.kubectl("delete", "pvc", "ds", "--wait=false")
+    wait_for(f"PV {pv_name} deleted (reclaimPolicy Delete)", lambda: _pv_gone(node, pv_name), 90)
+    assert "DeleteVolume ok" in p.log()
+
+
+@pytest.mark.timeout(600)
+def test_a_pods_generic_ephemeral_volume_of_the_class_reads_and_goes_with_the_pod(
+        node: Node, local_s3, provisioned: Plugin) -> None:  # noqa: ANN001
+    """(6) A pod's own claim from ``ephemeral.volumeClaimTemplate`` of a fusecache class
+    (prefixPolicy fixed: the class names the dataset): kube-controller-manager makes the
+    claim ``<pod>-<volume>``, the csi-provisioner provisions it, the pod reads every byte;
+    deleting the pod unstages the volume and the garbage collector takes the claim and
+    its PV."""
+    p = provisioned
+    _storage_class(node, local_s3, "fusecache-kl-fixed", prefix="ds", prefixPolicy="fixed")
+    ephemeral = {"ephemeral": {"volumeClaimTemplate": {"spec": {
+        "accessModes": ["ReadOnlyMany"], "storageClassName": "fusecache-kl-fixed",
+        "resources": {"requests": {"storage": "1Gi"}}}}}}
+    print(f"\n[real-kubelet] p6: Running in {start_pod(node, 'p6', '', source=ephemeral):.2f} s")
+    claim = json.loads(node.kubectl("get", "pvc", "p6-d", "-o", "json"))
+    owner = claim["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner.get("controller")) == ("Pod", "p6", True)
+    pv_name = claim["spec"]["volumeName"]
+    attrs = json.loads(node.kubectl("get", "pv", pv_name, "-o", "json"))["spec"]["csi"][
+        "volumeAttributes"]
+    assert (attrs["bucket"], attrs["prefix"]) == ("klds", "ds"), attrs
+    wait_for("p6: 2 good rounds", lambda: good_rounds_after(reads(node, "p6"), 0) >= 2, 60)
+    assert_all_good(reads(node, "p6"))
+    delete_and_check_clean(node, p, "p6")
+    wait_for("the pod's claim p6-d garbage-collected",
+             lambda: not node.kubectl("get", "pvc", "--ignore-not-found", "-o", "name",
+                                      "p6-d").strip(), 90)
+    wait_for(f"PV {pv_name} deleted", lambda: _pv_gone(node, pv_name), 90)

@@ -454,3 +454,105 @@ def test_queued_rayjob_on_a_real_control_plane(control_plane, private_s3, tmp_pa
         raise
     finally:
         site.stop()
+
+
+def _csi_provisioner(tmp_path: Path, kubeconfig: str) -> list[subprocess.Popen]:
+    """fusecache-csi's controller and the real csi-provisioner sidecar on its socket, as
+    manifests/controller.yaml runs them (the socket and a kubeconfig swapped in); skips
+    when FUSECACHE_K8S_ASSETS has no csi-provisioner."""
+    import yaml
+
+    prov = Path(os.environ["FUSECACHE_K8S_ASSETS"]) / "csi-provisioner"
+    if not os.access(prov, os.X_OK):
+        pytest.skip(f"no csi-provisioner in FUSECACHE_K8S_ASSETS ({prov}): build "
+                    "kubernetes-csi/external-provisioner's cmd/csi-provisioner there")
+    doc = yaml.safe_load((real_control_plane.ROOT / "manifests" / "controller.yaml").read_text())
+    args = next(c["args"] for c in doc["spec"]["template"]["spec"]["containers"]
+                if c["name"] == "csi-provisioner")
+    sock = tmp_path / "csi-controller.sock"
+    procs = [start([sys.executable, "-m", "csi.main", "--mode", "controller", "--endpoint",
+                    f"unix://{sock}", "--state-dir", str(tmp_path / "csi-state")],
+                   dict(os.environ), tmp_path / "csi-controller.log")]
+    wait_until("the CSI controller's socket", sock.exists, 60)
+    procs.append(start([str(prov), f"--csi-address={sock}", f"--kubeconfig={kubeconfig}",
+                        "--leader-election=false", "-v=4",
+                        *(a for a in args if not a.startswith(("--csi-address",
+                                                               "--leader-election")))],
+                       dict(os.environ), tmp_path / "csi-provisioner.log"))
+    return procs
+
+
+def test_a_jobs_generic_ephemeral_volumes_of_a_fusecache_class(control_plane, private_s3,
+                                                               tmp_path):
+    """A batch Job of 2 pods whose only data is a generic ephemeral volume of a fusecache
+    StorageClass (prefixPolicy fixed). Everything between is the real thing: the Job
+    controller makes the pods, the webhook steers them by the class (the pods have no
+    claim when they are created), kube-controller-manager's ephemeral-volume controller
+    makes each pod's claim ``<pod>-data``, the real csi-provisioner has fusecache-csi's
+    CreateVolume provision it, the binder binds it and the scheduler binds the pods. The
+    agents warm the class's dataset before the pods are bound, on the nodes they land on;
+    when the kubelet's pod phases finish the Job, the pins go."""
+    site = Site(control_plane, private_s3, tmp_path)
+    api = site.api
+    uri, keys = site.dataset("ephemeral")
+    procs = _csi_provisioner(tmp_path, control_plane["KUBECONFIG"])
+    try:
+        api.request("POST", "/apis/storage.k8s.io/v1/storageclasses", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "fusecache-fixed"}, "provisioner": "csi.fusecache.io",
+            "parameters": {"bucket": BUCKET, "prefix": "ephemeral", "prefixPolicy": "fixed",
+                           "endpointUrl": private_s3.endpoint_url, "region": "us-east-1"},
+            "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+        site.start()
+        job = api.request("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "scan", "namespace": NS},
+            "spec": {"parallelism": 2, "completions": 2, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "scan", "image": "busybox", "command": [
+                    "sh", "-c", "cat /data/* | wc -c"],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data",
+                                      "readOnly": True}]}],
+                "volumes": [{"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                    "accessModes": ["ReadOnlyMany"], "storageClassName": "fusecache-fixed",
+                    "resources": {"requests": {"storage": "1Gi"}}}}}}]}}}})
+        selector = f"batch.kubernetes.io/job-name={job['metadata']['name']}"
+
+        def bound() -> dict[str, dict[str, Any]] | None:
+            pods = api.request("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector={selector}")
+            got = {p["metadata"]["name"]: p for p in pods["items"]}
+            return got if len(got) == 2 and all(p["spec"].get("nodeName")
+                                                for p in got.values()) else None
+
+        pods = wait_until("the Job controller's 2 pods bound (claims provisioned)", bound, 120)
+        placed = {n: p["spec"]["nodeName"] for n, p in pods.items()}
+        steered = {n: p["metadata"].get("annotations", {}).get("fusecache.io/preferred-nodes")
+                   for n, p in pods.items()}
+        print("pods bound:", placed, "steered:", steered)
+        for name in pods:
+            claim = api.get("v1", "PersistentVolumeClaim", f"{name}-data", NS)
+            [ref] = claim["metadata"]["ownerReferences"]
+            assert (ref["kind"], ref["name"], ref.get("controller")) == ("Pod", name, True)
+            pv = api.get("v1", "PersistentVolume", claim["spec"]["volumeName"])
+            attrs = pv["spec"]["csi"]["volumeAttributes"]
+            assert (pv["spec"]["csi"]["driver"], attrs["bucket"], attrs["prefix"]) == (
+                "csi.fusecache.io", BUCKET, "ephemeral"), pv["spec"]["csi"]
+        assert steered == placed, "the webhook did not steer by the class"
+        warm = wait_until("the class's dataset warm where the pods are",
+                          lambda: (h := site.holders(keys)) is not None
+                          and h >= set(placed.values()) and h, 90)
+        print("warm on:", sorted(warm), "pins:", site.sources())
+        for name in pods:  # what the kubelet reports when the container exits 0
+            api.status("v1", "Pod", name, {"phase": "Succeeded"}, NS)
+        wait_until("the Job controller finishing the Job", lambda: any(
+            c["type"] == "Complete" and c["status"] == "True" for c in api.request(
+                "GET", f"/apis/batch/v1/namespaces/{NS}/jobs/scan").get("status", {}).get(
+                "conditions", [])), 90)
+        wait_until("the pins released on every node",
+                   lambda: site.holders(keys[:1]) == set(), 90)
+    except BaseException:
+        print(site.logs())
+        raise
+    finally:
+        site.stop()
+        for p in procs:
+            stop(p)
