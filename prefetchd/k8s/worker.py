@@ -213,6 +213,8 @@ class WarmWorker:
         self._thread: threading.Thread | None = None
         self._urgent_thread: threading.Thread | None = None
         self._urgent_running: set[tuple[str, str]] = set()  # (source, dataset) warming now
+        # (source, dataset) a lane is warming now -> set when it is done (either lane)
+        self._warming: dict[tuple[str, str], threading.Event] = {}
         self._publisher_thread: threading.Thread | None = None
         self._publish_soon = threading.Event()  # set after a warm or release
         self._make_warmer = make_warmer  # prefetchd.warm.Warmer; a named seam for tests
@@ -376,6 +378,28 @@ class WarmWorker:
                 log.exception("after warming %s: hook failed", req.dataset)
 
     def _do_warm(self, req: Any) -> None:
+        """Warm *req*, after the other lane's warm of the same (source, dataset) if one is
+        under way: a pod bound before its data asks the urgent lane for what the queued lane
+        may be fetching already, and fetching it twice doubles the S3 traffic; waited for, it
+        is found warmed and skipped."""
+        key = (req.source, req.dataset)
+        while True:
+            with self._lock:
+                busy = self._warming.get(key)
+                if busy is None:
+                    done = self._warming[key] = threading.Event()
+                    break
+            while not busy.wait(0.5):
+                if self.stop_event.is_set():
+                    return
+        try:
+            self._warm_now(req)
+        finally:
+            with self._lock:
+                del self._warming[key]
+            done.set()
+
+    def _warm_now(self, req: Any) -> None:
         key = (req.source, req.dataset)
         with self._lock:
             self._queued.discard((*key, bool(getattr(req, "urgent", False))))

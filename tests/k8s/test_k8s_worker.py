@@ -132,3 +132,47 @@ def test_a_pod_bound_here_is_warmed_while_a_warm_for_later_work_runs(tmp_path):
         worker.stop()
     assert not any(t.name.startswith("prefetchd-") and t.is_alive()
                    for t in threading.enumerate())
+
+
+class CountingWarmer:
+    """prefetchd.warm.Warmer's stand-in: every warm runs until released, counted."""
+
+    started = threading.Semaphore(0)
+    release = threading.Event()
+    calls: list[str] = []
+
+    def __init__(self, cache_dir: str, *args, stop: threading.Event, **kw) -> None:
+        self.stop = stop
+
+    def warm(self, uris: list[str]) -> list:
+        CountingWarmer.calls.append(uris[0])
+        CountingWarmer.started.release()
+        while not (CountingWarmer.release.wait(0.05) or self.stop.is_set()):
+            pass
+        return [wk.warm_mod.DatasetResult(uris[0], objects=1, bytes=10)]
+
+
+def test_a_dataset_both_lanes_ask_for_at_once_is_fetched_once(tmp_path):
+    """A job's dataset being warmed in the queued lane, and one of its pods bound here
+    before it is done (the urgent lane, same job and dataset): seen on a real control
+    plane, both fetched it from S3 at once. The urgent one waits for the running one and
+    finds it warmed."""
+    fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
+    worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me"),
+                           Publisher(), make_warmer=CountingWarmer).start()
+    try:
+        worker.warm(ag.WarmRequest("s3://bkt/ds/", "job ml/scan", "main", 0))
+        assert CountingWarmer.started.acquire(timeout=10)
+        worker.warm(ag.WarmRequest("s3://bkt/ds/", "job ml/scan", "main", 0, urgent=True))
+        assert not CountingWarmer.started.acquire(timeout=1.0)  # not a second fetch
+        CountingWarmer.release.set()
+        deadline = time.monotonic() + 10
+        while not worker.records.find("job ml/scan", "s3://bkt/ds/") and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # the urgent lane's turn, after the first warm
+        assert CountingWarmer.calls == ["s3://bkt/ds/"]
+        assert worker.records.find("job ml/scan", "s3://bkt/ds/")
+    finally:
+        CountingWarmer.release.set()
+        worker.stop()
