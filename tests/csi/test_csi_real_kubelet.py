@@ -20,6 +20,11 @@ left within 60 s, and the kubelet must not have logged "still mounted by other
 references". Timings (to Running, kill to first good read, delete to clean) are printed
 (run with ``-s`` to see them).
 
+Tests 5 and 6 add the real csi-provisioner sidecar (when FUSECACHE_K8S_ASSETS has it) for
+the StorageClass path: a PVC of a fusecache class, and a pod's generic ephemeral volume.
+Test 7 adds ``prefetchd run --kubernetes`` for this node: it warms an Argo Workflow step's
+claim into the plugin's node cache, S3 is stopped, and the step's pod reads every byte.
+
 Only one kubelet can run on a machine: the module waits (up to 10 minutes) until no
 other kubelet or containerd runs. Teardown order, as the harness asks: pods, plugin,
 ``kubelet_down``.
@@ -674,3 +679,119 @@ def test_a_pods_generic_ephemeral_volume_of_the_class_reads_and_goes_with_the_po
              lambda: not node.kubectl("get", "pvc", "--ignore-not-found", "-o", "name",
                                       "p6-d").strip(), 90)
     wait_for(f"PV {pv_name} deleted", lambda: _pv_gone(node, pv_name), 90)
+
+
+class _KubectlCluster:
+    """argo_sim's Cluster through the node's kubectl (admin): what Argo's controller writes."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def create(self, obj: dict) -> dict:
+        body = {k: v for k, v in obj.items() if k != "status"}
+        return json.loads(self.node.kubectl("create", "-o", "json", "-f", "-",
+                                            stdin=json.dumps(body)))
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict:
+        res = f"{kind.lower()}s.{api_version.split('/')[0]}" if "/" in api_version else kind
+        return json.loads(self.node.kubectl("-n", namespace or "default", "get", res, name,
+                                            "-o", "json"))
+
+    def patch(self, api_version: str, kind: str, name: str, body: dict,
+              namespace: str | None = None, status: bool = False) -> dict:
+        res = f"{kind.lower()}s.{api_version.split('/')[0]}" if "/" in api_version else kind
+        sub = ["--subresource=status"] if status and kind in ("Pod",) else []
+        return json.loads(self.node.kubectl("-n", namespace or "default", "patch", res, name,
+                                            "--type=merge", "-p", json.dumps(body), *sub,
+                                            "-o", "json"))
+
+
+def _runnable(pod: dict, image: str, reader: str) -> dict:
+    """Argo's step pod with what this node can run in place of argoexec (no registry here):
+    busybox for its init and wait containers, the reader as its main; labels, annotations,
+    owner, volumes and mounts stay as Argo's controller makes them. A grace period of 2 s (a
+    shell as PID 1 ignores SIGTERM, and the default 30 s would only slow the test)."""
+    spec = pod["spec"]
+    spec["terminationGracePeriodSeconds"] = 2
+    for c in [*spec["initContainers"], *spec["containers"]]:
+        c["image"], c["imagePullPolicy"] = image, "Never"
+        c["command"] = ["sh", "-c", reader if c["name"] == "main" else "true"]
+        c.pop("args", None)
+    return pod
+
+
+@pytest.mark.timeout(600)
+def test_a_workflow_step_reads_what_the_agent_warmed_with_s3_stopped(
+        node: Node, private_s3, plugin, tmp_path: Path) -> None:  # noqa: ANN001
+    """(7) The product's promise on a real kubelet: an Argo Workflow whose train step mounts a
+    claim of the driver is created; ``prefetchd run --kubernetes`` for this node plans it and
+    warms the claim's dataset into the node cache the plugin's mounts use; S3 is stopped;
+    then the step's pod, as Argo's controller makes it (labels, annotations, owner, the
+    claim's volume; busybox in place of argoexec), runs under the kubelet and reads every
+    byte from the node cache: no read fails, every sha256 is right."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "k8s"))
+    import argo_sim
+
+    client = private_s3.client()
+    client.create_bucket(Bucket="wfds")
+    for name, data in FILES.items():
+        client.put_object(Bucket="wfds", Key=f"train/{name}", Body=data)
+    node.bash(f"K8S_ARGO_CRDS={REPO.parent / 'shared' / 'k8s' / 'crds' / 'argo'} "
+              "k8s_apply_argo_crds >&2")
+    node.kubectl("create", "namespace", "fusecache", check=False)
+    node.kubectl("-n", "fusecache", "create", "secret", "generic", "fusecache-s3-wf",
+                 f"--from-literal=accessKeyID={private_s3.access_key}",
+                 f"--from-literal=secretAccessKey={private_s3.secret_key}")
+    pv = argo_sim.static_pv("wf-ds", "wfds", "train", private_s3.endpoint_url)
+    pv["spec"]["csi"]["nodeStageSecretRef"] = {"name": "fusecache-s3-wf",
+                                               "namespace": "fusecache"}
+    pv["spec"]["claimRef"] = {"namespace": "default", "name": "wf-ds"}
+    pvc = argo_sim.claim("wf-ds", "default", volume="wf-ds")
+    node.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                        "items": [pv, pvc]}))
+    wait_for("PVC wf-ds Bound", lambda: _claim_phase(node, "default", "wf-ds") == "Bound", 60)
+    p = plugin()
+    agent_log = tmp_path / "agent.log"
+    env = {**p._env(), "HOME": str(tmp_path)}
+    with open(agent_log, "ab") as logf:
+        agent = subprocess.Popen(
+            [str(VENV_BIN / "prefetchd"), "--log-level", "INFO", "run", "--kubernetes",
+             "--kubeconfig", node.env["KUBECONFIG"], "--node-name", node.env["KL_NODE"],
+             "--cache-dir", str(p.root / "cache"), "--publish-interval", "1"],
+            env=env, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    p.procs.append(agent)  # the plugin's own: not a leftover of the volume
+    try:
+        cluster = _KubectlCluster(node)
+        wf = cluster.create(argo_sim.argo_workflow("wf1", "default", "wf-ds", data_arg="/data/"))
+        run = argo_sim.ArgoRun(cluster, wf)
+        run.start()
+        t0 = time.monotonic()
+        wait_for("the agent warming the claim's dataset for the workflow", lambda: any(
+            "warmed s3://wfds/train" in ln and "for workflow default/wf1" in ln
+            for ln in agent_log.read_text(errors="replace").splitlines()), 120)
+        print(f"\n[real-kubelet] wf1: warmed {time.monotonic() - t0:.2f} s after creation")
+        private_s3.stop()
+        run.argo_step("prepare", "Succeeded")
+        pod = run.argo_step("train", "Pending", create_pod=True)
+        assert pod is not None
+        cluster.create(_runnable(pod, node.env["KL_BUSYBOX_IMAGE"], READER))
+        name = pod["metadata"]["name"]
+        took = float(node.bash(f"kl_wait_pod_phase default {name} Running 120").strip())
+        print(f"[real-kubelet] {name}: Running in {took:.2f} s, S3 stopped")
+        wait_for(f"{name}: 2 good rounds from the node cache",
+                 lambda: good_rounds_after(reads(node, name), 0) >= 2, 60)
+        assert_all_good(reads(node, name))
+        delete_and_check_clean(node, p, name)
+    except BaseException:
+        print(f"---- agent log ----\n{agent_log.read_text(errors='replace')[-6000:]}")
+        raise
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+    assert private_s3.secret_key not in agent_log.read_text(errors="replace")
