@@ -275,9 +275,12 @@ def scan_argv(
     the code uses only to build locations (their own values are not read).
     """
     argv = [a for a in argv if isinstance(a, str)]
-    if env_values:  # rclone copy hydro:bucket/x with RCLONE_CONFIG_HYDRO_TYPE=s3
-        argv = _uri.with_s3_remotes(argv, _uri.rclone_s3_remotes({
-            k[len(_code.ENV):]: v.values[0] for k, v in env_values.items() if v.values}))
+    given = {k[len(_code.ENV):]: v.values[0] for k, v in (env_values or {}).items()
+             if v.values}
+    # rclone copy hydro:bucket/x with RCLONE_CONFIG_HYDRO_TYPE=s3; mc cp lake/bkt/x with
+    # MC_HOST_lake=... or `mc alias set lake ...`
+    argv = _uri.with_s3_remotes(argv, _uri.rclone_s3_remotes(given))
+    argv = _uri.with_mc_aliases(argv, _uri.mc_aliases(given, argv))
     # a program read as code stays in place as a word, so `sh -c '... "$0" "$@"'` still
     # finds its positional args where they are
     shell = ["__code__" if _is_code(a) and scan_code(
@@ -290,6 +293,12 @@ def scan_argv(
             paths += _program_paths(program, resolve)
     for a, w in zip(argv, shell, strict=True):
         paths += _program_paths(a, resolve) if w == "__code__" else []
+        for u, d in _uri.sdk_objects(a) if w != "__code__" else []:
+            # GetObjectCommand({Bucket, Key}) in JS, s3read_using(object=, bucket=) in R
+            v = resolve(u) if "{{" in u else const(u)
+            for value in (v.values or ()) if v is not None else ():
+                for found in _uri.find_uris(value):
+                    step.add(d, read_from(v, found))
     protected, saved = _protect([_known_case_words(a, resolve) for a in shell])
     toks = [_restore(t, saved) for t in _uri.tokenize(protected, shell_env)]
     vals: list[Val | None] = []

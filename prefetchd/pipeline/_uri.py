@@ -110,6 +110,7 @@ _SEPARATORS = ("&&", "||", ";", "|")
 
 
 _SHELL_VAR = re.compile(r"\$[A-Za-z_{(0-9]")  # $DAY, ${DAY}, $(DAY), $0 inside a location
+_QUERY = re.compile(r"\?[A-Za-z_][\w.-]*=.*\Z", re.DOTALL)
 _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-0-9.]*[sdif]")
 
 
@@ -126,7 +127,9 @@ def find_uris(text: str) -> list[str]:
             continue  # a shell or Kubernetes variable ($BUCKET, $DAY, $(DATA)): run time
         if _PERCENT_FIELD.search(m.group(0)):
             continue  # a %-format template ("s3://b/%s/x.parquet" % day)
-        found.append((m.start(), m.group(0)))
+        # s3://b/x.parquet?endpoint_override=minio:9000&scheme=http (arrow, fsspec): the
+        # options name no part of the object
+        found.append((m.start(), _QUERY.sub("", m.group(0))))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
     found += [(m.start(), u) for m in S3_HTTPS_RE.finditer(text)
               if "s3-website" not in m.group(0) and (u := s3_https(m)) is not None]
@@ -283,6 +286,35 @@ def with_s3_remotes(argv: list[str], remotes: list[str]) -> list[str]:
         return argv
     pat = re.compile(r"(?<![\w/.:-])(?:" + "|".join(map(re.escape, remotes)) +
                      r"):(?=[a-z0-9])", re.IGNORECASE)
+    return [pat.sub("s3://", a) for a in argv]
+
+
+# MinIO client aliases: MC_HOST_<alias>=https://key:secret@host in the env, or set by the
+# script itself (`mc alias set lake URL ...`, the older `mc config host add lake URL ...`)
+_MC_HOST = re.compile(r"MC_HOST_([A-Za-z0-9_-]+)")
+_MC_ALIAS_SET = re.compile(r"\bmc\s+(?:--?[\w-]+\s+)*(?:alias\s+set|config\s+host\s+add)"
+                           r"\s+([A-Za-z0-9_-]+)\s")
+_MC_COMMAND = re.compile(r"(?:^|[\s;&|(/])mc\s+(?:--?[\w-]+(?:=\S+)?\s+)*"
+                         r"(?:cp|mirror|mv|cat|head|ls|find|du|stat|sql|diff)\b")
+
+
+def mc_aliases(env: dict[str, str], argv: list[str]) -> list[str]:
+    """The MinIO client aliases a step defines (env or script), when it runs ``mc``
+    (``mc cp lake/bkt/x /tmp`` names ``s3://bkt/x``; MinIO and Ceph serve S3)."""
+    text = "\n".join(argv)
+    if not (argv and argv[0].rsplit("/", 1)[-1] == "mc") and not _MC_COMMAND.search(text):
+        return []
+    found = [m.group(1) for name in env if (m := _MC_HOST.fullmatch(name))]
+    found += _MC_ALIAS_SET.findall(text)
+    return list(dict.fromkeys(found))
+
+
+def with_mc_aliases(argv: list[str], aliases: list[str]) -> list[str]:
+    """*argv* with ``alias/bucket/key`` of those aliases written ``s3://bucket/key``."""
+    if not aliases:
+        return argv
+    pat = re.compile(r"(?<![\w/.:$@-])(?:" + "|".join(map(re.escape, aliases)) +
+                     r")/(?=[a-z0-9])")
     return [pat.sub("s3://", a) for a in argv]
 
 
@@ -582,7 +614,113 @@ def classify_tokens(
         i += 1
     _program_in_out(tokens, out)
     _http_transfers(tokens, out)
+    _calls(tokens, out)
     return out
+
+
+# the call a location is an argument of, in code of a language not analysed as such (R, SQL
+# functions, JavaScript): a writer's (`write.csv(df, 's3://b/x')`, `arrow::write_parquet`,
+# `aws.s3::s3write_using`, `saveRDS`, `fwrite`) is written; a message's (`console.log`,
+# `message`, `cat`) is no location used at all
+_WRITER_CALL = re.compile(r"(?:s3)?(?:write|save|upload|export|put|fwrite)", re.IGNORECASE)
+_MESSAGE_CALLS = frozenset({"log", "info", "debug", "warn", "warning", "error", "print",
+                            "println", "message", "cat"})
+_CALL_NAME = re.compile(r"([A-Za-z_][\w.:$]*)\Z")
+
+
+# An object named by bucket and key in SDK calls of other languages: the AWS SDK for
+# JavaScript (v3 `new GetObjectCommand({Bucket: "b", Key: "k"})`, v2 `s3.getObject({...})`),
+# R's aws.s3 (`s3read_using(read.csv, object = "k", bucket = "b")`) and arrow
+# (`b <- arrow::s3_bucket("b")` ... `b$path("k")`)
+_JS_OBJECT_CALL = re.compile(
+    r"\b(?:(Get|Put)ObjectCommand\s*\(|\.(getObject|putObject|upload)\s*\()\s*"
+    r"\{((?:[^{}\"'`]|\"[^\"]*\"|'[^']*'|`[^`]*`|\{\{[^{}]*\}\})*)\}")  # (quotes, {{...}})
+_JS_FIELD = r"\b{}\s*:\s*([\"'`])([^\"'`$]+)\1"
+_R_OBJECT_CALL = re.compile(
+    r"\b(s3read_using|s3readRDS|s3load|get_object|save_object|s3write_using|s3saveRDS|"
+    r"s3save|put_object)\s*\(")
+_R_ARG = r"\b{}\s*=\s*([\"'])([^\"']+)\1"
+_R_BUCKET_OBJ = re.compile(r"\b([A-Za-z_][\w.]*)\s*(?:<-|=)\s*(?:arrow::)?s3_bucket\s*\(\s*"
+                           r"([\"'])([a-z0-9][a-z0-9.-]+)\2")
+
+
+def sdk_objects(text: str) -> list[tuple[str, str]]:
+    """(``s3://BUCKET/KEY``, "read" or "write") of each object *text* names by bucket and
+    key in a JavaScript or R SDK call (literal names only)."""
+    if "bucket" not in text.lower():
+        return []
+    out: list[tuple[str, str]] = []
+    for m in _JS_OBJECT_CALL.finditer(text):
+        fields = m.group(3)
+        b = re.search(_JS_FIELD.format("Bucket"), fields)
+        k = re.search(_JS_FIELD.format("Key"), fields)
+        if b and k:
+            verb = (m.group(1) or m.group(2) or "").lower()
+            out.append((f"s3://{b.group(2)}/{k.group(2)}",
+                        "read" if verb in ("get", "getobject") else "write"))
+    for m in _R_OBJECT_CALL.finditer(text):
+        args = _call_args(text, m.end())
+        b = re.search(_R_ARG.format("bucket"), args)
+        o = re.search(_R_ARG.format("object"), args)
+        if b and o and "://" not in o.group(2):
+            write = m.group(1) in ("s3write_using", "s3saveRDS", "s3save", "put_object")
+            out.append((f"s3://{b.group(2)}/{o.group(2).lstrip('/')}",
+                        "write" if write else "read"))
+    for m in _R_BUCKET_OBJ.finditer(text):
+        var, bucket = m.group(1), m.group(3)
+        for p in re.finditer(re.escape(var) + r"\$path\s*\(\s*([\"'])([^\"']+)\1", text):
+            name = _enclosing_call([text[: p.start()] + "s3://"], 0) or ""
+            write = any(_WRITER_CALL.match(x) for x in re.split(r"::|[.$]", name) if x)
+            out.append((f"s3://{bucket}/{p.group(2).lstrip('/')}", "write" if write else "read"))
+    return out
+
+
+def _call_args(text: str, start: int) -> str:
+    """The text of a call's arguments from *start* (just after its ``(``) to its ``)``."""
+    depth = 0
+    for i in range(start, min(len(text), start + 2000)):
+        if text[i] == "(":
+            depth += 1
+        elif text[i] == ")":
+            if depth == 0:
+                return text[start:i]
+            depth -= 1
+    return text[start:start + 2000]
+
+
+def _calls(tokens: list[str], out: dict[int, str | None]) -> None:
+    """Locations the command line says nothing of, by the call they are passed to."""
+    for i in [i for i, d in out.items() if d is None]:
+        name = _enclosing_call(tokens, i)
+        if name is None:
+            continue
+        parts = [x for x in re.split(r"::|[.$]", name) if x]
+        if not parts:
+            continue
+        if parts[-1].lower() in _MESSAGE_CALLS:
+            del out[i]
+        elif any(_WRITER_CALL.match(x) for x in parts):
+            out[i] = "write"
+
+
+def _enclosing_call(tokens: list[str], i: int) -> str | None:
+    """The name of the call whose parentheses hold the location at *tokens[i]*
+    (``write.csv(df,`` ``s3://b/x)``), looking back through its command; None outside one."""
+    depth = 0
+    head = tokens[i].split("://", 1)[0]
+    for j in range(i, max(-1, i - 16), -1):
+        t = head if j == i else tokens[j]
+        if j != i and t in _SEPARATORS:
+            return None
+        for k in range(len(t) - 1, -1, -1):
+            if t[k] == ")":
+                depth += 1
+            elif t[k] == "(":
+                if depth == 0:
+                    m = _CALL_NAME.search(t[:k])
+                    return m.group(1) if m else None
+                depth -= 1
+    return None
 
 
 # curl and wget options that send data to the URL (an upload, a PUT or POST), not fetch it

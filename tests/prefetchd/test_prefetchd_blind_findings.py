@@ -2321,3 +2321,69 @@ def test_round_43_a_template_from_an_inline_config_and_a_precision_spec() -> Non
     # a spec a text cannot take is no text: nothing made up
     assert _script_reads('import pandas as pd\npd.read_parquet("s3://bkt/{n:05d}.parquet"'
                          '.format(n="x"))\n') == []
+
+
+def _command_io(command: list[str], args: list[str], env: list[dict] | None = None,
+                source: str | None = None) -> tuple[list[str], list[str]]:
+    """(reads, writes) of one Argo step: a container, or a script with *source*."""
+    body = {"image": "x", "command": command, "args": args, "env": env or []}
+    if source is not None:
+        body["source"] = source
+    step = _plan([{"name": "main", "script" if source is not None else "container": body}],
+                 arguments={"parameters": [{"name": "panel", "value": "cardio-v3"}]}
+                 ).step("main")
+    return (sorted(r.uri or f"runtime: {r.pattern}" for r in step.reads),
+            sorted(r.uri or "" for r in step.writes))
+
+
+def test_round_44_minio_client_aliases() -> None:
+    """Blind round 44: ``mc cp lake/bkt/x`` read nothing, whether the alias came from ``mc
+    alias set`` in the script or from ``MC_HOST_<alias>`` in the env; an upload by ``mc``
+    stays a write, and a path that only looks like an alias outside ``mc`` is no location."""
+    assert _command_io(["sh", "-c"], [
+        "mc alias set lake http://minio:9000 $AK $SK && mc cp --recursive lake/bkt/clicks/ "
+        "/tmp/c/ && mc cp /tmp/out.parquet lake/bkt/out/o.parquet"]) == (
+        ["s3://bkt/clicks/"], ["s3://bkt/out/o.parquet"])
+    assert _command_io(["mc"], ["mirror", "refs/bkt/images/", "/tmp/i/"],
+                       [{"name": "MC_HOST_refs", "value": "https://ceph-rgw.example"}]) == (
+        ["s3://bkt/images/"], [])
+    assert _command_io(["sh", "-c"], ["cp lake/bkt/x /tmp/"],
+                       [{"name": "MC_HOST_lake", "value": "https://minio.example"}]) == ([], [])
+
+
+def test_round_44_calls_of_other_languages() -> None:
+    """Blind round 44: R's and JavaScript's calls. A location passed to a writer
+    (``write.csv(df, 's3://...')``, ``aws.s3::s3write_using``) was read; one in a log line
+    (``console.log(`... s3://${r.Bucket}/...`)``) was a run-time read; an object named by
+    bucket and key (``new GetObjectCommand({Bucket, Key})``, ``s3read_using(object=,
+    bucket=)``, ``arrow::s3_bucket('b')$path('k')``) was lost; arrow's URI options
+    (``?endpoint_override=...``) stayed in the location."""
+    r = ["Rscript", "-e"]
+    assert _command_io(r, ["df <- read.csv('s3://bkt/in/a.csv'); "
+                           "write.csv(df, 's3://bkt/out/y.csv')"]) == (
+        ["s3://bkt/in/a.csv"], ["s3://bkt/out/y.csv"])
+    assert _command_io(r, ["aws.s3::s3write_using(mtcars, write.csv, "
+                           "object = 's3://bkt/out/summary.csv')"]) == (
+        [], ["s3://bkt/out/summary.csv"])
+    assert _command_io(r, ["x <- arrow::read_parquet("
+                           "'s3://bkt/a.parquet?endpoint_override=minio:9000&scheme=http')"]) \
+        == (["s3://bkt/a.parquet"], [])
+    assert _command_io(r, ["h <- aws.s3::s3read_using(read.csv, object = 'cal/h.csv', "
+                           "bucket = 'bkt')\nb <- arrow::s3_bucket('bkt', endpoint_override = "
+                           "'minio:9000')\nx <- arrow::read_parquet(b$path('attrs/i.parquet'))\n"
+                           "arrow::write_parquet(x, b$path('out/o.parquet'))"]) == (
+        ["s3://bkt/attrs/i.parquet", "s3://bkt/cal/h.csv"], ["s3://bkt/out/o.parquet"])
+    js = textwrap.dedent("""\
+        const { S3Client, GetObjectCommand, PutObjectCommand } = require("@aws-sdk/client-s3");
+        const s3 = new S3Client({ endpoint: "http://minio:9000", forcePathStyle: true });
+        (async () => {
+          const r = await s3.send(new GetObjectCommand({
+            Bucket: "bkt",
+            Key: "panels/{{workflow.parameters.panel}}.bed",
+          }));
+          console.log(`fetched s3://${r.Bucket}/${r.Key}`);
+          await s3.send(new PutObjectCommand({ Bucket: "bkt", Key: "out/p.json", Body: "{}" }));
+        })();
+        """)
+    assert _command_io(["node"], [], source=js) == (["s3://bkt/panels/cardio-v3.bed"],
+                                                     ["s3://bkt/out/p.json"])
