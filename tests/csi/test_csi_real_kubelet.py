@@ -560,6 +560,16 @@ def test_a_pods_inline_volume_reads_and_leaves_nothing(node: Node, volume: str, 
     delete_and_check_clean(node, p, "p4", last_rpc="NodeUnpublishVolume")
 
 
+def _terminate(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM *proc*, SIGKILL it after *timeout* seconds."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 def _provisioner_bin() -> Path:
     return Path(os.environ.get("FUSECACHE_K8S_ASSETS", "")) / "csi-provisioner"
 
@@ -591,11 +601,7 @@ def provisioned(node: Node, plugin) -> Iterator[Plugin]:  # noqa: ANN001
     try:
         yield p
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _terminate(proc, 20)
         if proc.returncode not in (0, -signal.SIGTERM):
             print(f"---- csi-provisioner log ----\n{log_path.read_text(errors='replace')[-6000:]}")
 
@@ -789,9 +795,5 @@ def test_a_workflow_step_reads_what_the_agent_warmed_with_s3_stopped(
         print(f"---- agent log ----\n{agent_log.read_text(errors='replace')[-6000:]}")
         raise
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            agent.kill()
+        _terminate(agent, 30)
     assert private_s3.secret_key not in agent_log.read_text(errors="replace")

@@ -241,6 +241,20 @@ class Site:
 
         return wait_until(f"the scheduler binding the {len(names)} pods", bound, 60)
 
+    def job_pods_bound(self, job: str, count: int, timeout: float) -> dict[str, dict[str, Any]]:
+        """The *count* pods the Job controller made for *job*, once the scheduler bound
+        them all: {pod name: pod}."""
+        selector = f"batch.kubernetes.io/job-name={job}"
+
+        def bound() -> dict[str, dict[str, Any]] | None:
+            pods = self.api.request("GET",
+                                    f"/api/v1/namespaces/{NS}/pods?labelSelector={selector}")
+            got = {p["metadata"]["name"]: p for p in pods["items"]}
+            return got if len(got) == count and all(p["spec"].get("nodeName")
+                                                    for p in got.values()) else None
+
+        return wait_until(f"the Job controller's {count} pods of {job} bound", bound, timeout)
+
     def sources(self) -> set[str]:
         out = set()
         for c in self.caches.values():
@@ -376,15 +390,7 @@ def test_cronjob_runs_made_by_the_real_controllers(control_plane, private_s3, tm
         [ref] = job["metadata"]["ownerReferences"]
         assert (ref["kind"], ref["name"], ref.get("controller")) == ("CronJob", "nightly", True)
         print("the controller's Job:", job["metadata"]["name"], job["metadata"].get("annotations"))
-        selector = f"batch.kubernetes.io/job-name={job['metadata']['name']}"
-
-        def bound() -> dict[str, dict[str, Any]] | None:
-            pods = api.request("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector={selector}")
-            got = {p["metadata"]["name"]: p for p in pods["items"]}
-            return got if len(got) == 2 and all(p["spec"].get("nodeName")
-                                                for p in got.values()) else None
-
-        pods = wait_until("the Job controller's 2 pods bound", bound, 60)
+        pods = site.job_pods_bound(job["metadata"]["name"], 2, 60)
         placed = {n: p["spec"]["nodeName"] for n, p in pods.items()}
         steered = {n: p["metadata"]["annotations"]["fusecache.io/preferred-nodes"]
                    for n, p in pods.items()}
@@ -515,15 +521,7 @@ def test_a_jobs_generic_ephemeral_volumes_of_a_fusecache_class(control_plane, pr
                 "volumes": [{"name": "data", "ephemeral": {"volumeClaimTemplate": {"spec": {
                     "accessModes": ["ReadOnlyMany"], "storageClassName": "fusecache-fixed",
                     "resources": {"requests": {"storage": "1Gi"}}}}}}]}}}})
-        selector = f"batch.kubernetes.io/job-name={job['metadata']['name']}"
-
-        def bound() -> dict[str, dict[str, Any]] | None:
-            pods = api.request("GET", f"/api/v1/namespaces/{NS}/pods?labelSelector={selector}")
-            got = {p["metadata"]["name"]: p for p in pods["items"]}
-            return got if len(got) == 2 and all(p["spec"].get("nodeName")
-                                                for p in got.values()) else None
-
-        pods = wait_until("the Job controller's 2 pods bound (claims provisioned)", bound, 120)
+        pods = site.job_pods_bound(job["metadata"]["name"], 2, 120)  # claims provisioned
         placed = {n: p["spec"]["nodeName"] for n, p in pods.items()}
         steered = {n: p["metadata"].get("annotations", {}).get("fusecache.io/preferred-nodes")
                    for n, p in pods.items()}
