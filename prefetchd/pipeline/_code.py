@@ -69,6 +69,7 @@ _READ_FIRST = frozenset(
      # a model loaded from a location (mlflow.pyfunc.load_model, Lightning's
      # load_from_checkpoint): read, its result no location
      "load_model", "load_from_checkpoint",
+     "download_artifacts",  # mlflow.artifacts.download_artifacts(artifact_uri=...)
      "open_dataset", "open_mfdataset", "open_zarr"}  # xarray
 )
 _RECORD_TYPES = frozenset({"namedtuple", "NamedTuple"})
@@ -94,7 +95,8 @@ _VALUE_METHODS = frozenset({"lower", "upper", "title", "capitalize", "replace", 
 # calls whose result is data or a list of files, not a location to follow
 _READS_DATA = frozenset(_READ_FIRST | {"ls", "listdir", "find", "walk"})
 # keyword arguments of those that name what is read (datasets.load_dataset, pyarrow)
-_READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths", "path"})
+_READ_KEYWORDS = frozenset({"data_files", "data_dir", "source", "path_or_paths", "path",
+                            "artifact_uri"})
 # keyword arguments naming where a writer writes (awswrangler ``wr.s3.to_parquet(df,
 # path=...)``, pandas ``path_or_buf``)
 _WRITE_KEYWORDS = ("path", "path_or_buf")
@@ -1410,6 +1412,12 @@ class _Flow(ast.NodeVisitor):
         # spark.read.parquet(*[f"s3a://b/{d}/" for d in DAYS]): the list's items
         args = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
         kw = {k.arg: k.value for k in node.keywords if k.arg}
+        for k, v in kw.items():
+            # pl.Trainer(default_root_dir="s3://..."): a literal named by its keyword, as
+            # by a variable it is assigned to (what a call we do not know does with it)
+            text = _literal(self.pieces(v))
+            for u in _uri.find_uris(text) if text and len(self.names) < 4096 else ():
+                self.names.setdefault(u, []).append(k)
         # fs.open(p) on a file system, or ds.dataset("b/x/", filesystem=fs.S3FileSystem(...))
         self._on_fs = self._filesystem(kw.get("filesystem")) or self._filesystem(
             f.value if isinstance(f, ast.Attribute) else None)

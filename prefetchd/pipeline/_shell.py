@@ -735,7 +735,8 @@ def _document_words(lines: list[str]) -> list[str]:
     out: list[str] = []
     for key, value in pairs:
         if _uri.find_uris(value) or _uri.run_time_locations(value) or value.startswith("/") \
-                or "://" in value and "{{" in value:  # (a pipeline's value in it)
+                or "://" in value and "{{" in value or "@@" in value:
+            # (a pipeline's value in it, or a word the caller held aside: _scan._protect)
             # by its key as an override goes (output.model_uri: the leaf says nothing, the
             # whole says written)
             leaf = key.rsplit(".", 1)[-1]

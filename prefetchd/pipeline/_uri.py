@@ -166,10 +166,23 @@ def document_strings(text: str) -> list[tuple[str, str]] | None:
     (k8s.datasets) and a heredoc a script writes (`_shell`) are read through this."""
     if len(text) > MAX_DOCUMENT_CHARS:
         return None
+    # a pipeline's placeholder as a plain value (`max_epochs: {{workflow.parameters.n}}`)
+    # is YAML's flow mapping, and a word the caller holds aside (`@@...@@`) starts with a
+    # reserved indicator: read each as a word of its own, and put it back after
+    held: list[str] = []
+
+    def hold(m: re.Match[str]) -> str:
+        held.append(m.group(0))
+        return f"fcheld{len(held) - 1}x"
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError:
-        return None
+        try:
+            doc = yaml.safe_load(_PLACEHOLDER.sub(hold, text)) if (
+                "{{" in text or "@@" in text) else None
+        except yaml.YAMLError:
+            return None
     if not isinstance(doc, (dict, list)):
         return None
     pairs: list[tuple[str, str]] = []
@@ -184,10 +197,15 @@ def document_strings(text: str) -> list[tuple[str, str]] | None:
             for v in node:
                 walk(v, key, depth + 1)
         elif isinstance(node, str):
-            pairs.append((key, node))
+            pairs.append((key, _HELD.sub(lambda m: held[int(m.group(1))], node)
+                          if held else node))
 
     walk(doc, "")
     return pairs
+
+
+_PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|@@[^@\s]*@@")
+_HELD = re.compile(r"fcheld(\d+)x")
 
 
 def is_uri(text: str) -> bool:
@@ -216,7 +234,8 @@ def name_direction(name: str | None) -> str | None:
         # TensorBoard's (HF's --logging_dir); Lightning's default_root_dir (logs, checkpoints)
         return "write"
     if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES) or \
-            "name_or_path" in n.replace("-", "_"):  # Hugging Face's model to load
+            "name_or_path" in n.replace("-", "_") or n.replace("-", "_") == "ckpt_path":
+        # Hugging Face's model to load; Lightning's ckpt_path (fit/test resume from it)
         return "read"
     if w & AMBIGUOUS_WORDS or n.startswith(("checkpoint", "ckpt")) or {"model", "dir"} <= w \
             or {"work", "dir"} <= w or {"storage", "path"} <= w:

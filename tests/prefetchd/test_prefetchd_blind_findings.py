@@ -2387,3 +2387,29 @@ def test_round_44_calls_of_other_languages() -> None:
         """)
     assert _command_io(["node"], [], source=js) == (["s3://bkt/panels/cardio-v3.bed"],
                                                      ["s3://bkt/out/p.json"])
+
+
+def test_round_45_training_code_and_its_configs() -> None:
+    """Blind round 45: ``pl.Trainer(default_root_dir="s3://...")`` (where Lightning writes)
+    was read, though the same key was a write as an override or in a YAML config;
+    ``trainer.ckpt_path=s3://...`` (Lightning resumes from it) was unknown and not warmed;
+    ``mlflow.artifacts.download_artifacts(artifact_uri=...)`` in a step named
+    ``register-model`` was taken for a write; a heredoc config holding a pipeline's value
+    as a plain YAML value (``max_epochs: $0`` with ``$0`` a placeholder) lost its keys, so
+    its ``default_root_dir`` was read."""
+    assert _script_reads('import pytorch_lightning as pl\n'
+                         'trainer = pl.Trainer(max_epochs=1, default_root_dir="s3://bkt/runs/")\n'
+                         ) == []
+    assert _command_io(["python", "-m", "train"],
+                       ["trainer.ckpt_path=s3://bkt/ckpt/last.ckpt"])[0] == [
+        "s3://bkt/ckpt/last.ckpt"]
+    step = _plan([{"name": "register-model", "script": {
+        "image": "x", "command": ["python"],
+        "source": "import mlflow\nmlflow.artifacts.download_artifacts("
+                  "artifact_uri='s3://bkt/calib/a/', dst_path='/tmp/calib')\n"}}],
+                 entrypoint="register-model").step("register-model")
+    assert [r.uri for r in step.reads] == ["s3://bkt/calib/a/"] and not step.writes
+    script = ("cat > /tmp/c.yaml <<YAML\ntrainer:\n  max_epochs: $0\n"
+              "  default_root_dir: s3://bkt/runs/b/\nYAML\npython -m train --config /tmp/c.yaml\n")
+    assert _command_io(["bash", "-c"], [script, "{{workflow.parameters.panel}}"])[0] == []
+    assert _command_io(["bash", "-c"], [script, "60"])[0] == []
