@@ -252,11 +252,10 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
             continue
         resolve = plan_cli.resolver(w, pvc_map, view)
         out += [t.dataset for t in w.targets(resolve) if t.dataset not in out]
-        stages = w.stages
         for g in w.groups:
             for ref in g.datasets:
                 uri = resolve(ref)
-                maker = w.written_by(g.name, uri, stages) if uri else None
+                maker = w.made_by_another(g.name, ref, uri)
                 if maker:
                     skipped.append(f"{w.key} {g.name}: {uri} (written by {maker} as the job "
                                    "runs)")

@@ -122,6 +122,8 @@ def find_uris(text: str) -> list[str]:
     for m in URI_RE.finditer(text):
         if text[m.end() : m.end() + 1] == "{":
             continue  # a format template, not a location
+        if text[m.end() : m.end() + 1] == "`" and text.count("`", 0, m.start()) % 2 == 0:
+            continue  # s3://b/daily/`date +%F`/: a command's output, a part the run makes
         if _SHELL_VAR.search(m.group(0)) or "$" in m.group(0).split("://", 1)[1].split(
                 "/", 1)[0] or (m.group(0).endswith("$") and text[m.end():m.end() + 1] == "("):
             continue  # a shell or Kubernetes variable ($BUCKET, $DAY, $(DATA)): run time

@@ -133,7 +133,9 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work.groups = replicated_job_groups(spec, work.name, "spec")
     done = finished_jobs(obj, spec)
     if done:  # (blind job round 34: a finished prep job's input was still warmed)
-        work.groups = [replace(g, datasets=()) if g.name in done else g for g in work.groups]
+        # and what it wrote is there now: a later replicated job's read of it is warmed
+        work.groups = [replace(g, datasets=(), writes=()) if g.name in done else g
+                       for g in work.groups]
         work.notes.append(f"replicated job(s) {', '.join(sorted(done))} completed: nothing "
                           "of theirs is warmed")
     work.state = jobset_state(obj, bool(spec.get("suspend")))

@@ -133,6 +133,10 @@ class DatasetRef:
         return out
 
 
+# a place in a claim a group writes, among its writes: pvc://CLAIM/PATH
+WRITTEN_CLAIM = "pvc://"
+
+
 @dataclass(frozen=True)
 class PodGroup:
     """Pods made from one template; ``pods`` of them run at once (each counted as one node)."""
@@ -143,7 +147,9 @@ class PodGroup:
     datasets: tuple[DatasetRef, ...] = ()
     after: tuple[str, ...] = ()  # groups that must complete first
     notes: tuple[str, ...] = ()  # constraints left out because they are not known yet
-    writes: tuple[str, ...] = ()  # object-store locations its pods write (never warmed)
+    # object-store locations its pods write, and places in claims (WRITTEN_CLAIM): never
+    # warmed for another group of the work
+    writes: tuple[str, ...] = ()
 
     @property
     def spec(self) -> Mapping[str, Any]:
@@ -282,18 +288,29 @@ class UpcomingWork:
             width[stages[g.name]] = width.get(stages[g.name], 0) + g.nodes
         return self.copies * max(width.values(), default=0)
 
-    def written_by(self, group: str, uri: str,
-                   stages: Mapping[str, int] | None = None) -> str | None:
-        """Another group of this work, running beside *group* (or after it), that writes
-        *uri* (or a folder holding it): what *group* reads is made as it runs (a trainer's
-        checkpoints an eval watcher follows), so warming it ahead would fetch an old copy or
-        nothing. A group of a later stage reads what an earlier one finished writing; None
-        then, and when no group writes it. *stages*: self.stages, when the caller has it."""
-        stages = self.stages if stages is None else stages
+    def written_by(self, group: str, uri: str) -> str | None:
+        """Another group of this work that writes *uri* (or a folder holding it), None when
+        none does. What *group* reads is then made by the work itself: as it runs beside it
+        (a trainer's checkpoints an eval watcher follows), or before it, by an earlier stage
+        (a JobSet's data-prep the trainers depend on). Warming it when the work is submitted
+        would fetch an old copy or nothing, and list the folder as it was then (a finished
+        group's writes are there: its reader drops them, _jobset.read)."""
         for g in self.groups:
-            if g.name != group and stages[g.name] >= stages.get(group, 0) and any(
-                    location_under(uri, w) for w in g.writes):
+            if g.name != group and any(location_under(uri, w) for w in g.writes):
                 return g.name
+        return None
+
+    def made_by_another(self, group: str, ref: DatasetRef, uri: str | None) -> str | None:
+        """The other group of this work that writes what *ref* of *group* names (resolved
+        to *uri*): an object-store location (``written_by``) or a place in a claim."""
+        if uri and (g := self.written_by(group, uri)):
+            return g
+        if ref.claim:
+            place = f"{WRITTEN_CLAIM}{ref.claim}/{ref.path}"
+            for g in self.groups:
+                if g.name != group and any(w.startswith(WRITTEN_CLAIM) and
+                                           location_under(place, w) for w in g.writes):
+                    return g.name
         return None
 
     def targets(self, resolve: Resolver = s3_only) -> list[WarmTarget]:
@@ -320,7 +337,7 @@ class UpcomingWork:
             seen: set[str] = set()
             for ref in g.datasets:
                 uri = resolve(ref)
-                if not uri or uri in seen or self.written_by(g.name, uri, stages):
+                if not uri or uri in seen or self.made_by_another(g.name, ref, uri):
                     continue
                 seen.add(uri)
                 k = (uri, req)
@@ -337,15 +354,14 @@ class UpcomingWork:
             out.append(WarmTarget(uri, reqs[req], self.copies * width, tuple(groups), stage))
         return sorted(out, key=lambda t: t.stage)
 
-    def _warmed_by(self, group: str, resolve: Resolver, stages: Mapping[str, int]) -> Resolver:
+    def _warmed_by(self, group: str, resolve: Resolver) -> Resolver:
         """*resolve*, but None (not warmed) for what another group writes as the job runs."""
         def res(ref: DatasetRef) -> str | None:
             uri = resolve(ref)
-            return None if uri and self.written_by(group, uri, stages) else uri
+            return None if uri and self.made_by_another(group, ref, uri) else uri
         return res
 
     def to_json(self, resolve: Resolver = s3_only) -> dict[str, Any]:
-        stages = self.stages
         return {
             "schema": "prefetchd-work/1",
             "apiVersion": self.api_version,
@@ -361,10 +377,12 @@ class UpcomingWork:
             "priority": self.priority,
             "copies": self.copies,
             "nodes": self.nodes,
-            "groups": [g.to_json(self._warmed_by(g.name, resolve, stages))
+            "groups": [g.to_json(self._warmed_by(g.name, resolve))
                        for g in self.groups],
-            "warm": [{"dataset": t.dataset, "nodes": t.nodes, "groups": list(t.groups),
-                      "stage": t.stage} for t in self.targets(resolve)],
+            # (work that is done warms nothing, as the text plan says)
+            "warm": [] if self.state.done else [
+                {"dataset": t.dataset, "nodes": t.nodes, "groups": list(t.groups),
+                 "stage": t.stage} for t in self.targets(resolve)],
             "notes": list(self.notes),
         }
 

@@ -36,6 +36,7 @@ from prefetchd.pipeline import _pvc, _uri
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
     PLACEHOLDER,
+    WRITTEN_CLAIM,
     DatasetRef,
     PodGroup,
     WorkloadError,
@@ -209,7 +210,7 @@ def group(
     words = containers_words(clean)  # read once: both passes below use them
     refs = template_refs(clean, claim_templates or {}, words=words)
     out = PodGroup(name, pods, clean_tmpl, tuple(refs), tuple(after), tuple(notes),
-                   tuple(template_writes(words)))
+                   tuple(template_writes(words) + claim_writes(clean, words)))
     try:  # what every reader of the model does with it must work: fail here, naming it
         out.requirements  # noqa: B018
         placement.pod_requests(clean)
@@ -443,6 +444,30 @@ def template_writes(words: Sequence[tuple[Mapping[str, Any], list[Word]]]) -> li
         for uri, _origin, direction in settled(words_of):
             if direction == "write" and uri not in out and len(out) < MAX_REFS:
                 out.append(uri)
+    return out
+
+
+def claim_writes(spec: Mapping[str, Any],
+                 words: Sequence[tuple[Mapping[str, Any], list[Word]]]) -> list[str]:
+    """The places in claims a PodSpec's containers write (``--out-dir=/features/x/`` under a
+    mount of claim ``ads-features``), as ``pvc://CLAIM/PATH`` (``WRITTEN_CLAIM``): another
+    group of the work reading there reads what this one makes."""
+    claims = {str(v.get("name", "")): str(v["persistentVolumeClaim"]["claimName"])
+              for v in spec.get("volumes") or [] if isinstance(v, Mapping)
+              and isinstance(v.get("persistentVolumeClaim"), Mapping)
+              and v["persistentVolumeClaim"].get("claimName")}
+    out: list[str] = []
+    for c, words_of in words:
+        for m in c.get("volumeMounts") or []:
+            claim = claims.get(str((m or {}).get("name", "")))
+            sub, exact = k8s_datasets.sub_path(m, c)
+            if not claim or not exact:
+                continue
+            sub = _pvc.join("", sub).strip("/")
+            for rel, d in k8s_datasets.paths_under(words_of, str(m.get("mountPath", ""))):
+                w = f"{WRITTEN_CLAIM}{claim}/{_join(sub, rel)}"
+                if d == "write" and w not in out and len(out) < MAX_REFS:
+                    out.append(w)
     return out
 
 

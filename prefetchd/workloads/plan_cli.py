@@ -323,7 +323,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                     lines.append(f"      unknown {ref.describe()}  ({ref.origin}) "
                                  "[read or written: not warmed]")
                     continue
-                maker = w.written_by(g.name, uri, stages) if uri else None
+                maker = w.made_by_another(g.name, ref, uri)
                 if maker:
                     lines.append(f"      reads {ref.describe()}  ({ref.origin}){where} "
                                  f"[written by {maker} as the job runs: not warmed]")

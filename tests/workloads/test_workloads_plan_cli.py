@@ -1119,3 +1119,63 @@ def test_round_37_an_index_from_the_downward_api_and_a_file_only_the_run_names(
     pod = {"metadata": {"name": "align-x", "namespace": "ml"}, "spec": spec}
     assert k8s_datasets.pod_datasets(pod, k8s_datasets.ObjectsView([pv, pvc])) == [
         "s3://genomics/fastq/A/samples.tsv"]
+
+
+def test_round_38_what_an_earlier_replicated_job_writes_is_not_warmed_ahead(tmp_path) -> None:
+    """Blind job round 38: a JobSet's trainer reading what its data-prep (``dependsOn``)
+    writes had that location warmed when the JobSet was submitted, before data-prep wrote
+    it (a stale copy or nothing, and the folder listed as it was then), on S3 and on a
+    claim's path (where data-prep's write was not even recorded). Once data-prep has
+    succeeded, its output is there and is warmed. A finished Job's ``--json`` listed a warm
+    the text plan denied; ``s3://b/daily/`date +%F`/`` warmed the whole parent folder."""
+    def js(out: str, read: str, volumes: list | None = None, mounts: list | None = None,
+           done: bool = False) -> dict:
+        def rj(name: str, args: list[str], **extra: object) -> dict:
+            pod = {"restartPolicy": "Never", "volumes": volumes or [],
+                   "containers": [{"name": name, "image": "i", "args": args,
+                                   "volumeMounts": mounts or []}]}
+            return {"name": name, "replicas": 1,
+                    "template": {"spec": {"template": {"spec": pod}}}, **extra}
+        obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+               "metadata": {"name": "ctr", "namespace": "ads"},
+               "spec": {"replicatedJobs": [
+                   rj("data-prep", ["--in=s3://raw/clicks/", f"--out-dir={out}"]),
+                   rj("trainer", [f"--train-dir={read}"],
+                      dependsOn=[{"name": "data-prep", "status": "Complete"}])]}}
+        if done:
+            obj["status"] = {"replicatedJobsStatus": [
+                {"name": "data-prep", "replicas": 1, "ready": 0, "active": 0, "succeeded": 1},
+                {"name": "trainer", "replicas": 1, "ready": 1, "active": 1, "succeeded": 0}]}
+        return obj
+
+    def warmed(obj: dict, *flags: str) -> list[str]:
+        r = plan(write(tmp_path, "j.yaml", obj), "--json", *flags)
+        assert r.returncode == 0, r.stderr
+        return sorted(w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"])
+
+    day = "s3://feat/ctr/dt=2026-11-30/"
+    assert warmed(js(day, day)) == ["s3://raw/clicks/"]
+    assert warmed(js(day, day + "part-0.parquet")) == ["s3://raw/clicks/"]
+    assert warmed(js(day, day, done=True)) == [day]
+    r = plan(write(tmp_path, "j.yaml", js(day, day)))
+    assert f"reads {day}  (arg) [written by data-prep as the job runs: not warmed]" in r.stdout
+    claim = ([{"name": "f", "persistentVolumeClaim": {"claimName": "features"}}],
+             [{"name": "f", "mountPath": "/features"}])
+    assert warmed(js("/features/dt=2026-11-30/", "/features/dt=2026-11-30", *claim),
+                  "--pvc", "features=s3://feat/ctr") == ["s3://raw/clicks/"]
+    assert warmed(js("/features/dt=2026-11-30/", "/features/dt=2026-11-30", *claim, done=True),
+                  "--pvc", "features=s3://feat/ctr") == ["s3://feat/ctr/dt=2026-11-30"]
+
+    def job(args: list[str], **status: object) -> dict:
+        return {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "eval", "namespace": "speech"},
+                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                    {"name": "c", "image": "i", "command": ["/bin/bash", "-c"],
+                     "args": args}]}}}, **({"status": status} if status else {})}
+    finished = job(["aws s3 sync s3://speech/clips/ /data/"], succeeded=1, conditions=[
+        {"type": "Complete", "status": "True"}])
+    assert warmed(finished) == []
+    assert warmed(job(['aws s3 sync "s3://speech/eval/daily/`date -u +%F`/" /eval/'])) == []
+    # a location inside backticks that close after it is still one
+    assert warmed(job(['X=`aws s3 cp s3://speech/eval/index.json -`; echo "$X"'])) == [
+        "s3://speech/eval/index.json"]
