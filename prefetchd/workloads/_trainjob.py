@@ -29,11 +29,15 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from prefetchd.workloads import _common, _jobset, _podspec
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
+    WRITTEN_CLAIM,
+    DatasetRef,
+    PodGroup,
     State,
     UpcomingWork,
     WorkloadError,
@@ -44,6 +48,8 @@ from prefetchd.workloads._model import (
 )
 
 GROUP = "trainer.kubeflow.org"
+# where the Trainer's initializers download to: /workspace/dataset and /workspace/model
+INITIALIZER_ROOT = "/workspace"
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 
@@ -136,6 +142,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     rjobs = sequence(jobset.get("replicatedJobs"), "runtime spec.template.spec.replicatedJobs")
     by_name: dict[str, dict[str, Any]] = {}
     pods_of: dict[str, int] = {}
+    initializers: dict[str, str] = {}  # replicated job -> "dataset"/"model" it downloads
     launcher: str | None = None  # an MPI runtime's launcher job
     init = mapping(spec.get("initializer"), "spec.initializer")
     used_initializers: set[str] = set()
@@ -157,6 +164,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
             pods_of[name] = num_nodes
         elif ancestor in ("dataset-initializer", "model-initializer"):
             pods_of[name] = 1
+            initializers[name] = ancestor.split("-", 1)[0]
         for c in _containers(pspec, node_names):  # type: ignore[arg-type]
             for key in ("image", "command", "args"):
                 if trainer.get(key) is not None:
@@ -217,6 +225,14 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     jobset = dict(_podspec.with_configmaps(jobset, library, work.namespace))
     work.groups = _jobset.replicated_job_groups(jobset, work.name, "runtime template.spec",
                                                 pods_of)
+    # an initializer downloads STORAGE_URI into its volume: the claim it mounts is what it
+    # writes, not a dataset it reads (blind job round 39), and the trainer's read of that
+    # waits for the write (_model.UpcomingWork.made_by_another)
+    work.groups = [replace(g, datasets=tuple(r for r in g.datasets if not r.claim),
+                           writes=(*g.writes, *dict.fromkeys(
+                               _initializer_write(g, r, initializers[g.name])
+                               for r in g.datasets if r.claim)))
+                   if g.name in initializers else g for g in work.groups]
     if launcher is not None:
         _common.launched_on_workers(work, launcher, "node", bool(mpi.get("runLauncherAsNode")))
     if spec.get("suspend"):
@@ -233,3 +249,17 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         state = State.FAILED
     work.state = state
     return work
+
+
+def _initializer_write(group: PodGroup, ref: DatasetRef, step: str) -> str:
+    """The place in *ref*'s claim an initializer writes: ``dataset/`` or ``model/`` under it
+    where the claim is mounted at /workspace (the upstream initializers' folders), else
+    everything its mount holds."""
+    volume = ref.origin.split(" ", 1)[-1]
+    mounts = [m for c in group.spec.get("containers") or [] if isinstance(c, Mapping)
+              for m in c.get("volumeMounts") or [] if isinstance(m, Mapping)
+              and m.get("name") == volume]
+    at = str(mounts[0].get("mountPath", "")).rstrip("/") if mounts else ""
+    path = ref.path + (step + "/" if at == INITIALIZER_ROOT else "")
+    return f"{WRITTEN_CLAIM}{ref.claim}/{path}"
+

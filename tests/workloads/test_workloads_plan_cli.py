@@ -1179,3 +1179,66 @@ def test_round_38_what_an_earlier_replicated_job_writes_is_not_warmed_ahead(tmp_
     # a location inside backticks that close after it is still one
     assert warmed(job(['X=`aws s3 cp s3://speech/eval/index.json -`; echo "$X"'])) == [
         "s3://speech/eval/index.json"]
+
+
+def test_round_39_an_initializers_claim_and_pods_kept_on_one_host(tmp_path) -> None:
+    """Blind job round 39: a TrainJob's dataset initializer, which downloads into the
+    workspace claim it mounts, had that claim warmed as a read once it was mapped; eight
+    pods a required pod affinity keeps on one host were planned on eight nodes."""
+    rt = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+          "metadata": {"name": "rt", "namespace": "llm"},
+          "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {
+              "replicatedJobs": [
+                  {"name": "dataset-initializer", "template": {
+                      "metadata": {"labels": {
+                          "trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer"}},
+                      "spec": {"template": {"spec": {
+                          "containers": [{"name": "dataset-initializer", "image": "i",
+                                          "volumeMounts": [{"name": "workspace",
+                                                            "mountPath": "/workspace"}]}],
+                          "volumes": [{"name": "workspace",
+                                       "persistentVolumeClaim": {"claimName": "ws"}}]}}}}},
+                  {"name": "node", "dependsOn": [{"name": "dataset-initializer",
+                                                  "status": "Complete"}],
+                   "template": {
+                      "metadata": {"labels": {
+                          "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                      "spec": {"template": {"spec": {
+                          "containers": [{"name": "node", "image": "i", "args": [
+                              "--data=/workspace/dataset/train", "--vocab=/workspace/vocab.txt"],
+                              "volumeMounts": [{"name": "workspace",
+                                                "mountPath": "/workspace"}]}],
+                          "volumes": [{"name": "workspace",
+                                       "persistentVolumeClaim": {"claimName": "ws"}}]}}}}}]}}}}
+    tj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+          "metadata": {"name": "tj", "namespace": "llm"},
+          "spec": {"runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime",
+                                  "name": "rt"},
+                   "initializer": {"dataset": {"storageUri": "s3://corpus/sft/v4/"}},
+                   "trainer": {"numNodes": 1}}}
+    r = plan(write(tmp_path, "tj.yaml", rt, tj), "--json", "--pvc", "ws=s3://scratch/ws")
+    assert r.returncode == 0, r.stderr
+    # the initializer's download is warmed, the claim it fills is not; the trainer's file
+    # beside the initializer's folder is
+    assert sorted(w["dataset"] for w in json.loads(r.stdout)["work"][0]["warm"]) == [
+        "s3://corpus/sft/v4/", "s3://scratch/ws/vocab.txt"]
+    r = plan(write(tmp_path, "tj.yaml", rt, tj), "--pvc", "ws=s3://scratch/ws")
+    assert "[written by dataset-initializer as the job runs: not warmed]" in r.stdout
+
+    def job(affinity: dict) -> dict:
+        return {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "shards", "namespace": "wx"},
+                "spec": {"parallelism": 8, "completions": 8, "template": {
+                    "metadata": {"labels": {"app": "shards"}},
+                    "spec": {"restartPolicy": "Never", "affinity": affinity, "containers": [
+                        {"name": "c", "image": "i", "args": ["--in=s3://era5/2021.zarr"]}]}}}}
+    together = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": {"app": "shards"}}}]}}
+    apart = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": {"app": "other"}}}]}}
+    for aff, nodes in ((together, 1), (apart, 8), ({}, 8)):
+        r = plan(write(tmp_path, "j.yaml", job(aff)), "--json")
+        assert r.returncode == 0, r.stderr
+        assert [w["nodes"] for w in json.loads(r.stdout)["work"][0]["warm"]] == [nodes], aff
