@@ -649,6 +649,41 @@ _MESSAGE_CALLS = frozenset({"log", "info", "debug", "warn", "warning", "error", 
 _CALL_NAME = re.compile(r"([A-Za-z_][\w.:$]*)\Z")
 
 
+def _calls(tokens: list[str], out: dict[int, str | None]) -> None:
+    """Locations the command line says nothing of, by the call they are passed to."""
+    for i in [i for i, d in out.items() if d is None]:
+        name = _enclosing_call(tokens, i)
+        if name is None:
+            continue
+        parts = [x for x in re.split(r"::|[.$]", name) if x]
+        if not parts:
+            continue
+        if parts[-1].lower() in _MESSAGE_CALLS:
+            del out[i]
+        elif any(_WRITER_CALL.match(x) for x in parts):
+            out[i] = "write"
+
+
+def _enclosing_call(tokens: list[str], i: int) -> str | None:
+    """The name of the call whose parentheses hold the location at *tokens[i]*
+    (``write.csv(df,`` ``s3://b/x)``), looking back through its command; None outside one."""
+    depth = 0
+    head = tokens[i].split("://", 1)[0]
+    for j in range(i, max(-1, i - 16), -1):
+        t = head if j == i else tokens[j]
+        if j != i and t in _SEPARATORS:
+            return None
+        for k in range(len(t) - 1, -1, -1):
+            if t[k] == ")":
+                depth += 1
+            elif t[k] == "(":
+                if depth == 0:
+                    m = _CALL_NAME.search(t[:k])
+                    return m.group(1) if m else None
+                depth -= 1
+    return None
+
+
 # An object named by bucket and key in SDK calls of other languages: the AWS SDK for
 # JavaScript (v3 `new GetObjectCommand({Bucket: "b", Key: "k"})`, v2 `s3.getObject({...})`),
 # R's aws.s3 (`s3read_using(read.csv, object = "k", bucket = "b")`) and arrow
@@ -707,41 +742,6 @@ def _call_args(text: str, start: int) -> str:
                 return text[start:i]
             depth -= 1
     return text[start:start + 2000]
-
-
-def _calls(tokens: list[str], out: dict[int, str | None]) -> None:
-    """Locations the command line says nothing of, by the call they are passed to."""
-    for i in [i for i, d in out.items() if d is None]:
-        name = _enclosing_call(tokens, i)
-        if name is None:
-            continue
-        parts = [x for x in re.split(r"::|[.$]", name) if x]
-        if not parts:
-            continue
-        if parts[-1].lower() in _MESSAGE_CALLS:
-            del out[i]
-        elif any(_WRITER_CALL.match(x) for x in parts):
-            out[i] = "write"
-
-
-def _enclosing_call(tokens: list[str], i: int) -> str | None:
-    """The name of the call whose parentheses hold the location at *tokens[i]*
-    (``write.csv(df,`` ``s3://b/x)``), looking back through its command; None outside one."""
-    depth = 0
-    head = tokens[i].split("://", 1)[0]
-    for j in range(i, max(-1, i - 16), -1):
-        t = head if j == i else tokens[j]
-        if j != i and t in _SEPARATORS:
-            return None
-        for k in range(len(t) - 1, -1, -1):
-            if t[k] == ")":
-                depth += 1
-            elif t[k] == "(":
-                if depth == 0:
-                    m = _CALL_NAME.search(t[:k])
-                    return m.group(1) if m else None
-                depth -= 1
-    return None
 
 
 # curl and wget options that send data to the URL (an upload, a PUT or POST), not fetch it
