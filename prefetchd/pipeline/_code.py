@@ -1445,7 +1445,7 @@ class _Flow(ast.NodeVisitor):
                 if isinstance(a, ast.Constant) and isinstance(a.value, str) \
                         and a.value.startswith("-"):
                     self.arg_flags[a.value] = dest
-            if ast.unparse(kw["type"]) in _DATE_TYPES if "type" in kw else False:
+            if "type" in kw and ast.unparse(kw["type"]) in _DATE_TYPES:
                 self.arg_dates.add(dest)
         default = kw.get("default")
         if dest is not None and default is not None and len(self.arg_defaults) < 256:
