@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from prefetchd.pipeline import _code, _scan
+from prefetchd.pipeline import _code, _scan, _uri
 from prefetchd.pipeline._expr import evaluate_tag
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
@@ -860,6 +860,14 @@ class ArgoAnalyzer:
                 if v is None or v.single is not None:
                     return Read(v.single if v else u, True, origin, artifact=name)
                 return Read(None, False, origin, artifact=name, pattern=u)
+        if "http" in a and isinstance(a["http"], dict) and isinstance(a["http"].get("url"), str):
+            # an S3 object by its HTTPS address (https://s3.REGION.amazonaws.com/b/k): that
+            # object; any other URL is no dataset of ours (blind round 46)
+            v = self.resolve(a["http"]["url"], scope)
+            url = v.single if v is not None and v.single is not None else a["http"]["url"]
+            found = [u for u in _uri.find_uris(url) if u.startswith("s3://")]
+            if "{{" not in url and len(found) == 1:
+                return Read(found[0], True, origin, artifact=name)
         return None
 
     def _pvc_mount(self, m: dict[str, Any], tvols: dict[str, Any], scope: Scope) -> PvcMount | None:

@@ -1778,12 +1778,14 @@ def analyze(code: str) -> Flow | None:
             u = f"s3://{b}/{k.lstrip('/')}"
             lits[u] = d if lits.get(u, d) == d else "unknown"
     # what a loop over literal items builds, with no parameter in it: its locations
-    for pieces, d in [*flow.built, *((pair_pieces(b, k), d) for b, k, d in flow.pairs)]:
+    # (a boto3 bucket and key name one object whole: a key may hold a blank, blind round 46)
+    for pieces, d, whole in [*((p, d, False) for p, d in flow.built),
+                             *((pair_pieces(b, k), d, True) for b, k, d in flow.pairs)]:
         if pieces is None or _pieces.needs(pieces) or d == "check":
             continue
         on_fs = any(isinstance(p, tuple) and p[0] == _pieces.ON_FS for p in pieces)
         for text in render_all(pieces, {}) or ():
-            for u in _uri.find_uris(text):
+            for u in [text] if whole and text.startswith("s3://") else _uri.find_uris(text):
                 lits[u] = d if lits.get(u, d) == d else "unknown"
             if text.startswith("/") and not on_fs and len(flow.paths) < 256:
                 # for split in ["train", "val"]: read_parquet(f"/ref/{split}.parquet"): a

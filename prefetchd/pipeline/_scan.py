@@ -281,6 +281,8 @@ def scan_argv(
     # MC_HOST_lake=... or `mc alias set lake ...`
     argv = _uri.with_s3_remotes(argv, _uri.rclone_s3_remotes(given))
     argv = _uri.with_mc_aliases(argv, _uri.mc_aliases(given, argv))
+    # wget http://minio:9000/bkt/key, curl "$S3_ENDPOINT/bkt/key" with that endpoint set
+    argv = _uri.with_s3_endpoints(argv, _uri.s3_endpoints(given))
     # a program read as code stays in place as a word, so `sh -c '... "$0" "$@"'` still
     # finds its positional args where they are
     shell = ["__code__" if _is_code(a) and scan_code(

@@ -339,6 +339,33 @@ def with_mc_aliases(argv: list[str], aliases: list[str]) -> list[str]:
     return [pat.sub("s3://", a) for a in argv]
 
 
+# the env vars that name a step's S3 endpoint (MinIO, Ceph RGW): a path-style URL under it,
+# or under the variable itself (`curl "$S3_ENDPOINT/bkt/key"`), names s3://bkt/key
+S3_ENDPOINT_VARS = frozenset({"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_S3_ENDPOINT",
+                              "S3_ENDPOINT", "S3_ENDPOINT_URL", "MLFLOW_S3_ENDPOINT_URL",
+                              "MINIO_ENDPOINT", "MINIO_URL"})
+_ENDPOINT = re.compile(r"https?://[A-Za-z0-9.-]+(?::\d+)?/?")
+
+
+def s3_endpoints(env: dict[str, str]) -> list[tuple[str, str]]:
+    """(env var, endpoint URL without its slash) of the S3 endpoints *env* sets."""
+    return [(name, value.rstrip("/")) for name, value in env.items()
+            if name in S3_ENDPOINT_VARS and isinstance(value, str)
+            and _ENDPOINT.fullmatch(value.strip())]
+
+
+def with_s3_endpoints(argv: list[str], endpoints: list[tuple[str, str]]) -> list[str]:
+    """*argv* with ``http://minio:9000/bucket/key`` (and ``$S3_ENDPOINT/bucket/key``) of
+    those endpoints written ``s3://bucket/key``, as a path-style S3 request names it."""
+    if not endpoints:
+        return argv
+    alts = [re.escape(url) for _, url in endpoints]
+    for name, _ in endpoints:
+        alts += [re.escape(f"${name}"), re.escape(f"${{{name}}}"), re.escape(f"$({name})")]
+    pat = re.compile(r"(?:" + "|".join(alts) + r")/(?=[a-z0-9])")
+    return [pat.sub("s3://", a) for a in argv]
+
+
 _KUBE_VAR = re.compile(r"\$(\$)?\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 

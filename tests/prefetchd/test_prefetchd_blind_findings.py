@@ -2413,3 +2413,31 @@ def test_round_45_training_code_and_its_configs() -> None:
               "  default_root_dir: s3://bkt/runs/b/\nYAML\npython -m train --config /tmp/c.yaml\n")
     assert _command_io(["bash", "-c"], [script, "{{workflow.parameters.panel}}"])[0] == []
     assert _command_io(["bash", "-c"], [script, "60"])[0] == []
+
+
+def test_round_46_endpoints_and_spellings_of_a_location() -> None:
+    """Blind round 46: ``wget http://minio.agri.svc:9000/bkt/key`` and ``curl
+    "$S3_ENDPOINT/bkt/key"`` read nothing though the step sets that endpoint
+    (AWS_ENDPOINT_URL, S3_ENDPOINT); an Argo ``http`` input artifact at an S3 object's HTTPS
+    address read nothing; a boto3 key with a blank in it also read a location cut at the
+    blank (a wider prefix)."""
+    minio = [{"name": "AWS_ENDPOINT_URL", "value": "http://minio.agri.svc:9000"}]
+    assert _command_io(["wget", "-O", "/tmp/x",
+                        "http://minio.agri.svc:9000/agri-weather/era5/2024-06.nc"], [],
+                       minio)[0] == ["s3://agri-weather/era5/2024-06.nc"]
+    assert _command_io(["wget", "-O", "/tmp/x",
+                        "http://minio.agri.svc:9000/agri-weather/era5/2024-06.nc"], [])[0] == []
+    ceph = [{"name": "S3_ENDPOINT", "value": "http://rook-ceph-rgw.rook-ceph.svc:8080"}]
+    assert _command_io(["sh", "-c"], ['curl -o /tmp/x "$S3_ENDPOINT/nlp/ann/train.jsonl"'],
+                       ceph)[0] == ["s3://nlp/ann/train.jsonl"]
+    # the endpoint alone (a client's setting) is no location
+    assert _command_io(["sh", "-c"], ["mc alias set lake http://minio.agri.svc:9000 a b"],
+                       minio) == ([], [])
+    step = _plan([{"name": "main", "inputs": {"artifacts": [{
+        "name": "d", "path": "/in/d", "http": {
+            "url": "https://s3.eu-central-1.amazonaws.com/agri-dem/dem30/tiles.tar.gz"}}]},
+        "container": {"image": "x", "command": ["ls", "/in"]}}]).step("main")
+    assert [r.uri for r in step.reads] == ["s3://agri-dem/dem30/tiles.tar.gz"]
+    assert _script_reads('import boto3\ns3 = boto3.client("s3")\ns3.download_file('
+                         'Bucket="labels", Key="cb/2024 Q2/labels.csv", Filename="/tmp/l")\n'
+                         ) == ["s3://labels/cb/2024 Q2/labels.csv"]
