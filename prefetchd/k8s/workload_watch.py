@@ -165,6 +165,10 @@ class WorkloadWatch:
         self._described: OrderedDict[str, str] = OrderedDict()
         # Pods of known work whose bound-here warm was asked for (bounded): once per pod.
         self._bound_pods: OrderedDict[str, None] = OrderedDict()
+        # Pods bound here before their work's own watch event came (bounded): the agent's pod
+        # path warms them at once, under the pod; the work takes them when it comes, so its
+        # data is pinned under the work too (a race seen on a real control plane).
+        self._early_pods: OrderedDict[str, dict[str, Any]] = OrderedDict()
         kinds = {w.kind.lower() for w in watchables() if not w.lookup}
         self._held: dict[str, set[str]] = {}
         for source, dataset in held:
@@ -370,7 +374,12 @@ class WorkloadWatch:
                 job.record = work
             else:
                 job.works[work.key] = work
+            early = [pod for uid, pod in list(self._early_pods.items())
+                     if {k for k, _ in wl.pod_work(pod)} & {work.key, work.release_key}
+                     and self._early_pods.pop(uid, None) is not None]
         self._evaluate(work.release_key)
+        for pod in early:  # bound here before this work was known: its data is the work's
+            self.claim_pod(pod)
         return work
 
     def _deleted(self, obj: dict[str, Any]) -> None:
@@ -601,6 +610,11 @@ class WorkloadWatch:
             rk = next((rk for rk, job in self._jobs.items()
                        if rk in keys or keys & job.works.keys()), None)
             if rk is None:
+                if bound_here and uid:
+                    self._early_pods[uid] = pod
+                    self._early_pods.move_to_end(uid)
+                    while len(self._early_pods) > self.config.max_works:
+                        self._early_pods.popitem(last=False)
                 return False
             if not bound_here or not uid or uid in self._bound_pods:
                 return True

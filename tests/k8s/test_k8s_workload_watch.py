@@ -201,6 +201,29 @@ def test_a_job_s_pod_bound_to_a_node_placement_passed_over_is_warmed_there_now(f
     assert w.claim_pod(pod) and len(rec.warms) == 1  # finished work: nothing more
 
 
+def test_a_pod_bound_here_before_its_job_is_known_is_the_job_s_once_it_is(fake, watching):
+    """The job's pod and the job come on different watch streams: a pod bound here whose
+    PyTorchJob's event has not come yet is left to the agent's pod path (its data warmed at
+    once, under the pod), and when the job comes its data is warmed under the job too, so
+    the job's end releases it (seen on a real control plane: the pin stayed the pod's)."""
+    fake.create(to.crd(PYTORCH_CRD))
+    nodes = [node_info(f"n{i}") for i in range(1, 6)]
+    chosen = pl.choose("s3://data/late/", nodes, None, 2)
+    here = next(n.name for n in nodes if n.name not in chosen)
+    w, rec = watching(node_name=here, nodes=nodes)
+    job = to.pytorchjob("late", NS, "s3://data/late/", workers=1, queue="q")
+    job["spec"]["runPolicy"]["suspend"] = False
+    job["metadata"]["uid"] = "8e3f0c1e-0000-4000-8000-000000000004"  # not created yet
+    pod = to.pytorch_pod(job, "Worker", 0)
+    pod["metadata"]["uid"] = "8e3f0c1e-0000-4000-8000-000000000005"
+    pod["spec"]["nodeName"] = here
+    assert not w.claim_pod(pod) and rec.warms == []  # unknown work: the pod path's
+    fake.create(job)
+    wait_for("the job taking its early pod", lambda: rec.warms == [
+        ("pytorchjob ml/late", "s3://data/late/")])
+    assert rec.urgent == [True] and w.claim_pod(pod) and len(rec.warms) == 1
+
+
 def test_a_trainjob_pod_bound_off_its_data_is_warmed_there_under_the_trainjob(fake, watching):
     """The same for a running TrainJob of 2 nodes: its pods are its JobSet's (labelled with
     the JobSet and an indexed Job, owned by that Job), warmed under the TrainJob."""
