@@ -380,7 +380,20 @@ class WorkloadWatch:
         self._evaluate(work.release_key)
         for pod in early:  # bound here before this work was known: its data is the work's
             self.claim_pod(pod)
+            self._release_pod_pins(pod)
         return work
+
+    def _release_pod_pins(self, pod: dict[str, Any]) -> None:
+        """Drop what the agent's pod path pinned under *pod* before its work was known: the
+        work holds that data now, and its end releases it."""
+        meta = pod.get("metadata") or {}
+        try:
+            found = ds_mod.pod_datasets(pod, self.view)
+        except Exception as exc:  # noqa: BLE001 - API trouble resolving a claim
+            log.debug("pod %s/%s: %s", meta.get("namespace"), meta.get("name"), exc)
+            return
+        for dataset in found:
+            self.release(dataset, f"pod {meta.get('namespace')}/{meta.get('name')}")
 
     def _deleted(self, obj: dict[str, Any]) -> None:
         try:

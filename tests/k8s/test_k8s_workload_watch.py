@@ -222,6 +222,8 @@ def test_a_pod_bound_here_before_its_job_is_known_is_the_job_s_once_it_is(fake, 
     wait_for("the job taking its early pod", lambda: rec.warms == [
         ("pytorchjob ml/late", "s3://data/late/")])
     assert rec.urgent == [True] and w.claim_pod(pod) and len(rec.warms) == 1
+    # what the pod path pinned under the pod meanwhile is dropped: the job holds it now
+    assert rec.releases == [("pod ml/late-worker-0", "s3://data/late/")]
 
 
 def test_a_trainjob_pod_bound_off_its_data_is_warmed_there_under_the_trainjob(fake, watching):
