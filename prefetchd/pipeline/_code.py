@@ -148,6 +148,15 @@ _DATE_TYPES = frozenset({"date.fromisoformat", "datetime.date.fromisoformat",
 _SECONDS = {"weeks": 604800, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 
 
+def _date_of(text: str | None, param: str | None, how: str, is_date: bool) -> _Date | None:
+    """The date *text* reads as with *how* (a strptime format, or "iso"), a date or a
+    datetime as *is_date* says; else the date the input *param* will read as; else None."""
+    if text is not None:
+        made = _parse_date(text, how)
+        return _Date(("iso", made), is_date=is_date) if made is not None else None
+    return _Date(("param", param, how), is_date=False) if param is not None else None
+
+
 def _parse_date(text: str, how: str) -> str | None:
     """The ISO text of *text* read with *how* (a strptime format, or "iso")."""
     try:
@@ -301,14 +310,11 @@ class _Flow(ast.NodeVisitor):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                 node.value.id in self.parsed and node.attr in self.arg_dates:
             given = self.arg_defaults.get(node.attr)  # args.since of type=date.fromisoformat
-            text = _literal(given) if given is not None else None
-            if text is not None:
-                made = _parse_date(text, "iso")
-                return _Date(("iso", made)) if made is not None else None
-            if given is not None and len(given) == 1 and isinstance(given[0], tuple) and \
-                    given[0][0] == "param":
-                return _Date(("param", given[0][1], "iso"), is_date=False)
-            return None
+            if given is None:
+                return None
+            one = given[0] if len(given) == 1 else None
+            return _date_of(_literal(given), one[1] if isinstance(one, tuple) and one[0] ==
+                            "param" else None, "iso", True)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
             base, delta = self._date(node.left), self._timedelta(node.right)
             if base is None and isinstance(node.op, ast.Add):
@@ -340,14 +346,9 @@ class _Flow(ast.NodeVisitor):
             if not isinstance(how, str):
                 return None
             text = _literal(self.pieces(node.args[0]))  # a literal, or a variable holding one
-            if text is not None:
-                made = _parse_date(text, how)
-                return _Date(("iso", made), is_date=name == "fromisoformat" and isinstance(
-                    f, ast.Attribute) and ast.unparse(f.value) in ("date", "datetime.date")) \
-                    if made is not None else None
-            p = self._param(node.args[0])
-            if p is not None:
-                return _Date(("param", p, how), is_date=False)
+            return _date_of(text, self._param(node.args[0]) if text is None else None, how,
+                            name == "fromisoformat" and isinstance(f, ast.Attribute)
+                            and ast.unparse(f.value) in ("date", "datetime.date"))
         return None
 
     def _timedelta(self, node: ast.AST) -> tuple[int, tuple[str, str] | None, int] | None:
@@ -1084,9 +1085,8 @@ class _Flow(ast.NodeVisitor):
         changes from pass to pass (``n += 1``, ``day = day + step``) holds no one value in
         the body."""
         self.visit(node.test)
-        carried = _changed_in(node.body)
-        stepped = self._date_steps(node, carried)
-        self._forget(carried)
+        stepped = self._date_steps(node)
+        self._forget(_changed_in(node.body))
         if stepped is not None and stepped[1] is None:
             body = []  # until before since: the body never runs
         else:
@@ -1103,8 +1103,7 @@ class _Flow(ast.NodeVisitor):
             for held in (self.dates, self.consts, self.numbers, self.tmpl, self.loops):
                 held.pop(name, None)
 
-    def _date_steps(self, node: ast.While, carried: set[str]
-                    ) -> tuple[str, _Date | None] | None:
+    def _date_steps(self, node: ast.While) -> tuple[str, _Date | None] | None:
         """(name, the date it holds in the body, None if the body never runs) of a loop
         over known dates: its test ``day <= END`` (or ``<``), its body's one change of
         ``day`` a step forward (``day += timedelta(days=1)``) at its top level."""
@@ -1116,7 +1115,7 @@ class _Flow(ast.NodeVisitor):
         start, end = self.dates.get(name), self._date(t.comparators[0])
         steps = [st for st in node.body if name in _changed_in([st])]
         if start is None or end is None or start.item or end.item or start.base[0] != "iso" \
-                or end.base[0] != "iso" or len(steps) != 1 or name not in carried:
+                or end.base[0] != "iso" or len(steps) != 1:
             return None
         st = steps[0]
         delta = None
@@ -1415,8 +1414,10 @@ class _Flow(ast.NodeVisitor):
         for k, v in kw.items():
             # pl.Trainer(default_root_dir="s3://..."): a literal named by its keyword, as
             # by a variable it is assigned to (what a call we do not know does with it)
+            if len(self.names) >= 4096:
+                break  # (bounded: checked before the value's pieces are worked out)
             text = _literal(self.pieces(v))
-            for u in _uri.find_uris(text) if text and len(self.names) < 4096 else ():
+            for u in _uri.find_uris(text) if text else ():
                 self.names.setdefault(u, []).append(k)
         # fs.open(p) on a file system, or ds.dataset("b/x/", filesystem=fs.S3FileSystem(...))
         self._on_fs = self._filesystem(kw.get("filesystem")) or self._filesystem(

@@ -303,10 +303,18 @@ def rclone_s3_remotes(env: dict[str, str]) -> list[str]:
 
 def with_s3_remotes(argv: list[str], remotes: list[str]) -> list[str]:
     """*argv* with ``remote:bucket/key`` of those remotes written ``s3://bucket/key``."""
-    if not remotes:
+    return _as_s3(argv, remotes, r"(?<![\w/.:-])", ":", re.IGNORECASE)
+
+
+def _as_s3(argv: list[str], heads: list[str], guard: str, sep: str,
+           flags: int = 0) -> list[str]:
+    """*argv* with each of the texts *heads* (not after what *guard* rules out), then
+    *sep*, then a bucket's first letter, written ``s3://``: the way a remote, an alias or an
+    endpoint names ``bucket/key``."""
+    if not heads:
         return argv
-    pat = re.compile(r"(?<![\w/.:-])(?:" + "|".join(map(re.escape, remotes)) +
-                     r"):(?=[a-z0-9])", re.IGNORECASE)
+    pat = re.compile(guard + "(?:" + "|".join(map(re.escape, heads)) + ")" + re.escape(sep)
+                     + "(?=[a-z0-9])", flags)
     return [pat.sub("s3://", a) for a in argv]
 
 
@@ -332,11 +340,7 @@ def mc_aliases(env: dict[str, str], argv: list[str]) -> list[str]:
 
 def with_mc_aliases(argv: list[str], aliases: list[str]) -> list[str]:
     """*argv* with ``alias/bucket/key`` of those aliases written ``s3://bucket/key``."""
-    if not aliases:
-        return argv
-    pat = re.compile(r"(?<![\w/.:$@-])(?:" + "|".join(map(re.escape, aliases)) +
-                     r")/(?=[a-z0-9])")
-    return [pat.sub("s3://", a) for a in argv]
+    return _as_s3(argv, aliases, r"(?<![\w/.:$@-])", "/")
 
 
 # the env vars that name a step's S3 endpoint (MinIO, Ceph RGW): a path-style URL under it,
@@ -357,13 +361,10 @@ def s3_endpoints(env: dict[str, str]) -> list[tuple[str, str]]:
 def with_s3_endpoints(argv: list[str], endpoints: list[tuple[str, str]]) -> list[str]:
     """*argv* with ``http://minio:9000/bucket/key`` (and ``$S3_ENDPOINT/bucket/key``) of
     those endpoints written ``s3://bucket/key``, as a path-style S3 request names it."""
-    if not endpoints:
-        return argv
-    alts = [re.escape(url) for _, url in endpoints]
+    heads = [url for _, url in endpoints]
     for name, _ in endpoints:
-        alts += [re.escape(f"${name}"), re.escape(f"${{{name}}}"), re.escape(f"$({name})")]
-    pat = re.compile(r"(?:" + "|".join(alts) + r")/(?=[a-z0-9])")
-    return [pat.sub("s3://", a) for a in argv]
+        heads += [f"${name}", f"${{{name}}}", f"$({name})"]
+    return _as_s3(argv, heads, "", "/")
 
 
 _KUBE_VAR = re.compile(r"\$(\$)?\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -682,13 +683,23 @@ def _calls(tokens: list[str], out: dict[int, str | None]) -> None:
         name = _enclosing_call(tokens, i)
         if name is None:
             continue
-        parts = [x for x in re.split(r"::|[.$]", name) if x]
+        parts = _name_parts(name)
         if not parts:
             continue
         if parts[-1].lower() in _MESSAGE_CALLS:
             del out[i]
-        elif any(_WRITER_CALL.match(x) for x in parts):
+        elif _writes(parts):
             out[i] = "write"
+
+
+def _name_parts(name: str) -> list[str]:
+    """A call's name in its parts: ``aws.s3::s3write_using`` -> aws, s3, s3write_using."""
+    return [x for x in re.split(r"::|[.$]", name) if x]
+
+
+def _writes(parts: list[str]) -> bool:
+    """Whether a call of that name writes what it is given (``write.csv``, ``saveRDS``)."""
+    return any(_WRITER_CALL.match(x) for x in parts)
 
 
 def _enclosing_call(tokens: list[str], i: int) -> str | None:
@@ -752,8 +763,7 @@ def sdk_objects(text: str) -> list[tuple[str, str]]:
     for m in _R_BUCKET_OBJ.finditer(text):
         var, bucket = m.group(1), m.group(3)
         for p in re.finditer(re.escape(var) + r"\$path\s*\(\s*([\"'])([^\"']+)\1", text):
-            name = _enclosing_call([text[: p.start()] + "s3://"], 0) or ""
-            write = any(_WRITER_CALL.match(x) for x in re.split(r"::|[.$]", name) if x)
+            write = _writes(_name_parts(_enclosing_call([text[: p.start()]], 0) or ""))
             out.append((f"s3://{bucket}/{p.group(2).lstrip('/')}", "write" if write else "read"))
     return out
 
