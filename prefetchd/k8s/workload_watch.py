@@ -374,9 +374,9 @@ class WorkloadWatch:
                 job.record = work
             else:
                 job.works[work.key] = work
-            early = [pod for uid, pod in list(self._early_pods.items())
-                     if {k for k, _ in wl.pod_work(pod)} & {work.key, work.release_key}
-                     and self._early_pods.pop(uid, None) is not None]
+            taken = [uid for uid, pod in self._early_pods.items()
+                     if {k for k, _ in wl.pod_work(pod)} & {work.key, work.release_key}]
+            early = [self._early_pods.pop(uid) for uid in taken]
         self._evaluate(work.release_key)
         for pod in early:  # bound here before this work was known: its data is the work's
             self.claim_pod(pod)

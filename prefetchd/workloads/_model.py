@@ -164,6 +164,11 @@ def _together_on_a_host(spec: Mapping[str, Any], labels: Mapping[str, str]) -> b
 WRITTEN_CLAIM = "pvc://"
 
 
+def claim_place(claim: str, path: str) -> str:
+    """A place in a claim as a group's writes hold it (``WRITTEN_CLAIM``)."""
+    return f"{WRITTEN_CLAIM}{claim}/{path}"
+
+
 @dataclass(frozen=True)
 class PodGroup:
     """Pods made from one template; ``pods`` of them run at once (each counted as one node)."""
@@ -318,28 +323,17 @@ class UpcomingWork:
             width[stages[g.name]] = width.get(stages[g.name], 0) + g.nodes
         return self.copies * max(width.values(), default=0)
 
-    def written_by(self, group: str, uri: str) -> str | None:
-        """Another group of this work that writes *uri* (or a folder holding it), None when
+    def made_by_another(self, group: str, ref: DatasetRef, uri: str | None) -> str | None:
+        """Another group of this work that writes what *ref* of *group* names: its object-store
+        location *uri* (or a folder holding it), first, else its place in a claim; None when
         none does. What *group* reads is then made by the work itself: as it runs beside it
         (a trainer's checkpoints an eval watcher follows), or before it, by an earlier stage
         (a JobSet's data-prep the trainers depend on). Warming it when the work is submitted
         would fetch an old copy or nothing, and list the folder as it was then (a finished
         group's writes are there: its reader drops them, _jobset.read)."""
-        for g in self.groups:
-            if g.name != group and any(location_under(uri, w) for w in g.writes):
-                return g.name
-        return None
-
-    def made_by_another(self, group: str, ref: DatasetRef, uri: str | None) -> str | None:
-        """The other group of this work that writes what *ref* of *group* names (resolved
-        to *uri*): an object-store location (``written_by``) or a place in a claim."""
-        if uri and (g := self.written_by(group, uri)):
-            return g
-        if ref.claim:
-            place = f"{WRITTEN_CLAIM}{ref.claim}/{ref.path}"
-            for g in self.groups:
-                if g.name != group and any(w.startswith(WRITTEN_CLAIM) and
-                                           location_under(place, w) for w in g.writes):
+        for place in (uri, claim_place(ref.claim, ref.path) if ref.claim else None):
+            for g in self.groups if place else ():
+                if g.name != group and any(location_under(place, w) for w in g.writes):
                     return g.name
         return None
 

@@ -36,10 +36,10 @@ from prefetchd.pipeline import _pvc, _uri
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
     PLACEHOLDER,
-    WRITTEN_CLAIM,
     DatasetRef,
     PodGroup,
     WorkloadError,
+    claim_place,
     count,
     mapping,
     sequence,
@@ -465,7 +465,7 @@ def claim_writes(spec: Mapping[str, Any],
                 continue
             sub = _pvc.join("", sub).strip("/")
             for rel, d in k8s_datasets.paths_under(words_of, str(m.get("mountPath", ""))):
-                w = f"{WRITTEN_CLAIM}{claim}/{_join(sub, rel)}"
+                w = claim_place(claim, _join(sub, rel))
                 if d == "write" and w not in out and len(out) < MAX_REFS:
                     out.append(w)
     return out

@@ -35,12 +35,12 @@ from typing import Any
 from prefetchd.workloads import _common, _jobset, _podspec
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
-    WRITTEN_CLAIM,
     DatasetRef,
     PodGroup,
     State,
     UpcomingWork,
     WorkloadError,
+    claim_place,
     condition,
     count,
     mapping,
@@ -261,5 +261,5 @@ def _initializer_write(group: PodGroup, ref: DatasetRef, step: str) -> str:
               and m.get("name") == volume]
     at = str(mounts[0].get("mountPath", "")).rstrip("/") if mounts else ""
     path = ref.path + (step + "/" if at == INITIALIZER_ROOT else "")
-    return f"{WRITTEN_CLAIM}{ref.claim}/{path}"
+    return claim_place(str(ref.claim), path)
 
