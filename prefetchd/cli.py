@@ -141,6 +141,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if work_plan.claims(args.files):
         return work_plan.cmd_plan(args)
     plans = plans_from_args(args.files, args.param, args.pvc)
+    for claim in pipeline.unused_claims(_kv(args.pvc, "--pvc"), (
+            m.claim for p in plans for s in p.steps for m in s.pvc_mounts)):
+        print(f"prefetchd: warning: --pvc {claim}: no step of these files mounts a claim of "
+              "that name; not used", file=sys.stderr)
     if args.json:
         out = [p.to_json() for p in plans]
         # One write: json.dump to a stream issues a write per token (815k for

@@ -43,6 +43,7 @@ given files), so callers may run it in a worker thread.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -114,9 +115,20 @@ def analyze_documents(
     )
 
 
+# a claim's name: a DNS-1123 subdomain, as the API server checks it (no namespace in it)
+_CLAIM_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*")
+
+
 def parse_pvc_map(pvc_map: Mapping[str, str]) -> dict[str, str]:
+    """``--pvc CLAIM=s3://BUCKET/PREFIX`` pairs, checked: a claim's name as the API server
+    takes it, a location a mount could take; PipelineError naming the bad one."""
     out = {}
     for claim, uri in pvc_map.items():
+        if claim and (len(claim) > 253 or not _CLAIM_NAME.fullmatch(claim)):
+            raise PipelineError(
+                f"--pvc {claim}={uri}: {claim!r} is no claim name (lowercase letters, digits, "
+                "'-' and '.'; the claim of the namespace the work runs in, with no namespace "
+                "before it)")
         if (
             not claim
             or not uri.startswith(("s3://", "s3a://"))
@@ -129,6 +141,13 @@ def parse_pvc_map(pvc_map: Mapping[str, str]) -> dict[str, str]:
             raise PipelineError(f"--pvc {claim}={uri}: {e}") from None
         out[claim] = uri
     return out
+
+
+def unused_claims(pvc_map: Mapping[str, str], claims: Iterable[str | None]) -> list[str]:
+    """The claims ``--pvc`` maps that none of *claims* (those the files mount) is: a typo, or
+    a claim of other work, named on stderr so a mapping that does nothing is not silent."""
+    used = set(claims)
+    return [c for c in pvc_map if c not in used]
 
 
 def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, str],

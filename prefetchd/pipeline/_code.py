@@ -126,6 +126,10 @@ _BOTO_WRITE = frozenset(
     {"upload_file", "upload_fileobj", "put_object", "delete_object", "delete_objects"}
 )
 _SUBPROCESS = frozenset({"run", "call", "check_call", "check_output", "Popen", "system"})
+# the boto3 resource API: an Object's (or a Bucket's, given the key) methods
+_BOTO_OBJECT_READ = frozenset({"download_file", "download_fileobj", "get"})
+_BOTO_OBJECT_WRITE = frozenset({"upload_file", "upload_fileobj", "put", "put_object",
+                                "delete"})
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,8 @@ class _Flow(ast.NodeVisitor):
         self.paths: dict[str, set[str]] = {}  # literal absolute path -> directions
         self.fstrings: dict[str, ast.JoinedStr] = {}  # variable -> an f-string not all known
         self.lance_dbs: dict[str, Pieces] = {}  # variable -> its lancedb.connect(...) location
+        # variable -> the boto3 resource Bucket (bucket, None) or Object (bucket, key) it holds
+        self.boto_handles: dict[str, tuple[ast.AST, ast.AST | None]] = {}
         self.loops: dict[str, tuple[str, str]] = {}  # loop variable -> its item piece
         self.urls: dict[str, str] = {}  # variable -> the parameter it is urlparse() of
         # helper functions of one `return EXPR`: name -> (parameters, EXPR)
@@ -920,6 +926,9 @@ class _Flow(ast.NodeVisitor):
                     call.func, ast.Name) and call.func.id in self.classes else None)
                 _keep(self.lance_dbs, t.id,  # db = lancedb.connect(uri)
                       self._lance_db(call) if call is not None else None)
+                _keep(self.boto_handles, t.id,  # bkt = s3.Bucket("b"), o = s3.Object("b", k)
+                      self._boto_handle(value) if isinstance(value, (ast.Call, ast.Name))
+                      else None)
                 _keep(self.fstrings, t.id,  # rec = f"records500/{i:05d}/x"
                       value if isinstance(value, ast.JoinedStr) else None)
                 _keep(self.lists, t.id,  # SPLITS = ["train", "val"]: a loop over it takes these
@@ -1349,6 +1358,58 @@ class _Flow(ast.NodeVisitor):
             return self.pieces(node.args[0])
         return None
 
+    def _boto_handle(self, node: ast.AST) -> tuple[ast.AST, ast.AST | None] | None:
+        """The bucket (and key) of a boto3 resource's Bucket or Object: ``s3.Bucket("b")``,
+        ``s3.Object("b", "k")``, ``bkt.Object("k")``, or a variable set to one."""
+        if isinstance(node, ast.Name):
+            return self.boto_handles.get(node.id)
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            return None
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        given = [*node.args, *(kw[k] for k in ("bucket_name", "key") if k in kw)]
+        if node.func.attr == "Bucket" and len(given) == 1:
+            return (given[0], None)
+        if node.func.attr == "Object" and len(given) == 2:
+            return (given[0], given[1])
+        inner = self._boto_handle(node.func.value)
+        if node.func.attr == "Object" and len(given) == 1 and inner and inner[1] is None:
+            return (inner[0], given[0])
+        return None
+
+    def _boto_resource_call(self, f: ast.Attribute, args: list[ast.AST],
+                            kw: dict[str, ast.AST]) -> bool:
+        """A call of a boto3 resource's Bucket or Object (``bkt.download_file(k, f)``,
+        ``obj.get()``, ``bkt.objects.filter(Prefix=p)``) as the client's call with that
+        bucket and key would be; False when *f* is no such method."""
+        if f.attr in ("filter", "all") and isinstance(f.value, ast.Attribute) and \
+                f.value.attr == "objects" and (h := self._boto_handle(f.value.value)) and \
+                h[1] is None:
+            b, k = self.ref(h[0]), self.ref(kw["Prefix"]) if "Prefix" in kw else (
+                ("const", "") if f.attr == "all" else None)
+            if b is not None and k is not None:
+                self.listed.append((b, k))
+            return True
+        h = self._boto_handle(f.value)
+        if h is None:
+            return False
+        bucket, key = h
+        if f.attr in _BOTO_OBJECT_READ or f.attr in _BOTO_OBJECT_WRITE:
+            if key is None:  # a Bucket's own: the key first, or second after the file
+                second = f.attr in ("upload_file", "upload_fileobj")
+                pos = args[1:2] if second else args[:1]
+                key = kw.get("Key", pos[0] if pos else None)
+                if key is None or f.attr in ("get", "put", "delete"):
+                    return True
+            d = "read" if f.attr in _BOTO_OBJECT_READ else "write"
+            for a in (bucket, key):
+                self.mark(a, d)
+            b, k = self.ref(bucket), self.ref(key)
+            if b is not None and k is not None:
+                self.pairs.append((b, k, d))
+            elif d == "read":
+                self.reads_unnamed = True
+        return True
+
     def _mark_pieces(self, pieces: Pieces, direction: str) -> None:
         """A location made of *pieces* used in *direction*: built (the caller names it) or,
         all literal, a location of its own."""
@@ -1475,6 +1536,8 @@ class _Flow(ast.NodeVisitor):
 
     def _sinks(self, node: ast.Call, f: ast.AST, name: str, args: list[ast.AST],
                kw: dict[str, ast.AST]) -> None:
+        if isinstance(f, ast.Attribute) and self._boto_resource_call(f, args, kw):
+            return
         if name in ("write", "dump") and args and not isinstance(args[0], ast.Name):
             # fh.write(f"s3://{b}/x/"): text the program writes to a file (the location it
             # hands the next step), no location it uses itself

@@ -68,6 +68,15 @@ _S3_KEY = r"[^\s'\"`,;()\[\]{}<>|?#]*"
 S3_HTTPS_RE = re.compile(
     r"\bhttps?://(?:([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])\." + _S3_HOST + r"/(" + _S3_KEY + r")"
     r"|" + _S3_HOST + r"/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(" + _S3_KEY + r"))?)")
+# a path-style URL of an in-cluster S3 service named for what it is (MinIO, Ceph's RADOS
+# gateway, SeaweedFS; `http://minio.mlops.svc:9000/BUCKET/KEY`, `http://rook-ceph-rgw-store:
+# 80/BUCKET/KEY`, `https://s3.lab.internal/BUCKET/KEY`) when the step names no endpoint
+# (blind round 46); MinIO's own paths (/minio/health/live) are no bucket
+S3_SERVICE_RE = re.compile(
+    r"\bhttps?://(?![^/\s]*\.amazonaws\.com)"  # (AWS's own: S3_HTTPS_RE)
+    r"(?:[a-z0-9-]+-)?(?:minio|rgw|radosgw|seaweedfs|s3)(?:-[a-z0-9-]+)?"
+    r"(?:\.[a-z0-9-]+)*(?::\d+)?/(?!minio/)([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(" + _S3_KEY
+    + r")")
 RCLONE_S3_RE = re.compile(  # :s3,provider=Minio,endpoint='http://minio:9000':bucket/key
     r"(?<![\w/.-]):s3(?:,[\w-]+(?:=(?:'[^']*'|\"[^\"]*\"|[^,:\s'\"`]*))?)*:"
     r"([a-z0-9][a-z0-9.-]{1,62}(?:/[^\s'\"`,;()\[\]{}<>|]*)?)"
@@ -133,18 +142,28 @@ def find_uris(text: str) -> list[str]:
         # options name no part of the object
         found.append((m.start(), _QUERY.sub("", m.group(0))))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
+    # (a key cut at a bracket, "val%20subset%20(5k)/x.tar", is no location of its own)
     found += [(m.start(), u) for m in S3_HTTPS_RE.finditer(text)
-              if "s3-website" not in m.group(0) and (u := s3_https(m)) is not None]
+              if "s3-website" not in m.group(0) and text[m.end():m.end() + 1] not in ("(", "[", "<")
+              and (u := s3_https(m)) is not None]
+    found += [(m.start(), u) for m in S3_SERVICE_RE.finditer(text)
+              if m.group(2) and text[m.end():m.end() + 1] not in ("(", "[", "<")
+              and (u := s3_https(m, 1)) is not None]
     found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)]
     return [u for _, u in sorted(found)]
 
 
-def s3_https(m: re.Match[str]) -> str | None:
-    """``s3://BUCKET/KEY`` of an S3_HTTPS_RE match (the key URL-decoded); None for a key
-    that decodes to blanks or control characters (no location word can carry it)."""
-    bucket, key = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4) or "")
+def s3_https(m: re.Match[str], bucket_group: int = 0) -> str | None:
+    """``s3://BUCKET/KEY`` of an S3_HTTPS_RE match (or another's whose bucket and key are
+    groups *bucket_group* and the next; the key URL-decoded, a blank in it kept: the URL
+    is one word, so the object is named whole, blind round 46); None for a key that
+    decodes to control characters."""
+    if bucket_group:
+        bucket, key = m.group(bucket_group), m.group(bucket_group + 1)
+    else:
+        bucket, key = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4) or "")
     key = urllib.parse.unquote(key)
-    return None if re.search(r"[\s\x00-\x1f]", key) else f"s3://{bucket}/{key}"
+    return None if re.search(r"[\x00-\x1f]", key) else f"s3://{bucket}/{key}"
 
 
 def run_time_locations(text: str) -> list[str]:
@@ -215,6 +234,7 @@ def is_uri(text: str) -> bool:
     return len(find_uris(t)) == 1 and (URI_RE.fullmatch(t) is not None or
                                        AZURE_RE.fullmatch(t) is not None or
                                        S3_HTTPS_RE.fullmatch(t.split("?", 1)[0]) is not None or
+                                       S3_SERVICE_RE.fullmatch(t.split("?", 1)[0]) is not None or
                                        RCLONE_S3_RE.fullmatch(t) is not None)
 
 
@@ -790,7 +810,7 @@ _SENDS = re.compile(r"-T|--upload-file(=.*)?|-d|--data(-[a-z]+)?(=.*)?|-F|--form
 
 
 def _http_transfers(tokens: list[str], out: dict[int, str | None]) -> None:
-    """``curl``/``wget`` of an S3 object by its HTTPS address: fetched (read) unless the
+    """``curl``/``wget`` of an S3 object by its HTTP(S) address: fetched (read) unless the
     command sends data to it (``-T``, ``--upload-file``, ``-X PUT``, ``--post-file``: a
     write)."""
     for seg in _command_spans(tokens):
@@ -803,7 +823,8 @@ def _http_transfers(tokens: list[str], out: dict[int, str | None]) -> None:
         sends = any(_SENDS.fullmatch(tokens[k]) or re.fullmatch(_METHOD_FLAG, tokens[k])
                     and k + 1 < len(tokens) and tokens[k + 1] in _METHODS for k in words)
         for k in words:
-            if out.get(k, "x") is None and S3_HTTPS_RE.search(tokens[k]):
+            if out.get(k, "x") is None and (S3_HTTPS_RE.search(tokens[k]) or
+                                            S3_SERVICE_RE.search(tokens[k])):
                 out[k] = "write" if sends else "read"
 
 

@@ -362,6 +362,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         pvc_map = pipeline.parse_pvc_map(dict(
             (p.split("=", 1) if "=" in p else (p, "")) for p in args.pvc or []))
         works, ignored, view = load(args.files)
+        for claim in pipeline.unused_claims(pvc_map, (
+                ref.claim for w in works for g in w.groups for ref in g.datasets)):
+            print(f"prefetchd: warning: --pvc {claim}: no pod of these files reads from a "
+                  "claim of that name; not used", file=sys.stderr)
         if args.json:
             out = []
             for n, w in enumerate(works, 1):

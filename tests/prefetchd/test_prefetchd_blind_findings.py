@@ -1987,8 +1987,12 @@ def test_round_39_an_s3_object_by_its_https_address_is_that_object() -> None:
     assert _uri.find_uris("https://lake.s3.dualstack.us-east-1.amazonaws.com/k") == [
         "s3://lake/k"]
     for other in ("https://example.com/lake/x", "https://lake.s3-website-us-east-1.amazonaws."
-                  "com/index.html", "https://s3.amazonaws.com/lake/a%20b.txt"):
-        assert _uri.find_uris(other) == [], other  # (a blank no location word can carry)
+                  "com/index.html"):
+        assert _uri.find_uris(other) == [], other
+    # (a key with a blank, once left out, is named whole since round 46: the URL is one word)
+    assert _uri.find_uris("https://s3.amazonaws.com/lake/a%20b.txt") == ["s3://lake/a b.txt"]
+    # (but not one cut at a bracket: "a%20(5k)/x" would name a wider "a " before it)
+    assert _uri.find_uris("https://s3.amazonaws.com/lake/val%20subset%20(5k)/i.tar") == []
     script = ("curl -fsSL -o /tmp/a.json https://coco-mirror.s3.amazonaws.com/ann/val.json && "
               "wget -q https://s3.us-west-2.amazonaws.com/coco-mirror/ann/test.json -O /tmp/b && "
               "curl -T /tmp/r.json https://coco-mirror.s3.amazonaws.com/reports/r.json")
@@ -2425,8 +2429,8 @@ def test_round_46_endpoints_and_spellings_of_a_location() -> None:
     assert _command_io(["wget", "-O", "/tmp/x",
                         "http://minio.agri.svc:9000/agri-weather/era5/2024-06.nc"], [],
                        minio)[0] == ["s3://agri-weather/era5/2024-06.nc"]
-    assert _command_io(["wget", "-O", "/tmp/x",
-                        "http://minio.agri.svc:9000/agri-weather/era5/2024-06.nc"], [])[0] == []
+    # (with no endpoint set, a host named for an S3 service names it too: round 46 again,
+    # test_round_46_an_s3_service_by_its_name_and_the_boto3_resource_api)
     ceph = [{"name": "S3_ENDPOINT", "value": "http://rook-ceph-rgw.rook-ceph.svc:8080"}]
     assert _command_io(["sh", "-c"], ['curl -o /tmp/x "$S3_ENDPOINT/nlp/ann/train.jsonl"'],
                        ceph)[0] == ["s3://nlp/ann/train.jsonl"]
@@ -2441,3 +2445,56 @@ def test_round_46_endpoints_and_spellings_of_a_location() -> None:
     assert _script_reads('import boto3\ns3 = boto3.client("s3")\ns3.download_file('
                          'Bucket="labels", Key="cb/2024 Q2/labels.csv", Filename="/tmp/l")\n'
                          ) == ["s3://labels/cb/2024 Q2/labels.csv"]
+
+
+def test_round_46_an_s3_service_by_its_name_and_the_boto3_resource_api() -> None:
+    """Blind round 46 again: a path-style URL of a host named for an in-cluster S3 service
+    (MinIO, Ceph's RADOS gateway) read nothing when the step set no endpoint, and the boto3
+    resource API (``s3.Bucket(b).download_file(key, f)``, ``s3.Object(b, k)``) was not
+    read at all."""
+    for url, uri in [
+            ("http://minio.agri.svc:9000/agri-weather/era5/2024-06.nc",
+             "s3://agri-weather/era5/2024-06.nc"),
+            ("http://minio-service.kubeflow:9000/mlpipeline/ref/x.csv?X-Amz-Expires=60",
+             "s3://mlpipeline/ref/x.csv"),
+            ("http://rook-ceph-rgw-store.rook-ceph.svc/nlp/ann/a%C3%A9.jsonl",
+             "s3://nlp/ann/a\u00e9.jsonl")]:
+        assert _command_io(["wget", "-O", "/tmp/x", url], []) == ([uri], []), url
+    # MinIO's own paths, a bucket alone, another host, AWS's own address (one read)
+    for url in ["http://minio:9000/minio/health/live", "http://minio:9000/bucket",
+                "http://models.internal:8080/v1/models/x.bin"]:
+        assert _command_io(["curl", "-f", url], []) == ([], []), url
+    assert _command_io(["curl", "-o", "/tmp/x", "https://s3.eu-west-1.amazonaws.com/bkt/k.csv"],
+                       []) == (["s3://bkt/k.csv"], [])
+    assert _command_io(["curl", "-T", "/tmp/m.bin", "http://minio:9000/models/m.bin"],
+                       [])[1] == ["s3://models/m.bin"]
+    # a presigned URL's key with a blank (once read nothing): that object whole
+    assert _command_io(["sh", "-c"], [
+        'curl -fsSL -o "$0" "https://fraud-ref.s3.eu-west-1.amazonaws.com/merchants/risk%20'
+        'scores%202024.parquet?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=beef"', "/o"]
+        ) == (["s3://fraud-ref/merchants/risk scores 2024.parquet"], [])
+    reads, writes = _command_io(["python"], [], source=textwrap.dedent("""\
+        import boto3
+        s3 = boto3.resource("s3", endpoint_url="http://minio:9000")
+        s3.Bucket("clinical-reference").download_file("abbrev/m\u00e9dical.csv", "/tmp/a.csv")
+        body = s3.Object("ref", "codes/icd10.tsv").get()["Body"].read()
+        model = s3.Bucket("models").Object("coder/v3.1/model.safetensors")
+        model.download_file("/tmp/m")
+        corpus = s3.Bucket("corpus")
+        for o in corpus.objects.filter(Prefix="notes/2024/"):
+            corpus.download_file(o.key, "/tmp/" + o.key.rsplit("/", 1)[-1])
+        s3.Bucket("out").upload_file("/tmp/a.csv", "results/a.csv")
+        s3.Object("out", "results/b.json").put(Body=b"{}")
+        """))
+    assert reads == ["s3://clinical-reference/abbrev/m\u00e9dical.csv",
+                     "s3://corpus/notes/2024/", "s3://models/coder/v3.1/model.safetensors",
+                     "s3://ref/codes/icd10.tsv"]
+    assert writes == ["s3://out/results/a.csv", "s3://out/results/b.json"]
+    # a bucket's listing alone reads nothing; a handle rebound to something else is no handle
+    assert _script_reads(textwrap.dedent("""\
+        import boto3
+        b = boto3.resource("s3").Bucket("corpus")
+        keys = [o.key for o in b.objects.filter(Prefix="notes/")]
+        b = open("/tmp/x")
+        b.get()
+        """)) == []

@@ -144,3 +144,22 @@ def test_a_volume_the_run_creates_is_nothing_to_warm(tmp_path, capsys):
     assert cli.main(["plan", str(f)]) == 0
     out = capsys.readouterr().out
     assert "a volume the run creates, empty when it starts: nothing to warm" in out
+
+
+def test_a_pvc_mapping_that_names_no_claim_is_refused_or_said(capsys):
+    """Blind job round 41: ``--pvc llm-code/code-evals=...`` (a namespace before the claim)
+    and ``--pvc Code_Evals=...`` were taken without a word and applied to nothing; a
+    mapping of a claim the files never mount did nothing, silently too."""
+    for bad in ("llm-code/code-evals", "Code_Evals"):
+        assert cli.main(["plan", EXAMPLE, "--pvc", f"{bad}=s3://bkt/x"]) == cli.EXIT_BAD_INPUT
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and f"'{bad}' is no claim name" in err
+    assert cli.main(["plan", EXAMPLE, "--pvc", "imagenet=s3://bkt/imagenet",
+                     "--pvc", "imagenett=s3://bkt/imagenet"]) == 0
+    out, err = capsys.readouterr()
+    assert "reads  s3://bkt/imagenet/train (pvc)" in out
+    assert err == ("prefetchd: warning: --pvc imagenett: no step of these files mounts a "
+                   "claim of that name; not used\n")
+    job = str(ROOT / "tests" / "workloads" / "data" / "jobset" / "single-pvc.yaml")
+    assert cli.main(["plan", job, "--pvc", "nothere=s3://bkt/x"]) == 0
+    assert "--pvc nothere: no pod of these files reads from a claim" in capsys.readouterr().err
