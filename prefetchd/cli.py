@@ -187,7 +187,9 @@ def render_plan(plan: pipeline.Plan) -> str:
             mk = f"  [{'; '.join(marks)}]" if marks else ""
             lines.append(f"  {s.id} ({s.kind}){dep}{mk}")
             for r in s.reads:
-                lines.append(f"      reads  {_read_str(r)}")
+                made = (f"  [written by {r.written_by} earlier in this run: not warmed ahead]"
+                        if r.written_by else "")
+                lines.append(f"      reads  {_read_str(r)}{made}")
             for r in s.unknown:
                 lines.append(f"      unknown {_read_str(r)}  (mixed evidence: not warmed)")
             for r in s.imports:

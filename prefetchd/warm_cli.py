@@ -204,6 +204,9 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
                 for r in s.reads:
                     if not (r.supported and r.static):
                         skipped.append(f"{s.id}: {r.uri or r.pattern or r.key or r.origin}")
+                    elif r.written_by:
+                        skipped.append(f"{s.id}: {r.uri} (written by {r.written_by} earlier "
+                                       "in the run)")
             for sid, m, hint in pipeline.unresolved_mounts(p):
                 claims.append(f"{sid}: pvc {pipeline.describe_mount(m)} at {m.mount_path}; {hint}")
         skipped += claims

@@ -514,7 +514,7 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         # a root the command line only writes under (aws s3 cp m/ "${MODEL_BUCKET}/fc/${D}/"
         # with D known at run time): written, as those words are
         ways = {ds.get(i) for ts, ds in views for i, t in enumerate(ts)
-                if value and _pvc.location_under(
+                if value and _uri.location_under(
                     t.split("=", 1)[1] if t.startswith("-") and "=" in t else t, value)}
         if ways == {"write"}:
             d = "write"

@@ -51,7 +51,16 @@ from fusecache.config import S3Location
 from fusecache.errors import ConfigError
 from prefetchd.pipeline import _argo, _kfp2, _load, _pvc
 from prefetchd.pipeline._load import Document
-from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step, finish_plan
+from prefetchd.pipeline._model import (
+    Loop,
+    PipelineError,
+    Plan,
+    PvcMount,
+    Read,
+    Step,
+    finish_plan,
+    settle_intermediates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -230,4 +239,4 @@ def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list
     finish_plan(plan)
     if pvc_map:
         _pvc.map_from_flags(plan, pvc_map)
-    return plan
+    return settle_intermediates(plan)

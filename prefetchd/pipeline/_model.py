@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from prefetchd.pipeline import _shard
+from prefetchd.pipeline import _shard, _uri
 
 SUPPORTED_SCHEMES = frozenset({"s3", "s3a"})
 
@@ -56,6 +56,9 @@ class Read:
     via_pvc: str | None = None
     prefix: str | None = None
     pattern_kind: str | None = None
+    # the step upstream that writes this location earlier in the same run
+    # (`settle_intermediates`): a read still, but no dataset before that step is done
+    written_by: str | None = None
 
     def __post_init__(self) -> None:
         if self.uri is not None and self.pattern_kind is None and _shard.is_pattern(self.uri):
@@ -257,13 +260,14 @@ class Plan:
     def datasets(self) -> list[tuple[str, int, list[str]]]:
         """Warmable S3 locations in plan order: (uri, first stage, steps reading it).
 
-        A dataset read by several steps appears once, at the earliest stage that reads it.
+        A dataset read by several steps appears once, at the earliest stage that reads it;
+        one the run writes before it is read (``written_by``) is none.
         """
         seen: dict[str, tuple[int, list[str]]] = {}
         order: list[str] = []
         for s in sorted(self.steps, key=lambda s: s.stage):
             for r in s.reads:
-                if not r.supported or not r.static:
+                if not r.supported or not r.static or r.written_by:
                     continue
                 assert r.uri is not None
                 if r.uri not in seen:
@@ -320,6 +324,48 @@ def finish_plan(plan: Plan) -> Plan:
         s.stage = 1 + max((by_id[d].stage for d in s.depends_on), default=-1)
     pos = {s.id: i for i, s in enumerate(plan.steps)}
     plan.steps.sort(key=lambda s: (s.stage, pos[s.id]))
+    return plan
+
+
+MAX_WRITES_CHECKED = 4096  # static writes an intermediate read is looked up among
+
+
+def settle_intermediates(plan: Plan) -> Plan:
+    """Mark each static read of what a step upstream of its reader writes (that location, a
+    file in a folder it writes, or a folder it writes into: the parts a map step leaves for
+    its reduce) ``written_by`` that step. It is read, but it does not exist before the run,
+    or the run replaces it: no dataset to warm ahead (``datasets``), only once its writer is
+    done (the node agent). Blind rounds 47 and jobs 40: a step's ``aws s3 cp`` of what the
+    step before it uploaded was warmed at submission. A step not upstream of the reader (a
+    sibling, a later one) does not count: the data is there before it runs."""
+    writers: list[tuple[str, str]] = [
+        (w.uri, s.id) for s in plan.steps for w in s.writes
+        if w.uri and w.static and not w.pattern_kind][:MAX_WRITES_CHECKED]
+    if not writers:
+        return plan
+    by_id = {s.id: s for s in plan.steps}
+
+    def upstream(sid: str) -> set[str]:
+        seen: set[str] = set()
+        todo = list(by_id[sid].depends_on)
+        while todo:
+            a = todo.pop()
+            if a not in seen and a in by_id:
+                seen.add(a)
+                todo += by_id[a].depends_on
+        return seen
+
+    for s in plan.steps:
+        ups: set[str] | None = None
+        for i, r in enumerate(s.reads):
+            made = [w for u, w in writers if w != s.id and r.uri and r.static
+                    and (_uri.location_under(r.uri, u) or r.uri.endswith("/")
+                         and _uri.location_under(u, r.uri))]
+            if made and ups is None:
+                ups = upstream(s.id)
+            producer = next((w for w in made if ups and w in ups), None)
+            if producer is not None:
+                s.reads[i] = replace(r, written_by=producer)
     return plan
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from prefetchd.pipeline._model import Plan, PvcMount, Read, Step
+from prefetchd.pipeline._uri import location_under
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([^{}]+?)\s*\}\}")
 
@@ -59,12 +60,6 @@ def dataset_under(base: str, path: str) -> str:
     if path.endswith("/"):
         return join(base, path)
     return narrow(join(base), path)
-
-
-def location_under(uri: str, folder: str) -> bool:
-    """*uri* is *folder* or lies in it (``s3://b/run/`` holds ``s3://b/run/ckpt/``)."""
-    a, b = uri.replace("s3a://", "s3://", 1), folder.replace("s3a://", "s3://", 1)
-    return a.rstrip("/") == b.rstrip("/") or a.startswith(b.rstrip("/") + "/")
 
 
 def relative_under(path: str, mount_path: str) -> str | None:

@@ -499,6 +499,10 @@ def _substitutions(words: list[str]) -> list[str]:
 
 _LOOP_ITEM = re.compile(r"[\w.\-/:=@+,%]+")
 _LOOP_RANGE = re.compile(r"\{(-?\d+)\.\.(-?\d+)\}")
+_LOOP_LIST = re.compile(r"\{([^{}\s]*,[^{}\s]*)\}")  # {de,fr,sw}: bash's brace list
+# $(seq 4 9), `seq -w 1 2 12`, $(seq -f "%03g" 1 8): the numbers seq prints
+_SEQ = re.compile(r"(?:\$\(|`)\s*seq((?:\s+(?:-w|-f\s*\S+))*)\s+(-?\d+)(?:\s+(-?\d+))?"
+                  r"(?:\s+(-?\d+))?\s*(?:\)|`)")
 MAX_SHELL_LOOP_ITEMS = 32  # a `for` loop over more literal items stays run-time
 _MAX_EXPANDED_WORDS = 20_000
 
@@ -513,7 +517,15 @@ def _loop_items(words: list[str]) -> list[str] | None:
     range (``{0..7}``, ``2024-{04..05}``); None when one is only known at run time
     (``$(cat f)``, a glob)."""
     items: list[str] = []
+    if (seq := _SEQ.fullmatch(" ".join(words))) is not None:
+        return _seq_items(seq)
     for w in words:
+        if (lst := _LOOP_LIST.search(w)) is not None:  # {de,fr,sw}, g2p/{a,b}.tsv
+            words_of = [w[:lst.start()] + x + w[lst.end():] for x in lst.group(1).split(",")]
+            if not all(_LOOP_ITEM.fullmatch(x) for x in words_of):
+                return None
+            items += words_of
+            continue
         m = _LOOP_RANGE.search(w)
         if m is not None:  # {0..7}, 2024-{04..05}, part-{00..03}.tar
             head, tail = w[:m.start()], w[m.end():]
@@ -533,6 +545,31 @@ def _loop_items(words: list[str]) -> list[str] | None:
         else:
             return None
     return items if 0 < len(items) <= MAX_SHELL_LOOP_ITEMS else None
+
+
+def _seq_items(m: re.Match[str]) -> list[str] | None:
+    """What ``seq [-w] [-f FMT] [FIRST [STEP]] LAST`` prints (a _SEQ match), when it is a
+    few whole numbers; None for a format other than a padded integer's (``%g``, ``%03g``,
+    ``%02.0f`` are; seq -f takes no other conversion)."""
+    nums = [int(g) for g in m.groups()[1:] if g is not None]
+    first, step, last = (1, 1, nums[0]) if len(nums) == 1 else (
+        nums[0], 1, nums[1]) if len(nums) == 2 else (nums[0], nums[1], nums[2])
+    if step == 0 or not 0 <= (last - first) // step < MAX_SHELL_LOOP_ITEMS:
+        return None
+    values = list(range(first, last + (1 if step > 0 else -1), step))
+    opts = m.group(1).split()
+    fmt = "%d"
+    if "-w" in opts:  # every number as wide as the widest
+        fmt = f"%0{max(len(str(v)) for v in values)}d"
+    for k, o in enumerate(opts):
+        if o.startswith("-f"):
+            f = (o[2:] or (opts[k + 1] if k + 1 < len(opts) else "")).strip("'\"")
+            conv = re.fullmatch(r"(.*?)%(0?\d*)(?:\.0)?[gfd](.*)", f)
+            if conv is None or "%" in conv.group(1) + conv.group(3):
+                return None
+            fmt = conv.group(1).replace("%%", "%") + f"%{conv.group(2)}d" + conv.group(3)
+    items = [fmt % v for v in values]
+    return items if all(_LOOP_ITEM.fullmatch(x) for x in items) else None
 
 
 def _loop_end(words: list[str], do_at: int) -> int:
@@ -556,7 +593,8 @@ def _for_loops(words: list[str]) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(words):
-        start = i == 0 or words[i - 1] == ";"
+        # (a command starts after `;`, `&&`, `||` and a compound's keyword)
+        start = i == 0 or words[i - 1] in (";", "&&", "||", "then", "else", "do")
         if not (start and words[i] == "for" and i + 2 < len(words)
                 and re.fullmatch(r"[A-Za-z_]\w*", words[i + 1]) and words[i + 2] == "in"):
             out.append(words[i])

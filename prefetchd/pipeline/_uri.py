@@ -153,6 +153,12 @@ def find_uris(text: str) -> list[str]:
     return [u for _, u in sorted(found)]
 
 
+def location_under(uri: str, folder: str) -> bool:
+    """*uri* is *folder* or lies in it (``s3://b/run/`` holds ``s3://b/run/ckpt/``)."""
+    a, b = uri.replace("s3a://", "s3://", 1), folder.replace("s3a://", "s3://", 1)
+    return a.rstrip("/") == b.rstrip("/") or a.startswith(b.rstrip("/") + "/")
+
+
 def s3_https(m: re.Match[str], bucket_group: int = 0) -> str | None:
     """``s3://BUCKET/KEY`` of an S3_HTTPS_RE match (or another's whose bucket and key are
     groups *bucket_group* and the next; the key URL-decoded, a blank in it kept: the URL

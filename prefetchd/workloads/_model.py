@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefetchd.k8s import placement
-from prefetchd.pipeline._pvc import location_under
+from prefetchd.pipeline._uri import location_under
 
 PLACEHOLDER = "${"  # Katib's ${trialParameters.x} / ${trialSpec.Name}: only known per Trial
 

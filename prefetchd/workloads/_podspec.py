@@ -555,7 +555,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             outputs = [rel for rel, d in named if d == "write" and rel]
             paths = [_join(sub, rel) if rel else (sub + "/" if sub else "")
                      for rel, d in named if d != "write" and not (writable and d == "unknown")
-                     and not any(_pvc.location_under(rel, o) for o in outputs)]
+                     and not any(_uri.location_under(rel, o) for o in outputs)]
             if not named and not (writable and said and all(
                     d == "write" or d == "unknown" for _, d in said)):
                 # (not a per-pod folder the container is told to write, subPathExpr:

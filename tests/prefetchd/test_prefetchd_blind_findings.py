@@ -2498,3 +2498,62 @@ def test_round_46_an_s3_service_by_its_name_and_the_boto3_resource_api() -> None
         b = open("/tmp/x")
         b.get()
         """)) == []
+
+
+def test_round_47_shell_loops_after_and_or_over_seq_and_brace_lists() -> None:
+    """Blind round 47: a ``for`` loop after ``&&``/``||``, over ``$(seq 4 9)`` or
+    `` `seq -w ...` ``, or over a brace list ``{de,fr,sw}`` was left a run-time location
+    (``s3://b/holidays/$r/2024.csv``); bash runs each over items known before the run."""
+    cases = [
+        ("mkdir -p /tmp/h && for r in us eu; do aws s3 cp s3://bkt/h/$r/2024.csv /tmp/; done",
+         ["s3://bkt/h/eu/2024.csv", "s3://bkt/h/us/2024.csv"]),
+        ("false || for r in us eu; do aws s3 cp s3://bkt/h/$r/x.csv /tmp/; done",
+         ["s3://bkt/h/eu/x.csv", "s3://bkt/h/us/x.csv"]),
+        ("for m in $(seq 8 10); do aws s3 cp s3://bkt/era5/$m/t2m.nc /tmp/; done",
+         ["s3://bkt/era5/10/t2m.nc", "s3://bkt/era5/8/t2m.nc", "s3://bkt/era5/9/t2m.nc"]),
+        ("for m in `seq -w 8 2 12`; do aws s3 cp s3://bkt/era5/$m/t.nc /tmp/; done",
+         ["s3://bkt/era5/08/t.nc", "s3://bkt/era5/10/t.nc", "s3://bkt/era5/12/t.nc"]),
+        ('for s in $(seq -f "shard-%03g" 0 1); do aws s3 cp s3://bkt/wds/$s.tar /tmp/; done',
+         ["s3://bkt/wds/shard-000.tar", "s3://bkt/wds/shard-001.tar"]),
+        ("for l in {de,fr}; do aws s3 cp s3://bkt/g2p/$l/lexicon.tsv /tmp/; done",
+         ["s3://bkt/g2p/de/lexicon.tsv", "s3://bkt/g2p/fr/lexicon.tsv"]),
+        ("if true; then for l in de fr; do aws s3 cp s3://bkt/x/$l.tsv /tmp/; done; fi",
+         ["s3://bkt/x/de.tsv", "s3://bkt/x/fr.tsv"]),
+    ]
+    for script, reads in cases:
+        assert _command_io(["bash", "-c"], [script]) == (reads, []), script
+    # what only the run knows stays a run-time location: a variable in the list, a long seq
+    for script in ["for l in {de,$X}; do aws s3 cp s3://bkt/g/$l /tmp/; done",
+                   "for m in $(seq 1 1000); do aws s3 cp s3://bkt/e/$m/t.nc /tmp/; done",
+                   "for m in $(seq $N); do aws s3 cp s3://bkt/e/$m/t.nc /tmp/; done"]:
+        reads, _ = _command_io(["bash", "-c"], [script])
+        assert len(reads) == 1 and reads[0].startswith("runtime: s3://bkt/"), script
+
+
+def test_round_47_what_an_earlier_step_writes_is_read_but_not_warmed_ahead() -> None:
+    """Blind rounds 47 and jobs 40: a step's ``aws s3 cp`` of an object the step before it
+    uploads (or of the folder a loop's steps write their parts into) was put on the list of
+    datasets to warm at submission, when it does not exist yet. It is still the step's read,
+    marked with its writer, and no dataset of the plan; a step that is no ancestor of the
+    reader does not count."""
+    def step(name: str, script: str) -> dict:
+        return {"name": name, "container": {"image": "x", "command": ["sh", "-c", script]}}
+    plan = _plan([
+        {"name": "main", "dag": {"tasks": [
+            {"name": "produce", "template": "produce"},
+            {"name": "side", "template": "side"},
+            {"name": "consume", "template": "consume", "depends": "produce"},
+            {"name": "merge", "template": "merge", "depends": "consume"}]}},
+        step("produce", "python -m job && aws s3 cp /tmp/n.parquet s3://bkt/run/net/us.parquet"),
+        step("side", "aws s3 cp /tmp/r.json s3://bkt/ref/side.json"),
+        step("consume", "aws s3 cp s3://bkt/run/net/us.parquet /tmp/ && "
+                        "aws s3 cp s3://bkt/ref/side.json /tmp/ && "
+                        "aws s3 cp s3://bkt/ref/lookup.csv /tmp/"),
+        step("merge", "aws s3 sync s3://bkt/run/net/ /tmp/net/")])
+    reads = {s.id: [(r.uri, r.written_by) for r in s.reads] for s in plan.steps}
+    assert reads["consume"] == [("s3://bkt/run/net/us.parquet", "produce"),
+                                ("s3://bkt/ref/side.json", None),
+                                ("s3://bkt/ref/lookup.csv", None)]
+    assert reads["merge"] == [("s3://bkt/run/net/", "produce")]
+    assert [u for u, _, _ in plan.datasets()] == ["s3://bkt/ref/side.json",
+                                                  "s3://bkt/ref/lookup.csv"]
