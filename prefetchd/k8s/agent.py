@@ -34,6 +34,7 @@ before that would not be warmed here until the next workflow or node event.
   ClusterWorkflowTemplates seen so far, so templateRefs resolve; KFP v2 runs are handled by
   the analysis, which reads their driver templates' JSON parameters). ``status.nodes`` gives
   each DAG task's phase by ``displayName`` (= step id): started steps are not warmed for;
+  a read of what an earlier step writes (``Read.written_by``) only once that step succeeded;
   datasets whose every reading step has finished are released (eviction follows the DAG).
   Remaining datasets are warmed earliest stage first, on this node only if
   :func:`prefetchd.k8s.placement.should_warm` says so for the requirements of the earliest
@@ -313,6 +314,8 @@ class Agent:
             for step in plan.steps:
                 ph = phases.get(step.id)
                 for read in step.reads:
+                    if read.written_by and phases.get(read.written_by) != "Succeeded":
+                        continue  # what an earlier step writes: there once it is done
                     if read.static and read.uri and read.uri.startswith("s3://"):
                         readers.setdefault(read.uri, []).append(
                             (step.stage, step.id, ph in STARTED_PHASES, ph in FINISHED_PHASES,

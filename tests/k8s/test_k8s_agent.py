@@ -91,6 +91,36 @@ def test_workflow_steps_not_started_are_warmed_and_finished_ones_released(fake, 
     assert LABELS not in {d for _, d in got}  # its only reader had finished before we looked
 
 
+def test_what_an_earlier_step_writes_is_warmed_once_that_step_succeeded(fake, running_agent):
+    """A step's read of what the step before it uploads (``written_by``) is not warmed while
+    its writer runs (blind round 47: it was warmed at submission, before it existed), and is
+    once the writer has succeeded and the reader has not started."""
+    agent, calls = running_agent
+
+    def step(name: str, script: str) -> dict:
+        return {"name": name, "container": {"image": "amazon/aws-cli:2.17.20",
+                                            "command": ["sh", "-c"], "args": [script]}}
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+          "metadata": {"name": "rank-x7k2p", "namespace": "ml", "uid": "u-rank"},
+          "spec": {"entrypoint": "main", "templates": [
+              {"name": "main", "dag": {"tasks": [
+                  {"name": "features", "template": "features"},
+                  {"name": "train", "template": "train", "depends": "features"}]}},
+              step("features", "aws s3 cp s3://lake/raw/clicks.parquet /tmp/ && python -m f "
+                               "&& aws s3 cp /tmp/f.parquet s3://lake/run/features.parquet"),
+              step("train", "aws s3 cp s3://lake/run/features.parquet /tmp/ && "
+                            "aws s3 cp s3://lake/ref/vocab.txt /tmp/")]},
+          "status": status(**{"features": "Running"})}
+    fake.create(wf)
+    got = calls.wait(1)
+    time.sleep(0.5)  # (nothing more comes)
+    assert calls.items == [("warm", "s3://lake/ref/vocab.txt")]
+    fake.patch("argoproj.io/v1alpha1", "Workflow", "rank-x7k2p",
+               {"status": status(**{"features": "Succeeded"})}, namespace="ml")
+    got = calls.wait(2)
+    assert got[1] == ("warm", "s3://lake/run/features.parquet")
+
+
 def test_deleting_a_workflow_releases_its_datasets(fake, running_agent):
     agent, calls = running_agent
     wf = corpus_workflow(WF, namespace="ml")
