@@ -234,6 +234,13 @@ class _Flow(ast.NodeVisitor):
         for n in ast.walk(node):  # breadth first: an expression before its parts
             if id(n) in parts:
                 continue
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and isinstance(
+                    n.slice, ast.Constant) and n.slice.value in self.dicts.get(n.value.id, {}):
+                # src["dma"] of src = json.loads('{"dma": ..., "tv": ...}'): that entry's
+                # only, not every location in the text (blind round 48)
+                out |= self.sources(self.dicts[n.value.id][n.slice.value])
+                parts |= {id(x) for x in ast.walk(n)}
+                continue
             if isinstance(n, (ast.BinOp, ast.Call)):
                 # "s3://b/x/" + "*.ogg", "{}/{}".format(...) of constants: the text it makes
                 text = _literal(self.pieces(n))
@@ -1644,7 +1651,11 @@ class _Flow(ast.NodeVisitor):
                     # TO '{out.path}'"): each location in the text (a COPY ... TO target is
                     # written: the caller's sql_direction)
                     self.built.append((made, "read"))
-                elif (text := _literal(self.pieces(a))) is not None:
+                elif (text := _literal(self.pieces(a) or (
+                        None if isinstance(a, (ast.Name, ast.Constant)) else self._lenient(a))
+                        )) is not None:
+                    # (an f-string of known parts and a few we cannot tell, a threshold
+                    # looked up in a config: its known locations)
                     if text.startswith("/") and len(self.paths) < 256:
                         # LLM(model="/models/llama-70b"): a file or folder of a mounted
                         # volume it is handed, read there
@@ -1709,6 +1720,14 @@ class _Flow(ast.NodeVisitor):
                     parts.append((f"s3://prefetchd-code-{i}/", {ENV + env}))
                     continue
                 text = _literal(built) if isinstance(el, ast.Attribute) else None
+                lead = el.values[0] if isinstance(el, ast.JoinedStr) and el.values else \
+                    el.left if isinstance(el, ast.BinOp) else None
+                if isinstance(lead, ast.Constant) and isinstance(lead.value, str) and \
+                        lead.value.startswith("/"):
+                    # f"/tmp/{name}" with name = uri.rsplit("/", 1)[-1]: a local file named
+                    # after a location, no use of that location (blind round 48)
+                    parts.append((_literal(built) or "/" + lead.value.strip("/"), set()))
+                    continue
                 if text is not None:  # args.clean of an option's default: its text, as written
                     parts.append((text, {"lit:" + u for u in _uri.find_uris(text)}))
                     continue
@@ -1738,6 +1757,9 @@ class _Flow(ast.NodeVisitor):
             parts = []
             for t in toks:
                 src = {x for m, srcs in marks.items() if m in t for x in srcs}
+                if t.startswith("/") and src:  # a local file named after a location
+                    parts.append((t, set()))
+                    continue
                 parts.append((t, src or self.sources(ast.Constant(t))))
         else:
             return
@@ -1824,7 +1846,7 @@ def analyze(code: str) -> Flow | None:
         flow.visit(tree)
     except RecursionError:
         return None
-    flow.partial.update(_looked_up_only(tree) | _printed_only(tree))
+    flow.partial.update(_looked_up_only(tree) | _printed_only(tree) | _caller_defaults(tree))
     params: dict[str, str] = {}
     lits: dict[str, str] = {}
     for s, ds in flow.found.items():
@@ -1909,6 +1931,52 @@ def _printed_only(tree: ast.AST) -> set[str]:
     return printed
 
 
+def _caller_defaults(tree: ast.AST) -> set[str]:
+    """The literal locations that are only the default of a parameter of a function the
+    program itself never calls leaving that parameter out (``def fit(prior="s3://b/v2.pq")``
+    of a KFP component: the executor calls it by name, its wrapper with ``**args``, with the
+    task's value). The caller gives that parameter, which the pipeline's analysis follows
+    (blind round 48: the default was read beside the value passed). A decorated function
+    (click, typer) or one handed on by name (``fire.Fire(main)``) may run with the default:
+    its defaults keep their place, as does a literal written anywhere else."""
+    defaults: dict[str, list[tuple[str, str, int]]] = {}  # literal -> (function, param, index)
+    for f in ast.walk(tree):
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and not f.decorator_list:
+            pos = [*f.args.posonlyargs, *f.args.args]
+            first = len(pos) - len(f.args.defaults)
+            given = [*zip(pos[first:], f.args.defaults, range(first, len(pos)), strict=True),
+                     *((a, d, len(pos)) for a, d in zip(f.args.kwonlyargs, f.args.kw_defaults,
+                                                        strict=True))]
+            for a, d, i in given:
+                if isinstance(d, ast.Constant) and isinstance(d.value, str) and \
+                        _uri.find_uris(d.value):
+                    defaults.setdefault(d.value, []).append((f.name, a.arg, i))
+    if not defaults:
+        return set()
+    functions = {fn for uses in defaults.values() for fn, _, _ in uses}
+    counts: dict[str, int] = {}
+    used: set[str] = set()
+    callees: set[int] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in defaults:
+            counts[n.value] = counts.get(n.value, 0) + 1
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
+                n.func.id in functions:
+            callees.add(id(n.func))
+            if any(k.arg is None for k in n.keywords) or any(
+                    isinstance(a, ast.Starred) for a in n.args):
+                continue  # fit(**args): the caller's values
+            named = {k.arg for k in n.keywords}
+            used.update(lit for lit, uses in defaults.items() for fn, a, i in uses
+                        if fn == n.func.id and a not in named and i >= len(n.args))
+    for n in ast.walk(tree):  # a function handed on by name may run with its defaults
+        if isinstance(n, ast.Name) and n.id in functions and id(n) not in callees:
+            used.update(lit for lit, uses in defaults.items() if any(
+                fn == n.id for fn, _, _ in uses))
+    return {u for lit, uses in defaults.items() if lit not in used
+            and counts.get(lit, 0) == len(uses) for u in _uri.find_uris(lit)}
+
+
 def _looked_up_only(tree: ast.AST) -> set[str]:
     """The literal locations in dicts the program only ever looks entries up in
     (``SOURCES = {"lab": "s3://lab/g", "sensor": "s3://iot/t"}`` then ``SOURCES[kind]``):
@@ -1923,6 +1991,18 @@ def _looked_up_only(tree: ast.AST) -> set[str]:
                         node.value.keys, node.value.values, strict=True)
                         if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)
                         and isinstance(v.value, str)}
+        elif isinstance(node, ast.Assign) and (text := _Flow._const_text(node.value)) \
+                is not None and isinstance(node.value, ast.Call):
+            # src = json.loads('{"dma": "s3://...", ...}'): a parameter's JSON dict, given
+            # to the program as a word (blind round 48)
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                continue
+            for t in node.targets if isinstance(doc, dict) else ():
+                if isinstance(t, ast.Name):
+                    held[t.id] = {k: set(_uri.find_uris(v)) for k, v in doc.items()
+                                  if isinstance(v, str)}
     if not held:
         return set()
     looked_up: set[int] = set()
@@ -1957,6 +2037,11 @@ def is_python_c(words: list[str], i: int) -> bool:
 
 
 _SYS_ARGV = re.compile(r"\bsys\.argv\[(\d+)\]")
+
+
+def argv_indices(code: str) -> set[int]:
+    """The N of each ``sys.argv[N]`` (N >= 1) *code* names: the words it takes itself."""
+    return {int(n) for n in _SYS_ARGV.findall(code) if int(n) >= 1}
 
 
 def with_argv(code: str, args: list[str]) -> str:

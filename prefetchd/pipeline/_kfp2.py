@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from prefetchd.pipeline import _scan, _uri
+from prefetchd.pipeline import _code, _scan, _uri
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
 from prefetchd.pipeline._resolve import Val, const, items_val, runtime, substitute
@@ -554,8 +554,12 @@ class Kfp2Analyzer:
         code_dirs = _scan.code_directions(argv)
         env = [(e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)]
         envs = _scan.env_inputs(env, res)
+        # the env the task sets (set_env_variable) is its script's, as for an Argo step:
+        # ${SPEND_URI:-s3://...} with SPEND_URI set is SPEND_URI (blind round 48)
+        argv, shell_env, spelled = _scan.env_expansion(c, argv, env, envs)
         only_built = _scan.scan_argv(step, argv, res, paths, code_dirs, [str(n) for n, _ in env],
-                                     envs)
+                                     envs, shell_env)
+        only_built |= {_code.ENV + n for n in spelled}
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
             # (pipelinechannel--X inputs only feed a task input's template, as in

@@ -289,6 +289,11 @@ def scan_argv(
                  step, _code.with_argv(a, argv[i + 1:]) if _code.is_python_c(argv, i) else a,
                  resolve, env) else a
              for i, a in enumerate(argv)]
+    # the words a `python -c` program takes as sys.argv[N] are its own to use (a JSON dict
+    # of locations it looks two of three up in): not read as words too (blind round 48)
+    taken = {i + n for i, w in enumerate(shell) if w == "__code__" and _code.is_python_c(
+        argv, i) for n in _code.argv_indices(argv[i])}
+    shell = ["__taken__" if i in taken else w for i, w in enumerate(shell)]
     for a in argv:  # python - <<'PY' ... PY inside a script: the document is a program
         for program in _uri.python_heredocs(a):
             scan_code(step, program, resolve, env)

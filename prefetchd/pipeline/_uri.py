@@ -418,6 +418,12 @@ def env_references(texts: list[str]) -> set[str]:
     return out
 
 
+# a program that may read its env vars itself (os.environ["TRAIN"]), not a tool given words
+_PROGRAM = re.compile(r"\b(?:python[\d.]*|torchrun|accelerate|deepspeed|java|Rscript|node|"
+                      r"spark-submit|julia|ruby|perl|\./[\w.-]+|bash\s+[\w./-]+\.sh|"
+                      r"sh\s+[\w./-]+\.sh)\b|import\s+os|environ|getenv")
+
+
 def spelled_out_env(container: Mapping[str, Any], built_on: bool = False) -> set[str]:
     """The env vars named as a root (``DATA_ROOT``, ``S3_BASE``, ``OUT_PREFIX``,
     ``MODEL_BUCKET``), or holding a bare bucket, that the command line or another var
@@ -431,12 +437,16 @@ def spelled_out_env(container: Mapping[str, Any], built_on: bool = False) -> set
     with *built_on*, only where more is built on it (``"$BASE_MODEL"`` alone is the
     var's own read, by its origin, as a pipeline's truth names it)."""
     env = container.get("env") or []
-    # a root by its name, or by its value: a bare bucket (MODEL_STORE=s3://telco-models)
-    names = {str(e.get("name")) for e in env if isinstance(e, Mapping)
-             if ROOT_WORDS & set(str(e.get("name")).upper().split("_"))
-             or _BARE_BUCKET.fullmatch(str(e.get("value") or ""))}
     texts = [str(a) for a in [*(container.get("command") or []),
                               *(container.get("args") or [])]]
+    # a root by its name, or by its value: a bare bucket (MODEL_STORE=s3://telco-models);
+    # any location when the container runs no program that could read its env itself,
+    # only tools (`aws s3 cp "${FLEET_REF}/meta/x.parquet"`: that file, blind round 48)
+    tools_only = not _PROGRAM.search("\n".join(texts))
+    names = {str(e.get("name")) for e in env if isinstance(e, Mapping)
+             if ROOT_WORDS & set(str(e.get("name")).upper().split("_"))
+             or _BARE_BUCKET.fullmatch(str(e.get("value") or ""))
+             or tools_only and find_uris(str(e.get("value") or ""))}
     texts += [str(e.get("value") or "") for e in env if isinstance(e, Mapping)]
     # vars given literally are known too: ${DATA_ROOT}/forecast/${CITY}/x with CITY=berlin
     literal = {str(e.get("name")) for e in env if isinstance(e, Mapping)

@@ -2557,3 +2557,71 @@ def test_round_47_what_an_earlier_step_writes_is_read_but_not_warmed_ahead() -> 
     assert reads["merge"] == [("s3://bkt/run/net/", "produce")]
     assert [u for u, _, _ in plan.datasets()] == ["s3://bkt/ref/side.json",
                                                   "s3://bkt/ref/lookup.csv"]
+
+
+def _kfp2_task(container: dict[str, Any], passed: dict[str, str],
+               defaults: dict[str, str] | None = None) -> list[str]:
+    """The reads of one KFP v2 task (its component's executor *container*), given the
+    inputs *passed* and the component's input *defaults*, as kfp 2.17 compiles them."""
+    params = {k: {"parameterType": "STRING", **({"defaultValue": v} if v else {})}
+              for k, v in {**dict.fromkeys(passed, ""), **(defaults or {})}.items()}
+    spec = {"pipelineInfo": {"name": "p"}, "schemaVersion": "2.1.0", "sdkVersion": "kfp-2.17.3",
+            "root": {"dag": {"tasks": {"t": {
+                "taskInfo": {"name": "t"}, "componentRef": {"name": "comp-t"},
+                "inputs": {"parameters": {k: {"runtimeValue": {"constant": v}}
+                                          for k, v in passed.items()}}}}}},
+            "components": {"comp-t": {"executorLabel": "exec-t", **(
+                {"inputDefinitions": {"parameters": params}} if params else {})}},
+            "deploymentSpec": {"executors": {"exec-t": {"container": container}}}}
+    [plan] = pipeline.analyze_documents([spec], source="p.yaml")
+    return sorted(r.uri or f"runtime: {r.pattern}" for r in plan.step("t").reads)
+
+
+def test_round_48_locations_through_defaults_env_and_local_names() -> None:
+    """Blind round 48: a KFP v2 component's default location was read beside the value the
+    task passed (``def fit(prior="s3://.../v2.parquet")`` called with v3), and when it only
+    started one (``f"{index_root}{day}.json"``); ``${SPEND_URI:-s3://...}`` read its
+    fallback though the task sets SPEND_URI; ``aws s3 cp "${FLEET_REF}/meta/x.parquet"``
+    read the var's folder whole; a copy to a local file named after the location
+    (``f"/tmp/{name}"``) made it read-and-written (not warmed); a JSON dict given as
+    ``sys.argv[2]`` read the entries the program never looks up."""
+    def component(code: str, fn: str) -> dict:
+        return {"image": "python:3.11",
+                "command": ["sh", "-ec", "python3 -m kfp.dsl.executor_main", code],
+                "args": ["--executor_input", "{{$}}", "--function_to_execute", fn]}
+    fit = component("def fit(prior: str = 's3://bkt/priors/v2.parquet'):\n"
+                    "    import pandas as pd\n    pd.read_parquet(prior)\n", "fit")
+    assert _kfp2_task(fit, {"prior": "s3://bkt/priors/v3.parquet"},
+                      {"prior": "s3://bkt/priors/v2.parquet"}) == ["s3://bkt/priors/v3.parquet"]
+    assert _kfp2_task(fit, {}, {"prior": "s3://bkt/priors/v2.parquet"}) == [
+        "s3://bkt/priors/v2.parquet"]  # (not passed: the default is the value)
+    index = component("def cat_index(day: str, index_root: str = 's3://bkt/index/'):\n"
+                      "    import s3fs\n    s3fs.S3FileSystem().cat(f'{index_root}{day}.json')\n",
+                      "cat_index")
+    assert _kfp2_task(index, {"day": "2024-09-01"}, {"index_root": "s3://bkt/index/"}) == [
+        "s3://bkt/index/2024-09-01.json"]
+    # a helper the program calls without the parameter, or hands on (fire), uses its default
+    for tail in ("\nmain()\n", "\nimport fire\nfire.Fire(main)\n"):
+        assert _script_reads("import pandas as pd\ndef main(src='s3://bkt/ref/a.csv'):\n"
+                             "    pd.read_csv(src)\n" + tail) == ["s3://bkt/ref/a.csv"], tail
+    sync = {"image": "amazon/aws-cli:2.17.20", "command": ["sh", "-c"],
+            "args": ['aws s3 sync "${SPEND_URI:-s3://bkt/spend/2024-09/}" /tmp/spend'],
+            "env": [{"name": "SPEND_URI", "value": "s3://bkt/spend/2024-09-reconciled/"}]}
+    assert _kfp2_task(sync, {}) == ["s3://bkt/spend/2024-09-reconciled/"]
+    fleet = [{"name": "FLEET_REF", "value": "s3://turbine-ref/fleet"}]
+    assert _command_io(["sh", "-c"], ['aws s3 cp "${FLEET_REF}/meta/m.parquet" /tmp/x'],
+                       fleet) == (["s3://turbine-ref/fleet/meta/m.parquet"], [])
+    # (a program that may read the var itself keeps it whole, as before)
+    assert "s3://turbine-ref/fleet" in _command_io(
+        ["sh", "-c"], ['aws s3 cp "${FLEET_REF}/meta/m.parquet" /tmp/x && python -m t'],
+        fleet)[0]
+    assert _script_reads('import subprocess\nuri = "s3://bkt/shards/part-0.parquet"\n'
+                         'name = uri.rsplit("/", 1)[-1]\n'
+                         'subprocess.run(["aws", "s3", "cp", uri, f"/tmp/{name}"])\n'
+                         ) == ["s3://bkt/shards/part-0.parquet"]
+    sources = ('{"dma": "s3://bkt/geo/dma.csv", "census": "s3://bkt/geo/acs.parquet", '
+               '"tv": "s3://bkt/geo/tv.csv"}')
+    code = ('import json, sys, pandas as pd\nsrc = json.loads(sys.argv[2])\n'
+            'pd.read_csv(src["dma"]); pd.read_parquet(src["census"])\n')
+    assert _command_io(["python", "-c"], [code, "--sources", sources])[0] == [
+        "s3://bkt/geo/acs.parquet", "s3://bkt/geo/dma.csv"]
