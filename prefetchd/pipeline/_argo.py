@@ -630,7 +630,10 @@ class ArgoAnalyzer:
         out: list[str] = []
         for gi, group in enumerate(_as_list(tmpl["steps"], f"{self.src}: {where}")):
             if isinstance(group, dict):
-                group = [group]
+                # Argo's CRD and controller refuse it: `steps` is a list of parallel groups
+                raise PipelineError(
+                    f"{self.src}: {where}[{gi}]: a step ({group.get('name')!r}) where a list "
+                    "of parallel steps is expected (steps is a list of lists: '- - name: ...')")
             group_ids: list[str] = []
             for si, st in enumerate(_as_list(group, f"{self.src}: {where}[{gi}]")):
                 if not isinstance(st, dict) or not isinstance(st.get("name"), str):
