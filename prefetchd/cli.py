@@ -166,10 +166,15 @@ def _read_str(r: pipeline.Read) -> str:
 
 
 def render_plan(plan: pipeline.Plan) -> str:
-    """A readable table: one block per stage, one line per step, reads and mounts under it."""
+    """A readable table: one block per stage, one line per step, reads and mounts under it.
+
+    A live Workflow (one with ``status``) adds its phase to the title and each step's to its
+    line; a started step's reads are not warmed, and a finished workflow warms nothing.
+    """
+    status = f"  (status: {plan.phase or '?'})" if plan.observed else ""
     lines = [
         f"{plan.name or '?'}  [{plan.format}, {plan.kind}]  {len(plan.steps)} steps, "
-        f"{len(plan.stages)} stages"
+        f"{len(plan.stages)} stages{status}"
     ]
     for st, ids in enumerate(plan.stages):
         lines.append(f"stage {st}")
@@ -183,6 +188,10 @@ def render_plan(plan: pipeline.Plan) -> str:
                 marks.append(f"if {s.condition}")
             if s.exit_handler:
                 marks.append("exit handler")
+            if s.started:
+                marks.append(f"{s.phase}: not warmed")
+            elif s.phase:
+                marks.append(str(s.phase))
             dep = f" after {', '.join(s.depends_on)}" if s.depends_on else ""
             mk = f"  [{'; '.join(marks)}]" if marks else ""
             lines.append(f"  {s.id} ({s.kind}){dep}{mk}")
@@ -207,6 +216,12 @@ def render_plan(plan: pipeline.Plan) -> str:
         lines.append("datasets to warm (plan order):")
         for uri, st, ids in ds:
             lines.append(f"  {uri}  stage {st}  read by {', '.join(ids)}")
+    elif plan.finished:
+        lines.append(f"datasets to warm: nothing ({str(plan.phase).lower()}: the workflow has "
+                     "finished; nothing of it will run again)")
+    elif plan.observed and any(r.supported and r.static for s in plan.steps if s.started
+                               for r in s.reads):
+        lines.append("datasets to warm: nothing (the steps that read them have started)")
     return "\n".join(lines)
 
 

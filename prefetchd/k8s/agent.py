@@ -33,8 +33,10 @@ before that would not be warmed here until the next workflow or node event.
 * Workflow -> :func:`prefetchd.pipeline.analyze_documents` (with the WorkflowTemplates and
   ClusterWorkflowTemplates seen so far, so templateRefs resolve; KFP v2 runs are handled by
   the analysis, which reads their driver templates' JSON parameters). ``status.nodes`` gives
-  each DAG task's phase by ``displayName`` (= step id): started steps are not warmed for;
-  a read of what an earlier step writes (``Read.written_by``) only once that step succeeded;
+  each DAG task's phase by ``displayName`` (= step id; read by the analysis,
+  :mod:`prefetchd.pipeline._status`, as ``Step.phase``, so ``prefetchd plan`` of the same
+  object agrees): started steps are not warmed for; a read of what an earlier step writes
+  (``Read.written_by``) only once that step succeeded;
   datasets whose every reading step has finished are released (eviction follows the DAG).
   Remaining datasets are warmed earliest stage first, on this node only if
   :func:`prefetchd.k8s.placement.should_warm` says so for the requirements of the earliest
@@ -78,12 +80,9 @@ from typing import Any
 from prefetchd.k8s import datasets as ds_mod
 from prefetchd.k8s import placement
 from prefetchd.k8s import watch as kw
+from prefetchd.pipeline._status import DONE_WORKFLOW_PHASES  # (plan and agent: one reading)
 
 log = logging.getLogger(__name__)
-
-STARTED_PHASES = ("Running", "Succeeded", "Failed", "Error", "Skipped", "Omitted")
-FINISHED_PHASES = ("Succeeded", "Failed", "Error", "Skipped", "Omitted")
-DONE_WORKFLOW_PHASES = ("Succeeded", "Failed", "Error")
 
 
 @dataclass(frozen=True)
@@ -305,21 +304,17 @@ class Agent:
         if plans is None:
             return
         volumes = self._locate_claims(plans, obj, uid)
-        tasks = (obj.get("status") or {}).get("nodes") or {}
-        phases = {n.get("displayName"): n.get("phase") for n in tasks.values()}
         spec = obj.get("spec") or {}
         wf_pod = placement.PodRequirements.from_pod_spec(spec)  # workflow-level constraints
         readers: dict[str, list[tuple[int, str, bool, bool, Any]]] = {}
         for plan in plans:
-            for step in plan.steps:
-                ph = phases.get(step.id)
+            for step in plan.steps:  # (its phase: the analysis read status.nodes, _status)
                 for read in step.reads:
-                    if read.written_by and phases.get(read.written_by) != "Succeeded":
+                    if not plan.there_yet(read):
                         continue  # what an earlier step writes: there once it is done
                     if read.static and read.uri and read.uri.startswith("s3://"):
                         readers.setdefault(read.uri, []).append(
-                            (step.stage, step.id, ph in STARTED_PHASES, ph in FINISHED_PHASES,
-                             step))
+                            (step.stage, step.id, step.started, step.finished, step))
         waiting: dict[str, _Pending] = {}
         for dataset, steps in readers.items():
             if all(finished for *_, finished, _ in steps):

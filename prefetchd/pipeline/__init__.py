@@ -12,7 +12,11 @@ Public API (stable; the Kubernetes watcher of issue 5 calls `analyze_documents`)
         Already-parsed objects (dicts), e.g. Workflows fetched from the API server
         (a templateRef to a template not among them: a warning, its steps left out).
     Plan.to_json() / Plan.steps[i].{id, depends_on, stage, reads, pvc_mounts, loop,
-        condition, exit_handler} / Plan.datasets()  (warmable s3:// URIs in plan order)
+        condition, exit_handler, phase} / Plan.datasets()  (warmable s3:// URIs in plan order)
+    A Workflow object with a `status` (``kubectl get -o yaml`` mid-flight, or the API
+    server's object in the agent) gives `Plan.phase` and each step's `phase` from
+    `status.nodes` (`_status`): `datasets()` leaves out what started steps read, and
+    is empty once the workflow has finished.
     PipelineError: bad input; str(e) is one line naming the file and the field.
 
 `params` overrides pipeline parameters by name (values as strings, converted to
@@ -49,7 +53,7 @@ from typing import Any
 
 from fusecache.config import S3Location
 from fusecache.errors import ConfigError
-from prefetchd.pipeline import _argo, _kfp2, _load, _pvc
+from prefetchd.pipeline import _argo, _kfp2, _load, _pvc, _status
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import (
     Loop,
@@ -237,6 +241,7 @@ def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list
     else:
         plan = _argo.ArgoAnalyzer(d, library, params, given_files).analyze()
     finish_plan(plan)
+    _status.apply(plan, d.data)  # a live Workflow: what has started, whether it is done
     if pvc_map:
         _pvc.map_from_flags(plan, pvc_map)
     return settle_intermediates(plan)

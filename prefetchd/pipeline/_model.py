@@ -3,7 +3,9 @@
 Front ends (`_kfp2`, `_argo`) build `Step` objects with *direct* predecessors only
 (`after`); `finish_plan` derives the transitive closure, its reduction
 (`depends_on`) and the stage of each step, so every format gets the same graph
-semantics as the corpus truth files (`pipeline-truth/1`).
+semantics as the corpus truth files (`pipeline-truth/1`). A live Workflow's
+status (`_status.apply`) gives `Plan.phase` and each step's `phase`; `datasets()`
+then leaves out what started steps read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefetchd.pipeline import _shard, _uri
+from prefetchd.pipeline._status import DONE_WORKFLOW_PHASES, FINISHED_PHASES, STARTED_PHASES
 
 SUPPORTED_SCHEMES = frozenset({"s3", "s3a"})
 
@@ -147,10 +150,22 @@ class Step:
     # "nodeSelector", "tolerations", "affinity", "containers": [{"resources"}]); None when the
     # step sets none. Used by the Kubernetes agent for placement; not in to_json (unchanged).
     scheduling: dict[str, Any] | None = field(default=None, repr=False)
+    # its node's phase in a live Workflow's status.nodes (None: no node of it, or no status)
+    phase: str | None = None
     # dedup keys of reads/writes/unknown by list name: (length when last seen, keys)
     _keys: dict[str, tuple[int, set[Any]]] = field(
         default_factory=dict, repr=False, compare=False
     )
+
+    @property
+    def started(self) -> bool:
+        """Its pod runs or ran (or it was skipped): warming for it now is late or moot."""
+        return self.phase in STARTED_PHASES
+
+    @property
+    def finished(self) -> bool:
+        """It reads nothing any more: what only it read may leave the cache."""
+        return self.phase in FINISHED_PHASES
 
     def _once(self, which: str, r: Read, key: Any) -> None:
         """Append `r` to list `which` unless an item with the same key is there.
@@ -241,12 +256,30 @@ class Plan:
     sources: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
+    # From a live Workflow's status (`_status.apply`): whether it had one, and its phase.
+    observed: bool = False
+    phase: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """The workflow is done (status.phase Succeeded, Failed or Error): nothing to warm."""
+        return self.phase in DONE_WORKFLOW_PHASES
 
     def step(self, step_id: str) -> Step:
         for s in self.steps:
             if s.id == step_id:
                 return s
         raise KeyError(step_id)
+
+    def there_yet(self, r: Read) -> bool:
+        """Whether read *r* names data that exists now: not one an earlier step of the run
+        writes (``written_by``) until that step has succeeded (a live Workflow's status)."""
+        if not r.written_by:
+            return True
+        try:
+            return self.step(r.written_by).phase == "Succeeded"
+        except KeyError:
+            return True
 
     @property
     def stages(self) -> list[list[str]]:
@@ -261,13 +294,20 @@ class Plan:
         """Warmable S3 locations in plan order: (uri, first stage, steps reading it).
 
         A dataset read by several steps appears once, at the earliest stage that reads it;
-        one the run writes before it is read (``written_by``) is none.
+        one the run writes before it is read (``written_by``) is none until its writer has
+        succeeded (``there_yet``). From a live Workflow:
+        none once it is finished, and only what steps not started yet read (the node agent's
+        choice too).
         """
+        if self.finished:
+            return []
         seen: dict[str, tuple[int, list[str]]] = {}
         order: list[str] = []
         for s in sorted(self.steps, key=lambda s: s.stage):
+            if s.started:
+                continue
             for r in s.reads:
-                if not r.supported or not r.static or r.written_by:
+                if not r.supported or not r.static or not self.there_yet(r):
                     continue
                 assert r.uri is not None
                 if r.uri not in seen:
@@ -278,7 +318,13 @@ class Plan:
         return [(u, seen[u][0], seen[u][1]) for u in order]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        """The plan as JSON; the keys for a live Workflow's status are there only when it has
+        one, so any other plan reads exactly as before."""
+        def live(phase: str | None, **more: Any) -> dict[str, Any]:
+            return {"phase": phase, **more} if self.observed else {}
+
+        steps = [s.to_json() | live(s.phase, started=s.started) for s in self.steps]
+        out: dict[str, Any] = {
             "schema": "prefetchd-plan/1",
             "name": self.name,
             "format": self.format,
@@ -286,9 +332,12 @@ class Plan:
             "sources": self.sources,
             "parameters": self.parameters,
             "stages": self.stages,
-            "steps": [s.to_json() for s in self.steps],
+            "steps": steps,
             "datasets": [{"uri": u, "stage": st, "steps": ids} for u, st, ids in self.datasets()],
         }
+        if self.observed:
+            out["status"] = {"phase": self.phase, "finished": self.finished}
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=False, default=str)

@@ -1,18 +1,32 @@
-"""Argo Workflows as ``kubectl get -o yaml`` shows them, found read wrongly by the blind round
-"jobs 40" (/tmp/blindjobs40/REPORT.md).
+"""Argo Workflows as ``kubectl get -o yaml`` shows them mid-flight, found read wrongly by the
+blind round "jobs 40" (/tmp/blindjobs40/REPORT.md, defects D3-D5 and D8).
 
-A ``steps:`` list written flat (steps, not lists of parallel steps), which Argo's CRD refuses,
-was planned (D8).
+``prefetchd plan`` ignored ``status``: a finished Workflow still had datasets to warm (D3), and
+steps that ``status.nodes`` shows as Succeeded, Running or Skipped had their reads warmed as if
+they were still to come (D4, D5), while the node agent already read the same nodes. A ``steps:``
+list written flat (steps, not lists of parallel steps), which Argo's CRD refuses, was planned
+(D8).
+
+The objects here are written as Argo's controller writes them: ``status.nodes`` keyed by node
+id, each with id, name, displayName, type (Steps, StepGroup, DAG, TaskGroup, Retry, Pod,
+Skipped), phase, boundaryID and children.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from prefetchd import cli
+from prefetchd import cli, pipeline
+from prefetchd.k8s import agent as ag
+from prefetchd.k8s import datasets as dsm
+from prefetchd.k8s import placement as pl
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -25,6 +39,353 @@ def write(tmp_path: Path, text: str) -> str:
     path = tmp_path / "wf.yaml"
     path.write_text(textwrap.dedent(text))
     return str(path)
+
+
+def plan_of(text: str) -> pipeline.Plan:
+    [plan] = pipeline.analyze_documents([yaml.safe_load(textwrap.dedent(text))],
+                                        source="wf.yaml")
+    return plan
+
+
+def uris(plan: pipeline.Plan) -> list[str]:
+    return [u for u, _, _ in plan.datasets()]
+
+
+# repro-4: steps, [0].first Succeeded, [1] started (its StepGroup Running, no pod yet)
+STEPS_RUNNING = """\
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: repro-4, namespace: claims-ml, uid: u-4}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        steps:
+        - - name: first
+            template: t1
+        - - name: second
+            template: t2
+      - name: t1
+        container: {image: busybox, args: [--input, "s3://bkt/first-input/"]}
+      - name: t2
+        container: {image: busybox, args: [--input, "s3://bkt/second-input/"]}
+    status:
+      phase: Running
+      startedAt: "2026-12-06T19:00:00Z"
+      nodes:
+        repro-4:
+          id: repro-4
+          name: repro-4
+          displayName: repro-4
+          type: Steps
+          templateName: main
+          phase: Running
+          children: [repro-4-3060437284]
+        repro-4-3060437284:
+          id: repro-4-3060437284
+          name: repro-4[0]
+          displayName: "[0]"
+          type: StepGroup
+          phase: Succeeded
+          boundaryID: repro-4
+          children: [repro-4-3731350268]
+        repro-4-3731350268:
+          id: repro-4-3731350268
+          name: repro-4[0].first
+          displayName: first
+          type: Pod
+          templateName: t1
+          phase: Succeeded
+          boundaryID: repro-4
+          hostNodeName: ip-10-0-0-1.ec2.internal
+          children: [repro-4-4201065113]
+        repro-4-4201065113:
+          id: repro-4-4201065113
+          name: repro-4[1]
+          displayName: "[1]"
+          type: StepGroup
+          phase: Running
+          boundaryID: repro-4
+"""
+
+# repro-5: a DAG; train Succeeded, backfill a Skipped node (its `when` false), evaluate to come
+DAG_SKIPPED = """\
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: repro-5, namespace: recsys, uid: u-5}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        dag:
+          tasks:
+          - name: train
+            template: train
+          - name: backfill
+            template: backfill
+            depends: train
+            when: "{{tasks.train.outputs.parameters.coverage}} < 0.9"
+          - name: evaluate
+            template: evaluate
+            depends: train
+      - name: train
+        outputs:
+          parameters:
+          - name: coverage
+            valueFrom: {path: /tmp/coverage}
+        container: {image: busybox, args: [--features, "s3://bkt/features/"]}
+      - name: backfill
+        container: {image: busybox, args: [--uploads, "s3://bkt/skipped-branch/"]}
+      - name: evaluate
+        container: {image: busybox, args: [--holdout, "s3://bkt/holdout/"]}
+    status:
+      phase: Running
+      nodes:
+        repro-5:
+          id: repro-5
+          name: repro-5
+          displayName: repro-5
+          type: DAG
+          templateName: main
+          phase: Running
+          children: [repro-5-3290006205]
+        repro-5-3290006205:
+          id: repro-5-3290006205
+          name: repro-5.train
+          displayName: train
+          type: Pod
+          templateName: train
+          phase: Succeeded
+          boundaryID: repro-5
+          outputs:
+            parameters:
+            - name: coverage
+              value: "0.94"
+          children: [repro-5-3865647619]
+        repro-5-3865647619:
+          id: repro-5-3865647619
+          name: repro-5.backfill
+          displayName: backfill
+          type: Skipped
+          templateName: backfill
+          phase: Skipped
+          boundaryID: repro-5
+          message: "when '0.94 < 0.9' evaluated false"
+"""
+
+# repro-3: finished (its one pod Succeeded, the workflow Succeeded)
+FINISHED = """\
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata:
+      name: repro-3
+      namespace: claims-ml
+      uid: u-3
+      labels:
+        workflows.argoproj.io/completed: "true"
+        workflows.argoproj.io/phase: Succeeded
+    spec:
+      entrypoint: route
+      templates:
+      - name: route
+        container:
+          image: busybox
+          args: [--roster, "s3://acme-claims-curated/adjuster-roster/current/roster.csv"]
+    status:
+      phase: Succeeded
+      startedAt: "2026-12-05T23:00:00Z"
+      finishedAt: "2026-12-05T23:07:20Z"
+      nodes:
+        repro-3:
+          id: repro-3
+          name: repro-3
+          displayName: repro-3
+          type: Pod
+          templateName: route
+          phase: Succeeded
+          startedAt: "2026-12-05T23:00:00Z"
+          finishedAt: "2026-12-05T23:07:20Z"
+"""
+
+# ---- D3: a finished workflow warms nothing -------------------------------------------------
+
+def test_a_finished_workflow_has_nothing_to_warm(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """D3: status.phase Succeeded; the plan still listed roster.csv to warm."""
+    path = write(tmp_path, FINISHED)
+    rc, out, _ = run(capsys, "plan", path)
+    assert rc == 0
+    assert "(status: Succeeded)" in out.splitlines()[0]
+    assert "datasets to warm: nothing (succeeded: the workflow has finished" in out
+    assert "roster.csv  stage" not in out
+    rc, out, _ = run(capsys, "plan", "--json", path)
+    doc = json.loads(out)
+    assert doc["datasets"] == []
+    assert doc["status"] == {"phase": "Succeeded", "finished": True}
+    # what the step reads is still shown: the plan, not the warming, changes
+    assert doc["steps"][0]["reads"][0]["uri"].endswith("roster.csv")
+
+
+@pytest.mark.parametrize("phase", ["Failed", "Error"])
+def test_a_failed_workflow_has_nothing_to_warm_either(phase: str) -> None:
+    """D3: Failed and Error end a workflow as Succeeded does (the agent's done phases)."""
+    obj = yaml.safe_load(textwrap.dedent(STEPS_RUNNING))
+    obj["status"]["phase"] = phase
+    [plan] = pipeline.analyze_documents([obj])
+    assert plan.finished and plan.datasets() == []
+
+
+# ---- D4/D5: started steps' reads are not warmed --------------------------------------------
+
+def test_a_succeeded_step_is_not_warmed_for(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """D4: [0].first Succeeded; its input was still in "datasets to warm"."""
+    path = write(tmp_path, STEPS_RUNNING)
+    rc, out, _ = run(capsys, "plan", path)
+    assert rc == 0
+    assert "  first (container)  [Succeeded: not warmed]" in out
+    assert "  second (container) after first\n" in out
+    assert out.split("datasets to warm (plan order):\n")[1] == (
+        "  s3://bkt/second-input/  stage 1  read by second\n")
+    doc = json.loads(run(capsys, "plan", "--json", path)[1])
+    steps = {s["id"]: s for s in doc["steps"]}
+    assert (steps["first"]["phase"], steps["first"]["started"]) == ("Succeeded", True)
+    assert (steps["second"]["phase"], steps["second"]["started"]) == (None, False)
+    assert doc["datasets"] == [{"uri": "s3://bkt/second-input/", "stage": 1,
+                                "steps": ["second"]}]
+    assert doc["status"] == {"phase": "Running", "finished": False}
+
+
+def test_a_skipped_dag_task_is_not_warmed_for(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """D5: backfill is a Skipped node (its `when` was false); its input was still warmed."""
+    plan = plan_of(DAG_SKIPPED)
+    assert uris(plan) == ["s3://bkt/holdout/"]
+    assert plan.step("backfill").phase == "Skipped"
+    out = run(capsys, "plan", write(tmp_path, DAG_SKIPPED))[1]
+    assert "backfill (container) after train  [if {{tasks.train.outputs.parameters.coverage}}" \
+        " < 0.9; Skipped: not warmed]" in out
+
+
+def test_running_and_pending_steps() -> None:
+    """Running is started (its pod has its data to read now); Pending is not yet."""
+    obj = yaml.safe_load(textwrap.dedent(DAG_SKIPPED))
+    nodes = obj["status"]["nodes"]
+    nodes["repro-5-1"] = {"id": "repro-5-1", "name": "repro-5.evaluate",
+                          "displayName": "evaluate", "type": "Pod", "templateName": "evaluate",
+                          "phase": "Pending", "boundaryID": "repro-5"}
+    [plan] = pipeline.analyze_documents([obj])
+    assert uris(plan) == ["s3://bkt/holdout/"]
+    nodes["repro-5-1"]["phase"] = "Running"
+    [plan] = pipeline.analyze_documents([obj])
+    assert uris(plan) == []
+    text = cli.render_plan(plan)
+    assert "evaluate (container) after train  [Running: not warmed]" in text
+    assert "datasets to warm: nothing (the steps that read them have started)" in text
+
+
+def test_a_dataset_read_before_and_after_is_warmed_for_the_step_to_come() -> None:
+    """A location a started step and a later one read: warmed, at the later one's stage."""
+    obj = yaml.safe_load(textwrap.dedent(STEPS_RUNNING))
+    obj["spec"]["templates"][2]["container"]["args"] += ["--extra", "s3://bkt/first-input/"]
+    [plan] = pipeline.analyze_documents([obj])
+    assert plan.datasets() == [("s3://bkt/second-input/", 1, ["second"]),
+                               ("s3://bkt/first-input/", 1, ["second"])]
+
+
+LOOPS = """\
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: loops, namespace: ml, uid: u-l}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        steps:
+        - - name: shard
+            template: read
+            arguments: {parameters: [{name: p, value: "{{item}}"}]}
+            withItems: [a, b]
+          - name: fan
+            template: dag
+      - name: dag
+        dag:
+          tasks:
+          - name: month
+            template: read
+            arguments: {parameters: [{name: p, value: "m-{{item}}"}]}
+            withItems: ["11", "12"]
+      - name: read
+        inputs: {parameters: [{name: p}]}
+        container: {image: busybox, args: [--in, "s3://bkt/{{inputs.parameters.p}}/"]}
+    status:
+      phase: Running
+      nodes:
+        loops:
+          {id: loops, name: loops, displayName: loops, type: Steps, templateName: main,
+           phase: Running, children: [loops-1]}
+        loops-1:
+          {id: loops-1, name: "loops[0]", displayName: "[0]", type: StepGroup,
+           phase: Running, boundaryID: loops, children: [loops-2, loops-3, loops-4]}
+        loops-2:
+          {id: loops-2, name: "loops[0].shard(0:a)", displayName: "shard(0:a)", type: Pod,
+           templateName: read, phase: Running, boundaryID: loops}
+        loops-3:
+          {id: loops-3, name: "loops[0].shard(1:b)", displayName: "shard(1:b)", type: Pod,
+           templateName: read, phase: Pending, boundaryID: loops}
+        loops-4:
+          {id: loops-4, name: "loops[0].fan", displayName: fan, type: DAG, templateName: dag,
+           phase: Running, boundaryID: loops, children: [loops-5]}
+        loops-5:
+          {id: loops-5, name: "loops[0].fan.month", displayName: month, type: TaskGroup,
+           templateName: read, phase: Running, boundaryID: loops-4, children: [loops-6]}
+        loops-6:
+          {id: loops-6, name: "loops[0].fan.month(0:11)", displayName: "month(0:11)",
+           type: Pod, templateName: read, phase: Pending, boundaryID: loops-4}
+"""
+
+
+def test_a_loop_step_counts_as_started_as_the_agent_counts_it() -> None:
+    """A looped step has a node per item (``shard(0:a)``): only a node of the step's own
+    name counts, as in the agent. A DAG loop's TaskGroup (``month``, Running) makes the step
+    started; a steps loop has no such node, so ``shard`` is still to come."""
+    plan = plan_of(LOOPS)
+    assert plan.step("month").started and not plan.step("shard").started
+    assert uris(plan) == ["s3://bkt/a/", "s3://bkt/b/"]
+
+
+def _agent_warms(obj: dict[str, Any]) -> set[str]:
+    """What the node agent warms for *obj*, alone in a one-node cluster."""
+    warmed: list[str] = []
+    agent = ag.Agent(ag.AgentConfig(node_name="me"), dsm.ObjectsView([]),
+                     lambda req: warmed.append(req.dataset))
+    agent.on_node("ADDED", {"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "me", "labels": {}, "annotations": {pl.CACHE_FREE_ANNOTATION: str(2**40)}}})
+    agent.on_workflow("ADDED", obj)
+    return set(warmed)
+
+
+@pytest.mark.parametrize("text", [STEPS_RUNNING, DAG_SKIPPED, FINISHED, LOOPS])
+def test_the_plan_warms_what_the_agent_warms(text: str) -> None:
+    """One reading of status (prefetchd.pipeline._status) for ``plan`` and the agent."""
+    obj = yaml.safe_load(textwrap.dedent(text))
+    [plan] = pipeline.analyze_documents([copy.deepcopy(obj)])
+    assert set(uris(plan)) == _agent_warms(obj)
+
+
+def test_without_status_the_plan_is_as_before() -> None:
+    """A definition (no status, or the KFP compiler's ``startedAt: null`` placeholder) plans
+    every step, and its JSON has no status keys."""
+    obj = yaml.safe_load(textwrap.dedent(STEPS_RUNNING))
+    del obj["status"]
+    for status in (None, {"startedAt": None, "finishedAt": None}):
+        if status is not None:
+            obj["status"] = status
+        [plan] = pipeline.analyze_documents([obj])
+        doc = plan.to_json()
+        assert uris(plan) == ["s3://bkt/first-input/", "s3://bkt/second-input/"]
+        assert "status" not in doc and "phase" not in doc["steps"][0]
+        assert "(status:" not in cli.render_plan(plan)
 
 
 # ---- D8: a flat `steps` list is refused ----------------------------------------------------
