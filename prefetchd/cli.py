@@ -165,17 +165,27 @@ def _read_str(r: pipeline.Read) -> str:
     return f"{r.uri} ({r.origin}){flag}"
 
 
+def _suspend_str(g: pipeline.Suspend) -> str:
+    """What a suspend step waits for: a person's ``argo resume``, or its duration."""
+    if g.duration is not None:
+        return f"waits {g.duration} (or argo resume)"
+    return "waits for argo resume"
+
+
 def render_plan(plan: pipeline.Plan) -> str:
     """A readable table: one block per stage, one line per step, reads and mounts under it.
 
     A live Workflow (one with ``status``) adds its phase to the title and each step's to its
     line; a started step's reads are not warmed, and a finished workflow warms nothing.
+    Suspend steps are listed after the stages, and the steps after one say they wait for it.
     """
     status = f"  (status: {plan.phase or '?'})" if plan.observed else ""
+    gates = f", {len(plan.suspends)} suspend steps" if plan.suspends else ""
     lines = [
         f"{plan.name or '?'}  [{plan.format}, {plan.kind}]  {len(plan.steps)} steps, "
-        f"{len(plan.stages)} stages{status}"
+        f"{len(plan.stages)} stages{gates}{status}"
     ]
+    suspends = {g.id: g for g in plan.suspends}
     for st, ids in enumerate(plan.stages):
         lines.append(f"stage {st}")
         for sid in ids:
@@ -188,6 +198,8 @@ def render_plan(plan: pipeline.Plan) -> str:
                 marks.append(f"if {s.condition}")
             if s.exit_handler:
                 marks.append("exit handler")
+            for gid in s.waits_for:
+                marks.append(f"after suspend {gid}: {_suspend_str(suspends[gid])}")
             if s.started:
                 marks.append(f"{s.phase}: not warmed")
             elif s.phase:
@@ -209,6 +221,14 @@ def render_plan(plan: pipeline.Plan) -> str:
                 ro = " ro" if m.read_only else ""
                 s3 = f" -> {m.s3_prefix}" if m.s3_prefix else ""
                 lines.append(f"      mounts pvc {claim} at {m.mount_path}{sp}{ro}{s3}")
+    if plan.suspends:
+        lines.append("suspend steps (no pod; the steps after one start when it is resumed):")
+        for g in plan.suspends:
+            dep = f" after {', '.join(g.depends_on)}" if g.depends_on else ""
+            waiting = plan.waiting_for(g.id)
+            before = f", before {', '.join(waiting)}" if waiting else ""
+            ph = f"{g.phase}: " if g.phase else ""
+            lines.append(f"  {g.id} (suspend){dep}{before}  [{ph}{_suspend_str(g)}]")
     for sid, m, hint in pipeline.unresolved_mounts(plan):
         lines.append(f"unresolved pvc {pipeline.describe_mount(m)} of {sid}: {hint}")
     ds = plan.datasets()

@@ -12,7 +12,8 @@ Public API (stable; the Kubernetes watcher of issue 5 calls `analyze_documents`)
         Already-parsed objects (dicts), e.g. Workflows fetched from the API server
         (a templateRef to a template not among them: a warning, its steps left out).
     Plan.to_json() / Plan.steps[i].{id, depends_on, stage, reads, pvc_mounts, loop,
-        condition, exit_handler, phase} / Plan.datasets()  (warmable s3:// URIs in plan order)
+        condition, exit_handler, waits_for, phase} / Plan.datasets()  (warmable s3:// URIs
+        in plan order) / Plan.suspends (Argo suspend steps: no pod, but what follows waits)
     A Workflow object with a `status` (``kubectl get -o yaml`` mid-flight, or the API
     server's object in the agent) gives `Plan.phase` and each step's `phase` from
     `status.nodes` (`_status`): `datasets()` leaves out what started steps read, and
@@ -62,6 +63,7 @@ from prefetchd.pipeline._model import (
     PvcMount,
     Read,
     Step,
+    Suspend,
     finish_plan,
     settle_intermediates,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "Read",
     "PvcMount",
     "Loop",
+    "Suspend",
     "PipelineError",
     "parse_pvc_map",
     "claim_name",

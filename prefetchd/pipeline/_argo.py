@@ -7,7 +7,9 @@ groups of parallel lists), `withItems` / `withParam` / `withSequence`, `when`,
 set of files. Executable templates (container, script, resource, containerSet)
 become steps named by the DAG task / step that runs them. Parameters flow as
 `Val`s so reads keep their provenance; a dependency on a DAG/steps template is a
-dependency on every step inside it.
+dependency on every step inside it. A suspend template runs no pod: it is walked
+as a node of the graph (under an internal id) and then taken out, what follows it
+waiting for what it waited for and naming it in `waits_for` (`Plan.suspends`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import yaml
 from prefetchd.pipeline import _code, _scan, _uri
 from prefetchd.pipeline._expr import evaluate_tag
 from prefetchd.pipeline._load import Document
-from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step
+from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step, Suspend
 from prefetchd.pipeline._resolve import (
     ARGO_RE,
     MAX_LOOP_ITEMS,
@@ -153,6 +155,8 @@ class ArgoAnalyzer:
         self.steps: dict[str, Step] = {}
         self.order: list[str] = []
         self.creates: dict[str, str] = {}  # step id -> claim pattern it creates
+        # suspend steps by the internal id that stands for them among step ids in the walk
+        self.suspends: dict[str, Suspend] = {}
         self._expanding: list[int] = []  # the dag/steps templates being walked (ids)
         self._recursion_noted: set[str] = set()
 
@@ -208,8 +212,11 @@ class ArgoAnalyzer:
         if expr.startswith(("tasks.", "steps.")):
             name = expr.split(".")[1]
             prod = scope.siblings.get(name)
+            producer = prod[0] if prod else name
+            if producer in self.suspends:  # values given when it is resumed
+                producer = self.suspends[producer].id
             return runtime(
-                "task-output", producer=prod[0] if prod else name, expression="{{" + expr + "}}"
+                "task-output", producer=producer, expression="{{" + expr + "}}"
             )
         if expr.startswith(("workflow.outputs.parameters.", "workflow.outputs.artifacts.")):
             # a step's output published under its globalName: another step's output
@@ -326,6 +333,7 @@ class ArgoAnalyzer:
                                          {p: self.wf_param(p) for p in self.param_values})
             self.run(t, ex, on_exit, 0)
         del leaves
+        self._take_out_suspends()
         params = {k: (v if v is None else str(v)) for k, v in self.param_values.items()}
         fmt = self.doc.kind
         return Plan(
@@ -335,7 +343,56 @@ class ArgoAnalyzer:
             sources=[self.doc.source],
             parameters=params,
             steps=[self.steps[i] for i in self.order],
+            suspends=list(self.suspends.values()),
         )
+
+    def _suspend(self, tmpl: dict[str, Any], scope: Scope, call_name: str) -> str:
+        """A suspend step: recorded, and its internal id returned to stand for it among the
+        step ids of the walk (so what follows it, in any template, waits for it)."""
+        key = f"\0suspend-{len(self.suspends)}"
+        taken = {g.id for g in self.suspends.values()}
+        gid = call_name
+        if gid in taken:
+            gid = "/".join(scope.path) or f"{call_name}-{len(self.suspends)}"
+            while gid in taken:
+                gid += "'"
+        raw = (tmpl.get("suspend") or {}).get("duration") \
+            if isinstance(tmpl.get("suspend"), dict) else None
+        duration = None
+        if raw not in (None, ""):
+            v = self.resolve(str(raw), scope)
+            duration = v.single if v is not None and v.single is not None else str(raw)
+        self.suspends[key] = Suspend(gid, tmpl.get("name"), duration, after=set(scope.deps))
+        return key
+
+    def _take_out_suspends(self) -> None:
+        """Replace each suspend step among the steps' (and suspend steps') predecessors by
+        its own predecessors, and note it in the waiting step's `waits_for`."""
+        def through(after: set[str]) -> tuple[set[str], list[str]]:
+            steps: set[str] = set()
+            waits: set[str] = set()
+            todo, seen = list(after), set()
+            while todo:
+                a = todo.pop()
+                if a in seen:
+                    continue
+                seen.add(a)
+                g = self.suspends.get(a)
+                if g is None:
+                    steps.add(a)
+                else:
+                    waits.add(a)
+                    todo.extend(g.after)
+            return steps, [self.suspends[k].id for k in self.suspends if k in waits]
+
+        if not self.suspends:
+            return
+        for sid in self.order:
+            step = self.steps[sid]
+            step.after, step.waits_for = through(step.after)
+        resolved = {k: through(g.after)[0] for k, g in self.suspends.items()}
+        for k, g in self.suspends.items():
+            g.after = resolved[k]
 
     def _all_ids(self) -> list[str]:
         return list(self.order)
@@ -381,7 +438,9 @@ class ArgoAnalyzer:
                 self._expanding.pop()
         if any(k in tmpl for k in ("container", "script", "resource", "containerSet", "data")):
             return [self.make_step(tmpl, scope, call_name)]
-        return []  # suspend, http, plugin: no pod of the workflow's
+        if "suspend" in tmpl:  # no pod, but what follows waits for it
+            return [self._suspend(tmpl, scope, call_name)]
+        return []  # http, plugin: no pod of the workflow's
 
     def call(self, task: dict[str, Any], scope: Scope, where: str, depth: int) -> list[str]:
         """Run one DAG task / step: loop, condition, arguments, then the template."""

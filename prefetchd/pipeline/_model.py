@@ -3,7 +3,9 @@
 Front ends (`_kfp2`, `_argo`) build `Step` objects with *direct* predecessors only
 (`after`); `finish_plan` derives the transitive closure, its reduction
 (`depends_on`) and the stage of each step, so every format gets the same graph
-semantics as the corpus truth files (`pipeline-truth/1`). A live Workflow's
+semantics as the corpus truth files (`pipeline-truth/1`). Argo suspend steps run no
+pod and are no `Step` (the truth lists executable steps only): they are `Suspend`s
+beside the steps, and the steps after one name it in `waits_for`. A live Workflow's
 status (`_status.apply`) gives `Plan.phase` and each step's `phase`; `datasets()`
 then leaves out what started steps read.
 """
@@ -150,6 +152,9 @@ class Step:
     # "nodeSelector", "tolerations", "affinity", "containers": [{"resources"}]); None when the
     # step sets none. Used by the Kubernetes agent for placement; not in to_json (unchanged).
     scheduling: dict[str, Any] | None = field(default=None, repr=False)
+    # the suspend steps (their `Suspend.id`s) it waits for beyond its `depends_on`: it starts
+    # only once they are resumed (`argo resume`) or their duration has passed
+    waits_for: list[str] = field(default_factory=list)
     # its node's phase in a live Workflow's status.nodes (None: no node of it, or no status)
     phase: str | None = None
     # dedup keys of reads/writes/unknown by list name: (length when last seen, keys)
@@ -225,7 +230,7 @@ class Step:
         self._keys.clear()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "kind": self.kind,
             "template": self.template,
@@ -244,6 +249,28 @@ class Step:
             "creates_pvc": self.creates_pvc,
             "deletes_pvc": self.deletes_pvc,
         }
+        if self.waits_for:  # (only then: a plan without suspend steps reads as before)
+            out["waits_for"] = self.waits_for
+        return out
+
+
+@dataclass
+class Suspend:
+    """An Argo suspend step (a manual gate, or a wait of `duration`): no pod, so no `Step`,
+    but the steps after it start only once it is resumed; shown so the plan's order says so."""
+
+    id: str
+    template: str | None = None
+    duration: str | None = None  # None: until `argo resume`
+    after: set[str] = field(default_factory=set)  # direct predecessors (step ids)
+    depends_on: list[str] = field(default_factory=list)
+    stage: int = 0  # the stage its predecessors end before
+    phase: str | None = None  # its node's phase in a live Workflow (Running: suspended now)
+
+    def to_json(self, waiting: list[str]) -> dict[str, Any]:
+        """*waiting*: the steps that wait for it directly (`Plan.waiting_for`)."""
+        return {"id": self.id, "template": self.template, "duration": self.duration,
+                "depends_on": self.depends_on, "stage": self.stage, "waiting": waiting}
 
 
 @dataclass
@@ -256,6 +283,7 @@ class Plan:
     sources: list[str] = field(default_factory=list)
     parameters: dict[str, Any] = field(default_factory=dict)
     steps: list[Step] = field(default_factory=list)
+    suspends: list[Suspend] = field(default_factory=list)
     # From a live Workflow's status (`_status.apply`): whether it had one, and its phase.
     observed: bool = False
     phase: str | None = None
@@ -264,6 +292,10 @@ class Plan:
     def finished(self) -> bool:
         """The workflow is done (status.phase Succeeded, Failed or Error): nothing to warm."""
         return self.phase in DONE_WORKFLOW_PHASES
+
+    def waiting_for(self, suspend_id: str) -> list[str]:
+        """The steps that wait for the suspend step *suspend_id* directly."""
+        return [s.id for s in self.steps if suspend_id in s.waits_for]
 
     def step(self, step_id: str) -> Step:
         for s in self.steps:
@@ -318,8 +350,8 @@ class Plan:
         return [(u, seen[u][0], seen[u][1]) for u in order]
 
     def to_json(self) -> dict[str, Any]:
-        """The plan as JSON; the keys for a live Workflow's status are there only when it has
-        one, so any other plan reads exactly as before."""
+        """The plan as JSON; the keys for suspend steps and a live Workflow's status are there
+        only when it has them, so any other plan reads exactly as before."""
         def live(phase: str | None, **more: Any) -> dict[str, Any]:
             return {"phase": phase, **more} if self.observed else {}
 
@@ -335,6 +367,9 @@ class Plan:
             "steps": steps,
             "datasets": [{"uri": u, "stage": st, "steps": ids} for u, st, ids in self.datasets()],
         }
+        if self.suspends:
+            out["suspends"] = [g.to_json(self.waiting_for(g.id)) | live(g.phase)
+                               for g in self.suspends]
         if self.observed:
             out["status"] = {"phase": self.phase, "finished": self.finished}
         return out
@@ -371,6 +406,8 @@ def finish_plan(plan: Plan) -> Plan:
         s.depends_on = sorted((a for a in s.after if not covered >> index[a] & 1),
                               key=index.__getitem__)
         s.stage = 1 + max((by_id[d].stage for d in s.depends_on), default=-1)
+    if plan.suspends:
+        _finish_suspends(plan, order, index, closure)
     pos = {s.id: i for i, s in enumerate(plan.steps)}
     plan.steps.sort(key=lambda s: (s.stage, pos[s.id]))
     return plan
@@ -416,6 +453,31 @@ def settle_intermediates(plan: Plan) -> Plan:
             if producer is not None:
                 s.reads[i] = replace(r, written_by=producer)
     return plan
+
+
+def _finish_suspends(plan: Plan, order: list[str], index: dict[str, int],
+                     closure: dict[str, int]) -> None:
+    """Suspend steps' immediate predecessors and stage, as a step's; a step names a suspend
+    step in `waits_for` only when none of its predecessors already waits for it (the steps
+    of a template called after the gate: only the first)."""
+    by_id = {s.id: s for s in plan.steps}
+    for g in plan.suspends:
+        g.after = {a for a in g.after if a in by_id}
+        covered = 0
+        for a in g.after:
+            covered |= closure[a]
+        g.depends_on = sorted((a for a in g.after if not covered >> index[a] & 1),
+                              key=index.__getitem__)
+        g.stage = 1 + max((by_id[d].stage for d in g.depends_on), default=-1)
+    pos = {g.id: i for i, g in enumerate(plan.suspends)}
+    plan.suspends.sort(key=lambda g: (g.stage, pos[g.id]))
+    inherited: dict[str, set[str]] = {}
+    for sid in order:
+        s = by_id[sid]
+        up: set[str] = set().union(*(inherited[a] for a in s.after))
+        own = [g for g in dict.fromkeys(s.waits_for) if g in pos]
+        s.waits_for = [g for g in own if g not in up]
+        inherited[sid] = up | set(own)
 
 
 def _topo_order(steps: list[Step]) -> list[str]:

@@ -9,7 +9,7 @@ Data flow: ``status.nodes`` (keyed by node id) -> :func:`node_phases`, ``{displa
 -> ``Step.phase`` of the step whose id is that display name (a DAG task's or step's name; a
 loop's items and a retry's attempts have their own nodes, ``name(0:a)``/``name(0)``, and count
 only through a node of the step's own name, as the controller writes a DAG loop's TaskGroup
-or a retry's Retry node); ``status.phase`` -> ``Plan.phase``.
+or a retry's Retry node) and ``Suspend.phase`` the same way; ``status.phase`` -> ``Plan.phase``.
 :meth:`prefetchd.pipeline.Plan.datasets` then leaves out what started steps read, and
 everything once the workflow is done. Pure: no I/O.
 """
@@ -49,7 +49,7 @@ def node_phases(obj: Mapping[str, Any]) -> dict[str, str]:
 
 def apply(plan: Any, obj: Mapping[str, Any]) -> None:
     """Mark *plan* (a :class:`prefetchd.pipeline.Plan` of *obj*) with what *obj*'s status says:
-    the workflow's phase and each step's. No status: the plan is left as it
+    the workflow's phase, each step's and each suspend step's. No status: the plan is left as it
     is (a definition's plan does not change)."""
     status = status_of(obj)
     if status is None:
@@ -58,6 +58,6 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
     plan.observed = True
     phase = status.get("phase")
     plan.phase = phase if isinstance(phase, str) else None
-    for item in plan.steps:
+    for item in [*plan.steps, *plan.suspends]:
         ph = phases.get(item.id)
         item.phase = ph if isinstance(ph, str) else None

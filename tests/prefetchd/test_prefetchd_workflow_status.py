@@ -1,15 +1,16 @@
 """Argo Workflows as ``kubectl get -o yaml`` shows them mid-flight, found read wrongly by the
-blind round "jobs 40" (/tmp/blindjobs40/REPORT.md, defects D3-D5 and D8).
+blind round "jobs 40" (/tmp/blindjobs40/REPORT.md, defects D3-D6 and D8).
 
 ``prefetchd plan`` ignored ``status``: a finished Workflow still had datasets to warm (D3), and
 steps that ``status.nodes`` shows as Succeeded, Running or Skipped had their reads warmed as if
-they were still to come (D4, D5), while the node agent already read the same nodes. A ``steps:``
-list written flat (steps, not lists of parallel steps), which Argo's CRD refuses, was planned
-(D8).
+they were still to come (D4, D5), while the node agent already read the same nodes. A suspend
+step vanished from the plan, so the step after a manual gate looked as if it started right
+after the gate's predecessor (D6). A ``steps:`` list written flat (steps, not lists of parallel
+steps), which Argo's CRD refuses, was planned (D8).
 
 The objects here are written as Argo's controller writes them: ``status.nodes`` keyed by node
 id, each with id, name, displayName, type (Steps, StepGroup, DAG, TaskGroup, Retry, Pod,
-Skipped), phase, boundaryID and children.
+Suspend, Skipped), phase, boundaryID and children.
 """
 
 from __future__ import annotations
@@ -207,6 +208,34 @@ FINISHED = """\
           finishedAt: "2026-12-05T23:07:20Z"
 """
 
+# repro-6: train -> approve (suspend: {}) -> publish, as a definition
+SUSPEND_DAG = """\
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: repro-6, namespace: recsys, uid: u-6}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        dag:
+          tasks:
+          - name: train
+            template: train
+          - name: approve
+            template: gate
+            depends: train
+          - name: publish
+            template: publish
+            depends: approve
+      - name: train
+        container: {image: busybox, args: [--features, "s3://bkt/features/"]}
+      - name: gate
+        suspend: {}
+      - name: publish
+        container: {image: busybox, args: [--input, "s3://bkt/catalog/items.parquet"]}
+"""
+
+
 # ---- D3: a finished workflow warms nothing -------------------------------------------------
 
 def test_a_finished_workflow_has_nothing_to_warm(tmp_path: Path,
@@ -365,7 +394,7 @@ def _agent_warms(obj: dict[str, Any]) -> set[str]:
     return set(warmed)
 
 
-@pytest.mark.parametrize("text", [STEPS_RUNNING, DAG_SKIPPED, FINISHED, LOOPS])
+@pytest.mark.parametrize("text", [STEPS_RUNNING, DAG_SKIPPED, FINISHED, LOOPS, SUSPEND_DAG])
 def test_the_plan_warms_what_the_agent_warms(text: str) -> None:
     """One reading of status (prefetchd.pipeline._status) for ``plan`` and the agent."""
     obj = yaml.safe_load(textwrap.dedent(text))
@@ -386,6 +415,84 @@ def test_without_status_the_plan_is_as_before() -> None:
         assert uris(plan) == ["s3://bkt/first-input/", "s3://bkt/second-input/"]
         assert "status" not in doc and "phase" not in doc["steps"][0]
         assert "(status:" not in cli.render_plan(plan)
+
+
+# ---- D6: a suspend step is shown ------------------------------------------------------------
+
+def test_a_suspend_gate_is_shown_and_what_follows_waits_for_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """D6: approve (``suspend: {}``) vanished; publish read as starting right after train.
+    It is no step (the corpus truth lists executable steps only), but the plan names it."""
+    plan = plan_of(SUSPEND_DAG)
+    assert [s.id for s in plan.steps] == ["train", "publish"]
+    assert plan.step("publish").depends_on == ["train"]
+    assert plan.step("publish").waits_for == ["approve"]
+    path = write(tmp_path, SUSPEND_DAG)
+    out = run(capsys, "plan", path)[1]
+    assert out.splitlines()[0] == "repro-6  [argo, Workflow]  2 steps, 2 stages, 1 suspend steps"
+    assert ("  publish (container) after train  [after suspend approve: waits for argo resume]"
+            in out)
+    assert "  approve (suspend) after train, before publish  [waits for argo resume]" in out
+    doc = json.loads(run(capsys, "plan", "--json", path)[1])
+    assert doc["suspends"] == [{"id": "approve", "template": "gate", "duration": None,
+                                "depends_on": ["train"], "stage": 1, "waiting": ["publish"]}]
+    assert doc["steps"][1]["waits_for"] == ["approve"]
+    assert "waits_for" not in doc["steps"][0]
+
+
+def test_a_suspend_step_in_steps_with_a_duration_and_a_template_after_it() -> None:
+    """In ``steps``: a gate with a duration (a parameter) before a DAG template; only the
+    template's first step waits for it (the next one waits through that one)."""
+    plan = plan_of("""\
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: w}
+        spec:
+          entrypoint: main
+          arguments: {parameters: [{name: wait, value: 20m}]}
+          templates:
+          - name: main
+            steps:
+            - - {name: prep, template: c}
+            - - {name: hold, template: hold}
+            - - {name: rest, template: rest}
+          - name: hold
+            suspend: {duration: "{{workflow.parameters.wait}}"}
+          - name: rest
+            dag:
+              tasks:
+              - {name: a, template: c}
+              - {name: b, template: c, depends: a}
+          - name: c
+            container: {image: busybox, args: [--in, "s3://bkt/x/"]}
+        """)
+    [hold] = plan.suspends
+    assert (hold.id, hold.duration, hold.depends_on) == ("hold", "20m", ["prep"])
+    assert plan.step("a").depends_on == ["prep"] and plan.step("a").waits_for == ["hold"]
+    assert plan.step("b").waits_for == []
+    assert plan.waiting_for("hold") == ["a"]
+    assert "[after suspend hold: waits 20m (or argo resume)]" in cli.render_plan(plan)
+
+
+def test_a_suspended_workflow_shows_the_gate_it_waits_at() -> None:
+    """The node of a suspend step is Running while the workflow waits there."""
+    obj = yaml.safe_load(textwrap.dedent(SUSPEND_DAG))
+    obj["status"] = {"phase": "Running", "nodes": {
+        "repro-6": {"id": "repro-6", "name": "repro-6", "displayName": "repro-6",
+                    "type": "DAG", "templateName": "main", "phase": "Running",
+                    "children": ["repro-6-1"]},
+        "repro-6-1": {"id": "repro-6-1", "name": "repro-6.train", "displayName": "train",
+                      "type": "Pod", "templateName": "train", "phase": "Succeeded",
+                      "boundaryID": "repro-6", "children": ["repro-6-2"]},
+        "repro-6-2": {"id": "repro-6-2", "name": "repro-6.approve", "displayName": "approve",
+                      "type": "Suspend", "templateName": "gate", "phase": "Running",
+                      "boundaryID": "repro-6"}}}
+    [plan] = pipeline.analyze_documents([obj])
+    assert plan.suspends[0].phase == "Running"
+    assert uris(plan) == ["s3://bkt/catalog/items.parquet"]
+    assert ("approve (suspend) after train, before publish  [Running: waits for argo resume]"
+            in cli.render_plan(plan))
+    assert plan.to_json()["suspends"][0]["phase"] == "Running"
 
 
 # ---- D8: a flat `steps` list is refused ----------------------------------------------------
