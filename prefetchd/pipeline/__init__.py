@@ -5,7 +5,10 @@ Public API (stable; the Kubernetes watcher of issue 5 calls `analyze_documents`)
     analyze(paths, params={}, pvc_map={}) -> Plan
         Files (one or more YAML documents each) that hold exactly one runnable
         pipeline, plus any WorkflowTemplates it references (a templateRef to one in
-        none of the files is a PipelineError).
+        none of the files is a PipelineError) and what it is shipped with: PVCs and
+        PVs (its claims' locations), ConfigMaps (the values of the env vars and Argo
+        parameters its steps take from them), Secrets (taken, never read). Files of
+        only those are a PipelineError: nothing to plan.
     analyze_all(paths, params={}, pvc_map={}) -> list[Plan]
         Same, one Plan per runnable pipeline found in the files.
     analyze_documents(docs, params={}, pvc_map={}, source="<api>") -> list[Plan]
@@ -50,7 +53,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fusecache.config import S3Location
 from fusecache.errors import ConfigError
@@ -67,6 +70,9 @@ from prefetchd.pipeline._model import (
     finish_plan,
     settle_intermediates,
 )
+
+if TYPE_CHECKING:
+    from prefetchd.workloads._library import Library
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +182,7 @@ def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, st
         from prefetchd.k8s import datasets as k8s_datasets  # (it imports this package)
 
         pvc_map = {**k8s_datasets.ObjectsView(volumes).claim_locations(), **pvc_map}
+    configmaps = _configmaps(docs)
     library = _argo.library_of(docs)
     runnable: list[Document] = []
     platforms = [d for d in docs if d.kind == "kfp-v2-platform"]
@@ -193,6 +200,8 @@ def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, st
         ]
     if not runnable:
         src = ", ".join(sorted({d.source for d in docs})) or "<none>"
+        if docs and all(d.kind in SIDE_KINDS for d in docs):
+            raise PipelineError(_nothing_to_plan(docs))
         raise PipelineError(
             f"{src}: no runnable pipeline (a KFP PipelineSpec, or an Argo Workflow/CronWorkflow "
             "or WorkflowTemplate with an entrypoint)"
@@ -202,7 +211,7 @@ def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, st
         try:
             d = _argo.resolve_template_ref(d, docs)
             plans.append(_analyze_one(d, library, platforms, irs, params, pvc_map,
-                                      given_files))
+                                      given_files, configmaps))
         except PipelineError:
             raise
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:
@@ -214,10 +223,39 @@ def _analyze(docs: list[Document], params: dict[str, str], pvc_map: dict[str, st
     return plans
 
 
+# documents a pipeline is given with, planned only with it: claims and PVs, ConfigMaps, Secrets
+SIDE_KINDS = ("volume", "config")
+
+
+def _nothing_to_plan(docs: list[Document]) -> str:
+    """Why files holding only side documents (a ConfigMap, a PVC) are refused: no pipeline."""
+    what = list(dict.fromkeys(f"{d.data.get('kind')!r} ({d.data.get('apiVersion')})"
+                              for d in docs))
+    why = ("nothing to plan (a ConfigMap, Secret, PVC or PV is read with the pipeline that "
+           "uses it: give that too, in the same file or another)")
+    if len(docs) == 1:
+        return f"{docs[0].source}: file is a {what[0]}, not a pipeline: {why}"
+    src = ", ".join(dict.fromkeys(d.source for d in docs))
+    return f"{src}: only {', '.join(what)} documents, not a pipeline: {why}"
+
+
+def _configmaps(docs: list[Document]) -> Library | None:
+    """The ConfigMaps given with the pipelines, looked up as the training-job plan looks up
+    its own (prefetchd.workloads._library); None when there are none. Secrets are left out:
+    their data is never read."""
+    objs = [d.data for d in docs if d.kind == "config" and d.data.get("kind") == "ConfigMap"]
+    if not objs:
+        return None
+    from prefetchd.workloads._library import Library as _Library  # (it imports this package)
+
+    return _Library(objs)
+
+
 def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list[Document],
                  params: dict[str, str], pvc_map: dict[str, str],
-                 given_files: bool = False) -> Plan:
-    """The plan of one runnable document."""
+                 given_files: bool = False, configmaps: Library | None = None) -> Plan:
+    """The plan of one runnable document; *configmaps*: those given with it (Argo steps'
+    env vars and parameters from them)."""
     if d.kind == "kfp-v2-ir":
         # the platform spec is the next document of the same file
         plat = next(
@@ -242,7 +280,7 @@ def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list
             name=name,
         ).analyze()
     else:
-        plan = _argo.ArgoAnalyzer(d, library, params, given_files).analyze()
+        plan = _argo.ArgoAnalyzer(d, library, params, given_files, configmaps).analyze()
     finish_plan(plan)
     _status.apply(plan, d.data)  # a live Workflow: what has started, whether it is done
     if pvc_map:

@@ -18,7 +18,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -35,6 +35,9 @@ from prefetchd.pipeline._resolve import (
     runtime,
     substitute,
 )
+
+if TYPE_CHECKING:
+    from prefetchd.workloads._library import Library
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +107,12 @@ class ArgoAnalyzer:
     """One Argo-shaped document; `library` holds WorkflowTemplates for templateRef."""
 
     def __init__(self, doc: Document, library: dict[str, dict[str, Any]], params: dict[str, str],
-                 given_files: bool = False):
+                 given_files: bool = False, configmaps: Library | None = None):
         self.doc = doc
+        # ConfigMaps given with the workflow (``kubectl get cm,workflow``): what its steps'
+        # env vars and parameters take from them, looked up where its pods run
+        self.configmaps = configmaps
+        self.namespace = str(((doc.data.get("metadata") or {}).get("namespace")) or "default")
         # Files the user gave (plan, warm --pipeline): a templateRef to a template in none of
         # them is bad input; the agent's API objects: a template not watched yet is a warning.
         self.given_files = given_files
@@ -134,7 +141,8 @@ class ArgoAnalyzer:
                 raise PipelineError(
                     f"{self.src}: field {self.field_prefix}.arguments.parameters[{i}]: no name"
                 )
-            self.param_decl[p["name"]] = p.get("value", p.get("default"))
+            self.param_decl[p["name"]] = p.get("value", p.get("default",
+                                                             self.configmap_value(p)))
         for k in params:
             if k not in self.param_decl:
                 known = ", ".join(sorted(self.param_decl)) or "none"
@@ -184,6 +192,38 @@ class ArgoAnalyzer:
         return out
 
     # ---- values -------------------------------------------------------------------------
+    def configmap_value(self, param: dict[str, Any]) -> str | None:
+        """A parameter's ``valueFrom.configMapKeyRef`` value from a ConfigMap given with the
+        workflow (its ``valueFrom.default`` when the ConfigMap lacks the key, as the
+        controller takes it); None when that ConfigMap is not given (the run's, as before)."""
+        vf = param.get("valueFrom")
+        ref = vf.get("configMapKeyRef") if isinstance(vf, dict) else None
+        if self.configmaps is None or not isinstance(ref, dict) or not ref.get("name"):
+            return None
+        cm = self.configmaps.held("ConfigMap", self.namespace, str(ref["name"]))
+        if cm is None:
+            return None
+        data = cm.get("data") or {}
+        found = data.get(ref.get("key")) if isinstance(data, dict) else None
+        default = vf.get("default") if isinstance(vf, dict) else None
+        return found if isinstance(found, str) else None if default is None else str(default)
+
+    def with_configmaps(self, container: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+        """The container with the env vars it takes from ConfigMaps given with the workflow
+        as plain values (``valueFrom.configMapKeyRef``; ``envFrom`` with its ``prefix``), as
+        a training job's are (``prefetchd.workloads._podspec.with_configmaps``), so ``$(VAR)``
+        expands through the path a ``value:`` takes; and the names that came with
+        ``envFrom`` (a map's every key: values for ``$(VAR)``, no reads by themselves)."""
+        if self.configmaps is None:
+            return container, set()
+        from prefetchd.k8s import datasets as k8s_datasets  # (they import this package)
+        from prefetchd.workloads import _podspec
+
+        made = _podspec.with_configmaps(container, self.configmaps, self.namespace)
+        bulk = {str(e.get("name")) for e in made.get("env") or []
+                if isinstance(e, dict) and e.get(k8s_datasets.EXPAND_ONLY)}
+        return dict(made), bulk
+
     def wf_param(self, name: str) -> Val | None:
         if name not in self.param_values:
             return None
@@ -418,6 +458,8 @@ class ArgoAnalyzer:
                 out[n] = given[n]  # type: ignore[assignment]
             elif "value" in p or "default" in p:
                 out[n] = self.value(p.get("value", p.get("default")), Scope())
+            elif (cm := self.configmap_value(p)) is not None:
+                out[n] = const(cm, "configmap", parameter=n)
             else:
                 out[n] = runtime("required-parameter", parameter=n)
         return out
@@ -763,6 +805,7 @@ class ArgoAnalyzer:
             sched["containers"] = res_of
         step.scheduling = sched or None
         for c in containers:
+            c, bulk = self.with_configmaps(c)
             env = [
                 (e.get("name"), e.get("value")) for e in c.get("env") or [] if isinstance(e, dict)
             ]
@@ -776,7 +819,9 @@ class ArgoAnalyzer:
             if isinstance(c.get("source"), str):
                 only_built |= _scan.scan_argv(step, [c["source"]], res, paths, env=names,
                                               env_values=envs, shell_env=shell_env)
-            _scan.scan_env(step, env, res, only_built | {_code.ENV + n for n in spelled})
+            text = " ".join([*raw, str(c.get("source") or "")])
+            bulk = {n for n in bulk if not re.search(rf"\b{re.escape(n)}\b", text)}
+            _scan.scan_env(step, env, res, only_built | {_code.ENV + n for n in spelled | bulk})
         self._artifacts(step, tmpl, scope)
         # (a containerSet's own volumeMounts are every one of its containers': round 40)
         set_mounts = cs.get("volumeMounts") if isinstance(cs, dict) else None

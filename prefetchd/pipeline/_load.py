@@ -3,7 +3,10 @@
 Everything a user (or the CI that drops files into a watch folder) hands us passes
 through here first, so this is where hostile input is stopped: files over
 `MAX_FILE_BYTES`, alias "billion laughs" bombs (the expanded size is measured
-without expanding), recursive aliases, and documents that are not pipelines.
+without expanding), recursive aliases, and documents that are not pipelines nor what a
+pipeline is given with (its claims and their PVs: ``volume``; the ConfigMaps and Secrets its
+steps take env vars and parameters from: ``config``, a ConfigMap's data checked as the API
+server checks it, a Secret's never read).
 Every error is a `PipelineError` whose message names the file and, where there is
 one, the line or the field.
 """
@@ -42,7 +45,8 @@ class Document:
     source: str  # file path or a caller-given label
     index: int  # position in its file (0-based)
     data: dict[str, Any]
-    kind: str  # kfp-v2-ir | kfp-v2-platform | kfp-v2-argo | kfp-v1-argo | argo | volume
+    # kfp-v2-ir | kfp-v2-platform | kfp-v2-argo | kfp-v1-argo | argo | volume | config
+    kind: str
 
     @property
     def label(self) -> str:
@@ -113,6 +117,9 @@ def documents_from_dicts(objs: list[dict[str, Any]], source: str = "<api>") -> l
 
 
 VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume")
+# given beside a pipeline (``kubectl get cm,workflow -o yaml``): a ConfigMap's data fills
+# in the env vars and parameters its steps take from it; a Secret's data is never read
+CONFIG_KINDS = ("ConfigMap", "Secret")
 
 
 def classify(d: dict[str, Any], source: str, index: int) -> str:
@@ -152,6 +159,10 @@ def classify(d: dict[str, Any], source: str, index: int) -> str:
         return "argo"
     if api == "v1" and kind in VOLUME_KINDS:
         return "volume"  # a claim (and its PV) the pipeline mounts: resolves --pvc for it
+    if api == "v1" and kind in CONFIG_KINDS:
+        if kind == "ConfigMap":
+            check_configmap(d, source)
+        return "config"  # what its steps' env and parameters come from
     where = f"document {index + 1}" if index else "file"
     if kind == "Pod":  # a Kueue pod group's pods, a pod written by hand
         raise PipelineError(f"{source}: {where} is a 'Pod' ({api}), not a pipeline nor a kind "
@@ -162,6 +173,21 @@ def classify(d: dict[str, Any], source: str, index: int) -> str:
     raise PipelineError(
         f"{source}: {where} is not a pipeline (no KFP pipelineInfo/root, no Argo apiVersion/kind)"
     )
+
+
+def check_configmap(d: dict[str, Any], source: str) -> None:
+    """A ConfigMap whose ``data`` is not text by key (``train.yaml:`` given a mapping, not a
+    string): the API server refuses it, and a value read from it would be a guess. Pipeline
+    files and training-job files (prefetchd/workloads/plan_cli.py) alike."""
+    data = d.get("data")
+    where = f"{source}: ConfigMap {(d.get('metadata') or {}).get('name')}: data"
+    if data is not None and not isinstance(data, dict):
+        raise PipelineError(f"{where}: expected a mapping of strings, got "
+                            f"{type(data).__name__}")
+    for key, value in (data or {}).items():
+        if not isinstance(value, str):
+            raise PipelineError(f"{where}[{key}]: expected a string, got "
+                                f"{type(value).__name__} (quote it, or use a block scalar)")
 
 
 def _check_expanded_size(doc: Any, source: str) -> None:

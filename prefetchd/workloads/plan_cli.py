@@ -194,19 +194,14 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
 
 
 def _check_configmap(d: Mapping[str, Any], path: str) -> None:
-    """A ConfigMap whose ``data`` is not text by key (``train.yaml:`` given a mapping, not a
-    string): the API server refuses it, and a config read from it would be a guess."""
+    """A ConfigMap whose ``data`` is not text by key: refused as pipeline files refuse it
+    (:func:`prefetchd.pipeline._load.check_configmap`)."""
     if d.get("kind") != "ConfigMap":
         return
-    data = d.get("data")
-    where = f"{path}: ConfigMap {(d.get('metadata') or {}).get('name')}: data"
-    if data is not None and not isinstance(data, Mapping):
-        raise WorkloadError(f"{where}: expected a mapping of strings, got "
-                            f"{type(data).__name__}")
-    for key, value in (data or {}).items():
-        if not isinstance(value, str):
-            raise WorkloadError(f"{where}[{key}]: expected a string, got "
-                                f"{type(value).__name__} (quote it, or use a block scalar)")
+    try:
+        _load.check_configmap(dict(d), path)
+    except pipeline.PipelineError as e:
+        raise WorkloadError(str(e)) from None
 
 
 def _as_the_agent_sees(works: list[UpcomingWork], ignored: list[str]) -> list[UpcomingWork]:
