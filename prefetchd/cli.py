@@ -160,7 +160,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _read_str(r: pipeline.Read) -> str:
     if r.uri is None:
         what = r.pattern or r.key or r.artifact or "?"
-        return f"(runtime: {what}; {r.origin})"
+        source = f" {r.value_from}" if r.value_from else ""  # (a Secret's name, never data)
+        return f"(runtime: {what}; {r.origin}{source})"
     flag = "" if r.supported else " [unsupported scheme]"
     return f"{r.uri} ({r.origin}){flag}"
 

@@ -208,6 +208,11 @@ class ArgoAnalyzer:
         default = vf.get("default") if isinstance(vf, dict) else None
         return found if isinstance(found, str) else None if default is None else str(default)
 
+    def configmap_given(self, name: str) -> bool:
+        """Whether the ConfigMap *name* of the workflow's namespace is among the files."""
+        return self.configmaps is not None and self.configmaps.held(
+            "ConfigMap", self.namespace, name) is not None
+
     def with_configmaps(self, container: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
         """The container with the env vars it takes from ConfigMaps given with the workflow
         as plain values (``valueFrom.configMapKeyRef``; ``envFrom`` with its ``prefix``), as
@@ -813,12 +818,14 @@ class ArgoAnalyzer:
             envs = _scan.env_inputs(env, res)
             raw = [a for a in [*(c.get("command") or []), *(c.get("args") or [])]
                    if isinstance(a, str)]
-            argv, shell_env, spelled = _scan.env_expansion(c, raw, env, envs)
+            pod = _scan.pod_env(c, self.configmap_given)  # (a ConfigMap not given, a Secret)
+            argv, shell_env, spelled = _scan.env_expansion(c, raw, env, envs, pod)
             only_built = _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv),
-                                         names, envs, shell_env)
+                                         names, envs, shell_env, pod)
             if isinstance(c.get("source"), str):
                 only_built |= _scan.scan_argv(step, [c["source"]], res, paths, env=names,
-                                              env_values=envs, shell_env=shell_env)
+                                              env_values=envs, shell_env=shell_env,
+                                              pod_values=pod)
             text = " ".join([*raw, str(c.get("source") or "")])
             bulk = {n for n in bulk if not re.search(rf"\b{re.escape(n)}\b", text)}
             _scan.scan_env(step, env, res, only_built | {_code.ENV + n for n in spelled | bulk})

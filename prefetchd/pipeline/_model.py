@@ -64,6 +64,9 @@ class Read:
     # the step upstream that writes this location earlier in the same run
     # (`settle_intermediates`): a read still, but no dataset before that step is done
     written_by: str | None = None
+    # where a run-time value comes from, when only the pod has it: "NAME/KEY" of the
+    # ConfigMap or Secret (origin configmap / secret) of an env var (`env`)
+    value_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.uri is not None and self.pattern_kind is None and _shard.is_pattern(self.uri):

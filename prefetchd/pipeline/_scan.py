@@ -18,7 +18,7 @@ from typing import Any
 
 from prefetchd.pipeline import _code, _pieces, _shell, _uri
 from prefetchd.pipeline._model import Read, Step
-from prefetchd.pipeline._resolve import Val, const, loop_group, loop_picks
+from prefetchd.pipeline._resolve import Val, const, loop_group, loop_picks, runtime
 
 Resolver = Callable[[str], "Val | None"]
 
@@ -77,6 +77,7 @@ def read_from(val: Val, uri: str | None, **extra: str | None) -> Read:
             "artifact",
             "endpoint",
             "key",
+            "value_from",
         )
     }
     return Read(uri=uri, static=uri is not None and val.static, origin=val.origin, **keep)
@@ -265,10 +266,12 @@ def scan_argv(
     env: Iterable[str] = (),
     env_values: dict[str, Val] | None = None,
     shell_env: dict[str, str] | None = None,
+    pod_values: dict[str, Val] | None = None,
 ) -> set[str]:
     """Add reads/writes in argv to `step`; collect absolute paths (with direction) in `paths`.
     `env`: the names of the env vars the step's container sets; `shell_env`: those a script
-    sees expanded (``${BREWERY}``).
+    sees expanded (``${BREWERY}``); `pod_values`: those only its pod has values for
+    (``pod_env``), whose locations (``--model $(MODEL_URI)``) are run-time reads.
 
     `flag_dirs`: directions of options known from a lightweight component's code;
     `env_values`: the env vars as inputs (`env_inputs`). Returns the options and env vars
@@ -310,8 +313,18 @@ def scan_argv(
     toks = [_restore(t, saved) for t in _uri.tokenize(protected, shell_env)]
     vals: list[Val | None] = []
     reps: list[str] = []
+    pod_at: dict[int, list[str]] = {}  # a location built on a pod-only var: its patterns
     for t in toks:
         v = resolve(t) if "{{" in t else None
+        found = _pod_words(t, v, pod_values, toks[len(vals) - 1] if vals else None) \
+            if pod_values and "$" in t else None
+        if found is not None:  # (its flag kept: --data=$(X) says its way)
+            pod_at[len(vals)] = found[1]
+            vals.append(found[0])
+            key = t.split("=", 1)[0] + "=" if "=" in t and (
+                t.startswith("-") or _uri.override_key(t)) else ""
+            reps.append(key + _RUNTIME)
+            continue
         if v is not None and _shell.PENDING_MARK in t:  # "${1%/}/x": applied once resolved
             v = replace(v, values=tuple(_shell.strip_suffixes(x) for x in v.values)) \
                 if v.values is not None else v.with_meta(
@@ -363,6 +376,11 @@ def scan_argv(
                 # (a step's verb is no evidence for a path under a read-only mount)
                 paths.append((value, d or _uri.name_direction(flag) or "read"))
         if v is None or i in only_built:
+            continue
+        if i in pod_at:
+            d = d or _fallback(step, v.get("input"), flag, verb)
+            for pattern in pod_at[i]:
+                step.add(d, read_from(v, None, pattern=pattern))
             continue
         if reps[i] == _QUIET:
             if d == "read" and (flag is None or flag.lstrip("-").replace("-", "_") in {
@@ -425,6 +443,115 @@ _NO_DATA = frozenset({"mkdir", "touch", "chmod", "chown", "ls", "cd", "du", "df"
 _WRITES_PATH = frozenset({"rm", "rmdir"})
 
 
+# where a container env var's value comes from when only the pod will have it: a ConfigMap
+# (one not among the files, or without that key) or a Secret (whose data is never read)
+_POD_SOURCES = (("configMapKeyRef", "configMapRef", "configmap"),
+                ("secretKeyRef", "secretRef", "secret"))
+_KUBE_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $(VAR), not $$(VAR)
+_POD_REF = re.compile(r"(?<!\$)\$(?:\(([A-Za-z_][A-Za-z0-9_]*)\)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
+# a var named for where data is (MODEL_URI, REF_ROOT, DATA_DIR), unless it names a service
+# (MLFLOW_TRACKING_URI, S3_ENDPOINT, STATUS_HOOK_URL): a value given whole is a location
+_POD_PLACE_WORDS = frozenset({"uri", "path", "dir", "root", "prefix", "location", "file",
+                              "files", "bucket", "folder"})
+_SERVICE_WORDS = frozenset({"endpoint", "host", "hostname", "tracking", "server", "hook",
+                            "webhook", "api", "proxy", "url"})
+
+
+def pod_env(container: dict[str, Any],
+            given: Callable[[str], bool] = lambda _name: False) -> dict[str, Val]:
+    """The env vars of a step's container that only its pod will have values for, by name:
+    ``valueFrom.configMapKeyRef`` (the ConfigMap not among the files, or without that key:
+    those given were made plain values before, ``_argo``), ``valueFrom.secretKeyRef`` (a
+    Secret's data is never read: its name and key only), and a ``$(VAR)`` of the command
+    line no env entry sets while the container takes ``envFrom`` a ConfigMap or Secret (whose
+    ``prefix`` it starts with; not a ConfigMap *given* by name with the files, whose keys are
+    all known: one it lacks is set by none). Each is a run-time `Val` (origin ``configmap`` or
+    ``secret``, ``value_from`` NAME/KEY): a location built on one is a run-time read, never
+    lost as one the kubelet left unexpanded would be."""
+    out: dict[str, Val] = {}
+    env = [e for e in container.get("env") or [] if isinstance(e, dict)]
+    for e in env:
+        vf, name = e.get("valueFrom"), e.get("name")
+        if not isinstance(vf, dict) or not isinstance(name, str) or isinstance(
+                e.get("value"), str):
+            continue
+        for ref_key, _from_key, origin in _POD_SOURCES:
+            ref = vf.get(ref_key)
+            if isinstance(ref, dict):
+                out[name] = runtime(origin, env=name, input=name,
+                                    value_from=f"{ref.get('name')}/{ref.get('key')}")
+    defined = {e.get("name") for e in env}
+    raw = [a for a in [*(container.get("command") or []), *(container.get("args") or [])]
+           if isinstance(a, str)]
+    named = [n for a in raw for n in _KUBE_REF.findall(a) if n not in defined and n not in out]
+    for src in container.get("envFrom") or []:
+        if not isinstance(src, dict):
+            continue
+        prefix = str(src.get("prefix") or "")
+        for _ref_key, from_key, origin in _POD_SOURCES:
+            ref = src.get(from_key)
+            if not isinstance(ref, dict) or origin == "configmap" and given(
+                    str(ref.get("name"))):
+                continue
+            for n in named:
+                if n.startswith(prefix) and n not in out:
+                    out[n] = runtime(origin, env=n, input=n,
+                                     value_from=f"{ref.get('name')}/{n[len(prefix):]}")
+    return out
+
+
+def _pod_location(word: str, pod: dict[str, Val], flag: str | None) -> Val | None:
+    """The pod-only var (``pod_env``) *word* is a location built on, else None:
+    ``s3://$(BUCKET)/x`` and ``$(REF_ROOT)/x.fasta`` by their shape; a var alone
+    (``--model $(MODEL_URI)``) when its name, its key or the flag names a place. Never a var
+    whose name or key names a service (``spark.hadoop.fs.s3a.endpoint=$(S3_ENDPOINT)``,
+    ``curl -X POST "${SERVING_URL}/v1/reload"``): no data there."""
+    m = next((x for x in _POD_REF.finditer(word) if (x.group(1) or x.group(2)) in pod), None)
+    if m is None:
+        return None
+    v = pod[m.group(1) or m.group(2)]
+    before, after = word[:m.start()], word[m.end():]
+    own = _words(str(v.get("env")), str(v.get("value_from")).rsplit("/", 1)[-1])
+    if own & _SERVICE_WORDS:  # "${SERVING_URL}/v1/models/x:reload": an API, no data
+        return None
+    if before:
+        return v if _SCHEME.match(before) else None
+    if after.strip("/"):
+        return v if after.startswith("/") else None
+    return v if (own | _words(flag or "")) & _POD_PLACE_WORDS else None
+
+
+_SCHEME = re.compile(r"(?:" + "|".join(_uri.SCHEMES) + r")://")
+
+
+def _words(*names: str) -> set[str]:
+    return {w for n in names for w in re.split(r"[^a-z0-9]+", n.lower()) if w}
+
+
+def _pod_words(tok: str, v: Val | None, pod: dict[str, Val],
+               prev: str | None) -> tuple[Val, list[str]] | None:
+    """The pod-only var token *tok* (*v*: its value with the pipeline's placeholders filled
+    in, per loop item) is a location built on, and the location's pattern for each value;
+    None when it is no such location."""
+    if v is not None and v.values is None:
+        return None  # another step's output in it too: the resolver's run-time value
+    flag = prev if prev is not None and prev.startswith("-") else None
+    found: Val | None = None
+    patterns: list[str] = []
+    for value in v.values if v is not None and v.values else (tok,):
+        word = value
+        if value.startswith("-") and "=" in value:
+            flag, word = value.split("=", 1)
+        elif (key := _uri.override_key(value)) is not None:
+            flag, word = key, value.split("=", 1)[1]
+        pv = _pod_location(word, pod, flag)
+        if pv is None:
+            return None
+        found = found or pv
+        patterns.append(word)
+    return (found, list(dict.fromkeys(patterns))) if found is not None else None
+
+
 def env_inputs(env: list[tuple[str, str]], resolve: Resolver) -> dict[str, Val]:
     """The step's env vars as inputs code may build locations from (``os.environ["X"] +
     "/vocab.json"``: `_code.ENV`), by the name ``env:X``."""
@@ -436,7 +563,8 @@ def env_inputs(env: list[tuple[str, str]], resolve: Resolver) -> dict[str, Val]:
 
 
 def env_expansion(container: dict[str, Any], raw: list[str], env: list[tuple[str, str]],
-                  envs: dict[str, Val]) -> tuple[list[str], dict[str, str] | None, set[str]]:
+                  envs: dict[str, Val], pod: Iterable[str] = (),
+                  ) -> tuple[list[str], dict[str, str] | None, set[str]]:
     """A step container's command line with its env vars in place, as the pod runs it:
     (argv with the kubelet's ``$(NAME)`` expanded, the env its script sees for ``${NAME}``,
     the names of roots the command line spells out). *env*: its (name, raw value) pairs,
@@ -447,7 +575,10 @@ def env_expansion(container: dict[str, Any], raw: list[str], env: list[tuple[str
     it is in), and a root the command line spells out (``${DATA_ROOT}/x.csv``: read there
     only, not whole: the third part). A location given whole (``--data $(TRAIN_URI)``)
     stays the env var's read (origin ``env``); a var set from elsewhere (``valueFrom``)
-    stays the pod's value (``_uri.shell_env``)."""
+    stays the pod's value (``_uri.shell_env``), and so do the vars of *pod* (``pod_env``):
+    in a script their ``$(VAR)`` becomes ``${VAR}``, the pod's value as the shell reads it
+    (the kubelet puts it there before the shell runs; a shell would take ``$(VAR)`` for a
+    command)."""
     known = [{"name": k[len(_code.ENV):], "value": v.values[0]} for k, v in envs.items()
              if v.values is not None and len(v.values) == 1 and "{{" not in v.values[0]]
     spelled = _uri.spelled_out_env({"command": raw, "args": [container.get("source") or ""],
@@ -463,9 +594,16 @@ def env_expansion(container: dict[str, Any], raw: list[str], env: list[tuple[str
     # itself): ``${PRE:-s3://b/base-v3/}`` with PRE given is PRE, not the default (blind
     # round 42)
     given = {n: "${" + n + "}" for n, text in env if isinstance(n, str) and isinstance(text, str)}
+    pod = set(pod)
     shell = _uri.shell_env(container.get("env"),
-                           {**given, **{e["name"]: e["value"] for e in shown}})
-    return _uri.kube_expand(raw, shown), shell or None, spelled
+                           {**{n: "${" + n + "}" for n in pod}, **given,
+                            **{e["name"]: e["value"] for e in shown}})
+    argv = _uri.kube_expand(raw, shown)
+    if pod:
+        argv = [_KUBE_REF.sub(lambda m: "${" + m.group(1) + "}" if m.group(1) in pod
+                              else m.group(0), a) if any(c in a for c in " \n\t") else a
+                for a in argv]
+    return argv, shell or None, spelled
 
 
 def scan_env(step: Step, env: list[tuple[str, str]], resolve: Resolver,

@@ -192,3 +192,60 @@ def test_jobs_40_what_steps_take_from_a_given_configmap_is_known(tmp_path) -> No
     assert [w.uri for w in step.writes] == ["s3://acme-genomics-reference/scratch/HG002.bam"]
     assert [(r.uri, r.static) for r in plan.step("vep").reads] == [
         ("s3://acme-genomics-reference/vep-cache/110/homo_sapiens_merged", True)]
+
+
+def test_jobs_40_a_value_only_the_pod_has_is_a_run_time_read(tmp_path) -> None:
+    """D2 without the ConfigMap: the location built on it is a run-time read naming the
+    ConfigMap and key (``uri: null``, its ``pattern``), never dropped: ``$(VAR)`` alone, under
+    a path, in a script, from ``envFrom`` with a ``prefix``, from a Secret (its name and key
+    only). A var that names a service or no place (``$(S3_ENDPOINT)``, ``$(EPOCHS)``) is no
+    location, and one that is written (``--output $(OUT_URI)``) is no read."""
+    container = """\
+        image: triage:3.2.0
+        command: [bash, -c]
+        args:
+        - |
+          set -euo pipefail
+          aws s3 cp "$(SCORES_URI)" /tmp/scores.parquet
+          python -m triage.classify --model $(MODEL_URI) --calendar $(TRIAGE_ROOT)/calendar.csv \\
+            --bucket-root s3://$(LAKE_BUCKET)/intake/ --epochs $(EPOCHS) \\
+            --conf spark.hadoop.fs.s3a.endpoint=$(S3_ENDPOINT) --output $(OUT_URI)
+          curl -fsS -X POST "$(SERVING_URL)/v1/models/triage:reload"
+        env:
+        - name: MODEL_URI
+          valueFrom:
+            configMapKeyRef: {name: claims-triage-config, key: model_uri}
+        - name: SCORES_URI
+          valueFrom:
+            configMapKeyRef: {name: claims-triage-config, key: scores_uri}
+        - name: LAKE_BUCKET
+          valueFrom:
+            secretKeyRef: {name: claims-aws, key: bucket}
+        - {name: EPOCHS, valueFrom: {configMapKeyRef: {name: claims-triage-config, key: epochs}}}
+        - {name: S3_ENDPOINT, valueFrom: {configMapKeyRef: {name: claims-triage-config, key: s3}}}
+        - {name: SERVING_URL, valueFrom: {configMapKeyRef: {name: serving, key: url}}}
+        - {name: OUT_URI, valueFrom: {configMapKeyRef: {name: claims-triage-config, key: out}}}
+        envFrom:
+        - prefix: TRIAGE_
+          configMapRef: {name: triage-paths}
+        """
+    # the blind tester's repro, args given as the kubelet takes them: shown, not warmed
+    f = tmp_path / "wf.yaml"
+    f.write_text(_workflow(CLASSIFY))
+    out = cli.render_plan(pipeline.analyze([str(f)]))
+    assert "reads  (runtime: $(MODEL_URI); configmap claims-triage-config/model_uri)" in out
+    assert "datasets to warm (plan order):\n  s3://acme-claims-curated/adjuster-roster/" in out
+
+    f.write_text(SECRET + "---\n" + _workflow(container))
+    [plan] = pipeline.analyze_all([str(f)])
+    step = plan.step("classify")
+    got = sorted((r.pattern, r.origin, r.value_from, r.env) for r in step.reads)
+    assert all(r.uri is None and not r.static for r in step.reads)
+    assert got == [
+        ("${MODEL_URI}", "configmap", "claims-triage-config/model_uri", "MODEL_URI"),
+        ("${SCORES_URI}", "configmap", "claims-triage-config/scores_uri", "SCORES_URI"),
+        ("${TRIAGE_ROOT}/calendar.csv", "configmap", "triage-paths/ROOT", "TRIAGE_ROOT"),
+        ("s3://${LAKE_BUCKET}/intake/", "secret", "claims-aws/bucket", "LAKE_BUCKET")]
+    assert [(w.pattern, w.origin) for w in step.writes] == [("${OUT_URI}", "configmap")]
+    assert plan.datasets() == []
+    assert "c2VrcmV0" not in json.dumps(plan.to_json()) + cli.render_plan(plan)
