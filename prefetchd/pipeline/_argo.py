@@ -839,7 +839,7 @@ class ArgoAnalyzer:
         for m in mounts:
             pm = self._pvc_mount(m, tvols, scope)
             if pm is not None:
-                step.pvc_mounts.append(pm)
+                step.pvc_mounts += self._per_sub_path(pm, m, scope)
         step.path_mentions = paths
         step.settle()
         return sid
@@ -983,6 +983,17 @@ class ArgoAnalyzer:
             if "{{" not in url and len(found) == 1:
                 return Read(found[0], True, origin, artifact=name)
         return None
+
+    def _per_sub_path(self, pm: PvcMount, m: dict[str, Any], scope: Scope) -> list[PvcMount]:
+        """*pm* once per ``subPath`` its loop gives it (``clips/{{inputs.parameters.month}}``
+        over ``withItems``: one mount of each item's folder, as each pod mounts it; blind job
+        round 40 warmed the placeholder's folder); *pm* itself for one value, or one only
+        the run knows (left as written: ``_pvc.map_mounts`` reads nothing ahead there)."""
+        sub = m.get("subPath")
+        v = self.resolve(sub, scope) if isinstance(sub, str) and "{{" in sub else None
+        if v is None or v.values is None or len(v.values) < 2:
+            return [pm]
+        return [replace(pm, sub_path=x) for x in dict.fromkeys(v.values)]
 
     def _pvc_mount(self, m: dict[str, Any], tvols: dict[str, Any], scope: Scope) -> PvcMount | None:
         vname = m.get("name")

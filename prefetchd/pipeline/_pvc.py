@@ -13,6 +13,9 @@ asks a ``locate`` callback for the S3 prefix behind each mount and adds the read
 prefix (narrowed by ``subPath``), or only the sub-prefixes of the paths under the mount that
 the step names and reads (:func:`narrow`). Paths are normalised first (trailing slashes,
 ``.``/``..``, a path equal to the mount point), so ``--data-dir /data/`` reads the mount itself.
+A loop's mount is one :class:`PvcMount` per ``subPath`` its items give (``_argo``); a
+``subPath`` only the run knows (still holding ``{{...}}``) gives a run-time read, never a
+location to warm.
 :func:`unresolved` lists the mounts left without a location, for ``plan``/``warm`` to name.
 """
 
@@ -139,14 +142,23 @@ def map_mounts(plan: Plan, locate: Callable[[Step, PvcMount], str | None]) -> No
             named = [(rel, d) for p, d in s.path_mentions
                      if (rel := relative_under(p, m.mount_path)) is not None]
             if not named:
-                s.add_read(Read(base, True, "pvc", via_pvc=via))
+                s.add_read(_mount_read(base, via))
                 continue
             # a file the step writes there first (aws s3 cp s3://x /work/a.gz; then reads
             # /work/a.gz) is its own, not the claim's data: no read
             made = [rel for rel, d in named if d == "write"]
             for rel, d in named:
                 if d == "read" and not any(location_under(rel, w) for w in made):
-                    s.add_read(Read(narrow(base, rel), True, "pvc", via_pvc=via))
+                    s.add_read(_mount_read(narrow(base, rel), via))
+
+
+def _mount_read(uri: str, via: str | None) -> Read:
+    """A read through a claim's mount; one under a ``subPath`` only the run knows
+    (``{{workflow.uid}}``, another step's output) is run-time: its place shown, nothing warmed
+    there (blind job round 40 warmed ``.../clips/{{inputs.parameters.month}}/``)."""
+    if "{{" in uri:
+        return Read(None, False, "pvc", pattern=uri, via_pvc=via)
+    return Read(uri, True, "pvc", via_pvc=via)
 
 
 def map_from_flags(plan: Plan, pvc_map: Mapping[str, str]) -> None:

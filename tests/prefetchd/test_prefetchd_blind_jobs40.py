@@ -249,3 +249,86 @@ def test_jobs_40_a_value_only_the_pod_has_is_a_run_time_read(tmp_path) -> None:
     assert [(w.pattern, w.origin) for w in step.writes] == [("${OUT_URI}", "configmap")]
     assert plan.datasets() == []
     assert "c2VrcmV0" not in json.dumps(plan.to_json()) + cli.render_plan(plan)
+
+
+PV_AND_CLAIM = textwrap.dedent("""\
+    apiVersion: v1
+    kind: PersistentVolume
+    metadata:
+      name: video-lake-curated-v3
+    spec:
+      capacity: {storage: 40Ti}
+      accessModes: [ReadOnlyMany]
+      storageClassName: ""
+      claimRef: {namespace: recsys, name: video-corpus}
+      csi:
+        driver: csi.fusecache.io
+        volumeHandle: video-lake-curated-v3
+        volumeAttributes: {bucket: acme-video-lake, prefix: curated/v3}
+    ---
+    apiVersion: v1
+    kind: PersistentVolumeClaim
+    metadata:
+      name: video-corpus
+      namespace: recsys
+    spec:
+      accessModes: [ReadOnlyMany]
+      storageClassName: ""
+      volumeName: video-lake-curated-v3
+      resources: {requests: {storage: 40Ti}}
+    """)
+
+
+def _looped_mount(sub_path: str) -> str:
+    return PV_AND_CLAIM + "---\n" + textwrap.dedent("""\
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata:
+          name: reco-candidate-gen-2n8vd
+          namespace: recsys
+        spec:
+          entrypoint: main
+          volumes:
+          - name: corpus
+            persistentVolumeClaim: {claimName: video-corpus, readOnly: true}
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - name: clip-embeddings
+                template: clip-embed
+                withItems: ["2026-11", "2026-12"]
+                arguments:
+                  parameters: [{name: month, value: "{{item}}"}]
+          - name: clip-embed
+            inputs:
+              parameters: [{name: month}]
+            container:
+              image: ghcr.io/acme-reco/clip:2.1
+              args: [--clips, /data/clips]
+              volumeMounts:
+              - {name: corpus, mountPath: /data/clips, subPath: "SUB", readOnly: true}
+        """).replace("SUB", sub_path)
+
+
+def test_jobs_40_a_loop_item_in_a_mounts_sub_path(tmp_path, capsys) -> None:
+    """D7: one mount, and one read, per item's ``subPath``, as each pod mounts it; a
+    ``subPath`` only the run knows is a run-time read, never a location to warm."""
+    f = tmp_path / "wf.yaml"
+    f.write_text(_looped_mount("clips/{{inputs.parameters.month}}"))
+    rc, out, _ = _plan(capsys, f)
+    assert rc == 0 and "{{" not in out
+    [plan] = pipeline.analyze_all([str(f)])
+    step = plan.step("clip-embeddings")
+    assert [m.sub_path for m in step.pvc_mounts] == ["clips/2026-11", "clips/2026-12"]
+    assert [u for u, _, _ in plan.datasets()] == [
+        "s3://acme-video-lake/curated/v3/clips/2026-11/",
+        "s3://acme-video-lake/curated/v3/clips/2026-12/"]
+
+    f.write_text(_looped_mount("runs/{{workflow.uid}}"))
+    [plan] = pipeline.analyze_all([str(f)])
+    step = plan.step("clip-embeddings")
+    assert plan.datasets() == [] and [m.sub_path for m in step.pvc_mounts] == [
+        "runs/{{workflow.uid}}"]
+    assert [(r.uri, r.pattern) for r in step.reads] == [
+        (None, "s3://acme-video-lake/curated/v3/runs/{{workflow.uid}}/")]
