@@ -327,7 +327,10 @@ class Agent:
             if not pending or dataset in requested:
                 continue
             stage, sid, step = pending[0]  # the earliest step still to come decides
-            waiting[dataset] = _Pending(stage, sid, step_requirements(step, spec, wf_pod),
+            pins = ds_mod.volume_pins(self.view, meta.get("namespace") or "default",
+                                      [m.claim for m in step.pvc_mounts if m.claim])
+            waiting[dataset] = _Pending(stage, sid,
+                                        step_requirements(step, spec, wf_pod).pinned(pins),
                                         _volume_of(dataset, volumes))
         with self._lock:
             if uid in self._requested:  # not evicted meanwhile
@@ -545,8 +548,10 @@ class Agent:
         except Exception as exc:
             log.warning("%s: cannot resolve datasets: %s", source, exc)
             return
-        pod = placement.PodRequirements.from_pod_spec(obj.get("spec") or {})
-        bound_here = (obj.get("spec") or {}).get("nodeName") == self.config.node_name
+        spec = obj.get("spec") or {}
+        pod = placement.PodRequirements.from_pod_spec(spec).pinned(ds_mod.volume_pins(
+            self.view, meta.get("namespace") or "default", ds_mod.spec_claims(spec)))
+        bound_here = spec.get("nodeName") == self.config.node_name
         for dataset in found:
             if bound_here or self._warms_here(dataset, self.nodes(), pod):
                 self.warm(WarmRequest(dataset, source, meta.get("name", ""), 0,

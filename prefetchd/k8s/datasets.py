@@ -283,6 +283,39 @@ def csi_location(csi: Mapping[str, Any] | None, driver: str = DRIVER_NAME) -> st
     return ds.location if ds else None
 
 
+MAX_PINNED_CLAIMS = 16  # claims of one pod looked up for their PV's node affinity
+
+
+def volume_pins(view: ClusterView, namespace: str, claims: Iterable[str]
+                ) -> tuple[tuple[placement.Term, ...], ...]:
+    """The node affinity of the PVs *claims* (of *namespace*) are bound to: a local PV's
+    host, a zonal disk's zone. The scheduler puts the pod only where each matches
+    (VolumeBinding), so warming elsewhere is wasted (blind job round 41: a pod pinned to
+    ``gpu-a100-07`` by its local PV was warmed on any node). A claim not bound yet, a PV
+    with no node affinity, or one the API does not give now, pins nothing (a pin is a
+    refinement of placement: without it the warm goes where it went before)."""
+    out: list[tuple[placement.Term, ...]] = []
+    for claim in list(dict.fromkeys(claims))[:MAX_PINNED_CLAIMS]:
+        try:
+            pvc = view.pvc(namespace, claim)
+            name = ((pvc or {}).get("spec") or {}).get("volumeName")
+            pv = view.pv(name) if name else None
+        except (RuntimeError, OSError) as exc:
+            log.debug("claim %s/%s: its PV not readable now (%s)", namespace, claim, exc)
+            continue
+        required = (((pv or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required")
+        if isinstance(required, Mapping) and (terms := placement.node_selector_terms(required)):
+            out.append(terms)
+    return tuple(out)
+
+
+def spec_claims(spec: Mapping[str, Any]) -> list[str]:
+    """The claims a PodSpec's volumes name (``persistentVolumeClaim.claimName``)."""
+    return [str(v["persistentVolumeClaim"]["claimName"]) for v in spec.get("volumes") or []
+            if isinstance(v, Mapping) and isinstance(v.get("persistentVolumeClaim"), Mapping)
+            and v["persistentVolumeClaim"].get("claimName")]
+
+
 def claim_dataset(view: ClusterView, namespace: str, claim: str,
                   driver: str = DRIVER_NAME) -> VolumeDataset | None:
     """The dataset behind a claim: bound to a PV of our driver, else None (not yet, or never).

@@ -37,7 +37,7 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -182,19 +182,16 @@ class PodRequirements:
     required_terms: tuple[Term, ...] | None = None  # None: no required node affinity
     tolerations: tuple[Toleration, ...] = ()
     requests: Mapping[str, Fraction] = field(default_factory=dict)
+    # the node affinity of the PVs its claims are bound to (a local PV's host, a zonal
+    # disk's zone): each one's terms must match too, as the scheduler's VolumeBinding has it
+    volume_terms: tuple[tuple[Term, ...], ...] = ()
 
     @classmethod
     def from_pod_spec(cls, spec: Mapping[str, Any]) -> PodRequirements:
         """Read a PodSpec dict (camelCase, as in the API)."""
         affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {})
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
-        terms = None
-        if required is not None:
-            terms = tuple(
-                Term(tuple(_req(e) for e in t.get("matchExpressions") or []),
-                     tuple(_req(e) for e in t.get("matchFields") or []))
-                for t in required.get("nodeSelectorTerms") or []
-            )
+        terms = node_selector_terms(required) if required is not None else None
         tolerations = tuple(
             Toleration(t.get("key", "") or "", t.get("operator", "Equal") or "Equal",
                        t.get("value", "") or "", t.get("effect", "") or "")
@@ -202,6 +199,22 @@ class PodRequirements:
         )
         return cls(dict(spec.get("nodeSelector") or {}), terms, tolerations,
                    pod_requests(spec))
+
+
+    def pinned(self, volume_terms: tuple[tuple[Term, ...], ...]) -> PodRequirements:
+        """These requirements, and the node affinity of the PVs the pod's claims are bound
+        to (``volume_terms``: ``prefetchd.k8s.datasets.volume_pins``)."""
+        return replace(self, volume_terms=self.volume_terms + volume_terms) \
+            if volume_terms else self
+
+
+def node_selector_terms(selector: Mapping[str, Any]) -> tuple[Term, ...]:
+    """The terms of a NodeSelector (a pod's required node affinity, a PV's
+    ``nodeAffinity.required``): a node matches one of them."""
+    return tuple(
+        Term(tuple(_req(e) for e in t.get("matchExpressions") or []),
+             tuple(_req(e) for e in t.get("matchFields") or []))
+        for t in selector.get("nodeSelectorTerms") or [] if isinstance(t, Mapping))
 
 
 def _req(expr: Mapping[str, Any]) -> Requirement:
@@ -276,6 +289,8 @@ def ineligibility_reason(pod: PodRequirements, node: NodeInfo) -> str:
             return f"nodeSelector {key}={value}"
     if pod.required_terms is not None and not any(t.matches(node) for t in pod.required_terms):
         return "required node affinity"
+    if any(not any(t.matches(node) for t in terms) for terms in pod.volume_terms):
+        return "volume node affinity"
     for taint in node.taints:
         if taint.effect in BLOCKING_EFFECTS and not any(
             t.tolerates(taint) for t in pod.tolerations

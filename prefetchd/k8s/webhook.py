@@ -85,7 +85,10 @@ def affinity_terms(
         return [], []
     nodes = view.nodes()
     hostnames = {n.name: n.labels.get(HOSTNAME_LABEL, n.name) for n in nodes}
-    requirements = placement.PodRequirements.from_pod_spec(pod.get("spec") or {})
+    spec = pod.get("spec") or {}
+    namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+    requirements = placement.PodRequirements.from_pod_spec(spec).pinned(
+        ds_mod.volume_pins(view, namespace, ds_mod.spec_claims(spec)))
     terms: list[dict[str, Any]] = []
     chosen_all: list[str] = []
     holds: list[str] = []

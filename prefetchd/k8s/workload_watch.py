@@ -482,8 +482,8 @@ class WorkloadWatch:
             if work.state.done:
                 continue
             resolve = wl.resolver_from_view(self.view, work.namespace)
-            try:
-                targets = work.targets(resolve)
+            try:  # (placed where its bound claims' PVs let its pods run: a local PV's host)
+                targets = work.targets(resolve, wl.pins_from_view(self.view, work.namespace))
             except Exception as exc:  # noqa: BLE001 - API trouble resolving a claim
                 log.warning("%s: cannot resolve its datasets now: %s", work.key, exc)
                 continue

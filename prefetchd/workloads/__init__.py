@@ -63,7 +63,7 @@ from prefetchd.workloads._registry import (
     read,
     sibling_selector,
 )
-from prefetchd.workloads._resolve import resolver_from_map, resolver_from_view
+from prefetchd.workloads._resolve import pins_from_view, resolver_from_map, resolver_from_view
 
 __all__ = [
     "KINDS",
@@ -86,6 +86,7 @@ __all__ = [
     "order_key",
     "pod_work",
     "read",
+    "pins_from_view",
     "resolver_from_map",
     "resolver_from_view",
     "s3_only",

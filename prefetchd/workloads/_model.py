@@ -243,6 +243,8 @@ class WarmTarget:
 
 
 Resolver = Callable[[DatasetRef], str | None]  # a ref -> s3://bucket/prefix/ or None
+# a PodSpec -> the node affinity of the PVs its claims are bound to (`_resolve.pins_from_view`)
+Pins = Callable[[Mapping[str, Any]], tuple[tuple[placement.Term, ...], ...]]
 
 
 def s3_only(ref: DatasetRef) -> str | None:
@@ -337,8 +339,10 @@ class UpcomingWork:
                     return g.name
         return None
 
-    def targets(self, resolve: Resolver = s3_only) -> list[WarmTarget]:
+    def targets(self, resolve: Resolver = s3_only, pins: Pins | None = None
+                ) -> list[WarmTarget]:
         """Datasets to warm, earliest stage first: one target per (dataset, constraints).
+        *pins*: the node affinity of a group's bound claims, a constraint too (a local PV).
 
         Groups of one stage with the same constraints that read a dataset add up (a master
         and three workers of one PodSpec shape need it on four nodes); groups with different
@@ -357,7 +361,8 @@ class UpcomingWork:
             if not g.pods:  # none wanted now (a suspended or empty group): nothing to hold
                 continue
             req = constraints_key(g.spec)
-            reqs.setdefault(req, g.requirements)
+            if req not in reqs:
+                reqs[req] = g.requirements.pinned(pins(g.spec)) if pins else g.requirements
             seen: set[str] = set()
             for ref in g.datasets:
                 uri = resolve(ref)
@@ -385,7 +390,7 @@ class UpcomingWork:
             return None if uri and self.made_by_another(group, ref, uri) else uri
         return res
 
-    def to_json(self, resolve: Resolver = s3_only) -> dict[str, Any]:
+    def to_json(self, resolve: Resolver = s3_only, pins: Pins | None = None) -> dict[str, Any]:
         return {
             "schema": "prefetchd-work/1",
             "apiVersion": self.api_version,
@@ -406,7 +411,7 @@ class UpcomingWork:
             # (work that is done warms nothing, as the text plan says)
             "warm": [] if self.state.done else [
                 {"dataset": t.dataset, "nodes": t.nodes, "groups": list(t.groups),
-                 "stage": t.stage} for t in self.targets(resolve)],
+                 "stage": t.stage} for t in self.targets(resolve, pins)],
             "notes": list(self.notes),
         }
 

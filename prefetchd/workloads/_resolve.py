@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from prefetchd.k8s import datasets as k8s_datasets
 from prefetchd.pipeline._pvc import dataset_under
-from prefetchd.workloads._model import DatasetRef, Resolver, s3_only
+from prefetchd.workloads._model import DatasetRef, Pins, Resolver, s3_only
 
 
 def resolver_from_map(pvc_map: Mapping[str, str]) -> Resolver:
@@ -46,3 +46,10 @@ def resolver_from_view(view: k8s_datasets.ClusterView, namespace: str,
         return dataset_under(found.location, ref.path) if found else None
 
     return resolve
+
+
+def pins_from_view(view: k8s_datasets.ClusterView, namespace: str) -> Pins:
+    """A PodSpec's bound claims in ``namespace`` -> their PVs' node affinity, through the
+    same view claims resolve through (``k8s_datasets.volume_pins``)."""
+    return lambda spec: k8s_datasets.volume_pins(view, namespace,
+                                                 k8s_datasets.spec_claims(spec))

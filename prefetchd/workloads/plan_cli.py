@@ -268,9 +268,15 @@ def resolver(work: UpcomingWork, pvc_map: Mapping[str, str], view: FileClusterVi
     return lambda ref: by_map(ref) or by_view(ref)
 
 
-def _constraints(g: PodGroup) -> str:
+def _constraints(g: PodGroup, view: FileClusterView, namespace: str) -> str:
     spec = g.spec
     parts = []
+    for claim in k8s_datasets.spec_claims(spec):  # a bound PV's own (a local PV's host)
+        for terms in k8s_datasets.volume_pins(view, namespace, [claim]):
+            pv = ((view.pvc(namespace, claim) or {}).get("spec") or {}).get("volumeName")
+            parts.append(f"PV {pv} of claim {claim} only on " + " or ".join(
+                ",".join(f"{r.key} {r.operator} {'|'.join(r.values)}".rstrip()
+                         for r in (*t.expressions, *t.fields)) for t in terms))
     sel = spec.get("nodeSelector") or {}
     if sel:
         parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(sel.items())))
@@ -310,7 +316,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
         for g in w.groups:
             after = f" after {', '.join(g.after)}" if g.after else ""
             lines.append(f"   {g.name} x{g.pods}  stage {stages[g.name]}{after}: "
-                         f"{_constraints(g)}")
+                         f"{_constraints(g, view, w.namespace)}")
             for ref in g.datasets:
                 uri = resolve(ref)
                 where = f" -> {uri}" if uri and uri != ref.uri else ""
@@ -330,7 +336,8 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                 lines.append(f"      reads {ref.describe()}  ({ref.origin}){where}")
             for note in g.notes:
                 lines.append(f"      note: {note}")
-        targets = [] if w.state.done else w.targets(resolve)
+        targets = [] if w.state.done else w.targets(
+            resolve, _resolve.pins_from_view(view, w.namespace))
         if w.state.done:  # as the agent does: its pins go, nothing is warmed for it
             lines.append(f"   warm: nothing ({w.state.value}: {w.state.why_nothing})")
         elif targets:
@@ -364,7 +371,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.json:
             out = []
             for n, w in enumerate(works, 1):
-                doc = w.to_json(resolver(w, pvc_map, view))
+                doc = w.to_json(resolver(w, pvc_map, view),
+                                _resolve.pins_from_view(view, w.namespace))
                 doc["warm_order"] = n
                 out.append(doc)
             sys.stdout.write(json.dumps({"schema": "prefetchd-work-plan/1", "work": out,

@@ -178,6 +178,36 @@ def test_pod_with_fusecache_pvc_is_steered_to_chosen_eligible_nodes(fake, server
     assert model.spec.affinity.node_affinity.preferred_during_scheduling_ignored_during_execution
 
 
+def test_a_pod_whose_claim_is_bound_to_a_local_pv_is_steered_only_to_that_host(
+        fake, server, certs):
+    """Blind job round 41: a claim bound to a local PV pins the pod to the PV's host (the
+    scheduler's VolumeBinding), yet its S3 dataset was placed on any node; the nodes chosen
+    for it are now only those the PV's node affinity allows."""
+    fake.create({"apiVersion": "v1", "kind": "PersistentVolume",
+                 "metadata": {"name": "scratch-host-1"},
+                 "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
+                          "storageClassName": "local-nvme",
+                          "claimRef": {"namespace": "ml", "name": "scratch"},
+                          "local": {"path": "/mnt/nvme0/scratch"},
+                          "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                              {"matchExpressions": [{"key": "kubernetes.io/hostname",
+                                                     "operator": "In",
+                                                     "values": ["host-1"]}]}]}}}})
+    fake.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                 "metadata": {"name": "scratch", "namespace": "ml"},
+                 "spec": {"volumeName": "scratch-host-1", "accessModes": ["ReadWriteOnce"],
+                          "storageClassName": "local-nvme"},
+                 "status": {"phase": "Bound"}})
+    pod = copy.deepcopy(TRAIN_POD)
+    pod["spec"]["containers"][0]["volumeMounts"].append({"name": "s", "mountPath": "/scratch"})
+    pod["spec"]["volumes"].append({"name": "s", "persistentVolumeClaim": {"claimName": "scratch"}})
+    _, patched = mutate(server, certs[0], pod)
+    hosts = {v for t in preferred(patched) if t["weight"] == 80
+             for v in t["preference"]["matchExpressions"][0]["values"]}
+    assert hosts == {"host-1"}
+    assert patched["metadata"]["annotations"][wh.STEERED_ANNOTATION] == "node-1"
+
+
 def test_existing_affinity_is_kept_and_appended_to(server, certs):
     pod = copy.deepcopy(TRAIN_POD)
     required = {"nodeSelectorTerms": [{"matchExpressions": [

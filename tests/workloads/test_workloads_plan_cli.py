@@ -1242,3 +1242,46 @@ def test_round_39_an_initializers_claim_and_pods_kept_on_one_host(tmp_path) -> N
         r = plan(write(tmp_path, "j.yaml", job(aff)), "--json")
         assert r.returncode == 0, r.stderr
         assert [w["nodes"] for w in json.loads(r.stdout)["work"][0]["warm"]] == [nodes], aff
+
+
+def test_a_claim_bound_to_a_local_pv_pins_the_group_to_its_host(tmp_path) -> None:
+    """Blind job round 41: a Job whose claim is bound to a local PV (node affinity on
+    ``kubernetes.io/hostname``) showed "no constraints", and its S3 data was placed on any
+    node. The plan names the pin, and the warm target's requirements carry it, so placement
+    keeps to that host (the scheduler's VolumeBinding)."""
+    from prefetchd import workloads as wl
+    from prefetchd.k8s import placement
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "gpu07-nvme"},
+          "spec": {"capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
+                   "storageClassName": "local-nvme",
+                   "claimRef": {"namespace": "pathology", "name": "heldout"},
+                   "local": {"path": "/mnt/nvme0/heldout"},
+                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                       {"key": "kubernetes.io/hostname", "operator": "In",
+                        "values": ["gpu-a100-07"]}]}]}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": "heldout", "namespace": "pathology"},
+           "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local-nvme",
+                    "volumeName": "gpu07-nvme", "resources": {"requests": {"storage": "100Gi"}}}}
+    job = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "eval-heldout", "namespace": "pathology"},
+           "spec": {"template": {"spec": {
+               "restartPolicy": "Never",
+               "containers": [{"name": "eval", "image": "mil:2",
+                               "args": ["--labels=s3://histo/clinical/labels.csv",
+                                        "--heldout=/heldout"],
+                               "volumeMounts": [{"name": "h", "mountPath": "/heldout"}]}],
+               "volumes": [{"name": "h", "persistentVolumeClaim": {"claimName": "heldout"}}]}}}}
+    r = plan(write(tmp_path, "j.yaml", pv, pvc, job))
+    assert r.returncode == 0, r.stderr
+    assert ("PV gpu07-nvme of claim heldout only on kubernetes.io/hostname In gpu-a100-07"
+            in r.stdout)
+    view = k8s_datasets.ObjectsView([pv, pvc])
+    [work] = [wl.read(job)]
+    [target] = work.targets(wl.resolver_from_view(view, "pathology"),
+                            wl.pins_from_view(view, "pathology"))
+    nodes = [placement.NodeInfo(f"gpu-a100-0{i}", {"kubernetes.io/hostname": f"gpu-a100-0{i}"},
+                                cache_free_bytes=2**40) for i in range(1, 9)]
+    assert placement.choose(target.dataset, nodes, target.requirements, 1) == ["gpu-a100-07"]
+    assert placement.ineligibility_reason(target.requirements, nodes[0]) == \
+        "volume node affinity"
