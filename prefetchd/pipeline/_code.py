@@ -1407,15 +1407,19 @@ class _Flow(ast.NodeVisitor):
                 key = kw.get("Key", pos[0] if pos else None)
                 if key is None or f.attr in ("get", "put", "delete"):
                     return True
-            d = "read" if f.attr in _BOTO_OBJECT_READ else "write"
-            for a in (bucket, key):
-                self.mark(a, d)
-            b, k = self.ref(bucket), self.ref(key)
-            if b is not None and k is not None:
-                self.pairs.append((b, k, d))
-            elif d == "read":
-                self.reads_unnamed = True
+            self._boto_object(bucket, key, "read" if f.attr in _BOTO_OBJECT_READ else "write")
         return True
+
+    def _boto_object(self, bucket: ast.AST | None, key: ast.AST | None, d: str) -> None:
+        """A boto3 call on the object *bucket*/*key* in direction *d*: both marked, and the
+        pair kept when both can be named (a read of a key that cannot: a listed one)."""
+        for a in (bucket, key):
+            self.mark(a, d)
+        b, k = self.ref(bucket), self.ref(key)
+        if b is not None and k is not None:
+            self.pairs.append((b, k, d))
+        elif d == "read":
+            self.reads_unnamed = True
 
     def _mark_pieces(self, pieces: Pieces, direction: str) -> None:
         """A location made of *pieces* used in *direction*: built (the caller names it) or,
@@ -1589,15 +1593,8 @@ class _Flow(ast.NodeVisitor):
         elif name in _BOTO_READ or name in _BOTO_WRITE:
             d = "read" if name in _BOTO_READ else "write"
             pos = args[1:3] if name in ("upload_file", "upload_fileobj") else args[:2]
-            bucket = kw.get("Bucket", pos[0] if pos else None)
-            key = kw.get("Key", pos[1] if len(pos) > 1 else None)
-            for a in (bucket, key):
-                self.mark(a, d)
-            b, k = self.ref(bucket), self.ref(key)
-            if b is not None and k is not None:
-                self.pairs.append((b, k, d))
-            elif d == "read":
-                self.reads_unnamed = True
+            self._boto_object(kw.get("Bucket", pos[0] if pos else None),
+                              kw.get("Key", pos[1] if len(pos) > 1 else None), d)
         elif (name in _READ_FIRST or name in ("find", "walk") and self._on_fs) and (
                 args or kw.keys() & _READ_KEYWORDS):
             # (fs.find("bkt/policies/2024/") on an S3 file system: every object under it,

@@ -402,12 +402,7 @@ def finish_plan(plan: Plan) -> Plan:
         closure[sid] = up
     for sid in order:
         s = by_id[sid]
-        # a predecessor is immediate unless another predecessor already needs it
-        covered = 0
-        for a in s.after:
-            covered |= closure[a]
-        s.depends_on = sorted((a for a in s.after if not covered >> index[a] & 1),
-                              key=index.__getitem__)
+        s.depends_on = _immediate(s.after, index, closure)
         s.stage = 1 + max((by_id[d].stage for d in s.depends_on), default=-1)
     if plan.suspends:
         _finish_suspends(plan, order, index, closure)
@@ -458,6 +453,15 @@ def settle_intermediates(plan: Plan) -> Plan:
     return plan
 
 
+def _immediate(after: set[str], index: dict[str, int], closure: dict[str, int]) -> list[str]:
+    """The predecessors in *after* that are immediate: not already needed by another one
+    (*closure*: each step's ancestors as a bitset over *index*), in topological order."""
+    covered = 0
+    for a in after:
+        covered |= closure[a]
+    return sorted((a for a in after if not covered >> index[a] & 1), key=index.__getitem__)
+
+
 def _finish_suspends(plan: Plan, order: list[str], index: dict[str, int],
                      closure: dict[str, int]) -> None:
     """Suspend steps' immediate predecessors and stage, as a step's; a step names a suspend
@@ -466,11 +470,7 @@ def _finish_suspends(plan: Plan, order: list[str], index: dict[str, int],
     by_id = {s.id: s for s in plan.steps}
     for g in plan.suspends:
         g.after = {a for a in g.after if a in by_id}
-        covered = 0
-        for a in g.after:
-            covered |= closure[a]
-        g.depends_on = sorted((a for a in g.after if not covered >> index[a] & 1),
-                              key=index.__getitem__)
+        g.depends_on = _immediate(g.after, index, closure)
         g.stage = 1 + max((by_id[d].stage for d in g.depends_on), default=-1)
     pos = {g.id: i for i, g in enumerate(plan.suspends)}
     plan.suspends.sort(key=lambda g: (g.stage, pos[g.id]))
