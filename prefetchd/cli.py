@@ -216,6 +216,9 @@ def render_plan(plan: pipeline.Plan) -> str:
                 lines.append(f"      unknown {_read_str(r)}  (mixed evidence: not warmed)")
             for r in s.imports:
                 lines.append(f"      imports {_read_str(r)}")
+            for r in s.intermediate:
+                lines.append(f"      takes  {_read_str(r)}  [artifact {r.written_by} writes "
+                             "earlier in this run: no dataset]")
             for m in s.pvc_mounts:
                 claim = m.claim or f"<{m.claim_pattern or m.claim_origin}>"
                 sp = f" subPath={m.sub_path}" if m.sub_path else ""

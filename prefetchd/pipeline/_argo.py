@@ -208,6 +208,32 @@ class ArgoAnalyzer:
         default = vf.get("default") if isinstance(vf, dict) else None
         return found if isinstance(found, str) else None if default is None else str(default)
 
+    def artifact_repository(self) -> dict[str, Any] | None:
+        """The S3 artifact repository key-only artifacts (``s3: {key: ...}``) resolve
+        against, from a ConfigMap given with the workflow, as the controller finds it:
+        ``spec.artifactRepositoryRef`` (``configMap``, default ``artifact-repositories``;
+        ``key``, default the ConfigMap's ``workflows.argoproj.io/default-artifact-repository``
+        annotation), else that annotated ``artifact-repositories`` ConfigMap of its namespace;
+        its entry's ``s3`` (bucket, endpoint). None when not given (blind round 49: such
+        reads were run-time though the repository was in the file)."""
+        if self.configmaps is None:
+            return None
+        ref = self.spec.get("artifactRepositoryRef")
+        ref = ref if isinstance(ref, dict) else {}
+        cm = self.configmaps.held("ConfigMap", self.namespace,
+                                  str(ref.get("configMap") or "artifact-repositories"))
+        if cm is None:
+            return None
+        note = ((cm.get("metadata") or {}).get("annotations") or {}).get(
+            "workflows.argoproj.io/default-artifact-repository")
+        text = (cm.get("data") or {}).get(ref.get("key") or note)
+        try:
+            repo = yaml.safe_load(text) if isinstance(text, str) else None
+        except yaml.YAMLError:
+            return None
+        s3 = repo.get("s3") if isinstance(repo, dict) else None
+        return s3 if isinstance(s3, dict) and isinstance(s3.get("bucket"), str) else None
+
     def configmap_given(self, name: str) -> bool:
         """Whether the ConfigMap *name* of the workflow's namespace is among the files."""
         return self.configmaps is not None and self.configmaps.held(
@@ -911,13 +937,20 @@ class ArgoAnalyzer:
             # key}``, ``archive: none``): written there (a state file read and written back
             # at one key is then unknown, not warmed)
             s3 = a.get("s3") if isinstance(a, dict) else None
-            if not isinstance(s3, dict) or not s3.get("bucket") or not s3.get("key"):
+            repo = self.artifact_repository() if isinstance(s3, dict) and s3.get("key") \
+                and not s3.get("bucket") else None
+            bucket = s3.get("bucket") if isinstance(s3, dict) else None
+            bucket = bucket or (repo or {}).get("bucket")  # (a key-only one: the repository's)
+            if not isinstance(s3, dict) or not bucket or not s3.get("key"):
                 continue
-            uri = f"s3://{s3['bucket']}/{str(s3['key']).lstrip('/')}"
+            uri = f"s3://{bucket}/{str(s3['key']).lstrip('/')}"
             v = self.resolve(uri, scope)  # None: no placeholder in it
-            # (a key only the run knows, v.values None: no write named ahead)
             for u in (uri,) if v is None else v.values or ():
                 step.add_write(Read(u, True, "argo-output-artifact", artifact=a.get("name")))
+            if v is not None and v.values is None:  # a key only the run knows: its pattern
+                # (the folder before it is written into: a later step's read of it waits)
+                step.add_write(Read(None, False, "argo-output-artifact", artifact=a.get("name"),
+                                    pattern=uri))
 
     def _artifact_read(
         self, a: dict[str, Any], scope: Scope, origin: str, name: str
@@ -930,6 +963,11 @@ class ArgoAnalyzer:
             ):
                 return None  # a key under this run's name: written earlier in the same run
             endpoint = s3.get("endpoint")
+            repo = self.artifact_repository() if not s3.get("bucket") else None
+            if repo is not None and key:  # a key-only artifact of the repository given
+                s3 = {**s3, "bucket": repo["bucket"]}
+                endpoint = endpoint or repo.get("endpoint")
+                origin = "default-artifact-repository"
             if not s3.get("bucket"):
                 v = self.value(key, scope) if key else const("")
                 return Read(

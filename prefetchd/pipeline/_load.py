@@ -33,7 +33,25 @@ MAX_FILE_BYTES = 32 * 1024 * 1024
 MAX_EXPANDED_NODES = 5_000_000
 MAX_DOCUMENTS = 64
 
-_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """The safe loader (libyaml's when present), refusing a key a mapping holds twice: the
+    API server's decoder (and kubectl) refuse it too, and taking the last one silently
+    loses what the first said (blind job round 42: a container's second ``env:`` dropped
+    the variable its ``--data=$(DATA)`` named). Keys merged in by ``<<:`` may be
+    overridden, as YAML means them to be."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[str] = set()
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                if key.value in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"mapping key {key.value!r} given twice", key.start_mark)
+                seen.add(key.value)
+        return super().construct_mapping(node, deep=deep)
 
 ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -146,6 +147,9 @@ class Step:
     # locations with mixed evidence (read and written, or an ambiguous name): never warmed
     unknown: list[Read] = field(default_factory=list)
     imports: list[Read] = field(default_factory=list)
+    # input artifacts at the key an output artifact upstream wrote: passed between steps,
+    # no read (`settle_intermediates`; `written_by` names the writer)
+    intermediate: list[Read] = field(default_factory=list)
     pvc_mounts: list[PvcMount] = field(default_factory=list)
     creates_pvc: dict[str, Any] | None = None
     deletes_pvc: dict[str, Any] | None = None
@@ -248,6 +252,7 @@ class Step:
             "writes": [w.to_json() for w in self.writes],
             "unknown": [u.to_json() for u in self.unknown],
             "imports": [i.to_json() for i in self.imports],
+            "intermediate_reads": [r.to_json() for r in self.intermediate],
             "pvc_mounts": [p.to_json() for p in self.pvc_mounts],
             "creates_pvc": self.creates_pvc,
             "deletes_pvc": self.deletes_pvc,
@@ -422,10 +427,15 @@ def settle_intermediates(plan: Plan) -> Plan:
     done (the node agent). Blind rounds 47 and jobs 40: a step's ``aws s3 cp`` of what the
     step before it uploaded was warmed at submission. A step not upstream of the reader (a
     sibling, a later one) does not count: the data is there before it runs."""
-    writers: list[tuple[str, str]] = [
-        (w.uri, s.id) for s in plan.steps for w in s.writes
+    writers: list[tuple[str, str, bool]] = [
+        (w.uri, s.id, w.artifact is not None) for s in plan.steps for w in s.writes
         if w.uri and w.static and not w.pattern_kind][:MAX_WRITES_CHECKED]
-    if not writers:
+    # a write whose key only the run knows (s3://b/verdicts/{{...}}/{{item}}.json) writes
+    # into its folder: a reader of that folder (s3://b/verdicts/2024-11/) reads what it leaves
+    into = [(_folder_of(w.pattern), s.id, w.artifact is not None) for s in plan.steps
+            for w in s.writes if w.uri is None and w.pattern and "://" in w.pattern
+            ][:MAX_WRITES_CHECKED]
+    if not writers and not into:
         return plan
     by_id = {s.id: s for s in plan.steps}
 
@@ -441,16 +451,35 @@ def settle_intermediates(plan: Plan) -> Plan:
 
     for s in plan.steps:
         ups: set[str] | None = None
+        passed: list[int] = []
         for i, r in enumerate(s.reads):
-            made = [w for u, w in writers if w != s.id and r.uri and r.static
+            made = [(w, art) for u, w, art in writers if w != s.id and r.uri and r.static
                     and (_uri.location_under(r.uri, u) or r.uri.endswith("/")
                          and _uri.location_under(u, r.uri))]
+            made += [(w, art) for folder, w, art in into if w != s.id and r.uri and r.static
+                     and r.uri.endswith("/") and folder.fullmatch(r.uri)]
             if made and ups is None:
                 ups = upstream(s.id)
-            producer = next((w for w in made if ups and w in ups), None)
+            producer = next(((w, art) for w, art in made if ups and w in ups), None)
             if producer is not None:
-                s.reads[i] = replace(r, written_by=producer)
+                s.reads[i] = replace(r, written_by=producer[0])
+                if producer[1] and r.artifact is not None:
+                    passed.append(i)
+        if passed:  # an input artifact at the key an output artifact upstream wrote:
+            # an artifact passed between steps (the truth schema's intermediate_reads)
+            s.intermediate += [s.reads[i] for i in passed]
+            s.reads = [r for i, r in enumerate(s.reads) if i not in passed]
+            s._keys.clear()
     return plan
+
+
+def _folder_of(pattern: str) -> re.Pattern[str]:
+    """The folder a location pattern lies in, each placeholder one path segment's worth
+    (``s3://b/v/{{x}}/{{y}}.json`` -> ``s3://b/v/[^/]+/``)."""
+    folder = pattern[:pattern.rfind("/") + 1]
+    return re.compile("".join(
+        "[^/]+" if part.startswith("{{") else re.escape(part)
+        for part in re.split(r"(\{\{[^{}]*\}\})", folder) if part))
 
 
 def _immediate(after: set[str], index: dict[str, int], closure: dict[str, int]) -> list[str]:

@@ -110,6 +110,10 @@ def code_directions(argv: list[str]) -> dict[str, str]:
     return out
 
 
+# a location written out up to a folder before its first placeholder (s3://b/x/{{...}})
+_DEEP_PLACEHOLDER = re.compile(r"(?:--?[\w.-]+=)?[a-z][a-z0-9+.-]*://[^{/\s]+/[^{\s]*\{\{")
+
+
 def _fallback(step: Step, name: str | None, flag: str | None = None,
               verb: bool = True) -> str:
     """No evidence in the command line: the parameter's name, then a flag naming a model
@@ -392,9 +396,12 @@ def scan_argv(
             continue
         # a path under a read-only mount: the command line or a name decides, never the
         # step's verb (export-onnx --train /data/x reads /data/x)
-        path_d = d or _uri.name_direction(v.get("input")) or "read"
+        # (an input that fills a folder deep in a written-out location, ``s3://b/uploads/
+        # {{inputs.parameters.upload_date}}/x``, names a part, not the location's way)
+        named = v.get("input") if not _DEEP_PLACEHOLDER.match(toks[i]) else None
+        path_d = d or _uri.name_direction(named) or "read"
         if d is None:  # the command line says nothing: the input's name, then the step's
-            d = _fallback(step, v.get("input"), flag, verb)
+            d = _fallback(step, named, flag, verb)
         if v.values is None:
             if reps[i].endswith(_RUNTIME):
                 pattern = v.get("pattern") or toks[i]

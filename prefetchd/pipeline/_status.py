@@ -39,12 +39,18 @@ def status_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def node_phases(obj: Mapping[str, Any]) -> dict[str, str]:
     """``{displayName: phase}`` from ``status.nodes``; for a name several nodes share, the
-    last one's (the agent's reading since it first used status, kept in one place)."""
+    last one's (the agent's reading since it first used status, kept in one place); a
+    running loop (TaskGroup) as Pending."""
     status = obj.get("status")
     nodes = status.get("nodes") if isinstance(status, dict) else None
     if not isinstance(nodes, dict):
         return {}
-    return {n.get("displayName"): n.get("phase") for n in nodes.values() if isinstance(n, dict)}
+    # a loop's TaskGroup runs while its items start one by one (parallelism): those not
+    # started yet still want their data (blind job round 42), so it has not started as a
+    # whole until it is done
+    return {n.get("displayName"): "Pending" if n.get("type") == "TaskGroup"
+            and n.get("phase") == "Running" else n.get("phase")
+            for n in nodes.values() if isinstance(n, dict)}
 
 
 def apply(plan: Any, obj: Mapping[str, Any]) -> None:

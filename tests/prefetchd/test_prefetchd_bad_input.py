@@ -340,3 +340,21 @@ def test_yaml_text_never_crashes(text: str) -> None:
         _load.load_text(text, "fuzz.yaml")
     except pipeline.PipelineError as e:
         assert e.args[0].startswith("fuzz.yaml")
+
+
+def test_a_key_given_twice_is_refused_naming_it(tmp_path, capsys) -> None:
+    """Blind job round 42: a container with ``env:`` twice was taken with the last one, and
+    the variable its ``--data=$(DATA)`` named was lost without a word; the API server and
+    kubectl refuse such a file. A key a ``<<:`` merge brings in may still be overridden."""
+    f = tmp_path / "twice.yaml"
+    f.write_text("apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n"
+                 "    spec:\n      containers:\n      - name: m\n        image: x\n"
+                 "        env: [{name: DATA, value: 's3://bkt/d/'}]\n"
+                 "        args: ['--data=$(DATA)']\n        env: [{name: LOG, value: info}]\n")
+    line = plan_err(capsys, str(f))
+    assert str(f) in line and "line 12" in line and "'env' given twice" in line
+    f.write_text("x: &d {image: busybox, args: [a]}\napiVersion: batch/v1\nkind: Job\n"
+                 "metadata: {name: j}\nspec:\n  template:\n    spec:\n      containers:\n"
+                 "      - <<: *d\n        name: m\n        args: ['s3://bkt/d/x.csv']\n")
+    assert cli.main(["plan", str(f)]) == 0
+    assert "s3://bkt/d/x.csv" in capsys.readouterr().out

@@ -2625,3 +2625,61 @@ def test_round_48_locations_through_defaults_env_and_local_names() -> None:
             'pd.read_csv(src["dma"]); pd.read_parquet(src["census"])\n')
     assert _command_io(["python", "-c"], [code, "--sources", sources])[0] == [
         "s3://bkt/geo/acs.parquet", "s3://bkt/geo/dma.csv"]
+
+
+def test_round_49_key_only_artifacts_of_a_repository_given_in_the_file() -> None:
+    """Blind round 49: a key-only artifact (``s3: {key: ...}``) was a run-time read though
+    the artifact repository was a ConfigMap in the same file (the default one by its
+    annotation, or the one ``artifactRepositoryRef`` names); an input artifact at the key an
+    output artifact upstream wrote (a folder a loop's items write into) is passed between
+    steps, no read; and an input parameter filling a folder deep in a written-out location
+    (``.../uploads/{{inputs.parameters.upload_date}}/x``) made it a write by its name."""
+    repos = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "artifact-repositories", "namespace": "tns", "annotations": {
+                 "workflows.argoproj.io/default-artifact-repository": "default-v1"}},
+             "data": {"default-v1": "s3:\n  bucket: tns-ml\n  endpoint: s3.amazonaws.com\n",
+                      "structures": "s3:\n  bucket: fold-structures\n"}}
+
+    def plans(**spec: Any) -> pipeline.Plan:
+        entry = spec["templates"][0]["name"]
+        wf = {**_ARGO, "metadata": {"name": "w", "namespace": "tns"},
+              "spec": {"entrypoint": entry, **spec}}
+        [plan] = pipeline.analyze_documents([repos, wf], source="w.yaml")
+        return plan
+
+    model = {"name": "classify", "inputs": {"artifacts": [{
+        "name": "model", "path": "/m", "s3": {"key": "models/nsfw-vit/v14/model.onnx"}}]},
+        "container": {"image": "x", "command": ["python", "-m", "classify", "/m"]}}
+    step = plans(templates=[model]).step("classify")
+    assert [(r.uri, r.origin) for r in step.reads] == [
+        ("s3://tns-ml/models/nsfw-vit/v14/model.onnx", "default-artifact-repository")]
+    step = plans(templates=[model], artifactRepositoryRef={
+        "configMap": "artifact-repositories", "key": "structures"}).step("classify")
+    assert [r.uri for r in step.reads] == ["s3://fold-structures/models/nsfw-vit/v14/model.onnx"]
+    # a map writing per item into a folder its reduce reads: passed on, no read
+    plan = plans(templates=[
+        {"name": "main", "dag": {"tasks": [
+            {"name": "verdict", "template": "verdict", "withItems": ["a", "b"],
+             "arguments": {"parameters": [{"name": "clip", "value": "{{item}}"}]}},
+            {"name": "report", "template": "report", "depends": "verdict"}]}},
+        {"name": "verdict", "inputs": {"parameters": [{"name": "clip"}]},
+         "container": {"image": "x", "command": ["sh", "-c", "echo {} > /out/v.json"]},
+         "outputs": {"artifacts": [{"name": "v", "path": "/out/v.json", "s3": {
+             "key": "verdicts/{{workflow.name}}-x/{{inputs.parameters.clip}}.json"}}]}},
+        {"name": "report", "inputs": {"artifacts": [{"name": "vs", "path": "/in", "s3": {
+            "key": "verdicts/w-x/"}}]},
+         "container": {"image": "x", "command": ["python", "-m", "report", "/in"]}}])
+    assert [(r.uri, r.written_by) for r in plan.step("report").intermediate] == [
+        ("s3://tns-ml/verdicts/w-x/", "verdict")]
+    assert plan.step("report").reads == [] and plan.datasets() == []
+    # a date filling a folder of a location written out: the command line's way (read)
+    tmpl = {"name": "list-uploads", "inputs": {"parameters": [{"name": "upload_date"}]},
+            "container": {"image": "x", "command": ["python", "-m", "tns.list_uploads"],
+                          "args": ["--manifest", "s3://ugc/uploads/"
+                                   "{{inputs.parameters.upload_date}}/_manifest.jsonl"]}}
+    plan = _plan([{"name": "main", "dag": {"tasks": [{
+        "name": "list-uploads", "template": "list-uploads", "arguments": {"parameters": [
+            {"name": "upload_date", "value": "{{workflow.parameters.upload_date}}"}]}}]}},
+        tmpl], arguments={"parameters": [{"name": "upload_date", "value": "2024-11-20"}]})
+    assert [r.uri for r in plan.step("list-uploads").reads] == [
+        "s3://ugc/uploads/2024-11-20/_manifest.jsonl"]

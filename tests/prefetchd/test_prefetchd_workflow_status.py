@@ -376,11 +376,17 @@ LOOPS = """\
 
 def test_a_loop_step_counts_as_started_as_the_agent_counts_it() -> None:
     """A looped step has a node per item (``shard(0:a)``): only a node of the step's own
-    name counts, as in the agent. A DAG loop's TaskGroup (``month``, Running) makes the step
-    started; a steps loop has no such node, so ``shard`` is still to come."""
+    name counts, as in the agent; a steps loop has no such node, so ``shard`` is still to
+    come. A DAG loop's TaskGroup (``month``) runs while its items start one by one: Running,
+    it has not started as a whole (blind job round 42: an item still Pending was not warmed
+    for); done, it has."""
     plan = plan_of(LOOPS)
-    assert plan.step("month").started and not plan.step("shard").started
-    assert uris(plan) == ["s3://bkt/a/", "s3://bkt/b/"]
+    assert not plan.step("month").started and not plan.step("shard").started
+    assert uris(plan) == ["s3://bkt/a/", "s3://bkt/b/", "s3://bkt/m-11/", "s3://bkt/m-12/"]
+    done = LOOPS.replace("displayName: month, type: TaskGroup,\n           templateName: read, "
+                         "phase: Running", "displayName: month, type: TaskGroup,\n"
+                         "           templateName: read, phase: Succeeded")
+    assert done != LOOPS and plan_of(done).step("month").finished
 
 
 def _agent_warms(obj: dict[str, Any]) -> set[str]:
