@@ -849,7 +849,12 @@ class ArgoAnalyzer:
             only_built = _scan.scan_argv(step, argv, res, paths, _scan.code_directions(argv),
                                          names, envs, shell_env, pod)
             if isinstance(c.get("source"), str):
-                only_built |= _scan.scan_argv(step, [c["source"]], res, paths, env=names,
+                # a script's args are its program's command line: an option they pass
+                # replaces its argparse default (blind round 50)
+                source = _code.with_options(c["source"], [
+                    a for a in c.get("args") or [] if isinstance(a, str)]) if c.get("args") \
+                    else c["source"]
+                only_built |= _scan.scan_argv(step, [source], res, paths, env=names,
                                               env_values=envs, shell_env=shell_env,
                                               pod_values=pod)
             text = " ".join([*raw, str(c.get("source") or "")])

@@ -2055,13 +2055,16 @@ def with_argv(code: str, args: list[str]) -> str:
 def with_options(code: str, args: list[str]) -> str:
     """*code* run as ``python SCRIPT ARGS``: the default of each argparse option ARGS pass
     (``--noise /data/noise/full``, ``--week=2025-W47``) replaced by the value passed (or
-    given, where the option has none), so what the program builds from it is what it uses."""
+    given, where the option has none), so what the program builds from it is what it uses;
+    a click option's (``@click.option("--regions", default=...)``) and a typer command's
+    parameter's (``def main(dem: str = "s3://..."): --dem``) alike (blind round 50)."""
     passed: dict[str, str] = {}
     for i, a in enumerate(args):
         flag, value = _uri.flag_value(args, i)
         if flag is not None and value is not None and a.startswith("--"):
             passed["--" + flag] = value
-    if not passed or "add_argument" not in code or len(code) > MAX_CODE_CHARS:
+    if not passed or not any(w in code for w in ("add_argument", "option(", "command(")) \
+            or len(code) > MAX_CODE_CHARS:
         return code
     try:
         tree = ast.parse(code)
@@ -2073,7 +2076,19 @@ def with_options(code: str, args: list[str]) -> str:
         starts.append(starts[-1] + len(line) + 1)
     edits: list[tuple[int, int, str]] = []  # byte offsets: start, end, new text
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and _call_name(node) == "add_argument"):
+        if isinstance(node, ast.FunctionDef) and any(
+                "command" in ast.unparse(d) for d in node.decorator_list):
+            # a typer (or click) command: its parameter x is the option --x
+            pos = node.args.args[len(node.args.args) - len(node.args.defaults):]
+            for a, d in zip(pos, node.args.defaults, strict=True):
+                flag = "--" + a.arg.replace("_", "-")
+                if flag in passed and isinstance(d, ast.Constant) and \
+                        d.end_lineno is not None and d.end_col_offset is not None:
+                    edits.append((starts[d.lineno - 1] + d.col_offset,
+                                  starts[d.end_lineno - 1] + d.end_col_offset,
+                                  repr(passed[flag])))
+            continue
+        if not (isinstance(node, ast.Call) and _call_name(node) in ("add_argument", "option")):
             continue
         flag = next((a.value for a in node.args if isinstance(a, ast.Constant) and
                      isinstance(a.value, str) and a.value in passed), None)

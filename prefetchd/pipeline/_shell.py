@@ -696,13 +696,24 @@ def _array_item(arrays: dict[str, list[str]], m: re.Match[str]) -> str:
 MAX_ALTERNATIVES = 8  # values of one variable a `case` sets, all read
 
 
+_RUN_TIME_VALUE = "\x00"  # a branch sets the name to what only the run knows
+
+
 def _branch_assignments(words: list[str], branches: dict[str, list[str]]) -> None:
-    """Record the literal ``NAME=VALUE`` words of one ``case`` branch in *branches*."""
+    """Record the literal ``NAME=VALUE`` words of one ``case`` branch in *branches*; a
+    value only the run knows (``s) SEASON="$OPTARG"`` of a getopts loop) as
+    ``_RUN_TIME_VALUE``: the name is unknown after the ``case`` (blind round 50: the value
+    it had before, "", was taken)."""
     for w in words:
         m = _ASSIGN.fullmatch(w)
-        if m is None or "$" in m.group(2) or "`" in m.group(2):
+        if m is None:
+            continue
+        if "$" in m.group(2) or "`" in m.group(2):
+            branches[m.group(1)] = [_RUN_TIME_VALUE]
             continue
         values = branches.setdefault(m.group(1), [])
+        if _RUN_TIME_VALUE in values:
+            continue
         if m.group(2) not in values and len(values) < MAX_ALTERNATIVES:
             values.append(m.group(2))
 
@@ -856,17 +867,25 @@ def script_words(script: str, env: dict[str, str] | None = None) -> list[str]:
             if _array_assignment(command, arrays):
                 continue
             command = _any_item(command, arrays, alternatives)
-            if command[0] == "case":
+            # (`do case "$opt" in s) X=...;; esac; done` on one line: the case after `do`)
+            opened = command[1:] if command[0] in ("do", "then", "else") and len(
+                command) > 1 and command[1] == "case" else command
+            if opened[0] == "case":
                 branches = {}
                 # the word a `case` tests, when it is known before the run ("v5": a
                 # parameter's value): only the first branch it matches runs
-                word = _expanded(command[1], known) if len(command) > 1 else "$"
+                word = _expanded(opened[1], known) if len(opened) > 1 else "$"
                 chosen = None if any(c in word for c in ("$", "{{", "`", "@@PH")) else word
+                if chosen is None and len(opened) > 4 and opened[3].endswith(")"):
+                    _branch_assignments(opened[4:], branches)  # its first branch, here
                 taken, running = False, True
             elif command[0] == "esac" and branches is not None:
                 for name, values in branches.items():  # the name is one of these now
                     known.pop(name, None)
-                    alternatives[name] = values
+                    if _RUN_TIME_VALUE in values:  # or what only the run knows
+                        alternatives.pop(name, None)
+                    else:
+                        alternatives[name] = values
                 branches = None
             elif branches is not None:  # sft) M=s3://a;; or sft) on a line of its own,
                 # then M=s3://a on the next: each branch's values, whichever runs

@@ -113,11 +113,13 @@ COPY_TOOLS: dict[tuple[str, ...], set[str]] = {
     ("azcopy",): {"copy", "cp", "sync"},
 }
 DELETE_VERBS = frozenset({"rm", "rb", "delete", "purge", "deletefile", "mb"})
-# listing or sizing a location reads no data: shown (unknown), never warmed
-LIST_VERBS = frozenset({"ls", "lsd", "lsf", "lsl", "du", "stat", "size"})
+# listing or sizing a location reads no data, nor does signing a URL to it (`aws s3
+# presign`: blind round 50): shown (unknown), never warmed
+LIST_VERBS = frozenset({"ls", "lsd", "lsf", "lsl", "du", "stat", "size", "presign"})
 _SEPARATORS = ("&&", "||", ";", "|")
 
 
+_NEMO_BRACES = re.compile(r"_OP_(-?\d+\.\.-?\d+|[\w.-]+(?:,[\w.-]+)+)_CL_")
 _SHELL_VAR = re.compile(r"\$[A-Za-z_{(0-9]")  # $DAY, ${DAY}, $(DAY), $0 inside a location
 _QUERY = re.compile(r"\?[A-Za-z_][\w.-]*=.*\Z", re.DOTALL)
 _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-0-9.]*[sdif]")
@@ -139,8 +141,9 @@ def find_uris(text: str) -> list[str]:
         if _PERCENT_FIELD.search(m.group(0)):
             continue  # a %-format template ("s3://b/%s/x.parquet" % day)
         # s3://b/x.parquet?endpoint_override=minio:9000&scheme=http (arrow, fsspec): the
-        # options name no part of the object
-        found.append((m.start(), _QUERY.sub("", m.group(0))))
+        # options name no part of the object; NeMo writes a brace range _OP_0..511_CL_
+        # (Hydra takes braces for its own): the shards it names
+        found.append((m.start(), _NEMO_BRACES.sub(r"{\1}", _QUERY.sub("", m.group(0)))))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
     # (a key cut at a bracket, "val%20subset%20(5k)/x.tar", is no location of its own)
     found += [(m.start(), u) for m in S3_HTTPS_RE.finditer(text)

@@ -2683,3 +2683,39 @@ def test_round_49_key_only_artifacts_of_a_repository_given_in_the_file() -> None
         tmpl], arguments={"parameters": [{"name": "upload_date", "value": "2024-11-20"}]})
     assert [r.uri for r in plan.step("list-uploads").reads] == [
         "s3://ugc/uploads/2024-11-20/_manifest.jsonl"]
+
+
+def test_round_50_the_aws_cli_and_command_lines_in_depth() -> None:
+    """Blind round 50: ``aws s3 presign`` was read (it signs a URL, reads nothing); an
+    Argo script's ``args`` did not replace its argparse defaults (both models were read),
+    nor did a command line replace a click option's or a typer parameter's; a getopts loop's
+    ``s) SEASON="$OPTARG"`` left SEASON its earlier "" (``season=/`` was read)."""
+    assert _command_io(["sh", "-c"], ["aws s3 presign s3://bkt/report.html --expires-in 600"]
+                       )[0] == []
+    source = ('import argparse, boto3\nap = argparse.ArgumentParser()\n'
+              'ap.add_argument("--model", default="s3://bkt/model-v2.pkl")\n'
+              'a = ap.parse_args()\nb, k = a.model[5:].split("/", 1)\n'
+              'boto3.client("s3").download_file(b, k, "/tmp/m")\n')
+    step = _plan([{"name": "main", "script": {
+        "image": "python:3.11", "command": ["python3"], "source": source,
+        "args": ["--model", "s3://bkt/model-v3.pkl"]}}]).step("main")
+    assert [r.uri for r in step.reads] == ["s3://bkt/model-v3.pkl"]
+    click = ('import boto3, click\n@click.command()\n'
+             '@click.option("--regions", default="s3://bkt/regions/v1.json")\n'
+             'def main(regions):\n    b, k = regions[5:].split("/", 1)\n'
+             '    boto3.client("s3").download_file(b, k, "/tmp/r")\nmain()\n')
+    assert _command_io(["python3", "-c"], [click, "--regions", "s3://bkt/regions/v2.json"]
+                       )[0] == ["s3://bkt/regions/v2.json"]
+    typer = ('import boto3, typer\napp = typer.Typer()\n@app.command()\n'
+             'def main(dem_path: str = "s3://bkt/dem-europe.vrt"):\n'
+             '    b, k = dem_path[5:].split("/", 1)\n'
+             '    boto3.client("s3").download_file(b, k, "/tmp/d")\napp()\n')
+    assert _command_io(["python3", "-c"], [typer, "--dem-path", "s3://bkt/dem-spain.vrt"]
+                       )[0] == ["s3://bkt/dem-spain.vrt"]
+    # (NeMo's tarred shards: _OP_0..3_CL_ is its spelling of {0..3}, blind job round 43)
+    assert _uri.find_uris("model.train_ds.tarred_audio_filepaths=s3://bkt/ls960/"
+                          "audio__OP_0..3_CL_.tar") == ["s3://bkt/ls960/audio_{0..3}.tar"]
+    getopts = ('SEASON=""\nwhile getopts "s:" opt; do case "$opt" in s) SEASON="$OPTARG" ;; '
+               'esac; done\naws s3 cp "s3://bkt/season=${SEASON}/" /data/ --recursive\n')
+    assert _command_io(["bash", "-c"], [getopts, "pull", "-s", "fw24"])[0] == [
+        "runtime: s3://bkt/season=${SEASON}/"]

@@ -171,3 +171,16 @@ def test_fuzzed_examples_never_crash(name: str, path: list[int], junk: Any) -> N
         return
     work.to_json()  # and what a reader of the model does with it works too
     workloads.order_key(work)
+
+
+def test_an_initializer_storage_uri_that_is_no_location_names_it() -> None:
+    """Blind job round 43: ``storageUri: s3:/b/ds/v5`` (one slash) was taken without a word
+    and its dataset dropped ("warm: nothing"); the initializer fails on it at run time."""
+    name = "kubeflow-trainer/trainjob-05-multi-step.yaml"
+    job = doc(name, "TrainJob")
+    lib = library(name)
+    assert workloads.read(copy.deepcopy(job), lib)  # as written (hf://): read
+    job["spec"]["initializer"]["dataset"]["storageUri"] = "s3:/b/ds/v5"
+    assert error(job, lib) == (
+        "TrainJob multi-step-example: spec.initializer.dataset.storageUri 's3:/b/ds/v5': not a "
+        "location (expected SCHEME://..., e.g. s3://bucket/prefix or hf://org/name)")
