@@ -103,6 +103,8 @@ def _as_list(x: Any, where: str) -> list[Any]:
     return x
 
 
+_PLACEHOLDER_RE = re.compile(r"\{\{[^{}]*\}\}")  # one {{...}} tag
+
 class ArgoAnalyzer:
     """One Argo-shaped document; `library` holds WorkflowTemplates for templateRef."""
 
@@ -1038,6 +1040,11 @@ class ArgoAnalyzer:
             return [pm]
         return [replace(pm, sub_path=x) for x in dict.fromkeys(v.values)]
 
+    def _known_part(self, placeholder: str, scope: Scope) -> str:
+        """*placeholder*'s one value when it is known before the run, else itself."""
+        v = self.resolve(placeholder, scope)
+        return v.single if v is not None and v.single is not None else placeholder
+
     def _pvc_mount(self, m: dict[str, Any], tvols: dict[str, Any], scope: Scope) -> PvcMount | None:
         vname = m.get("name")
         mount_path = str(m.get("mountPath") or "")
@@ -1046,6 +1053,10 @@ class ArgoAnalyzer:
         sub_path = (
             (sub_v.single if sub_v is not None and sub_v.single is not None else sub) if sub else ""
         )
+        if sub_v is not None and sub_v.values is None and isinstance(sub, str):
+            # a part only the run knows (another step's list item): the parts known now
+            # in place, so the folder before it is named (blind round 51)
+            sub_path = _PLACEHOLDER_RE.sub(lambda ph: self._known_part(ph.group(0), scope), sub)
         ro = bool(m.get("readOnly", False))
         vol = tvols.get(vname) or self.volumes.get(vname)
         if vol is not None:

@@ -2719,3 +2719,24 @@ def test_round_50_the_aws_cli_and_command_lines_in_depth() -> None:
                'esac; done\naws s3 cp "s3://bkt/season=${SEASON}/" /data/ --recursive\n')
     assert _command_io(["bash", "-c"], [getopts, "pull", "-s", "fw24"])[0] == [
         "runtime: s3://bkt/season=${SEASON}/"]
+
+
+def test_round_51_a_subpath_known_in_part_names_its_folder() -> None:
+    """Blind round 51: a mount's ``subPath: "{{workflow.parameters.call_date}}/
+    {{inputs.parameters.queue}}"`` inside a ``withParam`` loop (the queue known only when the
+    run lists it) kept the workflow parameter unresolved: the known folder was lost."""
+    plan = _plan([
+        {"name": "main", "steps": [
+            [{"name": "list", "template": "list"}],
+            [{"name": "read", "template": "read", "withParam": "{{steps.list.outputs.result}}",
+              "arguments": {"parameters": [{"name": "queue", "value": "{{item}}"}]}}]]},
+        {"name": "list", "script": {"image": "python:3.11", "command": ["python"],
+                                    "source": "print('[\"billing\"]')"}},
+        {"name": "read", "inputs": {"parameters": [{"name": "queue"}]},
+         "container": {"image": "busybox", "command": ["ls", "/audio"], "volumeMounts": [
+             {"name": "audio", "mountPath": "/audio",
+              "subPath": "{{workflow.parameters.call_date}}/{{inputs.parameters.queue}}"}]}}],
+        arguments={"parameters": [{"name": "call_date", "value": "2025-03-14"}]},
+        volumes=[{"name": "audio", "persistentVolumeClaim": {"claimName": "cc-call-audio"}}])
+    [mount] = plan.step("read").pvc_mounts
+    assert mount.sub_path == "2025-03-14/{{inputs.parameters.queue}}"
