@@ -38,6 +38,10 @@ _COND_RE = re.compile(r"inputs\.parameter_values\[['\"]([^'\"]+)['\"]\]")
 WORKSPACE_PATH = "/kfp-workspace"
 
 
+# KFP parameter types whose values are no text, so never a location
+_NOT_TEXT = frozenset({"NUMBER_INTEGER", "NUMBER_DOUBLE", "BOOLEAN"})
+
+
 @dataclass
 class ArtSrc:
     """Where an input artifact comes from: an importer (a dataset read) or this run."""
@@ -564,7 +568,13 @@ class Kfp2Analyzer:
         if any(a.strip() == "{{$}}" for a in argv):
             # (pipelinechannel--X inputs only feed a task input's template, as in
             # f"{scans_root}/{quarter}/{lang}/": not handed to the code)
-            handed = {k: v for k, v in params.items() if not k.startswith("pipelinechannel--")}
+            # (an input typed a number or a bool that only the run knows, another task's
+            # float, is no location, whatever flag carries it: blind round 51)
+            types = {n: (d or {}).get("parameterType") for n, d in ((
+                comp.get("inputDefinitions") or {}).get("parameters") or {}).items()
+                if isinstance(d, dict)}
+            handed = {k: v for k, v in params.items() if not k.startswith("pipelinechannel--")
+                      and not (v.values is None and types.get(k) in _NOT_TEXT)}
             only_built |= _scan.scan_named_inputs(step, {**envs, **handed}, code_dirs,
                                                   _scan.code_pairs(argv), _scan.code_built(argv),
                                                   paths)

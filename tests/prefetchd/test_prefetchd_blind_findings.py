@@ -2740,3 +2740,37 @@ def test_round_51_a_subpath_known_in_part_names_its_folder() -> None:
         volumes=[{"name": "audio", "persistentVolumeClaim": {"claimName": "cc-call-audio"}}])
     [mount] = plan.step("read").pvc_mounts
     assert mount.sub_path == "2025-03-14/{{inputs.parameters.queue}}"
+
+
+def test_round_51_a_number_another_task_makes_is_no_location() -> None:
+    """Blind round 51: a KFP v2 input typed NUMBER_DOUBLE, another task's float, handed to a
+    program as ``--load`` was a run-time read; a number is never a location (a STRING input
+    the same way still is one)."""
+    def reads(ptype: str) -> list[str]:
+        code = ("def use_load(load):\n    import subprocess\n"
+                "    subprocess.run(['solvency', '--load', str(load)], check=True)\n")
+        spec = {"pipelineInfo": {"name": "p"}, "schemaVersion": "2.1.0",
+                "sdkVersion": "kfp-2.17.3",
+                "root": {"dag": {"tasks": {
+                    "make": {"taskInfo": {"name": "make"}, "componentRef": {"name": "comp-make"}},
+                    "use": {"taskInfo": {"name": "use"}, "componentRef": {"name": "comp-use"},
+                            "dependentTasks": ["make"],
+                            "inputs": {"parameters": {"load": {"taskOutputParameter": {
+                                "producerTask": "make", "outputParameterKey": "Output"}}}}}}}},
+                "components": {
+                    "comp-make": {"executorLabel": "exec-make", "outputDefinitions": {
+                        "parameters": {"Output": {"parameterType": ptype}}}},
+                    "comp-use": {"executorLabel": "exec-use", "inputDefinitions": {
+                        "parameters": {"load": {"parameterType": ptype}}}}},
+                "deploymentSpec": {"executors": {
+                    "exec-make": {"container": {"image": "python:3.11", "command": ["true"]}},
+                    "exec-use": {"container": {
+                        "image": "python:3.11",
+                        "command": ["sh", "-ec", "python3 -m kfp.dsl.executor_main", code],
+                        "args": ["--executor_input", "{{$}}", "--function_to_execute",
+                                 "use_load"]}}}}}
+        [plan] = pipeline.analyze_documents([spec], source="p.yaml")
+        return [r.uri or f"runtime: {r.pattern}" for r in plan.step("use").reads]
+
+    assert reads("NUMBER_DOUBLE") == []
+    assert len(reads("STRING")) == 1
