@@ -316,6 +316,7 @@ class Agent:
                         readers.setdefault(read.uri, []).append(
                             (step.stage, step.id, step.started, step.finished, step))
         waiting: dict[str, _Pending] = {}
+        pinned: dict[str, placement.PodRequirements] = {}  # step id -> its requirements
         for dataset, steps in readers.items():
             if all(finished for *_, finished, _ in steps):
                 if dataset in requested:
@@ -327,10 +328,11 @@ class Agent:
             if not pending or dataset in requested:
                 continue
             stage, sid, step = pending[0]  # the earliest step still to come decides
-            pins = ds_mod.volume_pins(self.view, meta.get("namespace") or "default",
-                                      [m.claim for m in step.pvc_mounts if m.claim])
-            waiting[dataset] = _Pending(stage, sid,
-                                        step_requirements(step, spec, wf_pod).pinned(pins),
+            if sid not in pinned:  # (once a step: several datasets share it)
+                pinned[sid] = step_requirements(step, spec, wf_pod).pinned(ds_mod.volume_pins(
+                    self.view, meta.get("namespace") or "default",
+                    [m.claim for m in step.pvc_mounts if m.claim]))
+            waiting[dataset] = _Pending(stage, sid, pinned[sid],
                                         _volume_of(dataset, volumes))
         with self._lock:
             if uid in self._requested:  # not evicted meanwhile
@@ -549,8 +551,8 @@ class Agent:
             log.warning("%s: cannot resolve datasets: %s", source, exc)
             return
         spec = obj.get("spec") or {}
-        pod = placement.PodRequirements.from_pod_spec(spec).pinned(ds_mod.volume_pins(
-            self.view, meta.get("namespace") or "default", ds_mod.spec_claims(spec)))
+        pod = placement.PodRequirements.from_pod_spec(spec).pinned(ds_mod.spec_pins(
+            self.view, meta.get("namespace") or "default", spec))
         bound_here = spec.get("nodeName") == self.config.node_name
         for dataset in found:
             if bound_here or self._warms_here(dataset, self.nodes(), pod):

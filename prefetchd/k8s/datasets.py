@@ -316,6 +316,12 @@ def spec_claims(spec: Mapping[str, Any]) -> list[str]:
             and v["persistentVolumeClaim"].get("claimName")]
 
 
+def spec_pins(view: ClusterView, namespace: str, spec: Mapping[str, Any]
+              ) -> tuple[tuple[placement.Term, ...], ...]:
+    """``volume_pins`` of the claims a PodSpec's volumes name: the pod's, a job group's."""
+    return volume_pins(view, namespace, spec_claims(spec))
+
+
 def claim_dataset(view: ClusterView, namespace: str, claim: str,
                   driver: str = DRIVER_NAME) -> VolumeDataset | None:
     """The dataset behind a claim: bound to a PV of our driver, else None (not yet, or never).

@@ -88,7 +88,7 @@ def affinity_terms(
     spec = pod.get("spec") or {}
     namespace = (pod.get("metadata") or {}).get("namespace") or "default"
     requirements = placement.PodRequirements.from_pod_spec(spec).pinned(
-        ds_mod.volume_pins(view, namespace, ds_mod.spec_claims(spec)))
+        ds_mod.spec_pins(view, namespace, spec))
     terms: list[dict[str, Any]] = []
     chosen_all: list[str] = []
     holds: list[str] = []

@@ -103,8 +103,6 @@ def _as_list(x: Any, where: str) -> list[Any]:
     return x
 
 
-_PLACEHOLDER_RE = re.compile(r"\{\{[^{}]*\}\}")  # one {{...}} tag
-
 class ArgoAnalyzer:
     """One Argo-shaped document; `library` holds WorkflowTemplates for templateRef."""
 
@@ -1056,7 +1054,7 @@ class ArgoAnalyzer:
         if sub_v is not None and sub_v.values is None and isinstance(sub, str):
             # a part only the run knows (another step's list item): the parts known now
             # in place, so the folder before it is named (blind round 51)
-            sub_path = _PLACEHOLDER_RE.sub(lambda ph: self._known_part(ph.group(0), scope), sub)
+            sub_path = ARGO_RE.sub(lambda ph: self._known_part(ph.group(0), scope), sub)
         ro = bool(m.get("readOnly", False))
         vol = tvols.get(vname) or self.volumes.get(vname)
         if vol is not None:

@@ -1954,7 +1954,7 @@ def _caller_defaults(tree: ast.AST) -> set[str]:
     counts: dict[str, int] = {}
     used: set[str] = set()
     callees: set[int] = set()
-    for n in ast.walk(tree):
+    for n in ast.walk(tree):  # (breadth first: a call before the name it calls)
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in defaults:
             counts[n.value] = counts.get(n.value, 0) + 1
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and \
@@ -1966,8 +1966,8 @@ def _caller_defaults(tree: ast.AST) -> set[str]:
             named = {k.arg for k in n.keywords}
             used.update(lit for lit, uses in defaults.items() for fn, a, i in uses
                         if fn == n.func.id and a not in named and i >= len(n.args))
-    for n in ast.walk(tree):  # a function handed on by name may run with its defaults
-        if isinstance(n, ast.Name) and n.id in functions and id(n) not in callees:
+        elif isinstance(n, ast.Name) and n.id in functions and id(n) not in callees:
+            # a function handed on by name (fire.Fire(main)) may run with its defaults
             used.update(lit for lit, uses in defaults.items() if any(
                 fn == n.id for fn, _, _ in uses))
     return {u for lit, uses in defaults.items() if lit not in used

@@ -532,7 +532,7 @@ _SCHEME = re.compile(r"(?:" + "|".join(_uri.SCHEMES) + r")://")
 
 
 def _words(*names: str) -> set[str]:
-    return {w for n in names for w in re.split(r"[^a-z0-9]+", n.lower()) if w}
+    return set().union(*map(_uri.name_words, names))
 
 
 def _pod_words(tok: str, v: Val | None, pod: dict[str, Val],

@@ -145,15 +145,20 @@ def find_uris(text: str) -> list[str]:
         # (Hydra takes braces for its own): the shards it names
         found.append((m.start(), _NEMO_BRACES.sub(r"{\1}", _QUERY.sub("", m.group(0)))))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
-    # (a key cut at a bracket, "val%20subset%20(5k)/x.tar", is no location of its own)
     found += [(m.start(), u) for m in S3_HTTPS_RE.finditer(text)
-              if "s3-website" not in m.group(0) and text[m.end():m.end() + 1] not in ("(", "[", "<")
+              if "s3-website" not in m.group(0) and not _cut_at_bracket(text, m)
               and (u := s3_https(m)) is not None]
     found += [(m.start(), u) for m in S3_SERVICE_RE.finditer(text)
-              if m.group(2) and text[m.end():m.end() + 1] not in ("(", "[", "<")
+              if m.group(2) and not _cut_at_bracket(text, m)
               and (u := s3_https(m, 1)) is not None]
     found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)]
     return [u for _, u in sorted(found)]
+
+
+def _cut_at_bracket(text: str, m: re.Match[str]) -> bool:
+    """Whether a URL match stops at a bracket (``val%20subset%20(5k)/x.tar``): its key goes
+    on past it, so what was matched is no location of its own."""
+    return text[m.end():m.end() + 1] in ("(", "[", "<")
 
 
 def location_under(uri: str, folder: str) -> bool:
@@ -247,7 +252,8 @@ def is_uri(text: str) -> bool:
                                        RCLONE_S3_RE.fullmatch(t) is not None)
 
 
-def _words(name: str) -> set[str]:
+def name_words(name: str) -> set[str]:
+    """The lower-case words of a name (``MODEL_URI``, ``--out-dir``, ``sft.train_path``)."""
     return {w for w in re.split(r"[^a-z0-9]+", name.lower()) if w}
 
 
@@ -256,7 +262,7 @@ def name_direction(name: str | None) -> str | None:
     if not name:
         return None
     n = name.lower().lstrip("-")
-    w = _words(n)
+    w = name_words(n)
     if "dst" in w and w - {"dst"} and not w & (_PLACE_WORDS | WRITE_WORDS - {"dst"}):
         w = w - {"dst"}  # --dst-calendar: daylight saving time, not a destination
         n = "-".join(sorted(w))
@@ -298,13 +304,13 @@ def _write_prefixed(name: str) -> bool:
 def names_place(flag: str) -> bool:
     """A flag naming where data is (`--model_load_path`, `--data-dir`), not what it is
     (`--src-lang`), or one to load from (`--resume`, `--init-from`)."""
-    w = _words(flag.lower().lstrip("-"))
+    w = name_words(flag.lower().lstrip("-"))
     return bool(w & _PLACE_WORDS or w & RESUME_WORDS)
 
 
 def names_model(flag: str) -> bool:
     """`--model`, `--models`, `--model-path`: a flag naming a model and nothing else."""
-    w = _words(flag.lower().lstrip("-"))
+    w = name_words(flag.lower().lstrip("-"))
     return bool(w & {"model", "models"}) and w <= {"model", "models", "path", "uri", "file"}
 
 

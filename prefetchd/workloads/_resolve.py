@@ -51,5 +51,4 @@ def resolver_from_view(view: k8s_datasets.ClusterView, namespace: str,
 def pins_from_view(view: k8s_datasets.ClusterView, namespace: str) -> Pins:
     """A PodSpec's bound claims in ``namespace`` -> their PVs' node affinity, through the
     same view claims resolve through (``k8s_datasets.volume_pins``)."""
-    return lambda spec: k8s_datasets.volume_pins(view, namespace,
-                                                 k8s_datasets.spec_claims(spec))
+    return lambda spec: k8s_datasets.spec_pins(view, namespace, spec)
