@@ -33,10 +33,10 @@ before that would not be warmed here until the next workflow or node event.
 * Workflow -> :func:`prefetchd.pipeline.analyze_documents` (with the WorkflowTemplates and
   ClusterWorkflowTemplates seen so far, so templateRefs resolve; KFP v2 runs are handled by
   the analysis, which reads their driver templates' JSON parameters). ``status.nodes`` gives
-  each DAG task's phase by ``displayName`` (= step id; read by the analysis,
-  :mod:`prefetchd.pipeline._status`, as ``Step.phase``, so ``prefetchd plan`` of the same
-  object agrees): started steps are not warmed for; a read of what an earlier step writes
-  (``Read.written_by``) only once that step succeeded;
+  each step's phase (its node found by the name the controller gives it, a loop's by its
+  group node; read by the analysis, :mod:`prefetchd.pipeline._status`, as ``Step.phase``, so
+  ``prefetchd plan`` of the same object agrees): started steps are not warmed for; a read of
+  what an earlier step writes (``Read.written_by``) only once that step succeeded;
   datasets whose every reading step has finished are released (eviction follows the DAG).
   Remaining datasets are warmed earliest stage first, on this node only if
   :func:`prefetchd.k8s.placement.should_warm` says so for the requirements of the earliest

@@ -673,7 +673,8 @@ def with_pod_fields(container: Mapping[str, Any], pod: Mapping[str, Any]) -> Map
     return {**container, "env": out} if changed else container
 
 
-_FIELD_KEY = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
+# a downward API field of a label or an annotation (also read for pod templates: _podspec)
+FIELD_KEY = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 
 
 def _pod_field(path: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
@@ -681,7 +682,7 @@ def _pod_field(path: str, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> s
         value = meta.get(path.split(".", 1)[1])
     elif path in ("spec.nodeName", "spec.serviceAccountName"):
         value = spec.get(path.split(".", 1)[1])
-    elif m := _FIELD_KEY.fullmatch(path):
+    elif m := FIELD_KEY.fullmatch(path):
         value = (meta.get(m.group(1)) or {}).get(m.group(2))
     else:
         value = None

@@ -68,6 +68,7 @@ from prefetchd.pipeline._model import (
     Step,
     Suspend,
     finish_plan,
+    name_shared_steps,
     settle_intermediates,
 )
 
@@ -281,7 +282,7 @@ def _analyze_one(d: Document, library: Any, platforms: list[Document], irs: list
         ).analyze()
     else:
         plan = _argo.ArgoAnalyzer(d, library, params, given_files, configmaps).analyze()
-    finish_plan(plan)
+    finish_plan(name_shared_steps(plan))
     _status.apply(plan, d.data)  # a live Workflow: what has started, whether it is done
     if pvc_map:
         _pvc.map_from_flags(plan, pvc_map)

@@ -67,6 +67,12 @@ class Scope:
     exit_handler: bool = False
     path: tuple[str, ...] = ()
     entry: bool = False
+    # the name the controller gives this call's node in status.nodes, after the workflow's
+    # name (".prep", ".prep[0].fetch", ".onExit"); and, inside a loop, the outermost loop's
+    # group node (a DAG task's TaskGroup, a steps loop's StepGroup), whose items' names only
+    # the run knows: how a live Workflow's status finds the step (`_status.apply`)
+    node: str = ""
+    loop_group: str | None = None
     # the templates a plain `template:` name refers to (a WorkflowTemplate's, when reached
     # through templateRef); None: the workflow's own
     templates: dict[str, dict[str, Any]] | None = None
@@ -76,6 +82,14 @@ _TASK_REF = re.compile(r"\{\{\s*tasks\.([\w-]+)\.")  # a task an expression name
 _INPUT_ARTIFACT = re.compile(r"\{\{\s*inputs\.artifacts\.([\w-]+)\s*\}\}")
 _EXPRESSION_TAG = re.compile(r"\{\{=(.*?)\}\}", re.S)
 _PLAIN_REFERENCE = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\s*(['\"])[^'\"]+\1\s*\])*")
+
+
+def _status_node(scope: Scope) -> tuple[str, bool]:
+    """Where a live Workflow's status tells how a step of *scope* stands: its own node, or in
+    a loop the loop's group node (True), which is done once every item is."""
+    if scope.loop_group is not None:
+        return scope.loop_group, True
+    return scope.node, False
 
 
 def _expression_tags(text: str) -> str:
@@ -398,7 +412,8 @@ class ArgoAnalyzer:
                     f"{self.src}: field {self.field_prefix}.{field}: no template named "
                     f"{on_exit!r}"
                 )
-            ex = Scope(deps=frozenset(self._all_ids()), exit_handler=True, entry=True)
+            ex = Scope(deps=frozenset(self._all_ids()), exit_handler=True, entry=True,
+                       node=".onExit")
             # the controller hands the workflow's arguments to the exit handler too
             ex.inputs = self.bind_inputs(t, {}, ex,
                                          {p: self.wf_param(p) for p in self.param_values})
@@ -433,7 +448,8 @@ class ArgoAnalyzer:
         if raw not in (None, ""):
             v = self.resolve(str(raw), scope)
             duration = v.single if v is not None and v.single is not None else str(raw)
-        self.suspends[key] = Suspend(gid, tmpl.get("name"), duration, after=set(scope.deps))
+        self.suspends[key] = Suspend(gid, tmpl.get("name"), duration, after=set(scope.deps),
+                                     status_node=_status_node(scope))
         return key
 
     def _take_out_suspends(self) -> None:
@@ -515,8 +531,11 @@ class ArgoAnalyzer:
             return [self._suspend(tmpl, scope, call_name)]
         return []  # http, plugin: no pod of the workflow's
 
-    def call(self, task: dict[str, Any], scope: Scope, where: str, depth: int) -> list[str]:
-        """Run one DAG task / step: loop, condition, arguments, then the template."""
+    def call(self, task: dict[str, Any], scope: Scope, where: str, depth: int,
+             node: str, group: str) -> list[str]:
+        """Run one DAG task / step: loop, condition, arguments, then the template. *node*:
+        its node's name in status.nodes (after the workflow's); *group*: the node its items
+        hang under when it loops."""
         tmpl, context = self.get_template(task, where, scope)  # context: where its calls look
         if tmpl is None:
             return []
@@ -558,6 +577,9 @@ class ArgoAnalyzer:
             exit_handler=child.exit_handler,
             path=scope.path + (name,),
             templates=context,
+            node=node,
+            loop_group=scope.loop_group if scope.loop_group is not None or loop is None
+            else group,
         )
         ids = self.run(tmpl, callee, name, depth + 1)
         hooks = task.get("hooks") or {}
@@ -572,6 +594,8 @@ class ArgoAnalyzer:
                 exit_handler=True,
                 path=callee.path,
                 condition=scope.condition,
+                node=f"{node}.onExit",  # (the controller's name for a task's exit handler)
+                loop_group=callee.loop_group,
             )
             ids = ids + self.run(self.templates[exit_t], ex, exit_t, depth + 1)
         return ids
@@ -715,7 +739,8 @@ class ArgoAnalyzer:
                     raise PipelineError(
                         f"{self.src}: {where}[{name}].withParam: unknown task {d!r}")
             child = replace(scope, deps=frozenset(deps), siblings=siblings)
-            ids = self.call(t, child, f"{where}[{name}]", depth)
+            node = f"{scope.node}.{name}"  # (a loop's TaskGroup has the task's name)
+            ids = self.call(t, child, f"{where}[{name}]", depth, node, node)
             # a task that runs no pod (a suspend gate): what follows it waits for what it
             # waited for
             siblings[name] = ids or sorted(deps)
@@ -771,7 +796,9 @@ class ArgoAnalyzer:
                 if not isinstance(st, dict) or not isinstance(st.get("name"), str):
                     raise PipelineError(f"{self.src}: {where}[{gi}][{si}]: not a step with a name")
                 child = replace(scope, deps=prev, siblings=siblings)
-                ids = self.call(st, child, f"{where}[{gi}][{st['name']}]", depth)
+                group = f"{scope.node}[{gi}]"  # a step's StepGroup: its loop items' parent
+                ids = self.call(st, child, f"{where}[{gi}][{st['name']}]", depth,
+                                f"{group}.{st['name']}", group)
                 siblings[st["name"]] = ids
                 group_ids.extend(ids)
             if group_ids:
@@ -800,6 +827,10 @@ class ArgoAnalyzer:
             loop=scope.loop,
             condition=scope.condition,
             exit_handler=scope.exit_handler,
+            status_node=_status_node(scope),
+            # (an exit handler's scope has its task's path: the handler's own name ends it)
+            call_path=scope.path if scope.path[-1:] == (call_name,)
+            else (*scope.path, call_name),
         )
         self.steps[sid] = step
         self.order.append(sid)

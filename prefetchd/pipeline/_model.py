@@ -164,6 +164,13 @@ class Step:
     waits_for: list[str] = field(default_factory=list)
     # its node's phase in a live Workflow's status.nodes (None: no node of it, or no status)
     phase: str | None = None
+    # where the Argo controller records it in status.nodes: the node's name after the
+    # workflow's (".train", ".prep[0].fetch"), and whether that is its loop's group node;
+    # None: the plan does not know (a KFP v2 plan made from the IR), its id is looked up
+    status_node: tuple[str, bool] | None = field(default=None, repr=False, compare=False)
+    # the task (or step) names from the pipeline's root to it (a sub-DAG's task, then its
+    # own): its id when another step has its name (`name_shared_steps`)
+    call_path: tuple[str, ...] = field(default=(), repr=False, compare=False)
     # dedup keys of reads/writes/unknown by list name: (length when last seen, keys)
     _keys: dict[str, tuple[int, set[Any]]] = field(
         default_factory=dict, repr=False, compare=False
@@ -274,6 +281,7 @@ class Suspend:
     depends_on: list[str] = field(default_factory=list)
     stage: int = 0  # the stage its predecessors end before
     phase: str | None = None  # its node's phase in a live Workflow (Running: suspended now)
+    status_node: tuple[str, bool] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self, waiting: list[str]) -> dict[str, Any]:
         """*waiting*: the steps that wait for it directly (`Plan.waiting_for`)."""
@@ -386,6 +394,46 @@ class Plan:
         return json.dumps(self.to_json(), indent=2, sort_keys=False, default=str)
 
 
+def name_shared_steps(plan: Plan) -> Plan:
+    """Give the steps that share a task name (a sub-DAG or sub-pipeline called twice, a
+    top-level task named as one inside it) ids by their paths, ``prep-a/fetch`` and
+    ``prep-b/fetch``, a top-level task keeping its bare name; a name no other step has stays
+    the step's id. The analyzers name a repeat as they meet it, so which of two got the bare
+    name, and whether a top-level task became ``fetch'``, hung on the order of the walk
+    (blind round 53). Every reference to a renamed step (``after``, a suspend step's, a
+    read's or loop's ``producer``) follows."""
+    by_key: dict[str, list[Step]] = collections.defaultdict(list)
+    for st in plan.steps:
+        by_key[st.call_path[-1] if st.call_path else st.id].append(st)
+    wanted = {st.id: "/".join(st.call_path) if len(st.call_path) > 1 else key
+              for key, steps in by_key.items() if len(steps) > 1 for st in steps}
+    if not wanted:
+        return plan
+    renamed: dict[str, str] = {}
+    taken = {st.id for st in plan.steps if st.id not in wanted}
+    for st in plan.steps:  # (plan order: a clash left after that is primed, as before)
+        if st.id in wanted:
+            new = wanted[st.id]
+            while new in taken:
+                new += "'"
+            taken.add(new)
+            renamed[st.id] = new
+    for st in plan.steps:
+        st.id = renamed.get(st.id, st.id)
+        st.after = {renamed.get(a, a) for a in st.after}
+        if st.loop is not None and st.loop.producer in renamed:
+            st.loop = replace(st.loop, producer=renamed[st.loop.producer])
+        for which in ("reads", "writes", "unknown", "imports", "intermediate"):
+            rs = getattr(st, which)
+            if any(r.producer in renamed for r in rs):
+                setattr(st, which, [replace(r, producer=renamed[r.producer])
+                                    if r.producer in renamed else r for r in rs])
+                st._keys.clear()
+    for g in plan.suspends:
+        g.after = {renamed.get(a, a) for a in g.after}
+    return plan
+
+
 def finish_plan(plan: Plan) -> Plan:
     """Derive depends_on (transitive reduction) and stage; sort steps by stage.
 
@@ -417,6 +465,21 @@ def finish_plan(plan: Plan) -> Plan:
 
 
 MAX_WRITES_CHECKED = 4096  # static writes an intermediate read is looked up among
+
+
+def _matches(pattern: str, written: str) -> bool:
+    """Whether the files a read pattern names (``s3://b/x/*/*.parquet``, a shard range) take in
+    what a step writes: that file, or files in a folder it writes under the pattern's literal
+    start (blind round 52: a glob over an upstream step's parts was warmed before they
+    existed)."""
+    if not _shard.is_pattern(pattern):
+        return False
+    try:
+        if _shard.compile_pattern(pattern)(written):
+            return True
+    except ValueError:
+        return False
+    return written.endswith("/") and _uri.location_under(written, _shard.prefix(pattern))
 
 
 def settle_intermediates(plan: Plan) -> Plan:
@@ -455,7 +518,7 @@ def settle_intermediates(plan: Plan) -> Plan:
         for i, r in enumerate(s.reads):
             made = [(w, art) for u, w, art in writers if w != s.id and r.uri and r.static
                     and (_uri.location_under(r.uri, u) or r.uri.endswith("/")
-                         and _uri.location_under(u, r.uri))]
+                         and _uri.location_under(u, r.uri) or _matches(r.uri, u))]
             made += [(w, art) for folder, w, art in into if w != s.id and r.uri and r.static
                      and r.uri.endswith("/") and folder.fullmatch(r.uri)]
             if made and ups is None:

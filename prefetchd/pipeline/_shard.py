@@ -13,6 +13,8 @@ Syntax (WebDataset/braceexpand and shell globs):
 - `{x,y,z}`: one of the comma-separated alternatives (taken literally).
 - `*`: any run of characters within one path segment (not `/`); `**`: any run
   of characters, `/` included; `?`: one character other than `/`.
+- `[0-3]`, `[abc]`, `[!x]`: one character of the set (or, with `!`/`^`, not of it and not
+  `/`), as a shell glob, fsspec and DuckDB read it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dataclasses import dataclass
 
 # a brace group that makes a shard pattern: a range or a comma list (not `{name}`)
 BRACE_GROUP = r"\{(?:[A-Za-z0-9_-]*,[^\s{}'\"`]*|-?\d+\.\.-?\d+|[A-Za-z]\.\.[A-Za-z])\}"
-_TOKEN_RE = re.compile(BRACE_GROUP + r"|\*\*|\*|\?")
+# a glob's bracket expression: one character of a set (dt=2024-06-0[1-3])
+BRACKET_GROUP = r"\[[!^]?[\w.=-]+\]"
+_TOKEN_RE = re.compile(BRACE_GROUP + "|" + BRACKET_GROUP + r"|\*\*|\*|\?")
 _RANGE_RE = re.compile(r"^\{(-?\d+)\.\.(-?\d+)\}$")
 _ALPHA_RE = re.compile(r"^\{([A-Za-z])\.\.([A-Za-z])\}$")
 MAX_PATTERN_CHARS = 4096
@@ -82,6 +86,11 @@ def compile_pattern(text: str) -> Callable[[str], bool]:
             width = max(len(a), len(b)) if padded else 0
             out.append("(-?[0-9]+)")
             ranges.append((lo, hi, width))
+        elif tok.startswith("["):
+            body = tok[1:-1]
+            negated = body[0] in "!^"
+            chars = "".join(c if c == "-" else re.escape(c) for c in body[negated:])
+            out.append(f"[^/{chars}]" if negated else f"[{chars}]")
         elif r := _ALPHA_RE.match(tok):
             lo_c, hi_c = sorted((r.group(1), r.group(2)))
             out.append("[" + re.escape(lo_c) + "-" + re.escape(hi_c) + "]")

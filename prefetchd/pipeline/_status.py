@@ -5,11 +5,13 @@ Workflow object that carries a ``status``: ``prefetchd plan`` on ``kubectl get -
 and the node agent's API objects alike) and :mod:`prefetchd.k8s.agent` (the phase sets, and the
 steps' phases through the plan).
 
-Data flow: ``status.nodes`` (keyed by node id) -> :func:`node_phases`, ``{displayName: phase}``
--> ``Step.phase`` of the step whose id is that display name (a DAG task's or step's name; a
-loop's items and a retry's attempts have their own nodes, ``name(0:a)``/``name(0)``, and count
-only through a node of the step's own name, as the controller writes a DAG loop's TaskGroup
-or a retry's Retry node) and ``Suspend.phase`` the same way; ``status.phase`` -> ``Plan.phase``.
+Data flow: ``status.nodes`` (keyed by node id) -> ``Step.phase``/``Suspend.phase``. An Argo
+plan's step knows the name the controller gives its node (``Step.status_node``: ``<wf>.train``,
+``<wf>.prep[0].fetch``, ``<wf>.onExit``; the names are unique, so two steps of one name in two
+sub-templates are told apart); in a loop it is the loop's group node (a DAG task's TaskGroup, a
+steps loop's StepGroup), started as a whole only once it is done, since the items not started
+yet still want their data. A plan that does not know the names (KFP v2 from its IR) is matched
+by display name (:func:`node_phases`). ``status.phase`` -> ``Plan.phase``.
 :meth:`prefetchd.pipeline.Plan.datasets` then leaves out what started steps read, and
 everything once the workflow is done. Pure: no I/O.
 """
@@ -60,10 +62,26 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
     status = status_of(obj)
     if status is None:
         return
-    phases = node_phases(obj)
+    by_display = node_phases(obj)
+    by_name = _phases_by_name(obj)
+    wf = str((obj.get("metadata") or {}).get("name") or "")
     plan.observed = True
     phase = status.get("phase")
     plan.phase = phase if isinstance(phase, str) else None
     for item in [*plan.steps, *plan.suspends]:
-        ph = phases.get(item.id)
+        if item.status_node is None:
+            ph = by_display.get(item.id)
+        else:
+            name, group = item.status_node
+            ph = by_name.get(wf + name)
+            if group and ph is not None and ph not in FINISHED_PHASES:
+                ph = "Pending"  # some items may not have started: they still want their data
         item.phase = ph if isinstance(ph, str) else None
+
+
+def _phases_by_name(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``{node name: phase}`` from ``status.nodes`` (node names are unique in a workflow)."""
+    nodes = (obj.get("status") or {}).get("nodes")
+    if not isinstance(nodes, dict):
+        return {}
+    return {n.get("name"): n.get("phase") for n in nodes.values() if isinstance(n, dict)}

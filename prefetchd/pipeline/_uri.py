@@ -41,7 +41,7 @@ from typing import Any
 import yaml
 
 from prefetchd.pipeline import _shell
-from prefetchd.pipeline._shard import BRACE_GROUP
+from prefetchd.pipeline._shard import BRACE_GROUP, BRACKET_GROUP
 
 # schemes we recognise as object-store locations (only s3/s3a are warmed)
 SCHEMES = (
@@ -51,7 +51,8 @@ SCHEMES = (
 # (a location ends at an escaped newline or tab of the text it is in: a YAML string written
 # into code as '\nkey: s3://b/x\nnext: 1\n')
 _CH = r"(?:(?!\\[ntr])[^\s'\"`,;()\[\]{}<>|])"
-URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:" + _CH + "|" + BRACE_GROUP + ")+")
+URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:" + _CH + "|" + BRACE_GROUP + "|"
+                    + BRACKET_GROUP + ")+")
 # a location that holds a shell variable, braced too (s3://b/dicom/${sid}/, s3://b/$DAY/x),
 # or a Katib trial's ${trialParameters.x}
 _RUN_TIME_URI_RE = re.compile(r"\b(?:" + "|".join(SCHEMES) + r")://(?:\$\{[A-Za-z_][\w.]*\}|"
@@ -135,8 +136,7 @@ def find_uris(text: str) -> list[str]:
             continue  # a format template, not a location
         if text[m.end() : m.end() + 1] == "`" and text.count("`", 0, m.start()) % 2 == 0:
             continue  # s3://b/daily/`date +%F`/: a command's output, a part the run makes
-        if _SHELL_VAR.search(m.group(0)) or "$" in m.group(0).split("://", 1)[1].split(
-                "/", 1)[0] or (m.group(0).endswith("$") and text[m.end():m.end() + 1] == "("):
+        if _holds_variable(text, m, m.group(0).split("://", 1)[1]):
             continue  # a shell or Kubernetes variable ($BUCKET, $DAY, $(DATA)): run time
         if _PERCENT_FIELD.search(m.group(0)):
             continue  # a %-format template ("s3://b/%s/x.parquet" % day)
@@ -151,8 +151,17 @@ def find_uris(text: str) -> list[str]:
     found += [(m.start(), u) for m in S3_SERVICE_RE.finditer(text)
               if m.group(2) and not _cut_at_bracket(text, m)
               and (u := s3_https(m, 1)) is not None]
-    found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)]
+    found += [(m.start(), "s3://" + m.group(1)) for m in RCLONE_S3_RE.finditer(text)
+              if not _holds_variable(text, m, m.group(1))]  # (blind job round 44)
     return [u for _, u in sorted(found)]
+
+
+def _holds_variable(text: str, m: re.Match[str], path: str) -> bool:
+    """Whether location match *m* (*path*: its bucket and key) holds a shell or Kubernetes
+    variable, so only the run knows it: ``$DAY``, ``${DAY}`` or ``$(DAY)`` in it, a ``$`` in
+    its bucket, or a match cut at a ``$(`` or ``${``."""
+    return bool(_SHELL_VAR.search(m.group(0))) or "$" in path.split("/", 1)[0] or (
+        m.group(0).endswith("$") and text[m.end():m.end() + 1] in ("(", "{"))
 
 
 def _cut_at_bracket(text: str, m: re.Match[str]) -> bool:

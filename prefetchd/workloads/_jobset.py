@@ -7,9 +7,10 @@ Pods of a group: ``replicas`` (default 1) x the Job's parallelism (capped by com
 ``dependsOn`` with status ``Complete`` orders the groups; with ``Ready`` the Jobs run side by
 side (a launcher started once its workers are ready), so their nodes add up.
 ``volumeClaimPolicies`` templates are mounted by template name and become the claim
-``<template>-<jobset>``. State: ``terminalState`` or a ``Completed`` /
-``Failed`` condition -> finished; ``spec.suspend`` -> queued; active or ready child Jobs ->
-running; else admitted.
+``<template>-<jobset>``. A pod's Job index among its replicas (the ``job-index`` annotation,
+through the downward API) is expanded per replica (``_podspec.job_group``). State:
+``terminalState`` or a ``Completed`` / ``Failed`` condition -> finished; ``spec.suspend`` ->
+queued; active or ready child Jobs -> running; else admitted.
 """
 
 from __future__ import annotations
@@ -60,11 +61,11 @@ def replicated_job_groups(
         name = str(rj.get("name") or f"job{i}")
         job = mapping(mapping(rj.get("template"), f"{at}.template").get("spec"),
                       f"{at}.template.spec")
+        replicas = count(rj.get("replicas"), f"{at}.replicas")
         if pods_of and name in pods_of:
             pods = pods_of[name]
         else:
-            pods = count(rj.get("replicas"), f"{at}.replicas") * _batch.job_pods(
-                job, f"{at}.template.spec")
+            pods = replicas * _batch.job_pods(job, f"{at}.template.spec")
         # a Job started once another's pods are Ready runs beside it (nodes for both), so
         # it waits for what that one waits for; one started after another Completes is a
         # later stage
@@ -73,7 +74,7 @@ def replicated_job_groups(
         after = [str(dep.get("name")) for dep in deps if dep.get("status") != "Ready"]
         beside[name] = [str(dep.get("name")) for dep in deps if dep.get("status") == "Ready"]
         groups.append(_podspec.job_group(name, pods, job, f"{at}.template.spec", after,
-                                         claims))
+                                         claims, replicas=replicas))
     if not groups:
         raise WorkloadError(f"{where}.replicatedJobs: none")
     names = [g.name for g in groups]

@@ -58,9 +58,11 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     for rtype, rspec in replicas.items():
         at = f"spec.{field}.{rtype}"
         rspec = mapping(rspec, at)
-        work.groups.append(_podspec.group(str(rtype), count(rspec.get("replicas"),
-                                                            f"{at}.replicas"),
-                                          rspec.get("template"), f"{at}.template"))
+        replicas = count(rspec.get("replicas"), f"{at}.replicas")
+        # (a pod's index in its replica type: the operator's replica-index label)
+        work.groups.append(_podspec.group(str(rtype), replicas, rspec.get("template"),
+                                          f"{at}.template",
+                                          indexes={_podspec.REPLICA_INDEX: replicas}))
     if work.kind == "MPIJob":
         _common.launched_on_workers(work, "Launcher", "Worker",
                                     bool(spec.get("runLauncherAsWorker")))

@@ -58,10 +58,12 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
     ``envFrom.configMapRef`` adds the map's keys, with their ``prefix``), so ``$(VAR)``
     expands as the kubelet would; and the files of its ConfigMap volumes a container names
     (``--config /etc/train/config.yaml``, ``bash /scripts/run.sh``) attached to it, to be
-    read with its words (``k8s_datasets.config_file_words``). *obj* itself when none is
-    found. *namespace*: where the pods run, when *obj* does not say (a runtime's template)."""
-    namespace = namespace or str(
-        mapping(obj.get("metadata"), "metadata").get("namespace") or "default")
+    read with its words (``k8s_datasets.config_file_words``). The downward API's values known
+    before the pod exists become literal values too (:func:`_downward_value`: its template's
+    labels and annotations, its namespace). *obj* itself when none is found. *namespace*:
+    where the pods run, when *obj* does not say (a runtime's template)."""
+    stated = namespace or mapping(obj.get("metadata"), "metadata").get("namespace")
+    namespace = str(stated or "default")
     changed = False
     asked: set[str] = set()
 
@@ -75,15 +77,17 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
         d = (cm or {}).get("data")
         return d if isinstance(d, Mapping) else None
 
-    def walk(node: Any, depth: int = 0) -> Any:
+    def walk(node: Any, depth: int = 0, pod_meta: Any = None) -> Any:
         nonlocal changed
         if depth > 40:
             return node
         if isinstance(node, list):
-            return [walk(x, depth + 1) for x in node]
+            return [walk(x, depth + 1, pod_meta) for x in node]
         if not isinstance(node, Mapping):
             return node
-        out = {k: walk(v, depth + 1) for k, v in node.items()}
+        if isinstance(node.get("spec"), Mapping) and "containers" in node["spec"]:
+            pod_meta = node.get("metadata")  # a pod template: its pods' labels, annotations
+        out = {k: walk(v, depth + 1, pod_meta) for k, v in node.items()}
         if isinstance(out.get("env"), list) or isinstance(out.get("envFrom"), list):
             env: list[Any] = []
             for src in out.get("envFrom") or []:
@@ -99,6 +103,8 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
                 d = data(ref)
                 if d is not None and isinstance(ref, Mapping) and ref.get("key") in d:
                     e = {"name": e.get("name"), "value": str(d[ref["key"]])}
+                elif (known := _downward_value(e, pod_meta, stated)) is not None:
+                    e = {"name": e.get("name"), "value": known}
                 env.append(e)
             if env != (out.get("env") or []):
                 out["env"] = env
@@ -123,6 +129,36 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
 
 
 MAX_CONFIG_FILES = 8  # per container
+
+# labels and annotations a controller sets on each pod, whatever its template says: the index
+# keys (INDEX_FIELDS, expanded per pod by ``group``) and the names it gives
+_CONTROLLER_KEYS = frozenset({
+    "batch.kubernetes.io/job-completion-index", "jobset.sigs.k8s.io/job-index",
+    "training.kubeflow.org/replica-index", "batch.kubernetes.io/job-name", "job-name",
+    "batch.kubernetes.io/controller-uid", "controller-uid", "jobset.sigs.k8s.io/jobset-name",
+    "jobset.sigs.k8s.io/replicatedjob-name", "jobset.sigs.k8s.io/job-key",
+    "jobset.sigs.k8s.io/job-global-index", "training.kubeflow.org/job-name",
+    "training.kubeflow.org/replica-type", "training.kubeflow.org/operator-name"})
+
+
+def _downward_value(e: Any, pod_meta: Any, namespace: Any) -> str | None:
+    """The value the downward API gives env entry *e* (``valueFrom.fieldRef``) when its pod's
+    template says it: a label or annotation the template sets (one a controller sets is left:
+    it overrides the template's, and the per-pod index keys are expanded by ``group``), and the
+    namespace when the object states it. None: only the pod knows (its name, IP, node)."""
+    ref = ((e.get("valueFrom") or {}).get("fieldRef")
+           if isinstance(e, Mapping) and isinstance(e.get("valueFrom"), Mapping) else None)
+    path = ref.get("fieldPath") if isinstance(ref, Mapping) else None
+    if not isinstance(path, str):
+        return None
+    if path.strip() == "metadata.namespace":
+        return str(namespace) if namespace else None
+    m = k8s_datasets.FIELD_KEY.fullmatch(path.strip())
+    if m is None or m.group(2) in _CONTROLLER_KEYS or not isinstance(pod_meta, Mapping):
+        return None
+    values = pod_meta.get(m.group(1))
+    value = values.get(m.group(2)) if isinstance(values, Mapping) else None
+    return str(value) if isinstance(value, str | int | float) else None
 
 
 def volume_configmaps(volume: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -193,10 +229,14 @@ def _config_files_in(container: Mapping[str, Any],
 
 def group(
     name: str, pods: int, template: Any, where: str, after: Iterable[str] = (),
-    claim_templates: Mapping[str, str] | None = None,
+    claim_templates: Mapping[str, str] | None = None, indexes: Mapping[str, int] | None = None,
 ) -> PodGroup:
-    """The PodGroup of one PodTemplateSpec (``where`` names it in errors)."""
-    tmpl = mapping(template, where)
+    """The PodGroup of one PodTemplateSpec (``where`` names it in errors). *indexes*: the
+    per-pod indexes its controller gives the pods (``COMPLETION_INDEX``, ``JOBSET_INDEX``,
+    ``REPLICA_INDEX`` -> how many values): a location built from one is read at each value
+    (``at_each_value``), the pods running at once reading different ones, on nodes only the
+    scheduler picks, so every value is warmed for the group."""
+    tmpl = mapping(_with_indexes(template, indexes or {}), where)
     spec = mapping(tmpl.get("spec"), f"{where}.spec")
     if not spec.get("containers"):
         raise WorkloadError(f"{where}.spec.containers: no containers")
@@ -216,7 +256,8 @@ def group(
         placement.pod_requests(clean)
     except (AttributeError, TypeError, ValueError) as exc:
         raise WorkloadError(f"{where}.spec: unreadable scheduling constraints ({exc})") from None
-    return out
+    marks = _index_marks(indexes or {})
+    return at_each_value(out, marks, MAX_INDEXES) if marks else out
 
 
 def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
@@ -281,49 +322,72 @@ INDEX_VAR = "JOB_COMPLETION_INDEX"  # set by the Job controller in an Indexed Jo
 
 
 def job_group(name: str, pods: int, job: Mapping[str, Any], where: str,
-              after: Iterable[str] = (), claim_templates: Mapping[str, str] | None = None
-              ) -> PodGroup:
+              after: Iterable[str] = (), claim_templates: Mapping[str, str] | None = None,
+              replicas: int = 0) -> PodGroup:
     """The PodGroup of a Job spec's pods (*where* names the spec). In an Indexed Job the Job
     controller sets ``JOB_COMPLETION_INDEX`` in every container's env, so ``$(...)`` of it
     expands; a location built from it (``s3://b/part-${JOB_COMPLETION_INDEX}.parquet``) is
     read at each index: the pods running at once read different ones, and which node runs
     which index is the scheduler's, so every index is warmed for the group (at most
-    MAX_INDEXES completions; more stay run-time only)."""
-    template = job.get("template")
+    MAX_INDEXES completions; more stay run-time only). *replicas*: the Job is one of a
+    JobSet's replicated Jobs, whose pods carry their Job's index (``job-index``) the same way."""
     indexed = job.get("completionMode") == "Indexed"
-    if indexed and isinstance(template, Mapping) and isinstance(template.get("spec"), Mapping):
-        template = copy.deepcopy(dict(template))
-        for kind in ("initContainers", "containers"):
-            for c in template["spec"].get(kind) or []:
-                # (a malformed container is left as it is: group() names it)
-                env = (c.get("env") or []) if isinstance(c, dict) else None
-                if isinstance(env, list):
-                    # the index through the downward API: the pod's annotation or label
-                    env = c["env"] = [{"name": e.get("name"), "value": "${" + INDEX_VAR + "}"}
-                                      if _index_field(e) else e for e in env]
-                if isinstance(env, list) and not any(
-                        isinstance(e, Mapping) and e.get("name") == INDEX_VAR for e in env):
-                    # (appended, as the controller does: the env before it cannot use it)
-                    c["env"] = [*env, {"name": INDEX_VAR, "value": "${" + INDEX_VAR + "}"}]
-    made = group(name, pods, template, f"{where}.template", after, claim_templates)
     n = count(job.get("completions"), f"{where}.completions") if indexed else 0
-    if not 1 <= n <= MAX_INDEXES:
-        return made
-    values = [str(i) for i in range(n)]
-    return at_each_value(made, {m: values for m in (
-        "${" + INDEX_VAR + "}", "$(" + INDEX_VAR + ")", "$" + INDEX_VAR)}, n)
+    indexes = {COMPLETION_INDEX: n} if indexed else {}
+    if replicas:
+        indexes[JOBSET_INDEX] = replicas
+    return group(name, pods, job.get("template"), f"{where}.template", after, claim_templates,
+                 indexes=indexes)
 
 
-# the Job controller's annotation and label of an Indexed Job's pod: its completion index
-_INDEX_FIELDS = frozenset(f"metadata.{kind}['batch.kubernetes.io/job-completion-index']"
-                          for kind in ("annotations", "labels"))
+# Per-pod indexes a controller sets, by the name of the env var it (or we) gives them, with
+# the pod annotation or label (the downward API's way to the same number) that carries it.
+COMPLETION_INDEX = INDEX_VAR  # an Indexed Job's pod: its completion index
+JOBSET_INDEX = "JOBSET_JOB_INDEX"  # a JobSet's pod: its Job's index among the replicas
+REPLICA_INDEX = "TRAINING_REPLICA_INDEX"  # a Kubeflow training job's pod, in its replica type
+_INDEX_KEYS = {COMPLETION_INDEX: "batch.kubernetes.io/job-completion-index",
+               JOBSET_INDEX: "jobset.sigs.k8s.io/job-index",
+               REPLICA_INDEX: "training.kubeflow.org/replica-index"}
 
 
-def _index_field(e: object) -> bool:
-    """Whether env entry *e* takes the completion index from the downward API."""
+def _with_indexes(template: Any, indexes: Mapping[str, int]) -> Any:
+    """*template* with each per-pod index of *indexes* as the placeholder ``${VAR}`` in its
+    containers' env: an entry taking the index's annotation or label through the downward API,
+    and (the Job controller's own) ``JOB_COMPLETION_INDEX``, appended as the controller does."""
+    if not indexes or not isinstance(template, Mapping) or \
+            not isinstance(template.get("spec"), Mapping):
+        return template
+    fields = {f"metadata.{kind}['{_INDEX_KEYS[var]}']": var for var in indexes
+              for kind in ("annotations", "labels")}
+    template = copy.deepcopy(dict(template))
+    for kind in ("initContainers", "containers"):
+        for c in template["spec"].get(kind) or []:
+            # (a malformed container is left as it is: group() names it)
+            env = (c.get("env") or []) if isinstance(c, dict) else None
+            if not isinstance(env, list):
+                continue
+            env = c["env"] = [{"name": e.get("name"), "value": "${" + fields[path] + "}"}
+                              if (path := _field_path(e)) in fields else e for e in env]
+            if COMPLETION_INDEX in indexes and not any(
+                    isinstance(e, Mapping) and e.get("name") == INDEX_VAR for e in env):
+                # (appended, as the controller does: the env before it cannot use it)
+                c["env"] = [*env, {"name": INDEX_VAR, "value": "${" + INDEX_VAR + "}"}]
+    return template
+
+
+def _field_path(e: object) -> str | None:
+    """The downward API field env entry *e* takes its value from, if any."""
     ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}) if isinstance(e, Mapping) and \
         isinstance(e.get("valueFrom"), Mapping) else {}
-    return isinstance(ref, Mapping) and ref.get("fieldPath") in _INDEX_FIELDS
+    path = ref.get("fieldPath") if isinstance(ref, Mapping) else None
+    return path.strip() if isinstance(path, str) else None
+
+
+def _index_marks(indexes: Mapping[str, int]) -> dict[str, list[str]]:
+    """The spellings of each index's placeholder (``${VAR}``, ``$(VAR)``, ``$VAR``) -> its
+    values, for indexes of at most MAX_INDEXES values."""
+    return {m.replace("VAR", var): [str(i) for i in range(n)] for var, n in indexes.items()
+            if 1 <= n <= MAX_INDEXES for m in ("${VAR}", "$(VAR)", "$VAR")}
 
 
 def at_each_value(group: PodGroup, marks: Mapping[str, list[str]], most: int) -> PodGroup:
@@ -332,6 +396,7 @@ def at_each_value(group: PodGroup, marks: Mapping[str, list[str]], most: int) ->
     completion index) read at each value, when that makes at most *most* locations; a
     location with any other unknown stays run-time only."""
     out: list[DatasetRef] = []
+    expanded: list[DatasetRef] = []
     for ref in group.datasets:
         pattern = ref.pattern or ""
         present = [m for m in marks if m in pattern]
@@ -341,6 +406,13 @@ def at_each_value(group: PodGroup, marks: Mapping[str, list[str]], most: int) ->
         made = _at_each(ref, present, marks, most) \
             if present and "${" not in rest and "$(" not in rest else None
         out += made if made is not None else [ref]
+        expanded += made or []
+    # an env var's root the locations are built on was read whole while they were run-time
+    # only ($(ROOT)/shard-$(JOB_COMPLETION_INDEX)/); now that each is known, the root is no
+    # read of its own (blind job round 44)
+    out = [r for r in out if not (r.origin.startswith("env ") and r.uri and any(
+        e.container == r.container and e.uri and e.uri.rstrip("/") != r.uri.rstrip("/")
+        and _uri.location_under(e.uri, r.uri) for e in expanded))]
     # (one word may give two run-time refs, `data.train=s3://.../seq${...}/` and its URI:
     # the same locations once)
     return replace(group, datasets=tuple(dict.fromkeys(out)))
@@ -475,9 +547,12 @@ _LOCATION = re.compile(r"[a-z][a-z0-9+.-]*://\S*")
 
 
 def _placeholder_in_location(text: str) -> bool:
-    """Whether a ``${...}`` is inside a location of *text* (``--save-dir=s3://x/${lr}``), not
-    only elsewhere in it (``echo "refit ${RUN_DATE}: features s3://lake/v7/"``: a message)."""
-    return any(PLACEHOLDER in m.group(0) for m in _LOCATION.finditer(text))
+    """Whether a ``${...}`` (a Katib placeholder, a per-pod index) or a ``$(VAR)`` only the pod
+    knows (the downward API's pod name, a Secret's key: blind job round 44) is inside a
+    location of *text* (``--save-dir=s3://x/${lr}``), not only elsewhere in it (``echo "refit
+    ${RUN_DATE}: features s3://lake/v7/"``: a message)."""
+    return any(PLACEHOLDER in m.group(0) or "$(" in m.group(0)
+               for m in _LOCATION.finditer(text))
 
 
 def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
@@ -524,7 +599,7 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
     for c, words_of in containers_words(spec) if words is None else words:
         cname = str(c.get("name", ""))
         for text, origin, direction in words_of:
-            if PLACEHOLDER in text and "://" in text and _placeholder_in_location(text):
+            if "$" in text and "://" in text and _placeholder_in_location(text):
                 flag = text.split("=", 1)[0] if text.startswith("-") and "=" in text else ""
                 if direction != "write" and _uri.name_direction(flag) != "write":
                     add(DatasetRef(origin, cname, pattern=text))  # --save-dir=s3://x/${..}: no

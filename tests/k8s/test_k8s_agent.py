@@ -53,9 +53,12 @@ def agent_node(name: str) -> dict:
     return n
 
 
-def status(**phases: str) -> dict:
+def status(wf: str, **phases: str) -> dict:
+    """A running DAG workflow's status as the controller writes it: a node per task, named
+    ``<workflow>.<task>`` (the name the plan's steps are found by), shown by the task's name."""
     return {"phase": "Running", "nodes": {
-        f"wf-{i}": {"id": f"wf-{i}", "displayName": step, "phase": ph, "type": "Pod"}
+        f"{wf}-{i}": {"id": f"{wf}-{i}", "name": f"{wf}.{step}", "displayName": step,
+                      "phase": ph, "type": "Pod"}
         for i, (step, ph) in enumerate(phases.items())}}
 
 
@@ -77,14 +80,15 @@ def running_agent(fake, api):
 def test_workflow_steps_not_started_are_warmed_and_finished_ones_released(fake, running_agent):
     agent, calls = running_agent
     wf = corpus_workflow(WF, namespace="ml")
-    wf["status"] = status(**{"fetch-labels": "Succeeded", "fetch-splits": "Pending"})
+    wf["status"] = status(wf["metadata"]["name"],
+                          **{"fetch-labels": "Succeeded", "fetch-splits": "Pending"})
     fake.create(wf)
     got = calls.wait(2)
     assert {d for k, d in got} == SPLITS and all(k == "warm" for k, _ in got)
     # a re-delivery of the same state does nothing; progress releases what is done
     name = wf["metadata"]["name"]
     fake.patch("argoproj.io/v1alpha1", "Workflow", name,
-               {"status": status(**{"fetch-labels": "Succeeded", "fetch-splits": "Succeeded",
+               {"status": status(name, **{"fetch-labels": "Succeeded", "fetch-splits": "Succeeded",
                                     "train": "Running"})}, namespace="ml")
     got = calls.wait(4)
     assert {d for k, d in got[2:]} == SPLITS and all(k == "release" for k, _ in got[2:])
@@ -110,13 +114,13 @@ def test_what_an_earlier_step_writes_is_warmed_once_that_step_succeeded(fake, ru
                                "&& aws s3 cp /tmp/f.parquet s3://lake/run/features.parquet"),
               step("train", "aws s3 cp s3://lake/run/features.parquet /tmp/ && "
                             "aws s3 cp s3://lake/ref/vocab.txt /tmp/")]},
-          "status": status(**{"features": "Running"})}
+          "status": status("rank-x7k2p", **{"features": "Running"})}
     fake.create(wf)
     got = calls.wait(1)
     time.sleep(0.5)  # (nothing more comes)
     assert calls.items == [("warm", "s3://lake/ref/vocab.txt")]
     fake.patch("argoproj.io/v1alpha1", "Workflow", "rank-x7k2p",
-               {"status": status(**{"features": "Succeeded"})}, namespace="ml")
+               {"status": status("rank-x7k2p", **{"features": "Succeeded"})}, namespace="ml")
     got = calls.wait(2)
     assert got[1] == ("warm", "s3://lake/run/features.parquet")
 
@@ -207,7 +211,7 @@ def test_pins_held_before_a_restart_are_reconciled_after_the_first_listing(fake,
     done["status"] = {"phase": "Succeeded"}
     fake.create(done)
     run = corpus_workflow(WF, name="run", namespace="ml")
-    run["status"] = status(**{"fetch-labels": "Succeeded", "fetch-splits": "Pending"})
+    run["status"] = status("run", **{"fetch-labels": "Succeeded", "fetch-splits": "Pending"})
     fake.create(run)
     calls = Calls()
     agent = ag.Agent(ag.AgentConfig(node_name="me", namespace="ml"), dsm.ApiClusterView(api),
@@ -223,7 +227,7 @@ def test_pins_held_before_a_restart_are_reconciled_after_the_first_listing(fake,
             (("warm", val), "workflow ml/run"),  # train is still pinned from before
         ])
         fake.patch("argoproj.io/v1alpha1", "Workflow", "run",
-                   {"status": status(**{"fetch-labels": "Succeeded",
+                   {"status": status("run", **{"fetch-labels": "Succeeded",
                                         "fetch-splits": "Succeeded"})}, namespace="ml")
         got = calls.wait(6)
         assert sorted(got[4:]) == [("release", train), ("release", val)]

@@ -107,9 +107,11 @@ def cache_state(cache_dir: Path, bucket: str) -> dict[str, tuple[bool, bool]]:
         cache.close()
 
 
-def step_status(phase: str, **steps: tuple[str, str | None]) -> dict:
+def step_status(wf: str, phase: str, **steps: tuple[str, str | None]) -> dict:
+    """A DAG workflow's status as the controller writes it (node ``<workflow>.<task>``)."""
     return {"phase": phase, "nodes": {
-        f"wf-{i}": {"id": f"wf-{i}", "displayName": step, "phase": ph, "type": "Pod",
+        f"{wf}-{i}": {"id": f"{wf}-{i}", "name": f"{wf}.{step}", "displayName": step,
+                      "phase": ph, "type": "Pod",
                     "startedAt": started, "hostNodeName": "n2",
                     **({"finishedAt": started} if ph == "Succeeded" else {})}
         for i, (step, (ph, started)) in enumerate(steps.items())}}
@@ -188,7 +190,7 @@ def test_agent_warms_publishes_releases_and_stops(fake, local_s3, s3_env, bucket
         start = math.ceil(time.time()) + 1  # RFC 3339 has whole seconds: strictly after
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(start))
         fake.patch("argoproj.io/v1alpha1", "Workflow", "flowers", {"status": step_status(
-            "Running", **{"fetch-labels": ("Succeeded", started),
+            "flowers", "Running", **{"fetch-labels": ("Succeeded", started),
                           "fetch-splits": ("Succeeded", started),
                           "train": ("Running", started)})}, namespace="ml")
         unpinned = {k: (True, False) for k in FILES}

@@ -525,3 +525,159 @@ def test_a_flat_steps_list_is_refused(tmp_path: Path,
     assert rc == 2 and out == ""
     assert len(err.splitlines()) == 1
     assert "template 'main' steps[0]" in err and "list of parallel steps" in err
+
+
+# Steps are found by their node's name, which is unique, not by the display name, which is not:
+# two sub-DAGs calling one template each have a task "fetch" (nodes ``twins.a.fetch`` and
+# ``twins.b.fetch``, both shown as "fetch"); a steps loop has only its StepGroup; a container
+# exit handler's node is ``<workflow>.onExit`` and a task's ``<task node>.onExit``; a container
+# entrypoint's node is the workflow's own.
+TWINS = """\
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: twins, namespace: ml, uid: u-twins}
+    spec:
+      entrypoint: main
+      onExit: report
+      templates:
+      - name: main
+        dag:
+          tasks:
+          - {name: a, template: part, arguments: {parameters: [{name: p, value: x}]}}
+          - {name: b, template: part, arguments: {parameters: [{name: p, value: y}]}}
+          - name: train
+            template: read
+            depends: a && b
+            arguments: {parameters: [{name: p, value: train}]}
+            hooks: {exit: {template: audit}}
+      - name: part
+        inputs: {parameters: [{name: p}]}
+        dag:
+          tasks:
+          - name: fetch
+            template: read
+            arguments: {parameters: [{name: p, value: "{{inputs.parameters.p}}"}]}
+      - name: read
+        inputs: {parameters: [{name: p}]}
+        container: {image: busybox, args: [--in, "s3://bkt/{{inputs.parameters.p}}/"]}
+      - name: audit
+        container: {image: busybox, args: [--in, "s3://bkt/audit/"]}
+      - name: report
+        container: {image: busybox, args: [--in, "s3://bkt/report/"]}
+    status:
+      phase: Running
+      nodes:
+        twins: {id: twins, name: twins, displayName: twins, type: DAG, templateName: main,
+                phase: Running, children: [twins-1, twins-3]}
+        twins-1: {id: twins-1, name: twins.a, displayName: a, type: DAG, templateName: part,
+                  phase: Running, boundaryID: twins, children: [twins-2]}
+        twins-2: {id: twins-2, name: twins.a.fetch, displayName: fetch, type: Pod,
+                  templateName: read, phase: Pending, boundaryID: twins-1}
+        twins-3: {id: twins-3, name: twins.b, displayName: b, type: DAG, templateName: part,
+                  phase: Succeeded, boundaryID: twins, children: [twins-4]}
+        twins-4: {id: twins-4, name: twins.b.fetch, displayName: fetch, type: Pod,
+                  templateName: read, phase: Succeeded, boundaryID: twins-3}
+"""
+
+
+def test_two_steps_of_one_name_are_told_apart_by_their_nodes() -> None:
+    """Before, a's step took the phase of whichever "fetch" node came last (b's: Succeeded),
+    so a's data, still to be read, was not warmed; and b's step matched no node, so the data
+    it had already read was warmed."""
+    plan = plan_of(TWINS)
+    assert plan.step("a/fetch").phase == "Pending"
+    assert plan.step("b/fetch").phase == "Succeeded"
+    assert uris(plan) == ["s3://bkt/x/", "s3://bkt/train/", "s3://bkt/audit/",
+                          "s3://bkt/report/"]
+    assert set(uris(plan)) == _agent_warms(yaml.safe_load(textwrap.dedent(TWINS)))
+
+
+def test_exit_handlers_are_found_by_their_onexit_nodes() -> None:
+    """The workflow's exit handler runs as ``twins.onExit``, a task's as ``twins.train.onExit``;
+    both were never matched (their display names are the node names), so their data was
+    warmed while they ran and after."""
+    obj = yaml.safe_load(textwrap.dedent(TWINS))
+    nodes = obj["status"]["nodes"]
+    for n in nodes.values():
+        n["phase"] = "Succeeded"
+    nodes["twins-5"] = {"id": "twins-5", "name": "twins.train", "displayName": "train",
+                        "type": "Pod", "templateName": "read", "phase": "Succeeded",
+                        "boundaryID": "twins"}
+    nodes["twins-6"] = {"id": "twins-6", "name": "twins.train.onExit",
+                        "displayName": "train.onExit", "type": "Pod", "templateName": "audit",
+                        "phase": "Succeeded", "boundaryID": "twins"}
+    nodes["twins-7"] = {"id": "twins-7", "name": "twins.onExit", "displayName": "twins.onExit",
+                        "type": "Pod", "templateName": "report", "phase": "Running"}
+    [plan] = pipeline.analyze_documents([copy.deepcopy(obj)])
+    assert plan.step("audit").phase == "Succeeded" and plan.step("report").phase == "Running"
+    assert uris(plan) == [] and _agent_warms(obj) == set()
+
+
+STEPS_LOOP_DONE = """\
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: shards, namespace: ml, uid: u-shards}
+    spec:
+      entrypoint: main
+      templates:
+      - name: main
+        steps:
+        - - name: shard
+            template: read
+            arguments: {parameters: [{name: p, value: "{{item}}"}]}
+            withItems: [a, b]
+        - - {name: train, template: train}
+      - name: read
+        inputs: {parameters: [{name: p}]}
+        container: {image: busybox, args: [--in, "s3://bkt/{{inputs.parameters.p}}/"]}
+      - name: train
+        container: {image: busybox, args: [--in, "s3://bkt/train/"]}
+    status:
+      phase: Running
+      nodes:
+        shards: {id: shards, name: shards, displayName: shards, type: Steps,
+                 templateName: main, phase: Running, children: [shards-1]}
+        shards-1: {id: shards-1, name: "shards[0]", displayName: "[0]", type: StepGroup,
+                   phase: Succeeded, boundaryID: shards, children: [shards-2, shards-3]}
+        shards-2: {id: shards-2, name: "shards[0].shard(0:a)", displayName: "shard(0:a)",
+                   type: Pod, templateName: read, phase: Succeeded, boundaryID: shards,
+                   children: [shards-4]}
+        shards-3: {id: shards-3, name: "shards[0].shard(1:b)", displayName: "shard(1:b)",
+                   type: Pod, templateName: read, phase: Succeeded, boundaryID: shards,
+                   children: [shards-4]}
+        shards-4: {id: shards-4, name: "shards[1]", displayName: "[1]", type: StepGroup,
+                   phase: Running, boundaryID: shards, children: []}
+"""
+
+
+def test_a_steps_loop_is_done_when_its_step_group_is() -> None:
+    """A steps loop has no node of its own, only its items' under the StepGroup: once that is
+    done the loop's data may go (before, the loop stayed "to come" to the workflow's end, and
+    the agent kept its data pinned)."""
+    plan = plan_of(STEPS_LOOP_DONE)
+    assert plan.step("shard").finished and uris(plan) == ["s3://bkt/train/"]
+    running = STEPS_LOOP_DONE.replace('"[0]", type: StepGroup,\n                   phase: '
+                                      'Succeeded', '"[0]", type: StepGroup,\n'
+                                      '                   phase: Running')
+    assert running != STEPS_LOOP_DONE
+    assert plan_of(running).step("shard").phase == "Pending"  # an item may not have started
+
+
+def test_a_container_entrypoint_is_the_workflows_own_node() -> None:
+    doc = """\
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: solo, namespace: ml, uid: u-solo}
+        spec:
+          entrypoint: train
+          templates:
+          - name: train
+            container: {image: busybox, args: [--in, "s3://bkt/train/"]}
+        status:
+          phase: Running
+          nodes:
+            solo: {id: solo, name: solo, displayName: solo, type: Pod, templateName: train,
+                   phase: Running}
+        """
+    plan = plan_of(doc)
+    assert plan.step("train").started and uris(plan) == []
