@@ -892,6 +892,7 @@ class ArgoAnalyzer:
             bulk = {n for n in bulk if not re.search(rf"\b{re.escape(n)}\b", text)}
             _scan.scan_env(step, env, res, only_built | {_code.ENV + n for n in spelled | bulk})
         self._artifacts(step, tmpl, scope)
+        self._raw_artifacts(step, tmpl, containers, res)
         # (a containerSet's own volumeMounts are every one of its containers': round 40)
         set_mounts = cs.get("volumeMounts") if isinstance(cs, dict) else None
         mounts = list({(m.get("name"), m.get("mountPath"), m.get("subPath")): m
@@ -934,6 +935,35 @@ class ArgoAnalyzer:
             self.creates[step.id] = name
         elif obj.get("kind") == "PersistentVolumeClaim" and action == "delete":
             step.deletes_pvc = {"claim": (obj.get("metadata") or {}).get("name")}
+
+    def _raw_artifacts(self, step: Step, tmpl: dict[str, Any], containers: list[dict[str, Any]],
+                       res: Any) -> None:
+        """An input artifact given as ``raw.data`` (KFP v1's ``{inputPath}`` of a constant, a
+        config written into the template) is a file the step reads where its command line
+        names its path: a config's locations, directed by their keys, and a script's, as its
+        command line would be (``k8s_datasets.config_file_words``). Blind round 54: the
+        ``train_sample: s3://...`` of an index config was no read."""
+        from prefetchd.k8s import datasets as k8s_datasets  # (it imports this package)
+
+        named = " ".join(str(a) for c in containers for a in [
+            *(c.get("command") or []), *(c.get("args") or []), c.get("source") or ""])
+        for a in (tmpl.get("inputs") or {}).get("artifacts") or []:
+            raw = a.get("raw") if isinstance(a, dict) else None
+            data, path = (raw or {}).get("data") if isinstance(raw, dict) else None, a.get("path")
+            if not isinstance(data, str) or not isinstance(path, str) or not path or \
+                    not containers or (path not in named and path.rpartition("/")[0] not in
+                                       named.split()):
+                continue
+            if "{{" in data:  # (the controller fills the template's tags in it too)
+                v = res(data)
+                if v is None or v.single is None:
+                    continue
+                data = v.single
+            for value, _origin, d in k8s_datasets.config_file_words(path, data, containers[0]):
+                for u in _uri.find_uris(value):
+                    r = Read(u, True, "constant", artifact=a.get("name"))
+                    (step.add_read if d == "read" else step.add_write if d == "write"
+                     else step.add_unknown)(r)
 
     def _artifacts(self, step: Step, tmpl: dict[str, Any], scope: Scope) -> None:
         inputs = tmpl.get("inputs") or {}

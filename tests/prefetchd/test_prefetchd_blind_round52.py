@@ -192,3 +192,21 @@ def test_a_local_path_with_a_loop_item_is_no_run_time_read() -> None:
                     "    import pandas as pd\n    pd.read_parquet(uri)\n"]}}
     [plan] = pipeline.analyze_documents([ir], source="p.yaml")
     assert plan.step("fetch").reads == []
+
+
+def test_a_raw_input_artifact_the_step_reads_names_what_it_reads() -> None:
+    """Round 54: KFP v1's ``{inputPath}`` of a constant compiles to ``raw.data``; the config
+    the step reads by its path names the sample it trains on (a key saying output: written).
+    A raw artifact the command line does not name is no file the step reads."""
+    def step(args: list[str]) -> dict[str, Any]:
+        return {"name": "main", "container": {"image": "faiss", "command": ["python", "-m",
+                                                                             "build"],
+                                              "args": args},
+                "inputs": {"artifacts": [{"name": "cfg", "path": "/tmp/inputs/cfg/data",
+                                          "raw": {"data": "factory: IVF65536,PQ64\n"
+                                                  "train_sample: s3://shop/idx/sample.npy\n"
+                                                  "output_dir: s3://shop/idx/out/\n"}}]}}
+    plan = _plan([step(["--config", "/tmp/inputs/cfg/data"])])
+    assert _reads(plan) == ["s3://shop/idx/sample.npy"]
+    assert [w.uri for w in plan.step("main").writes] == ["s3://shop/idx/out/"]
+    assert _reads(_plan([step(["--config", "/etc/other.yaml"])])) == []
