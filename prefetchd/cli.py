@@ -201,6 +201,8 @@ def render_plan(plan: pipeline.Plan) -> str:
                 marks.append("exit handler")
             for gid in s.waits_for:
                 marks.append(f"after suspend {gid}: {_suspend_str(suspends[gid])}")
+            if s.never:
+                marks.append("when false: does not run, not warmed")
             if s.started:
                 marks.append(f"{s.phase}: not warmed")
             elif s.phase:
@@ -209,8 +211,11 @@ def render_plan(plan: pipeline.Plan) -> str:
             mk = f"  [{'; '.join(marks)}]" if marks else ""
             lines.append(f"  {s.id} ({s.kind}){dep}{mk}")
             for r in s.reads:
-                made = (f"  [written by {r.written_by} earlier in this run: not warmed ahead]"
-                        if r.written_by else "")
+                # (once its writer has succeeded, a live run's read is there to warm)
+                made = "" if not r.written_by else (
+                    f"  [written by {r.written_by} earlier in this run: there now]"
+                    if plan.there_yet(r) else
+                    f"  [written by {r.written_by} earlier in this run: not warmed ahead]")
                 lines.append(f"      reads  {_read_str(r)}{made}")
             for r in s.unknown:
                 lines.append(f"      unknown {_read_str(r)}  (mixed evidence: not warmed)")

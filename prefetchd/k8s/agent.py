@@ -309,6 +309,8 @@ class Agent:
         readers: dict[str, list[tuple[int, str, bool, bool, Any]]] = {}
         for plan in plans:
             for step in plan.steps:  # (its phase: the analysis read status.nodes, _status)
+                if step.never:
+                    continue  # its `when` is false: no pod will read anything
                 for read in step.reads:
                     if not plan.there_yet(read):
                         continue  # what an earlier step writes: there once it is done

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from prefetchd.pipeline import _code, _scan, _uri
+from prefetchd.pipeline import _code, _scan, _uri, _when
 from prefetchd.pipeline._expr import evaluate_tag
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step, Suspend
@@ -73,6 +73,8 @@ class Scope:
     # the run knows: how a live Workflow's status finds the step (`_status.apply`)
     node: str = ""
     loop_group: str | None = None
+    # a `when` on the way here is false with the values known before the run: no pod
+    never: bool = False
     # the templates a plain `template:` name refers to (a WorkflowTemplate's, when reached
     # through templateRef); None: the workflow's own
     templates: dict[str, dict[str, Any]] | None = None
@@ -82,6 +84,17 @@ _TASK_REF = re.compile(r"\{\{\s*tasks\.([\w-]+)\.")  # a task an expression name
 _INPUT_ARTIFACT = re.compile(r"\{\{\s*inputs\.artifacts\.([\w-]+)\s*\}\}")
 _EXPRESSION_TAG = re.compile(r"\{\{=(.*?)\}\}", re.S)
 _PLAIN_REFERENCE = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\s*(['\"])[^'\"]+\1\s*\])*")
+
+
+def _with_sub_path(mount: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
+    """*mount* with its ``subPathExpr`` as the ``subPath`` the kubelet makes of it with the
+    container's env (``$(SITE)``: blind job round 45 read the volume's root); as it is when
+    the expression holds a value only the pod knows."""
+    expr = mount.get("subPathExpr")
+    if mount.get("subPath") or not isinstance(expr, str):
+        return mount
+    sub = _uri.kube_expand([expr], container.get("env"))[0]
+    return mount if "$(" in sub else {**mount, "subPath": sub}
 
 
 def _status_node(scope: Scope) -> tuple[str, bool]:
@@ -414,9 +427,13 @@ class ArgoAnalyzer:
                 )
             ex = Scope(deps=frozenset(self._all_ids()), exit_handler=True, entry=True,
                        node=".onExit")
-            # the controller hands the workflow's arguments to the exit handler too
-            ex.inputs = self.bind_inputs(t, {}, ex,
-                                         {p: self.wf_param(p) for p in self.param_values})
+            # the controller hands the workflow's arguments to the exit handler too, and an
+            # exit hook's own arguments
+            hargs = ((hooks["exit"].get("arguments") or {}).get("parameters")
+                     if field != "onExit" else None)
+            ex.inputs = self.bind_inputs(t, {
+                p.get("name"): p.get("value") for p in _as_list(hargs, "spec.hooks.exit")
+                if isinstance(p, dict)}, ex, {p: self.wf_param(p) for p in self.param_values})
             self.run(t, ex, on_exit, 0)
         del leaves
         self._take_out_suspends()
@@ -550,6 +567,8 @@ class ArgoAnalyzer:
             when = depends  # runs on another task's failure or skip: as conditional as `when`
         if when:
             child.condition = f"{scope.condition} && {when}" if scope.condition else str(when)
+        if task.get("when") and self._never_runs(str(task["when"]), scope):
+            child.never = True
         loop, item = self.loop_of(task, scope, where)
         if loop is not None and loop.parallelism is None and tmpl.get("parallelism"):
             # the looped template's own bound (KFP v1 puts ParallelFor's parallelism there)
@@ -580,6 +599,7 @@ class ArgoAnalyzer:
             node=node,
             loop_group=scope.loop_group if scope.loop_group is not None or loop is None
             else group,
+            never=child.never,
         )
         ids = self.run(tmpl, callee, name, depth + 1)
         hooks = task.get("hooks") or {}
@@ -597,8 +617,25 @@ class ArgoAnalyzer:
                 node=f"{node}.onExit",  # (the controller's name for a task's exit handler)
                 loop_group=callee.loop_group,
             )
+            # an exit hook's own arguments, valued where the task is (blind job round 45:
+            # what the handler built from them vanished)
+            hook = hooks.get("exit") if isinstance(hooks, dict) and not task.get("onExit") \
+                else None
+            hargs = ((hook.get("arguments") or {}).get("parameters")
+                     if isinstance(hook, dict) else None)
+            ex.inputs = self.bind_inputs(self.templates[exit_t], {
+                p.get("name"): p.get("value") for p in _as_list(hargs, f"{where}.hooks.exit")
+                if isinstance(p, dict)}, child)
             ids = ids + self.run(self.templates[exit_t], ex, exit_t, depth + 1)
         return ids
+
+    def _never_runs(self, when: str, scope: Scope) -> bool:
+        """Whether a task's ``when``, its tags filled with values known before the run (the
+        workflow's parameters, the caller's inputs), is false (blind job round 45:
+        ``{{workflow.parameters.run-qc}} == true`` with ``run-qc: false`` was warmed). A loop
+        item or another step's output in it: the run decides."""
+        v = self.resolve(when, scope) if "{{" in when else const(when)
+        return v is not None and v.single is not None and _when.evaluate(v.single) is False
 
     def _note_recursion(self, tmpl: dict[str, Any], where: str) -> None:
         """A template that calls itself (coin-flip retries, recursive loops) repeats at run
@@ -828,6 +865,7 @@ class ArgoAnalyzer:
             condition=scope.condition,
             exit_handler=scope.exit_handler,
             status_node=_status_node(scope),
+            never=scope.never,
             # (an exit handler's scope has its task's path: the handler's own name ends it)
             call_path=scope.path if scope.path[-1:] == (call_name,)
             else (*scope.path, call_name),
@@ -897,7 +935,8 @@ class ArgoAnalyzer:
         set_mounts = cs.get("volumeMounts") if isinstance(cs, dict) else None
         mounts = list({(m.get("name"), m.get("mountPath"), m.get("subPath")): m
                        for c in [*containers, {"volumeMounts": set_mounts}]
-                       for m in c.get("volumeMounts") or [] if isinstance(m, dict)}.values())
+                       for m in (_with_sub_path(m, c) for m in c.get("volumeMounts") or []
+                                 if isinstance(m, dict))}.values())
         tvols = {v.get("name"): v for v in tmpl.get("volumes") or [] if isinstance(v, dict)}
         for m in mounts:
             pm = self._pvc_mount(m, tvols, scope)
@@ -1186,7 +1225,10 @@ def resolve_template_ref(doc: Document, docs: list[Document]) -> Document:
     As the controller does: the WorkflowTemplate's (or ClusterWorkflowTemplate's,
     with `clusterScope: true`) spec is the base, the referring spec's own fields
     override it, and arguments are merged by name (the referring workflow's
-    values win). The template must be among the given documents.
+    values win). The template must be among the given documents, unless the Workflow is a
+    live one whose ``status.storedWorkflowTemplateSpec`` holds the spec the controller
+    stored when it started it: that spec is what runs, even if the template changed since
+    (blind job round 45: ``kubectl get workflow -o yaml`` of a run was refused).
     """
     d = doc.data
     cron = d.get("kind") == "CronWorkflow"
@@ -1198,6 +1240,8 @@ def resolve_template_ref(doc: Document, docs: list[Document]) -> Document:
     where = "spec.workflowSpec" if cron else "spec"
     want = "ClusterWorkflowTemplate" if ref.get("clusterScope") else "WorkflowTemplate"
     name = ref.get("name")
+    stored = (d.get("status") or {}).get("storedWorkflowTemplateSpec") \
+        if d.get("kind") == "Workflow" and isinstance(d.get("status"), dict) else None
     tmpl = next(
         (
             x
@@ -1206,12 +1250,15 @@ def resolve_template_ref(doc: Document, docs: list[Document]) -> Document:
         ),
         None,
     )
-    if tmpl is None:
+    if isinstance(stored, dict) and isinstance(stored.get("templates"), list):
+        tspec = stored
+    elif tmpl is None:
         raise PipelineError(
             f"{doc.label}: field {where}.workflowTemplateRef: {want} {name!r} is not among the "
             "given files (pass its YAML as another file)"
         )
-    tspec = tmpl.data.get("spec") or {}
+    else:
+        tspec = tmpl.data.get("spec") or {}
     merged = {**tspec, **{k: v for k, v in wspec.items() if k != "workflowTemplateRef"}}
     args: dict[str, Any] = {}
     for part in ("parameters", "artifacts"):

@@ -171,6 +171,9 @@ class Step:
     # the task (or step) names from the pipeline's root to it (a sub-DAG's task, then its
     # own): its id when another step has its name (`name_shared_steps`)
     call_path: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # its `when` (or a caller's) is false with the values known before the run: it will not
+    # run, so what it reads is not warmed (Argo; `_when`)
+    never: bool = False
     # dedup keys of reads/writes/unknown by list name: (length when last seen, keys)
     _keys: dict[str, tuple[int, set[Any]]] = field(
         default_factory=dict, repr=False, compare=False
@@ -266,6 +269,8 @@ class Step:
         }
         if self.waits_for:  # (only then: a plan without suspend steps reads as before)
             out["waits_for"] = self.waits_for
+        if self.never:  # (likewise: a `when` false before the run)
+            out["never"] = True
         return out
 
 
@@ -352,7 +357,7 @@ class Plan:
         seen: dict[str, tuple[int, list[str]]] = {}
         order: list[str] = []
         for s in sorted(self.steps, key=lambda s: s.stage):
-            if s.started:
+            if s.started or s.never:
                 continue
             for r in s.reads:
                 if not r.supported or not r.static or not self.there_yet(r):

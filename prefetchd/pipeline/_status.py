@@ -63,7 +63,8 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
     if status is None:
         return
     by_display = node_phases(obj)
-    by_name = _phases_by_name(obj)
+    nodes = _nodes(obj)
+    by_name = {n.get("name"): _phase(n, nodes) for n in nodes.values()}
     wf = str((obj.get("metadata") or {}).get("name") or "")
     plan.observed = True
     phase = status.get("phase")
@@ -79,9 +80,24 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
         item.phase = ph if isinstance(ph, str) else None
 
 
-def _phases_by_name(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """``{node name: phase}`` from ``status.nodes`` (node names are unique in a workflow)."""
+def _nodes(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``status.nodes`` by node id (the mappings only)."""
     nodes = (obj.get("status") or {}).get("nodes")
     if not isinstance(nodes, dict):
         return {}
-    return {n.get("name"): n.get("phase") for n in nodes.values() if isinstance(n, dict)}
+    return {k: n for k, n in nodes.items() if isinstance(n, dict)}
+
+
+def _phase(node: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> Any:
+    """A node's phase as the step's: a Retry node still running is its latest attempt's, and
+    Pending while it waits to try again (the attempt failed, the next has no pod yet) or the
+    attempt's pod waits for a node (blind job round 45: the next attempt's data was not
+    warmed, nor an unschedulable first attempt's)."""
+    phase = node.get("phase")
+    if node.get("type") != "Retry" or phase in FINISHED_PHASES:
+        return phase
+    children = [nodes[c] for c in node.get("children") or [] if c in nodes]
+    if not children:
+        return "Pending"
+    last = children[-1].get("phase")
+    return "Pending" if last in FINISHED_PHASES or last in (None, "Pending") else last

@@ -270,6 +270,8 @@ def name_direction(name: str | None) -> str | None:
     """What a flag, parameter or env name says: 'write', 'read', 'unknown' or None."""
     if not name:
         return None
+    if name.lstrip("-") in ("o", "O"):  # -o/-O: the output of GATK, samtools, curl, wget, sort
+        return "write"
     n = name.lower().lstrip("-")
     w = name_words(n)
     if "dst" in w and w - {"dst"} and not w & (_PLACE_WORDS | WRITE_WORDS - {"dst"}):
