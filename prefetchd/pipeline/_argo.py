@@ -194,6 +194,36 @@ class ArgoAnalyzer:
         self.suspends: dict[str, Suspend] = {}
         self._expanding: list[int] = []  # the dag/steps templates being walked (ids)
         self._recursion_noted: set[str] = set()
+        # a live Workflow's nodes by name (status.nodes): a finished step's outputs are known
+        status = self.doc.data.get("status") if self.doc.data.get("kind") == "Workflow" \
+            else None
+        nodes = status.get("nodes") if isinstance(status, dict) else None
+        self.status_nodes = {n.get("name"): n for n in (nodes or {}).values()
+                             if isinstance(n, dict)} if isinstance(nodes, dict) else {}
+
+    def _output_of(self, producer: str, expr: str) -> Val | None:
+        """The value of ``tasks.X.outputs.result`` / ``.outputs.parameters.P`` (or
+        ``steps.X...``) that a live Workflow's status holds for a step that has succeeded
+        (blind job round 45: a ``withParam`` over a finished listing stayed run-time, so its
+        items' data was not warmed before they ran); None before that, or in a loop."""
+        step = self.steps.get(producer)
+        if step is None or step.status_node is None or step.status_node[1]:
+            return None
+        node = self.status_nodes.get(str(self.name or "") + step.status_node[0])
+        if not isinstance(node, dict) or node.get("phase") != "Succeeded":
+            return None
+        outputs = node.get("outputs") if isinstance(node.get("outputs"), dict) else {}
+        rest = expr.split(".", 2)[2] if expr.count(".") >= 2 else ""
+        if rest == "outputs.result":
+            value = outputs.get("result")
+        elif rest.startswith("outputs.parameters."):
+            want = rest[len("outputs.parameters."):]
+            value = next((p.get("value") for p in outputs.get("parameters") or []
+                          if isinstance(p, dict) and p.get("name") == want), None)
+        else:
+            return None
+        return const(str(value), "task-output", producer=producer) \
+            if isinstance(value, str | int | float) else None
 
     def _global_producer(self, name: str) -> str:
         """The step whose template publishes an output as *name* (``globalName``), else
@@ -242,7 +272,15 @@ class ArgoAnalyzer:
         ``key``, default the ConfigMap's ``workflows.argoproj.io/default-artifact-repository``
         annotation), else that annotated ``artifact-repositories`` ConfigMap of its namespace;
         its entry's ``s3`` (bucket, endpoint). None when not given (blind round 49: such
-        reads were run-time though the repository was in the file)."""
+        reads were run-time though the repository was in the file). A live Workflow's
+        ``status.artifactRepositoryRef.artifactRepository`` is the one the controller
+        resolved for it: that first (blind job round 45)."""
+        status = self.doc.data.get("status")
+        used = (status.get("artifactRepositoryRef") or {}) if isinstance(status, dict) else {}
+        s3 = (used.get("artifactRepository") or {}).get("s3") if isinstance(used, dict) and \
+            isinstance(used.get("artifactRepository"), dict) else None
+        if isinstance(s3, dict) and isinstance(s3.get("bucket"), str):
+            return s3
         if self.configmaps is None:
             return None
         ref = self.spec.get("artifactRepositoryRef")
@@ -313,6 +351,8 @@ class ArgoAnalyzer:
             producer = prod[0] if prod else name
             if producer in self.suspends:  # values given when it is resumed
                 producer = self.suspends[producer].id
+            elif (done := self._output_of(producer, expr)) is not None:
+                return done
             return runtime(
                 "task-output", producer=producer, expression="{{" + expr + "}}"
             )

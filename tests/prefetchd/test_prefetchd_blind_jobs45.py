@@ -224,3 +224,65 @@ def test_a_read_of_what_a_finished_step_wrote_says_it_is_there(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "[written by calib earlier in this run: there now]" in out
     assert "s3://bkt/calib/h.json  stage 1" in out
+
+
+def test_a_loop_over_a_finished_listing_reads_its_items() -> None:
+    """``withParam: {{tasks.list.outputs.result}}``: once ``list`` has succeeded, its result
+    is in its node (``outputs.result``), so the items, and their data, are known; while it
+    runs they are the run's."""
+    doc = yaml.safe_load(textwrap.dedent("""\
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: clips, namespace: ml}
+        spec:
+          entrypoint: main
+          templates:
+          - name: main
+            dag:
+              tasks:
+              - {name: list, template: list}
+              - name: detect
+                template: detect
+                depends: list
+                withParam: "{{tasks.list.outputs.result}}"
+                arguments: {parameters: [{name: clip, value: "{{item}}"}]}
+          - name: list
+            script: {image: python, command: [python], source: "print('[]')"}
+          - name: detect
+            inputs: {parameters: [{name: clip}]}
+            container: {image: x, args: [--in, "s3://bkt/clips/{{inputs.parameters.clip}}"]}
+        status:
+          phase: Running
+          nodes:
+            clips: {id: clips, name: clips, displayName: clips, type: DAG, phase: Running}
+            clips-1: {id: clips-1, name: clips.list, displayName: list, type: Pod,
+                      phase: Succeeded, outputs: {result: '["c1.mp4", "c2.mp4"]'}}
+        """))
+    assert _uris(_plan(doc)) == ["s3://bkt/clips/c1.mp4", "s3://bkt/clips/c2.mp4"]
+    assert _agent_warms(doc) == {"s3://bkt/clips/c1.mp4", "s3://bkt/clips/c2.mp4"}
+    doc["status"]["nodes"]["clips-1"].update(phase="Running", outputs=None)
+    assert _uris(_plan(doc)) == []
+
+
+def test_a_key_only_artifact_of_a_live_workflow_uses_the_repository_it_was_given() -> None:
+    doc = yaml.safe_load(textwrap.dedent("""\
+        apiVersion: argoproj.io/v1alpha1
+        kind: Workflow
+        metadata: {name: keyonly, namespace: ml}
+        spec:
+          entrypoint: align
+          templates:
+          - name: align
+            inputs:
+              artifacts: [{name: targets, path: /data/t.bed, s3: {key: panels/v2/t.bed}}]
+            container: {image: x, command: [cat, /data/t.bed]}
+        status:
+          phase: Running
+          nodes: {}
+          artifactRepositoryRef:
+            configMap: artifact-repositories
+            key: default-v1
+            namespace: ml
+            artifactRepository: {s3: {bucket: pipeline-artifacts, endpoint: s3.amazonaws.com}}
+        """))
+    assert _uris(_plan(doc)) == ["s3://pipeline-artifacts/panels/v2/t.bed"]

@@ -292,8 +292,9 @@ def test_a_skipped_dag_task_is_not_warmed_for(tmp_path: Path,
     assert uris(plan) == ["s3://bkt/holdout/"]
     assert plan.step("backfill").phase == "Skipped"
     out = run(capsys, "plan", write(tmp_path, DAG_SKIPPED))[1]
+    # (train's coverage is in its node: the `when` is known false, as the controller found)
     assert "backfill (container) after train  [if {{tasks.train.outputs.parameters.coverage}}" \
-        " < 0.9; Skipped: not warmed]" in out
+        " < 0.9; when false: does not run, not warmed; Skipped: not warmed]" in out
 
 
 def test_running_and_pending_steps() -> None:
