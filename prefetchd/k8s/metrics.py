@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -77,6 +78,18 @@ def _parse_time(value: Any) -> float | None:
         return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+_NODE_SUFFIX = re.compile(r"\[\d+\]|\(\d+(?::[^()]*)?\)")  # a step group, an item, an attempt
+
+
+def _node_path(node: str, workflow: str) -> str:
+    """The task names from the root to a node (``wf.prep-a.fetch`` -> ``prep-a/fetch``,
+    ``wf[0].prep[1].fetch(0:x)`` -> ``prep/fetch``); "" for the root or another workflow's."""
+    if not node.startswith(workflow + ".") and not node.startswith(workflow + "["):
+        return ""
+    rest = _NODE_SUFFIX.sub("", node[len(workflow):])
+    return "/".join(p for p in rest.split(".") if p)
 
 
 def _workflow(source: str) -> str:
@@ -284,10 +297,16 @@ class AgentMetrics:
         """Step start/finish times from ``status.nodes`` (watcher thread)."""
         wf = _workflow(source)
         nodes = ((obj.get("status") or {}).get("nodes") or {}).values()
+        name = str((obj.get("metadata") or {}).get("name") or "")
         by_step: dict[str, list[dict[str, Any]]] = {}
-        for n in nodes:
-            if n.get("displayName"):
-                by_step.setdefault(n["displayName"], []).append(n)
+        with self._lock:
+            for n in nodes:
+                if n.get("displayName"):
+                    # a step sharing its task name with another has its path as its id
+                    # (prefetchd.pipeline._model.name_shared_steps): the one warmed for
+                    path = _node_path(str(n.get("name") or ""), name)
+                    key = path if path and (wf, path) in self._steps else n["displayName"]
+                    by_step.setdefault(key, []).append(n)
         with self._lock:
             for step, entries in by_step.items():
                 known = (wf, step) in self._steps

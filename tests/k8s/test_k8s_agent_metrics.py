@@ -83,3 +83,20 @@ def test_mount_hit_ratio_per_dataset_and_per_step():
     # the step's mount saw +70 hits and +10 misses while it ran
     assert value(m, "prefetchd_step_mount_cache_hit_ratio", workflow="ml/wf",
                  step="train") == pytest.approx(70 / 80)
+
+
+def test_two_steps_sharing_a_task_name_have_their_own_lead_times():
+    """A sub-DAG called twice: its two ``fetch`` tasks are the plan's ``a/fetch`` and
+    ``b/fetch`` (the ids warms are asked for), their nodes ``wf.a.fetch`` and ``wf.b.fetch``
+    both shown as "fetch". Before, both nodes went to a step "fetch" nobody warmed for."""
+    m = mm.AgentMetrics("n1")
+    t0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+    m.warm_done(ag.WarmRequest("s3://b/x/", SRC, "a/fetch", 0), res(10), t0 - 20, t0 - 10)
+    m.warm_done(ag.WarmRequest("s3://b/y/", SRC, "b/fetch", 1), res(10), t0 - 20, t0 - 5)
+    nodes = {f"wf-{i}": {"name": f"wf.{task}.fetch", "displayName": "fetch", "phase": "Running",
+                         "hostNodeName": "n1", "startedAt": started}
+             for i, (task, started) in enumerate([("a", "2023-11-14T22:13:20Z"),
+                                                   ("b", "2023-11-14T22:13:40Z")])}
+    m.observe_workflow(SRC, {"metadata": {"name": "wf"}, "status": {"nodes": nodes}})
+    assert value(m, "prefetchd_step_warm_lead_seconds", workflow="ml/wf", step="a/fetch") == 10
+    assert value(m, "prefetchd_step_warm_lead_seconds", workflow="ml/wf", step="b/fetch") == 25
