@@ -8,11 +8,14 @@ the Library). Its ``owner`` and ``release_key`` are the job's (its controller ow
 job and its Workload are one piece of work; the Workload adds the queue state.
 
 State: ``Finished`` -> succeeded (failed when its reason is ``Failed``); ``spec.active: false``
--> inactive; ``Admitted`` -> running once ``PodsReady``, else admitted; otherwise queued
-(quota not reserved yet, or reserved while admission checks are pending, or evicted).
-Once admitted, ``status.admission.podSetAssignments[]`` gives each pod set's admitted
-``count`` and its ResourceFlavors, whose ``nodeLabels`` and ``tolerations`` Kueue adds to the
-job's pods: they are added to the group's constraints when the Library has the flavor.
+-> inactive; ``Evicted`` -> queued (its pods go, it waits for quota again: the flavor it
+had is no longer its own, even while ``Admitted`` is still True); ``Admitted`` -> running
+once ``PodsReady``, else admitted; otherwise queued (quota not reserved yet, or reserved
+while admission checks are pending). Once its quota is reserved (``QuotaReserved``: admitted,
+or waiting only for admission checks such as a ProvisioningRequest),
+``status.admission.podSetAssignments[]`` gives each pod set's ``count`` and its
+ResourceFlavors, whose ``nodeLabels`` and ``tolerations`` Kueue adds to the job's pods: they
+are added to the group's constraints when the Library has the flavor.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ def _state(obj: Mapping[str, Any], spec: Mapping[str, Any]) -> State:
         return State.FAILED if finished.get("reason") == "Failed" else State.SUCCEEDED
     if spec.get("active") is False:
         return State.INACTIVE
+    if condition(obj, "Evicted"):
+        return State.QUEUED  # (blind job round 46: an evicted one was planned on its old flavor)
     if condition(obj, "Admitted"):
         return State.RUNNING if condition(obj, "PodsReady") else State.ADMITTED
     return State.QUEUED
@@ -63,7 +68,11 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     admission = mapping(mapping(obj.get("status"), "status").get("admission"),
                         "status.admission")
     assigned = {}
-    if work.state in (State.ADMITTED, State.RUNNING):
+    # (a reservation waiting on admission checks has its flavor: blind job round 46)
+    work.reserved = work.state in (State.ADMITTED, State.RUNNING) or (
+        work.state is State.QUEUED and condition(obj, "QuotaReserved") is not None
+        and not condition(obj, "Evicted"))
+    if work.reserved:
         for a in sequence(admission.get("podSetAssignments"),
                           "status.admission.podSetAssignments"):
             a = mapping(a, "status.admission.podSetAssignments[]")

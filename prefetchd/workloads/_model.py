@@ -290,6 +290,9 @@ class UpcomingWork:
     # True for a record of its owner's place in a queue (a Kueue Workload): its state and
     # priority are the owner's (``release_key``), its pods are the owner's pods.
     queue_record: bool = False
+    # a queue record whose quota is reserved (admitted, or waiting on admission checks): its
+    # groups carry the counts and flavor constraints the pods will run with
+    reserved: bool = False
 
     def __post_init__(self) -> None:
         if not self.release_key:
@@ -419,7 +422,7 @@ class UpcomingWork:
 def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
     """*work* with the state, priority and queue its queue record (a Kueue Workload) knows:
     done when either is, running when either is, admitted when the record is not queued;
-    once admitted, with the counts and flavor constraints Kueue admitted its pods with."""
+    once its quota is reserved, with the counts and flavor constraints Kueue gives its pods."""
     state = work.state
     if record.state.done or work.state.done:
         state = record.state if record.state.done else work.state
@@ -430,7 +433,7 @@ def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
     else:
         state = State.QUEUED
     groups = work.groups
-    if record.state in (State.ADMITTED, State.RUNNING):
+    if record.state in (State.ADMITTED, State.RUNNING) or record.reserved:
         # admitted: the pod sets' admitted counts and flavors' node constraints. Kueue makes a
         # pod set per template of the job, named after it (lower case: "master", "worker");
         # a job of one template has one, whatever its name
