@@ -455,9 +455,9 @@ class ArgoAnalyzer:
         leaves = self.run(tmpl, scope, entry, 0)
         on_exit, field = self.spec.get("onExit"), "onExit"
         hooks = self.spec.get("hooks")
-        if not on_exit and isinstance(hooks, dict) and isinstance(hooks.get("exit"), dict):
-            # the workflow's exit hook: Argo runs it as it runs onExit
-            on_exit, field = hooks["exit"].get("template"), "hooks.exit.template"
+        hook = hooks.get("exit") if isinstance(hooks, dict) and not on_exit else None
+        t: dict[str, Any] | None = None
+        context = None
         if on_exit:
             t = self.templates.get(on_exit)
             if t is None:
@@ -465,16 +465,22 @@ class ArgoAnalyzer:
                     f"{self.src}: field {self.field_prefix}.{field}: no template named "
                     f"{on_exit!r}"
                 )
+        elif isinstance(hook, dict) and ("template" in hook or "templateRef" in hook):
+            # the workflow's exit hook: Argo runs it as it runs onExit; a templateRef into a
+            # WorkflowTemplate as a task's (blind round 55: it vanished)
+            t, context = self.get_template(hook, f"{self.field_prefix}.hooks.exit", Scope())
+            on_exit = hook.get("template") or (hook.get("templateRef") or {}).get("template")
+        if t is not None:
             ex = Scope(deps=frozenset(self._all_ids()), exit_handler=True, entry=True,
-                       node=".onExit")
+                       node=".onExit", templates=context)
             # the controller hands the workflow's arguments to the exit handler too, and an
             # exit hook's own arguments
-            hargs = ((hooks["exit"].get("arguments") or {}).get("parameters")
-                     if field != "onExit" else None)
+            hargs = ((hook.get("arguments") or {}).get("parameters")
+                     if isinstance(hook, dict) else None)
             ex.inputs = self.bind_inputs(t, {
                 p.get("name"): p.get("value") for p in _as_list(hargs, "spec.hooks.exit")
                 if isinstance(p, dict)}, ex, {p: self.wf_param(p) for p in self.param_values})
-            self.run(t, ex, on_exit, 0)
+            self.run(t, ex, str(on_exit), 0)
         del leaves
         self._take_out_suspends()
         params = {k: (v if v is None else str(v)) for k, v in self.param_values.items()}
@@ -643,10 +649,15 @@ class ArgoAnalyzer:
         )
         ids = self.run(tmpl, callee, name, depth + 1)
         hooks = task.get("hooks") or {}
-        exit_t = task.get("onExit") or (
-            (hooks.get("exit") or {}).get("template") if isinstance(hooks, dict) else None
-        )
-        if exit_t and exit_t in self.templates:
+        hook = hooks.get("exit") if isinstance(hooks, dict) and not task.get("onExit") else None
+        exit_t: str | None = task.get("onExit")
+        ext: dict[str, Any] | None = self.templates.get(exit_t) if exit_t else None
+        ext_context = None
+        if isinstance(hook, dict) and ("template" in hook or "templateRef" in hook):
+            # (a plain name where the task's template lives; a templateRef into a library)
+            ext, ext_context = self.get_template(hook, f"{where}.hooks.exit", scope)
+            exit_t = hook.get("template") or (hook.get("templateRef") or {}).get("template")
+        if ext is not None:
             ex = Scope(
                 deps=frozenset(ids) | scope.deps,
                 # (inside a template a loop runs, once per item: blind round 37)
@@ -656,17 +667,16 @@ class ArgoAnalyzer:
                 condition=scope.condition,
                 node=f"{node}.onExit",  # (the controller's name for a task's exit handler)
                 loop_group=callee.loop_group,
+                templates=ext_context,
             )
             # an exit hook's own arguments, valued where the task is (blind job round 45:
             # what the handler built from them vanished)
-            hook = hooks.get("exit") if isinstance(hooks, dict) and not task.get("onExit") \
-                else None
             hargs = ((hook.get("arguments") or {}).get("parameters")
                      if isinstance(hook, dict) else None)
-            ex.inputs = self.bind_inputs(self.templates[exit_t], {
+            ex.inputs = self.bind_inputs(ext, {
                 p.get("name"): p.get("value") for p in _as_list(hargs, f"{where}.hooks.exit")
                 if isinstance(p, dict)}, child)
-            ids = ids + self.run(self.templates[exit_t], ex, exit_t, depth + 1)
+            ids = ids + self.run(ext, ex, str(exit_t), depth + 1)
         return ids
 
     def _never_runs(self, when: str, scope: Scope) -> bool:
@@ -991,13 +1001,15 @@ class ArgoAnalyzer:
         man = r.get("manifest")
         if not isinstance(man, str):
             return
+        action = r.get("action")
         try:
             obj = yaml.safe_load(man)
         except yaml.YAMLError:
+            obj = None
+        if not isinstance(obj, dict):  # ({{...}} in a flow list: parsed once filled in)
+            if action in ("create", "apply"):
+                self._created_work(step, man, None, scope)
             return
-        if not isinstance(obj, dict):
-            return
-        action = r.get("action")
         if obj.get("kind") == "PersistentVolumeClaim" and action in ("create", "apply"):
             md = obj.get("metadata") or {}
             spec = obj.get("spec") or {}
@@ -1014,6 +1026,38 @@ class ArgoAnalyzer:
             self.creates[step.id] = name
         elif obj.get("kind") == "PersistentVolumeClaim" and action == "delete":
             step.deletes_pvc = {"claim": (obj.get("metadata") or {}).get("name")}
+        elif action in ("create", "apply"):
+            self._created_work(step, man, obj, scope)
+
+    def _created_work(self, step: Step, manifest: str, obj: dict[str, Any] | None,
+                      scope: Scope) -> None:
+        """A resource step that creates a Job, a PyTorchJob, a JobSet (any kind the training
+        job adapters read): what that work's pods read and write is the step's, its tags
+        filled where known (blind round 55: a Job made by a resource step read nothing).
+        Its claims are not followed (a claim the step's pods mount is not the step's)."""
+        from prefetchd import workloads  # (it imports this package)
+
+        if "{{" in manifest:  # (the controller fills the manifest's tags, then reads it)
+            v = self.resolve(manifest, scope)
+            try:
+                filled = yaml.safe_load(v.single) if v is not None and v.single else None
+            except yaml.YAMLError:
+                filled = None
+            obj = filled if isinstance(filled, dict) else obj
+        if obj is None or workloads.lookup(obj) is None:
+            return
+        try:
+            work = workloads.read(obj)
+        except workloads.WorkloadError as exc:
+            log.info("%s: step %s creates work that cannot be read: %s", self.src, step.id, exc)
+            return
+        for g in work.groups:
+            for ref in g.datasets:
+                if ref.uri and "{{" not in ref.uri and ref.direction == "read":
+                    step.add_read(Read(ref.uri, True, "constant"))
+            for w in g.writes:
+                if "{{" not in w:
+                    step.add_write(Read(w, True, "constant"))
 
     def _raw_artifacts(self, step: Step, tmpl: dict[str, Any], containers: list[dict[str, Any]],
                        res: Any) -> None:

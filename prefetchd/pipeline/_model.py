@@ -542,12 +542,20 @@ def settle_intermediates(plan: Plan) -> Plan:
 
 
 def _folder_of(pattern: str) -> re.Pattern[str]:
-    """The folder a location pattern lies in, each placeholder one path segment's worth
-    (``s3://b/v/{{x}}/{{y}}.json`` -> ``s3://b/v/[^/]+/``)."""
-    folder = pattern[:pattern.rfind("/") + 1]
-    return re.compile("".join(
-        "[^/]+" if part.startswith("{{") else re.escape(part)
-        for part in re.split(r"(\{\{[^{}]*\}\})", folder) if part))
+    """The folders a location pattern lies in, each placeholder one path segment's worth:
+    its own and those above it down to the folder its first placeholder is in
+    (``s3://b/v/{{x}}/{{y}}.json`` -> ``s3://b/v/``, ``s3://b/v/[^/]+/``). A reader of one of
+    them reads what the writes leave (a reduce over a loop's per-item folders, blind round
+    55: ``counts/`` over ``counts/{{lib}}/m.h5``); a folder above the first placeholder's
+    holds more than this run writes."""
+    first = pattern.find("{{")
+    top = pattern.rfind("/", 0, first) + 1 if first >= 0 else pattern.rfind("/") + 1
+    cuts = [i + 1 for i, c in enumerate(pattern) if c == "/" and i + 1 >= top]
+
+    def regex(text: str) -> str:
+        return "".join("[^/]+" if part.startswith("{{") else re.escape(part)
+                       for part in re.split(r"(\{\{[^{}]*\}\})", text) if part)
+    return re.compile("|".join(f"(?:{regex(pattern[:c])})" for c in cuts) or "(?!)")
 
 
 def _immediate(after: set[str], index: dict[str, int], closure: dict[str, int]) -> list[str]:
