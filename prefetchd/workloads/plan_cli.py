@@ -164,6 +164,13 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
                 volumes.append(d)  # (a claim of a fusecache class: the PV it will get)
             elif why := _registry.misfiled(d):  # (blind job round 36: was ignored, unwarmed)
                 raise WorkloadError(f"{path}: {_registry.describe(d)}: {why}")
+            elif d.get("kind") == "Pod":  # (blind job round 46: listed without a word why)
+                group = ((d.get("metadata") or {}).get("labels") or {}).get(
+                    "kueue.x-k8s.io/pod-group-name")
+                owner = f"pod group {group}'s Kueue Workload" if group else \
+                    "Job or other owner"
+                ignored.append(f"{_registry.describe(d)} (a pod: its {owner} is planned, "
+                               "not it)")
             else:
                 ignored.append(_registry.describe(d))
     if not todo:

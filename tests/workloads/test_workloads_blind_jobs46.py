@@ -61,3 +61,13 @@ def test_a_workload_being_evicted_is_queued_without_its_old_flavor(tmp_path) -> 
     out = _plan(tmp_path, _job_and_workload(("QuotaReserved", "True"), ("Admitted", "True"),
                                             ("Evicted", "True")))
     assert "queued in queue dws" in out and "main x4  stage 0: no constraints" in out
+
+
+def test_a_pod_beside_a_job_is_listed_as_ignored_with_the_reason(tmp_path) -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "gnn-0", "namespace": "climate", "labels": {
+               "kueue.x-k8s.io/queue-name": "gpu", "kueue.x-k8s.io/pod-group-name": "gnn"}},
+           "spec": POD["spec"]}
+    out = _plan(tmp_path, [*_job_and_workload(("QuotaReserved", "True")), pod])
+    assert "ignored: Pod climate/gnn-0 (a pod: its pod group gnn's Kueue Workload is " \
+           "planned, not it)" in out
