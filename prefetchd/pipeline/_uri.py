@@ -46,7 +46,7 @@ from prefetchd.pipeline._shard import BRACE_GROUP, BRACKET_GROUP
 # schemes we recognise as object-store locations (only s3/s3a are warmed)
 SCHEMES = (
     "s3", "s3a", "s3n", "gs", "gcs", "oci", "az", "abfs", "abfss", "wasb", "wasbs", "hdfs", "hf",
-    "minio",
+    "minio", "lakefs",
 )
 # (a location ends at an escaped newline or tab of the text it is in: a YAML string written
 # into code as '\nkey: s3://b/x\nnext: 1\n')

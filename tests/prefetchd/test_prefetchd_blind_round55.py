@@ -114,3 +114,14 @@ def test_a_reduce_over_a_loops_per_item_folders_is_not_warmed_ahead() -> None:
     [plan] = _plans(doc)
     assert plan.datasets() == []
     assert [r.written_by for r in plan.step("consume").intermediate] == ["produce"]
+
+
+def test_a_lakefs_location_is_shown_as_a_read_of_another_scheme() -> None:
+    """Round 56: ``lakectl fs download lakefs://repo/main/x/`` was dropped without a word;
+    like ``gs://`` and ``hf://`` it is shown, not warmed (its S3 gateway form is s3://)."""
+    step = {"name": "main", "container": {"image": "lakectl", "command": [
+        "lakectl", "fs", "download", "--recursive", "lakefs://shelf/main/stores/w26/", "/d/"]}}
+    [plan] = _plans(_wf(templates=[step]))
+    [read] = plan.step("main").reads
+    assert read.uri == "lakefs://shelf/main/stores/w26/" and not read.supported
+    assert plan.datasets() == []
