@@ -10,11 +10,15 @@ CronJob is suspended or deleted.
 State: a Job of it running (``status.active``) -> running (suspending a CronJob stops its
 next runs, not this one); else ``spec.suspend`` -> inactive (no run will start: pins go);
 else queued (the next run is lead time). The schedule is kept
-as a note (``plan`` shows it); prefetchd does not time the warm by it.
+as a note (``plan`` shows it); prefetchd does not time the warm by it. A schedule or time zone
+the API server would refuse (six fields, minute 61, ``America/NewYork``) is refused, naming
+the field (blind job round 47: it was planned and warmed).
 """
 
 from __future__ import annotations
 
+import re
+import zoneinfo
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,7 +48,55 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         work.state = State.INACTIVE
     else:
         work.state = State.QUEUED
+    check_schedule(spec.get("schedule"), spec.get("timeZone"))
     if spec.get("schedule"):
         zone = f" ({spec['timeZone']})" if spec.get("timeZone") else ""
         work.notes.append(f"runs on schedule {spec['schedule']!r}{zone}")
     return work
+
+
+# the standard five fields' bounds (minute, hour, day of month, month, day of week), names as
+# the CronJob controller's parser takes them
+_FIELDS = (("minute", 0, 59, ()), ("hour", 0, 23, ()), ("day of month", 1, 31, ()),
+           ("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep",
+                             "oct", "nov", "dec")),
+           ("day of week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")))
+_DESCRIPTORS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily",
+                          "@midnight", "@hourly"})
+_PART = re.compile(r"(\*|[0-9a-z]+(?:-[0-9a-z]+)?)(?:/([0-9]+))?|\?")
+
+
+def check_schedule(schedule: Any, zone: Any) -> None:
+    """WorkloadError naming ``spec.schedule`` or ``spec.timeZone`` when the API server would
+    refuse it: not five fields (a six-field one with seconds), a value out of its field's
+    range, an unknown time zone, or ``TZ=`` in the schedule beside ``timeZone``."""
+    if not isinstance(schedule, str) or not schedule.strip():
+        raise WorkloadError("spec.schedule: missing (five cron fields, e.g. '0 3 * * *')")
+    text = schedule.strip()
+    if text.startswith(("TZ=", "CRON_TZ=")):
+        if zone:
+            raise WorkloadError("spec.schedule: TZ= is not allowed beside spec.timeZone")
+        text = text.split(None, 1)[1] if " " in text else ""
+    if text.lower() in _DESCRIPTORS or text.lower().startswith("@every "):
+        fields: list[str] = []
+    else:
+        fields = text.split()
+        if len(fields) != 5:
+            raise WorkloadError(f"spec.schedule: {schedule!r} has {len(fields)} fields, not 5 "
+                                "(minute hour day-of-month month day-of-week; no seconds)")
+    for value, (name, lo, hi, names) in zip(fields, _FIELDS, strict=False):
+        for part in value.lower().split(","):
+            m = _PART.fullmatch(part)
+            ends = [] if m is None or m.group(1) in (None, "*") else m.group(1).split("-")
+            nums = [names.index(e) + (1 if name == "month" else 0) if e in names else
+                    int(e) if e.isdigit() else -1 for e in ends]
+            if m is None or any(not lo <= n <= hi for n in nums) or \
+                    (m.group(2) is not None and int(m.group(2)) == 0):
+                raise WorkloadError(f"spec.schedule: {schedule!r}: {part!r} is no {name} "
+                                    f"({lo}-{hi})")
+    if zone is not None and zoneinfo.available_timezones():  # (no tz database: not judged)
+        try:
+            zoneinfo.ZoneInfo(str(zone))
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise WorkloadError(f"spec.timeZone: {zone!r} is not a time zone "
+                                "(an IANA name such as 'America/New_York')") from None

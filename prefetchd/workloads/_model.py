@@ -419,16 +419,24 @@ class UpcomingWork:
         }
 
 
+# a Job suspended with no Kueue queue label (_batch): held by hand, unless a Workload shows
+# Kueue holds it after all
+HELD_BY_HAND = "suspended, and no Kueue queue holds it: nothing is warmed until it is resumed"
+
+
 def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
     """*work* with the state, priority and queue its queue record (a Kueue Workload) knows:
     done when either is, running when either is, admitted when the record is not queued;
     once its quota is reserved, with the counts and flavor constraints Kueue gives its pods."""
-    state = work.state
-    if record.state.done or work.state.done:
+    state, notes = work.state, work.notes
+    if state is State.INACTIVE and not record.state.done:
+        state = State.QUEUED  # (a Job suspended with no queue label: Kueue holds it after all)
+        notes = [n for n in notes if n != HELD_BY_HAND]
+    if record.state.done or state.done:
         state = record.state if record.state.done else work.state
-    elif State.RUNNING in (record.state, work.state):
+    elif State.RUNNING in (record.state, state):
         state = State.RUNNING
-    elif State.ADMITTED in (record.state, work.state) and record.state is not State.QUEUED:
+    elif State.ADMITTED in (record.state, state) and record.state is not State.QUEUED:
         state = State.ADMITTED
     else:
         state = State.QUEUED
@@ -441,9 +449,10 @@ def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
         one = record.groups[0] if len(record.groups) == len(groups) == 1 else None
         groups = [replace(g, pods=r.pods, template=r.template, notes=g.notes + r.notes)
                   if (r := sets.get(g.name.lower(), one)) is not None else g for g in groups]
-    return replace(work, state=state, priority=record.priority if record.priority is not None
-                   else work.priority, queue=record.queue or work.queue,
-                   created=record.created or work.created, groups=groups)
+    return replace(work, state=state, notes=notes,
+                   priority=record.priority if record.priority is not None else work.priority,
+                   queue=record.queue or work.queue, created=record.created or work.created,
+                   groups=groups)
 
 
 def work_key(kind: str, namespace: str, name: str) -> str:

@@ -230,6 +230,7 @@ def _config_files_in(container: Mapping[str, Any],
 def group(
     name: str, pods: int, template: Any, where: str, after: Iterable[str] = (),
     claim_templates: Mapping[str, str] | None = None, indexes: Mapping[str, int] | None = None,
+    done: Mapping[str, frozenset[int]] | None = None,
 ) -> PodGroup:
     """The PodGroup of one PodTemplateSpec (``where`` names it in errors). *indexes*: the
     per-pod indexes its controller gives the pods (``COMPLETION_INDEX``, ``JOBSET_INDEX``,
@@ -256,7 +257,7 @@ def group(
         placement.pod_requests(clean)
     except (AttributeError, TypeError, ValueError) as exc:
         raise WorkloadError(f"{where}.spec: unreadable scheduling constraints ({exc})") from None
-    marks = _index_marks(indexes or {})
+    marks = _index_marks(indexes or {}, done or {})
     return at_each_value(out, marks, MAX_INDEXES) if marks else out
 
 
@@ -323,21 +324,23 @@ INDEX_VAR = "JOB_COMPLETION_INDEX"  # set by the Job controller in an Indexed Jo
 
 def job_group(name: str, pods: int, job: Mapping[str, Any], where: str,
               after: Iterable[str] = (), claim_templates: Mapping[str, str] | None = None,
-              replicas: int = 0) -> PodGroup:
+              replicas: int = 0, done: Iterable[int] = ()) -> PodGroup:
     """The PodGroup of a Job spec's pods (*where* names the spec). In an Indexed Job the Job
     controller sets ``JOB_COMPLETION_INDEX`` in every container's env, so ``$(...)`` of it
     expands; a location built from it (``s3://b/part-${JOB_COMPLETION_INDEX}.parquet``) is
     read at each index: the pods running at once read different ones, and which node runs
     which index is the scheduler's, so every index is warmed for the group (at most
     MAX_INDEXES completions; more stay run-time only). *replicas*: the Job is one of a
-    JobSet's replicated Jobs, whose pods carry their Job's index (``job-index``) the same way."""
+    JobSet's replicated Jobs, whose pods carry their Job's index (``job-index``) the same way.
+    *done*: the completion indexes that will not run again (the Job's ``completedIndexes``
+    and ``failedIndexes``): their locations are not read any more."""
     indexed = job.get("completionMode") == "Indexed"
     n = count(job.get("completions"), f"{where}.completions") if indexed else 0
     indexes = {COMPLETION_INDEX: n} if indexed else {}
     if replicas:
         indexes[JOBSET_INDEX] = replicas
     return group(name, pods, job.get("template"), f"{where}.template", after, claim_templates,
-                 indexes=indexes)
+                 indexes=indexes, done={COMPLETION_INDEX: frozenset(done)})
 
 
 # Per-pod indexes a controller sets, by the name of the env var it (or we) gives them, with
@@ -383,10 +386,12 @@ def _field_path(e: object) -> str | None:
     return path.strip() if isinstance(path, str) else None
 
 
-def _index_marks(indexes: Mapping[str, int]) -> dict[str, list[str]]:
+def _index_marks(indexes: Mapping[str, int], done: Mapping[str, frozenset[int]]
+                 ) -> dict[str, list[str]]:
     """The spellings of each index's placeholder (``${VAR}``, ``$(VAR)``, ``$VAR``) -> its
-    values, for indexes of at most MAX_INDEXES values."""
-    return {m.replace("VAR", var): [str(i) for i in range(n)] for var, n in indexes.items()
+    values still to run (not in *done*), for indexes of at most MAX_INDEXES values."""
+    return {m.replace("VAR", var): [str(i) for i in range(n) if i not in done.get(var, ())]
+            for var, n in indexes.items()
             if 1 <= n <= MAX_INDEXES for m in ("${VAR}", "$(VAR)", "$VAR")}
 
 

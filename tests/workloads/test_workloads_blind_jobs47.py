@@ -1,0 +1,76 @@
+"""Blind job round 47 (batch/v1 CronJobs and Jobs as their controllers write them): an Indexed
+Job's done indexes (``completedIndexes``, ``failedIndexes``) were warmed again; a Job suspended
+by hand (no Kueue queue label) was warmed as queued work; a CronJob schedule the API server
+refuses (six fields, minute 61) or an unknown ``timeZone`` was planned and warmed, exit 0."""
+
+from __future__ import annotations
+
+import copy
+import zoneinfo
+from typing import Any
+
+import pytest
+
+from prefetchd import workloads
+
+POD = {"spec": {"restartPolicy": "Never", "containers": [{
+    "name": "score", "image": "s:1",
+    "args": ["--shard", "s3://modsafe/shards/shard-$(JOB_COMPLETION_INDEX).tar"]}]}}
+
+
+def _job(**more: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "rescore", "namespace": "ts"},
+        "spec": {"completionMode": "Indexed", "completions": 5, "parallelism": 2,
+                 "template": copy.deepcopy(POD)}}
+    for k, v in more.items():
+        job[k] = {**job.get(k, {}), **v}
+    return job
+
+
+def _uris(obj: dict[str, Any]) -> list[str | None]:
+    return [r.uri for g in workloads.read(obj).groups for r in g.datasets]
+
+
+def test_an_indexed_jobs_done_indexes_are_not_read_again() -> None:
+    assert len(_uris(_job())) == 5
+    job = _job(status={"active": 2, "completedIndexes": "0-1", "failedIndexes": "2"})
+    assert _uris(job) == ["s3://modsafe/shards/shard-3.tar", "s3://modsafe/shards/shard-4.tar"]
+
+
+def test_a_job_suspended_by_hand_is_not_warmed_but_one_kueue_holds_is() -> None:
+    held = workloads.read(_job(spec={"suspend": True}))
+    assert held.state is workloads.State.INACTIVE and held.state.done
+    queued = workloads.read(_job(spec={"suspend": True}, metadata={
+        "labels": {"kueue.x-k8s.io/queue-name": "batch"}}))
+    assert queued.state is workloads.State.QUEUED
+
+
+def _cron(schedule: str, zone: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedule": schedule, "jobTemplate": {"spec": {
+        "template": copy.deepcopy(POD)}}}
+    if zone:
+        spec["timeZone"] = zone
+    return {"apiVersion": "batch/v1", "kind": "CronJob",
+            "metadata": {"name": "pacing", "namespace": "ads"}, "spec": spec}
+
+
+@pytest.mark.parametrize("schedule", ["0 */15 * * * *", "61 25 * * *", "0 3 * * 9",
+                                      "0 3 1 13 *", "*/0 * * * *"])
+def test_a_schedule_the_api_server_refuses_is_refused(schedule: str) -> None:
+    with pytest.raises(workloads.WorkloadError, match="spec.schedule"):
+        workloads.read(_cron(schedule))
+
+
+@pytest.mark.parametrize("schedule", ["0 3 * * *", "*/15 6-18 * * MON-FRI", "@daily",
+                                      "0 0 1 jan,jul *", "TZ=UTC 0 3 * * *"])
+def test_a_valid_schedule_is_planned(schedule: str) -> None:
+    assert workloads.read(_cron(schedule)).groups
+
+
+@pytest.mark.skipif(not zoneinfo.available_timezones(), reason="no time zone database here")
+def test_an_unknown_time_zone_is_refused() -> None:
+    assert workloads.read(_cron("0 3 * * *", "Europe/Amsterdam")).groups
+    with pytest.raises(workloads.WorkloadError, match="spec.timeZone"):
+        workloads.read(_cron("0 3 * * *", "America/NewYork"))
