@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -479,12 +480,21 @@ def _matches(pattern: str, written: str) -> bool:
     existed)."""
     if not _shard.is_pattern(pattern):
         return False
-    try:
-        if _shard.compile_pattern(pattern)(written):
-            return True
-    except ValueError:
+    match = _member_of(pattern)
+    if match is None:
         return False
-    return written.endswith("/") and _uri.location_under(written, _shard.prefix(pattern))
+    return match(written) or written.endswith("/") and _uri.location_under(
+        written, _shard.prefix(pattern))
+
+
+@functools.lru_cache(maxsize=256)
+def _member_of(pattern: str) -> Any:
+    """``_shard.compile_pattern(pattern)``, once per pattern (a read is checked against every
+    write upstream); None for one too long to compile."""
+    try:
+        return _shard.compile_pattern(pattern)
+    except ValueError:
+        return None
 
 
 def settle_intermediates(plan: Plan) -> Plan:
