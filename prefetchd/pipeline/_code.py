@@ -41,11 +41,13 @@ import ast
 import copy
 import datetime
 import functools
+import io
 import itertools
 import json
 import re
 import shlex
 import string
+import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -1858,7 +1860,8 @@ def analyze(code: str) -> Flow | None:
         flow.visit(tree)
     except RecursionError:
         return None
-    flow.partial.update(_looked_up_only(tree) | printed | _caller_defaults(tree))
+    flow.partial.update(_looked_up_only(tree) | printed | _caller_defaults(tree)
+                        | _commented_only(code, tree))
     params: dict[str, str] = {}
     lits: dict[str, str] = {}
     for s, ds in flow.found.items():
@@ -1962,6 +1965,23 @@ def _printed(tree: ast.AST) -> tuple[set[str], set[int]]:
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in inside:
             printed.difference_update(_uri.find_uris(n.value))
     return printed, listings
+
+
+def _commented_only(code: str, tree: ast.AST) -> set[str]:
+    """The locations a program names only in its comments (``# e.g. s3://bucket/inbox/``):
+    no use of its own (blind round 57: one was warmed). One also in a string keeps it."""
+    commented: set[str] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.COMMENT and ("://" in tok.string or ":s3" in tok.string):
+                commented.update(_uri.find_uris(tok.string))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return set()
+    if commented:
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                commented.difference_update(_uri.find_uris(n.value))
+    return commented
 
 
 def _caller_defaults(tree: ast.AST) -> set[str]:

@@ -243,6 +243,16 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
                    if g.name in initializers else g for g in work.groups]
     if launcher is not None:
         _common.launched_on_workers(work, launcher, "node", bool(mpi.get("runLauncherAsNode")))
+    done = {str(js.get("name")) for js in (obj.get("status") or {}).get("jobsStatus") or []
+            if isinstance(js, Mapping) and (js.get("succeeded") or 0) > 0
+            and not (js.get("active") or 0) and not (js.get("ready") or 0)}
+    if done & {g.name for g in work.groups}:
+        # (blind job round 48: an initializer that had succeeded was warmed again) what it
+        # wrote is there now: a later job's read of it is warmed, as in a JobSet (_jobset)
+        work.groups = [replace(g, datasets=(), writes=()) if g.name in done else g
+                       for g in work.groups]
+        work.notes.append(f"job(s) {', '.join(sorted(done))} succeeded: nothing of theirs "
+                          "is warmed")
     if spec.get("suspend"):
         state = State.QUEUED
     else:

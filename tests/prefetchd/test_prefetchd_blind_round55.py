@@ -125,3 +125,13 @@ def test_a_lakefs_location_is_shown_as_a_read_of_another_scheme() -> None:
     [read] = plan.step("main").reads
     assert read.uri == "lakefs://shelf/main/stores/w26/" and not read.supported
     assert plan.datasets() == []
+
+
+def test_a_location_only_in_a_comment_is_no_read() -> None:
+    """Round 57: ``return 'x'  # e.g. s3://bucket/inbox/batch-1/`` was warmed."""
+    step = {"name": "main", "script": {"image": "python", "command": ["python"], "source": (
+        "import pandas as pd\n"
+        "# the inbox looks like s3://bucket/inbox/batch-1/\n"
+        "df = pd.read_parquet('s3://bucket/ref/vendors.parquet')  # s3://bucket/old/\n")}}
+    [plan] = _plans(_wf(templates=[step]))
+    assert [r.uri for r in plan.step("main").reads] == ["s3://bucket/ref/vendors.parquet"]

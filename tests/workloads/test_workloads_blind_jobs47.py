@@ -74,3 +74,41 @@ def test_an_unknown_time_zone_is_refused() -> None:
     assert workloads.read(_cron("0 3 * * *", "Europe/Amsterdam")).groups
     with pytest.raises(workloads.WorkloadError, match="spec.timeZone"):
         workloads.read(_cron("0 3 * * *", "America/NewYork"))
+
+
+def test_a_trainjobs_initializer_that_succeeded_is_not_warmed_again() -> None:
+    """Blind job round 48: ``status.jobsStatus`` showed the dataset initializer succeeded
+    (no pod left), yet its ``storageUri`` was still warmed; what it wrote is there now."""
+    runtime = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+               "metadata": {"name": "rt", "namespace": "ns"},
+               "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {
+                   "replicatedJobs": [
+                       {"name": "dataset-initializer", "template": {
+                           "metadata": {"labels": {
+                               "trainer.kubeflow.org/trainjob-ancestor-step":
+                                   "dataset-initializer"}},
+                           "spec": {"template": {"spec": {"containers": [{
+                               "name": "dataset-initializer", "image": "init"}]}}}}},
+                       {"name": "node", "dependsOn": [
+                           {"name": "dataset-initializer", "status": "Complete"}],
+                        "template": {
+                           "metadata": {"labels": {
+                               "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                           "spec": {"template": {"spec": {"containers": [{
+                               "name": "node", "image": "t",
+                               "args": ["--eval", "s3://bkt/eval/"]}]}}}}}]}}}}
+    lib = workloads.Library()
+    lib.add(runtime)
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "tj", "namespace": "ns"},
+           "spec": {"runtimeRef": {"name": "rt", "kind": "TrainingRuntime"},
+                    "initializer": {"dataset": {"storageUri": "s3://bkt/corpus/"}}},
+           "status": {"jobsStatus": [
+               {"name": "dataset-initializer", "active": 0, "ready": 0, "succeeded": 1},
+               {"name": "node", "active": 1, "ready": 0, "succeeded": 0}]}}
+    work = workloads.read(job, lib)
+    uris = {g.name: [r.uri for r in g.datasets] for g in work.groups}
+    assert uris == {"dataset-initializer": [], "node": ["s3://bkt/eval/"]}
+    del job["status"]
+    assert "s3://bkt/corpus/" in [r.uri for g in workloads.read(job, lib).groups
+                                  for r in g.datasets]
