@@ -223,8 +223,10 @@ class Site:
         wait_until("the data warm where the pod landed",
                    lambda: self.holders(keys) == {*warm, cold}, 60)
         print(f"warm on {cold} {time.monotonic() - t0:.1f}s after the pod was bound")
-        assert f"{source}: pod {name} bound here before its data" in (
-            self.tmp / f"agent-{cold}.log").read_text()
+        # (its urgent lane took the pod: "before its data", or without those words when the
+        # job's own placement had just asked this node for the data, as it may when the node
+        # annotations change while the pod is made: a race, not a second warm)
+        assert f"{source}: pod {name} bound here" in (self.tmp / f"agent-{cold}.log").read_text()
         return cold
 
     def create_bound(self, pods: list[dict[str, Any]]) -> dict[str, str]:
