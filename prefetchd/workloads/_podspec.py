@@ -551,6 +551,19 @@ def claim_writes(spec: Mapping[str, Any],
 _LOCATION = re.compile(r"[a-z][a-z0-9+.-]*://\S*")
 
 
+def _run_time_part(text: str) -> str:
+    """The location in *text* that holds the run-time part, as shown: ``s3://b/dt=$(...)``
+    of a word a shell cut at its command substitution (``METERS= s3://b/dt=$(``: blind job
+    round 47 printed it twice, cut); *text* itself when no one location holds it."""
+    if not text.endswith("$(") and not any(c.isspace() for c in text):
+        return text  # (one word: --data=s3://b/${trialParameters.x}/ keeps its flag)
+    found = [m.group(0) for m in _LOCATION.finditer(text)
+             if PLACEHOLDER in m.group(0) or "$(" in m.group(0)]
+    if len(found) != 1:
+        return text
+    return found[0] + "...)" if found[0].endswith("$(") else found[0]
+
+
 def _placeholder_in_location(text: str) -> bool:
     """Whether a ``${...}`` (a Katib placeholder, a per-pod index) or a ``$(VAR)`` only the pod
     knows (the downward API's pod name, a Secret's key: blind job round 44) is inside a
@@ -607,7 +620,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             if "$" in text and "://" in text and _placeholder_in_location(text):
                 flag = text.split("=", 1)[0] if text.startswith("-") and "=" in text else ""
                 if direction != "write" and _uri.name_direction(flag) != "write":
-                    add(DatasetRef(origin, cname, pattern=text))  # --save-dir=s3://x/${..}: no
+                    # --save-dir=s3://x/${..}: no
+                    add(DatasetRef(origin, cname, pattern=_run_time_part(text)))
         for uri, origin, direction in settled(words_of):
             if direction != "write":
                 add(DatasetRef(origin, cname, uri=uri, direction=direction))

@@ -112,3 +112,16 @@ def test_a_trainjobs_initializer_that_succeeded_is_not_warmed_again() -> None:
     del job["status"]
     assert "s3://bkt/corpus/" in [r.uri for g in workloads.read(job, lib).groups
                                   for r in g.datasets]
+
+
+def test_a_location_cut_at_a_command_substitution_is_shown_once_and_whole() -> None:
+    """``dt=$(date ...)`` in a shell loop: the shell words cut the location at ``$(``; it was
+    shown twice, as ``METERS= s3://...dt=$(`` and ``s3://...dt=$(``."""
+    script = ('METERS=""\nfor d in 0 1 2; do\n'
+              '  METERS="${METERS} s3://meter/zone=NL/dt=$(date -u -d "-${d} days" +%F)/"\n'
+              'done\nexec python -m fit --meters ${METERS}\n')
+    job = _job()
+    job["spec"]["template"]["spec"]["containers"] = [
+        {"name": "fit", "image": "f", "command": ["/bin/sh", "-c"], "args": [script]}]
+    refs = [r for g in workloads.read(job).groups for r in g.datasets]
+    assert [(r.uri, r.pattern) for r in refs] == [(None, "s3://meter/zone=NL/dt=$(...)")]
