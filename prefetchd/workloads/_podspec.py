@@ -130,30 +130,17 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
 
 MAX_CONFIG_FILES = 8  # per container
 
-# labels and annotations a controller sets on each pod, whatever its template says: the index
-# keys (INDEX_FIELDS, expanded per pod by ``group``) and the names it gives
-_CONTROLLER_KEYS = frozenset({
-    "batch.kubernetes.io/job-completion-index", "jobset.sigs.k8s.io/job-index",
-    "training.kubeflow.org/replica-index", "batch.kubernetes.io/job-name", "job-name",
-    "batch.kubernetes.io/controller-uid", "controller-uid", "jobset.sigs.k8s.io/jobset-name",
-    "jobset.sigs.k8s.io/replicatedjob-name", "jobset.sigs.k8s.io/job-key",
-    "jobset.sigs.k8s.io/job-global-index", "training.kubeflow.org/job-name",
-    "training.kubeflow.org/replica-type", "training.kubeflow.org/operator-name"})
-
-
 def _downward_value(e: Any, pod_meta: Any, namespace: Any) -> str | None:
     """The value the downward API gives env entry *e* (``valueFrom.fieldRef``) when its pod's
     template says it: a label or annotation the template sets (one a controller sets is left:
     it overrides the template's, and the per-pod index keys are expanded by ``group``), and the
     namespace when the object states it. None: only the pod knows (its name, IP, node)."""
-    ref = ((e.get("valueFrom") or {}).get("fieldRef")
-           if isinstance(e, Mapping) and isinstance(e.get("valueFrom"), Mapping) else None)
-    path = ref.get("fieldPath") if isinstance(ref, Mapping) else None
-    if not isinstance(path, str):
+    path = _field_path(e)
+    if path is None:
         return None
-    if path.strip() == "metadata.namespace":
+    if path == "metadata.namespace":
         return str(namespace) if namespace else None
-    m = k8s_datasets.FIELD_KEY.fullmatch(path.strip())
+    m = k8s_datasets.FIELD_KEY.fullmatch(path)
     if m is None or m.group(2) in _CONTROLLER_KEYS or not isinstance(pod_meta, Mapping):
         return None
     values = pod_meta.get(m.group(1))
@@ -351,6 +338,14 @@ REPLICA_INDEX = "TRAINING_REPLICA_INDEX"  # a Kubeflow training job's pod, in it
 _INDEX_KEYS = {COMPLETION_INDEX: "batch.kubernetes.io/job-completion-index",
                JOBSET_INDEX: "jobset.sigs.k8s.io/job-index",
                REPLICA_INDEX: "training.kubeflow.org/replica-index"}
+# labels and annotations a controller sets on each pod, whatever its template says: the index
+# keys (expanded per pod by ``group``) and the names it gives (``_downward_value`` leaves them)
+_CONTROLLER_KEYS = frozenset({
+    *_INDEX_KEYS.values(), "batch.kubernetes.io/job-name", "job-name",
+    "batch.kubernetes.io/controller-uid", "controller-uid", "jobset.sigs.k8s.io/jobset-name",
+    "jobset.sigs.k8s.io/replicatedjob-name", "jobset.sigs.k8s.io/job-key",
+    "jobset.sigs.k8s.io/job-global-index", "training.kubeflow.org/job-name",
+    "training.kubeflow.org/replica-type", "training.kubeflow.org/operator-name"})
 
 
 def _with_indexes(template: Any, indexes: Mapping[str, int]) -> Any:
