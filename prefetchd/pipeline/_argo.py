@@ -86,6 +86,11 @@ _EXPRESSION_TAG = re.compile(r"\{\{=(.*?)\}\}", re.S)
 _PLAIN_REFERENCE = re.compile(r"[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*|\[\s*(['\"])[^'\"]+\1\s*\])*")
 
 
+def _parameter_values(params: Any, where: str) -> dict[str, Any]:
+    """``{name: value}`` of an ``arguments.parameters`` list (a task's, an exit hook's)."""
+    return {p.get("name"): p.get("value") for p in _as_list(params, where) if isinstance(p, dict)}
+
+
 def _with_sub_path(mount: dict[str, Any], container: dict[str, Any]) -> dict[str, Any]:
     """*mount* with its ``subPathExpr`` as the ``subPath`` the kubelet makes of it with the
     container's env (``$(SITE)``: blind job round 45 read the volume's root); as it is when
@@ -455,9 +460,8 @@ class ArgoAnalyzer:
         leaves = self.run(tmpl, scope, entry, 0)
         on_exit, field = self.spec.get("onExit"), "onExit"
         hooks = self.spec.get("hooks")
-        hook = hooks.get("exit") if isinstance(hooks, dict) and not on_exit else None
         t: dict[str, Any] | None = None
-        context = None
+        context, hook_args = None, {}
         if on_exit:
             t = self.templates.get(on_exit)
             if t is None:
@@ -465,21 +469,16 @@ class ArgoAnalyzer:
                     f"{self.src}: field {self.field_prefix}.{field}: no template named "
                     f"{on_exit!r}"
                 )
-        elif isinstance(hook, dict) and ("template" in hook or "templateRef" in hook):
-            # the workflow's exit hook: Argo runs it as it runs onExit; a templateRef into a
-            # WorkflowTemplate as a task's (blind round 55: it vanished)
-            t, context = self.get_template(hook, f"{self.field_prefix}.hooks.exit", Scope())
-            on_exit = hook.get("template") or (hook.get("templateRef") or {}).get("template")
+        elif isinstance(hooks, dict) and (found := self._exit_hook(
+                hooks.get("exit"), f"{self.field_prefix}.hooks.exit", Scope())) is not None:
+            # the workflow's exit hook: Argo runs it as it runs onExit
+            t, context, on_exit, hook_args = found
         if t is not None:
             ex = Scope(deps=frozenset(self._all_ids()), exit_handler=True, entry=True,
                        node=".onExit", templates=context)
-            # the controller hands the workflow's arguments to the exit handler too, and an
-            # exit hook's own arguments
-            hargs = ((hook.get("arguments") or {}).get("parameters")
-                     if isinstance(hook, dict) else None)
-            ex.inputs = self.bind_inputs(t, {
-                p.get("name"): p.get("value") for p in _as_list(hargs, "spec.hooks.exit")
-                if isinstance(p, dict)}, ex, {p: self.wf_param(p) for p in self.param_values})
+            # the controller hands the workflow's arguments to the exit handler too
+            ex.inputs = self.bind_inputs(t, hook_args, ex,
+                                         {p: self.wf_param(p) for p in self.param_values})
             self.run(t, ex, str(on_exit), 0)
         del leaves
         self._take_out_suspends()
@@ -623,11 +622,7 @@ class ArgoAnalyzer:
             child.loop = loop
             child.item = item
         args = task.get("arguments") or {}
-        pargs = {
-            p.get("name"): p.get("value")
-            for p in _as_list(args.get("parameters"), where)
-            if isinstance(p, dict)
-        }
+        pargs = _parameter_values(args.get("parameters"), where)
         arts = {
             a.get("name"): a for a in _as_list(args.get("artifacts"), where) if isinstance(a, dict)
         }
@@ -649,14 +644,12 @@ class ArgoAnalyzer:
         )
         ids = self.run(tmpl, callee, name, depth + 1)
         hooks = task.get("hooks") or {}
-        hook = hooks.get("exit") if isinstance(hooks, dict) and not task.get("onExit") else None
         exit_t: str | None = task.get("onExit")
         ext: dict[str, Any] | None = self.templates.get(exit_t) if exit_t else None
-        ext_context = None
-        if isinstance(hook, dict) and ("template" in hook or "templateRef" in hook):
-            # (a plain name where the task's template lives; a templateRef into a library)
-            ext, ext_context = self.get_template(hook, f"{where}.hooks.exit", scope)
-            exit_t = hook.get("template") or (hook.get("templateRef") or {}).get("template")
+        ext_context, hook_args = None, {}
+        if not exit_t and isinstance(hooks, dict) and (found := self._exit_hook(
+                hooks.get("exit"), f"{where}.hooks.exit", scope)) is not None:
+            ext, ext_context, exit_t, hook_args = found
         if ext is not None:
             ex = Scope(
                 deps=frozenset(ids) | scope.deps,
@@ -669,15 +662,24 @@ class ArgoAnalyzer:
                 loop_group=callee.loop_group,
                 templates=ext_context,
             )
-            # an exit hook's own arguments, valued where the task is (blind job round 45:
-            # what the handler built from them vanished)
-            hargs = ((hook.get("arguments") or {}).get("parameters")
-                     if isinstance(hook, dict) else None)
-            ex.inputs = self.bind_inputs(ext, {
-                p.get("name"): p.get("value") for p in _as_list(hargs, f"{where}.hooks.exit")
-                if isinstance(p, dict)}, child)
+            # (its hook's arguments valued where the task is)
+            ex.inputs = self.bind_inputs(ext, hook_args, child)
             ids = ids + self.run(ext, ex, str(exit_t), depth + 1)
         return ids
+
+    def _exit_hook(self, hook: Any, where: str, scope: Scope) -> tuple[
+            dict[str, Any] | None, dict[str, dict[str, Any]] | None, Any, dict[str, Any]] | None:
+        """An exit hook (``hooks.exit`` of the workflow or of a task): its template (a plain
+        name where the caller's template lives, or a ``templateRef`` into a library: blind round
+        55), the templates its own calls look in, its name, and its ``arguments``' parameters
+        (its inputs: blind job round 45, what the handler built from them vanished); None
+        when it names no template."""
+        if not isinstance(hook, dict) or ("template" not in hook and "templateRef" not in hook):
+            return None
+        t, context = self.get_template(hook, where, scope)
+        name = hook.get("template") or (hook.get("templateRef") or {}).get("template")
+        args = hook.get("arguments") or {}
+        return t, context, name, _parameter_values(args.get("parameters"), where)
 
     def _never_runs(self, when: str, scope: Scope) -> bool:
         """Whether a task's ``when``, its tags filled with values known before the run (the
