@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from prefetchd.pipeline import _code, _scan, _uri, _when
+from prefetchd.pipeline import _code, _scan, _status, _uri, _when
 from prefetchd.pipeline._expr import evaluate_tag
 from prefetchd.pipeline._load import Document
 from prefetchd.pipeline._model import Loop, PipelineError, Plan, PvcMount, Read, Step, Suspend
@@ -200,11 +200,8 @@ class ArgoAnalyzer:
         self._expanding: list[int] = []  # the dag/steps templates being walked (ids)
         self._recursion_noted: set[str] = set()
         # a live Workflow's nodes by name (status.nodes): a finished step's outputs are known
-        status = self.doc.data.get("status") if self.doc.data.get("kind") == "Workflow" \
-            else None
-        nodes = status.get("nodes") if isinstance(status, dict) else None
-        self.status_nodes = {n.get("name"): n for n in (nodes or {}).values()
-                             if isinstance(n, dict)} if isinstance(nodes, dict) else {}
+        self.status_nodes = {n.get("name"): n for n in _status.nodes(self.doc.data).values()
+                             } if self.doc.data.get("kind") == "Workflow" else {}
 
     def _output_of(self, producer: str, expr: str) -> Val | None:
         """The value of ``tasks.X.outputs.result`` / ``.outputs.parameters.P`` (or

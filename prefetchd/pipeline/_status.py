@@ -43,16 +43,12 @@ def node_phases(obj: Mapping[str, Any]) -> dict[str, str]:
     """``{displayName: phase}`` from ``status.nodes``; for a name several nodes share, the
     last one's (the agent's reading since it first used status, kept in one place); a
     running loop (TaskGroup) as Pending."""
-    status = obj.get("status")
-    nodes = status.get("nodes") if isinstance(status, dict) else None
-    if not isinstance(nodes, dict):
-        return {}
     # a loop's TaskGroup runs while its items start one by one (parallelism): those not
     # started yet still want their data (blind job round 42), so it has not started as a
     # whole until it is done
     return {n.get("displayName"): "Pending" if n.get("type") == "TaskGroup"
             and n.get("phase") == "Running" else n.get("phase")
-            for n in nodes.values() if isinstance(n, dict)}
+            for n in nodes(obj).values()}
 
 
 def apply(plan: Any, obj: Mapping[str, Any]) -> None:
@@ -62,14 +58,16 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
     status = status_of(obj)
     if status is None:
         return
-    by_display = node_phases(obj)
-    nodes = _nodes(obj)
-    by_name = {n.get("name"): _phase(n, nodes) for n in nodes.values()}
+    items = [*plan.steps, *plan.suspends]
+    by_id = nodes(obj)
+    by_name = {n.get("name"): _phase(n, by_id) for n in by_id.values()}
+    # (a plan that knows its nodes' names: an Argo one; one made from KFP's IR does not)
+    by_display = node_phases(obj) if any(i.status_node is None for i in items) else {}
     wf = str((obj.get("metadata") or {}).get("name") or "")
     plan.observed = True
     phase = status.get("phase")
     plan.phase = phase if isinstance(phase, str) else None
-    for item in [*plan.steps, *plan.suspends]:
+    for item in items:
         if item.status_node is None:
             ph = by_display.get(item.id)
         else:
@@ -80,15 +78,17 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
         item.phase = ph if isinstance(ph, str) else None
 
 
-def _nodes(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """``status.nodes`` by node id (the mappings only)."""
-    nodes = (obj.get("status") or {}).get("nodes")
-    if not isinstance(nodes, dict):
+def nodes(obj: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``status.nodes`` by node id (the mappings only; {} without them). The analysis reads a
+    finished step's outputs from them too (``_argo``)."""
+    status = obj.get("status")
+    found = status.get("nodes") if isinstance(status, dict) else None
+    if not isinstance(found, dict):
         return {}
-    return {k: n for k, n in nodes.items() if isinstance(n, dict)}
+    return {k: n for k, n in found.items() if isinstance(n, dict)}
 
 
-def _phase(node: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> Any:
+def _phase(node: Mapping[str, Any], by_id: Mapping[str, Mapping[str, Any]]) -> Any:
     """A node's phase as the step's: a Retry node still running is its latest attempt's, and
     Pending while it waits to try again (the attempt failed, the next has no pod yet) or the
     attempt's pod waits for a node (blind job round 45: the next attempt's data was not
@@ -96,7 +96,7 @@ def _phase(node: Mapping[str, Any], nodes: Mapping[str, Mapping[str, Any]]) -> A
     phase = node.get("phase")
     if node.get("type") != "Retry" or phase in FINISHED_PHASES:
         return phase
-    children = [nodes[c] for c in node.get("children") or [] if c in nodes]
+    children = [by_id[c] for c in node.get("children") or [] if c in by_id]
     if not children:
         return "Pending"
     last = children[-1].get("phase")
