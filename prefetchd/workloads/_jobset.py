@@ -132,12 +132,19 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
     spec = mapping(obj.get("spec"), "spec")
     work.groups = replicated_job_groups(spec, work.name, "spec")
-    done = finished_jobs(obj, spec)
-    if done:  # (blind job round 34: a finished prep job's input was still warmed)
-        # and what it wrote is there now: a later replicated job's read of it is warmed
-        work.groups = [replace(g, datasets=(), writes=()) if g.name in done else g
-                       for g in work.groups]
-        work.notes.append(f"replicated job(s) {', '.join(sorted(done))} completed: nothing "
-                          "of theirs is warmed")
+    # (blind job round 34: a finished prep job's input was still warmed)
+    without_done(work, finished_jobs(obj, spec), "replicated job(s) {} completed")
     work.state = jobset_state(obj, bool(spec.get("suspend")))
     return work
+
+
+def without_done(work: UpcomingWork, done: set[str], said: str) -> None:
+    """*work* with the groups in *done* (jobs whose pods have all succeeded) reading nothing
+    more, and what they wrote there now, so a later group's read of it is warmed; a note
+    *said* (``{}``: their names). A JobSet's replicated jobs, a TrainJob's."""
+    done = done & {g.name for g in work.groups}
+    if not done:
+        return
+    work.groups = [replace(g, datasets=(), writes=()) if g.name in done else g
+                   for g in work.groups]
+    work.notes.append(f"{said.format(', '.join(sorted(done)))}: nothing of theirs is warmed")

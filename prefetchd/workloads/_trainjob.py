@@ -246,13 +246,8 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     done = {str(js.get("name")) for js in (obj.get("status") or {}).get("jobsStatus") or []
             if isinstance(js, Mapping) and (js.get("succeeded") or 0) > 0
             and not (js.get("active") or 0) and not (js.get("ready") or 0)}
-    if done & {g.name for g in work.groups}:
-        # (blind job round 48: an initializer that had succeeded was warmed again) what it
-        # wrote is there now: a later job's read of it is warmed, as in a JobSet (_jobset)
-        work.groups = [replace(g, datasets=(), writes=()) if g.name in done else g
-                       for g in work.groups]
-        work.notes.append(f"job(s) {', '.join(sorted(done))} succeeded: nothing of theirs "
-                          "is warmed")
+    # (blind job round 48: an initializer that had succeeded was warmed again)
+    _jobset.without_done(work, done, "job(s) {} succeeded")
     if spec.get("suspend"):
         state = State.QUEUED
     else:
