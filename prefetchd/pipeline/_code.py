@@ -1961,10 +1961,14 @@ def _printed(tree: ast.AST) -> tuple[set[str], set[int]]:
             said(node)
     if not printed:
         return set(), listings
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in inside:
-            printed.difference_update(_uri.find_uris(n.value))
-    return printed, listings
+    return printed - _string_uris(tree, inside), listings
+
+
+def _string_uris(tree: ast.AST, leave: set[int] | frozenset[int] = frozenset()) -> set[str]:
+    """The locations the program's string constants name, but those of the nodes in *leave*:
+    what it uses as text, against which a location only printed or commented is told."""
+    return {u for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, str) and id(n) not in leave for u in _uri.find_uris(n.value)}
 
 
 def _commented_only(code: str, tree: ast.AST) -> set[str]:
@@ -1977,11 +1981,7 @@ def _commented_only(code: str, tree: ast.AST) -> set[str]:
                 commented.update(_uri.find_uris(tok.string))
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return set()
-    if commented:
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Constant) and isinstance(n.value, str):
-                commented.difference_update(_uri.find_uris(n.value))
-    return commented
+    return commented - _string_uris(tree) if commented else commented
 
 
 def _caller_defaults(tree: ast.AST) -> set[str]:
