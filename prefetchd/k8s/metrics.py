@@ -307,7 +307,6 @@ class AgentMetrics:
                     path = _node_path(str(n.get("name") or ""), name)
                     key = path if path and (wf, path) in self._steps else n["displayName"]
                     by_step.setdefault(key, []).append(n)
-        with self._lock:
             for step, entries in by_step.items():
                 known = (wf, step) in self._steps
                 starts = [t for t in (_parse_time(e.get("startedAt")) for e in entries) if t]
