@@ -248,6 +248,8 @@ def render_plan(plan: pipeline.Plan) -> str:
     elif plan.finished:
         lines.append(f"datasets to warm: nothing ({str(plan.phase).lower()}: the workflow has "
                      "finished; nothing of it will run again)")
+    elif plan.held:
+        lines.append(f"datasets to warm: nothing ({plan.held})")
     elif plan.observed and any(r.supported and r.static for s in plan.steps if s.started
                                for r in s.reads):
         lines.append("datasets to warm: nothing (the steps that read them have started)")

@@ -200,6 +200,9 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         claims = []
         for p in plans:
             uris += [u for u, _, _ in p.datasets()]
+            if p.finished or p.held:  # as plan says, and the agent does
+                skipped.append(f"{p.name}: " + (p.held or f"{str(p.phase).lower()}, the "
+                                                "workflow has finished"))
             for s in p.steps:
                 for r in s.reads:
                     if not (r.supported and r.static):

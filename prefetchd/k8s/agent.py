@@ -38,6 +38,8 @@ before that would not be warmed here until the next workflow or node event.
   ``prefetchd plan`` of the same object agrees): started steps are not warmed for; a read of
   what an earlier step writes (``Read.written_by``) only once that step succeeded;
   datasets whose every reading step has finished are released (eviction follows the DAG).
+  A workflow suspended by hand (``spec.suspend``: ``Plan.held``) warms nothing new, and
+  what it has pinned stays until its steps finish (its running pods go on reading).
   Remaining datasets are warmed earliest stage first, on this node only if
   :func:`prefetchd.k8s.placement.should_warm` says so for the requirements of the earliest
   pending step reading it (:func:`step_requirements`: the step's own nodeSelector,
@@ -319,11 +321,14 @@ class Agent:
                             (step.stage, step.id, step.started, step.finished, step))
         waiting: dict[str, _Pending] = {}
         pinned: dict[str, placement.PodRequirements] = {}  # step id -> its requirements
+        held = any(plan.held for plan in plans)  # suspended: what is pinned stays, no more
         for dataset, steps in readers.items():
             if all(finished for *_, finished, _ in steps):
                 if dataset in requested:
                     requested.discard(dataset)
                     self.release(dataset, source)
+                continue
+            if held:
                 continue
             pending = sorted((stage, sid, step) for stage, sid, started, _, step in steps
                              if not started)

@@ -309,6 +309,8 @@ class Plan:
     # From a live Workflow's status (`_status.apply`): whether it had one, and its phase.
     observed: bool = False
     phase: str | None = None
+    # Why no step of it starts now: suspended by hand (``spec.suspend``), else None.
+    held: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -350,10 +352,10 @@ class Plan:
         A dataset read by several steps appears once, at the earliest stage that reads it;
         one the run writes before it is read (``written_by``) is none until its writer has
         succeeded (``there_yet``). From a live Workflow:
-        none once it is finished, and only what steps not started yet read (the node agent's
-        choice too).
+        none once it is finished or while it is suspended (``held``), and only what steps
+        not started yet read (the node agent's choice too).
         """
-        if self.finished:
+        if self.finished or self.held:
             return []
         seen: dict[str, tuple[int, list[str]]] = {}
         order: list[str] = []
@@ -394,6 +396,8 @@ class Plan:
                                for g in self.suspends]
         if self.observed:
             out["status"] = {"phase": self.phase, "finished": self.finished}
+        if self.held:
+            out["held"] = self.held
         return out
 
     def dumps(self) -> str:

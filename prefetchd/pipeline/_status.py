@@ -11,9 +11,10 @@ plan's step knows the name the controller gives its node (``Step.status_node``: 
 sub-templates are told apart); in a loop it is the loop's group node (a DAG task's TaskGroup, a
 steps loop's StepGroup), started as a whole only once it is done, since the items not started
 yet still want their data. A plan that does not know the names (KFP v2 from its IR) is matched
-by display name (:func:`node_phases`). ``status.phase`` -> ``Plan.phase``.
+by display name (:func:`node_phases`). ``status.phase`` -> ``Plan.phase``; ``spec.suspend``
+-> ``Plan.held`` (:func:`held_by_hand`).
 :meth:`prefetchd.pipeline.Plan.datasets` then leaves out what started steps read, and
-everything once the workflow is done. Pure: no I/O.
+everything once the workflow is done or while it is suspended. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -27,6 +28,21 @@ STARTED_PHASES = ("Running", "Succeeded", "Failed", "Error", "Skipped", "Omitted
 FINISHED_PHASES = ("Succeeded", "Failed", "Error", "Skipped", "Omitted")
 # A workflow in one of these runs no step again.
 DONE_WORKFLOW_PHASES = ("Succeeded", "Failed", "Error")
+
+
+def held_by_hand(obj: Mapping[str, Any]) -> str | None:
+    """Why nothing new of *obj* starts, when someone suspended it (``spec.suspend``: ``argo
+    suspend`` on a Workflow, a CronWorkflow that makes no runs); else None. A suspended
+    Workflow's running pods go on (unlike a suspended Job's), so what they read stays warm;
+    only the steps still to come wait, for a resume nobody can foresee."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping) or spec.get("suspend") is not True:
+        return None
+    if obj.get("kind") == "CronWorkflow":
+        return "suspended (spec.suspend): the CronWorkflow starts no run until it is resumed"
+    if obj.get("kind") == "Workflow":
+        return "suspended (spec.suspend): no step starts until the workflow is resumed"
+    return None
 
 
 def status_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -55,6 +71,7 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
     """Mark *plan* (a :class:`prefetchd.pipeline.Plan` of *obj*) with what *obj*'s status says:
     the workflow's phase, each step's and each suspend step's. No status: the plan is left as it
     is (a definition's plan does not change)."""
+    plan.held = held_by_hand(obj)
     status = status_of(obj)
     if status is None:
         return

@@ -125,6 +125,31 @@ def test_what_an_earlier_step_writes_is_warmed_once_that_step_succeeded(fake, ru
     assert got[1] == ("warm", "s3://lake/run/features.parquet")
 
 
+def test_a_suspended_workflow_warms_nothing_new_and_keeps_what_it_pinned(fake, running_agent):
+    """``argo suspend`` (spec.suspend) starts no step until someone resumes it (blind jobs
+    round 45: it was warmed as if running); what it pinned before stays, since its running
+    pods go on, and a step finishing meanwhile still releases its data."""
+    agent, calls = running_agent
+    wf = corpus_workflow(WF, namespace="ml")
+    name = wf["metadata"]["name"]
+    wf["spec"]["suspend"] = True
+    wf["status"] = status(name, **{"fetch-labels": "Pending", "fetch-splits": "Pending"})
+    fake.create(wf)
+    time.sleep(0.5)
+    assert calls.items == []
+    fake.patch("argoproj.io/v1alpha1", "Workflow", name, {"spec": {"suspend": None}},
+               namespace="ml")
+    got = calls.wait(3)
+    assert {d for _, d in got} == SPLITS | {LABELS} and all(k == "warm" for k, _ in got)
+    fake.patch("argoproj.io/v1alpha1", "Workflow", name, {
+        "spec": {"suspend": True},
+        "status": status(name, **{"fetch-labels": "Succeeded", "fetch-splits": "Pending"})},
+        namespace="ml")
+    assert calls.wait(4)[3] == ("release", LABELS)
+    time.sleep(0.5)
+    assert len(calls.items) == 4  # the splits stay pinned for the step still to come
+
+
 def test_deleting_a_workflow_releases_its_datasets(fake, running_agent):
     agent, calls = running_agent
     wf = corpus_workflow(WF, namespace="ml")

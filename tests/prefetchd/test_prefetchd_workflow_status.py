@@ -264,6 +264,39 @@ def test_a_failed_workflow_has_nothing_to_warm_either(phase: str) -> None:
     assert plan.finished and plan.datasets() == []
 
 
+@pytest.mark.parametrize("kind", ["Workflow", "CronWorkflow"])
+def test_a_workflow_suspended_by_hand_has_nothing_to_warm(
+        kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Blind jobs round 45: ``argo suspend`` (spec.suspend) on a running Workflow, or a
+    suspended CronWorkflow (it makes no run), was warmed as if its steps would start; nothing
+    starts until someone resumes it, which no one can foresee."""
+    obj = yaml.safe_load(textwrap.dedent(STEPS_RUNNING))
+    obj["spec"]["suspend"] = True
+    if kind == "CronWorkflow":
+        obj = {"apiVersion": obj["apiVersion"], "kind": kind, "metadata": obj["metadata"],
+               "spec": {"schedule": "0 2 * * *", "suspend": True,
+                        "workflowSpec": {k: v for k, v in obj["spec"].items()
+                                         if k != "suspend"}}}
+    path = tmp_path / "wf.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    rc, out, _ = run(capsys, "plan", str(path))
+    assert rc == 0
+    why = "no step starts" if kind == "Workflow" else "the CronWorkflow starts no run"
+    assert f"datasets to warm: nothing (suspended (spec.suspend): {why}" in out
+    assert "s3://bkt/second-input/  stage" not in out
+    rc, out, _ = run(capsys, "plan", "--json", str(path))
+    doc = json.loads(out)
+    assert doc["datasets"] == [] and doc["held"].startswith("suspended (spec.suspend)")
+    # warm --pipeline fetches nothing (no S3 is asked: the endpoint answers no one) and says why
+    rc, out, err = run(capsys, "warm", "--pipeline", str(path), "--cache-dir",
+                       str(tmp_path / "cache"), "--endpoint-url", "http://127.0.0.1:9")
+    assert rc == 0, err
+    assert f"not warmed: repro-4: suspended (spec.suspend): {why}" in out + err
+    obj.get("spec", {}).pop("suspend")  # resumed: its steps still to come are warmed again
+    [plan] = pipeline.analyze_documents([obj])
+    assert "s3://bkt/second-input/" in uris(plan) and plan.held is None
+
+
 # ---- D4/D5: started steps' reads are not warmed --------------------------------------------
 
 def test_a_succeeded_step_is_not_warmed_for(tmp_path: Path,
