@@ -252,6 +252,12 @@ class _Flow(ast.NodeVisitor):
                 out |= self.sources(self.dicts[n.value.id][n.slice.value])
                 parts |= {id(x) for x in ast.walk(n)}
                 continue
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and \
+                    n.value.id in self.taint and not isinstance(n.slice, (ast.Constant, ast.Slice)):
+                # models[i].path with i = accuracies.index(max(accuracies)): the item is the
+                # list's (an input artifact's here); what picks it names no location (blind
+                # round 58: a run-time read of {{accuracies}})
+                parts |= {id(x) for x in ast.walk(n.slice)}
             if isinstance(n, (ast.BinOp, ast.Call)):
                 # "s3://b/x/" + "*.ogg", "{}/{}".format(...) of constants: the text it makes
                 text = _literal(self.pieces(n))
