@@ -708,15 +708,21 @@ def s3_uris(text: str) -> list[str]:
             if u.split("://", 1)[0].lower() in ("s3", "s3a")]
 
 
-def paths_under(words: Iterable[tuple[str, str, str]], mount_path: str
-                ) -> list[tuple[str, str]]:
+def paths_under(words: Iterable[tuple[str, str, str]], mount_path: str,
+                container: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
     """(path relative to the mount, direction) for every path under *mount_path* the words
-    name ("" for the mount itself), normalised as the workflow analysis does (_pvc)."""
+    name ("" for the mount itself), normalised as the workflow analysis does (_pvc). With
+    *container*, a path inside another of its mounts deeper down is that mount's, not this
+    one's (an emptyDir at /work/metrics over a claim at /work: blind job round 49)."""
+    inner = [rel for m in (container or {}).get("volumeMounts") or []
+             if isinstance(m, Mapping) and isinstance(m.get("mountPath"), str)
+             and (rel := _pvc.relative_under(m["mountPath"], mount_path))]
     out: list[tuple[str, str]] = []
     for text, _origin, d in words:
         for piece in _PATH_SPLIT.split(text):
             rel = _pvc.relative_under(piece, mount_path)
-            if rel is not None:
+            if rel is not None and not any(_pvc.relative_under("/" + rel, "/" + i) is not None
+                                           for i in inner):
                 out.append((rel, d))
     return out
 
@@ -751,7 +757,7 @@ def pod_datasets(
             sub, exact = sub_path(m, c)
             base = _pvc.join(volumes[m["name"]], sub)
             # (a folder only the pod knows: the one holding every pod's, read whole)
-            named = paths_under(words, m.get("mountPath", "")) if exact else []
+            named = paths_under(words, m.get("mountPath", ""), c) if exact else []
             for rel, d in named:
                 # the same name the workflow analysis gives it; none for a file only the
                 # run names (/fastq/run/$r1 of a while-read loop: no key of that name)

@@ -11,19 +11,25 @@ keep its pod groups.
   or min == max), or it is ``${trialSpec.Namespace}`` / ``Kind`` / ``APIVersion``. Others
   (the tuned values, ``${trialSpec.Name}``) stay: in a location they make a runtime-only
   dataset, in a constraint the constraint is left out, in a pod count an error.
-  ``copies`` is ``parallelTrialCount`` (Katib's default 3, at most ``maxTrialCount``): that
-  many trials read the dataset at once. State: ``Succeeded`` / ``Failed`` -> finished,
+  ``copies`` is ``parallelTrialCount`` (Katib's default 3, at most the trials still to come:
+  ``maxTrialCount`` less ``status.trials``; none left, no pod of the template is to come):
+  that many trials read the dataset at once. State: ``Succeeded`` / ``Failed`` -> finished,
   ``Running`` -> running, else admitted.
 * Trial: ``spec.runSpec`` is the rendered run object. Its release key is its Experiment's
   (label ``katib.kubeflow.org/experiment``, else the controller owner), so pins outlive each
   Trial. State: ``Succeeded`` / ``EarlyStopped`` / ``MetricsUnavailable`` -> succeeded,
   ``Failed`` / ``Killed`` -> failed, ``Running`` -> running, a suspended run object -> queued,
   else admitted.
+* Both: the metrics collector's folder (a File collector's path's folder, a TensorFlowEvent
+  or Directory path) is an emptyDir in the primary container, as Katib's pod webhook mounts
+  it: what the trainer writes there is in no claim.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import posixpath
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -79,11 +85,13 @@ def _feasible_list(param: Mapping[str, Any] | None) -> Any:
     return mapping((param or {}).get("feasibleSpace"), "feasibleSpace").get("list")
 
 
-def _check_trial_parameters(spec: Mapping[str, Any], trial: Mapping[str, Any]) -> None:
+def _check_trial_parameters(spec: Mapping[str, Any], trial: Mapping[str, Any]) -> str | None:
     """Refuse what Katib's admission webhook refuses (blind job round 32): a trialParameter
     whose reference is no Experiment parameter (nor trial metadata, ``${trialSpec.Name}``),
     and a ``${trialParameters.X}`` in an inline trial template that no trialParameter
-    declares (the trials would run with the placeholder in their command line)."""
+    declares (the trials would run with the placeholder in their command line). In a
+    template from a ConfigMap the latter is a warning returned (blind job round 49): the
+    ConfigMap in the files may not be the cluster's (Katib's own example pair disagrees)."""
     names = {p.get("name") for p in sequence(spec.get("parameters"), "spec.parameters")
              if isinstance(p, Mapping)}
     declared = []
@@ -93,15 +101,17 @@ def _check_trial_parameters(spec: Mapping[str, Any], trial: Mapping[str, Any]) -
                                 f"is not in spec.parameters ({', '.join(sorted(map(str, names)))})"
                                 " (Katib refuses the Experiment)")
         declared.append(name)
-    # (a template from a ConfigMap given in the files may be another Katib version's than
-    # the cluster's: only an inline trialSpec is refused for it)
     inline = mapping(spec.get("trialTemplate"), "spec.trialTemplate").get("trialSpec")
     used = sorted(set(_PLACEHOLDER.findall(yaml.safe_dump(dict(trial), sort_keys=False)))
-                  - set(declared)) if inline is not None else []
-    if used:
-        raise WorkloadError(f"spec.trialTemplate: ${{trialParameters.{used[0]}}} is not among "
-                            f"its trialParameters ({', '.join(declared) or 'none'}; Katib "
-                            "refuses the Experiment)")
+                  - set(declared))
+    if not used:
+        return None
+    problem = (f"${{trialParameters.{used[0]}}} is not among its trialParameters "
+               f"({', '.join(declared) or 'none'}")
+    if inline is not None:
+        raise WorkloadError(f"spec.trialTemplate: {problem}; Katib refuses the Experiment)")
+    return (f"the trial template of spec.trialTemplate.configMap: {problem}; Katib refuses "
+            "the Experiment if the cluster's ConfigMap says the same)")
 
 
 def static_substitutions(spec: Mapping[str, Any], trial: Mapping[str, Any],
@@ -186,6 +196,62 @@ def trial_template(obj: Mapping[str, Any], library: Library, namespace: str) -> 
     return dict(mapping(doc, f"ConfigMap {cm_ns}/{cm_name} key {path}"))
 
 
+# Katib's metrics collector: where its pod webhook mounts an emptyDir (``metrics-volume``) in
+# a trial's primary container for the collector to read; the defaults its Experiment webhook
+# gives a File / TensorFlowEvent collector with no path
+METRICS_VOLUME = "metrics-volume"
+_DEFAULT_METRICS_PATH = {"File": "/var/log/katib/metrics.log",
+                         "TensorFlowEvent": "/var/log/katib/tfevent/"}
+
+
+def _metrics_dir(collector_spec: Any) -> str | None:
+    """The folder Katib mounts an emptyDir at for *collector_spec* (the Experiment's
+    ``metricsCollectorSpec``, a Trial's ``metricsCollector``): a File path's folder, a
+    TensorFlowEvent or Directory path itself; None for StdOut, Prometheus, None and the rest."""
+    spec = collector_spec if isinstance(collector_spec, Mapping) else {}
+    collector = spec.get("collector") if isinstance(spec.get("collector"), Mapping) else {}
+    kind = str(collector.get("kind") or "StdOut")
+    source = spec.get("source") if isinstance(spec.get("source"), Mapping) else {}
+    fs_path = source.get("fileSystemPath")
+    fs_path = fs_path if isinstance(fs_path, Mapping) else {}
+    if kind not in ("File", "TensorFlowEvent", "Custom"):
+        return None
+    path = fs_path.get("path") or _DEFAULT_METRICS_PATH.get(kind)
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None
+    path_kind = fs_path.get("kind") or ("File" if kind == "File" else "Directory")
+    return posixpath.dirname(path.rstrip("/")) if path_kind == "File" else path.rstrip("/")
+
+
+def _with_metrics_volume(run: Any, primary: Any, collector_spec: Any) -> Any:
+    """*run* with the metrics collector's emptyDir mounted in its primary container, as
+    Katib's pod webhook mounts it in every trial pod (blind job round 49: the trainer's
+    ``--log-path=/work/metrics/train.log`` under a claim at /work was warmed as data)."""
+    folder = _metrics_dir(collector_spec)
+    if folder is None or not isinstance(primary, str) or not primary:
+        return run
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(x) for x in node]
+        if not isinstance(node, Mapping):
+            return node
+        out = {k: walk(v) for k, v in node.items()}
+        containers = out.get("containers")
+        if isinstance(containers, list) and any(
+                isinstance(c, Mapping) and c.get("name") == primary for c in containers):
+            out["containers"] = [
+                {**c, "volumeMounts": [*(c.get("volumeMounts") or []),
+                                       {"name": METRICS_VOLUME, "mountPath": folder}]}
+                if isinstance(c, Mapping) and c.get("name") == primary else c
+                for c in containers]
+            out["volumes"] = [*(out.get("volumes") or []),
+                              {"name": METRICS_VOLUME, "emptyDir": {}}]
+        return out
+
+    return walk(run)
+
+
 def _run_object(trial: dict[str, Any], name: str, namespace: str,
                 experiment: str) -> dict[str, Any]:
     """The run object as the Trial controller creates it: the Trial's name and namespace."""
@@ -208,13 +274,24 @@ def _inner(run: Mapping[str, Any], library: Library, where: str) -> UpcomingWork
         raise WorkloadError(str(exc)) from None
 
 
+def _trials_to_come(obj: Mapping[str, Any], most: int) -> int:
+    """Trials the Experiment controller will still make: ``maxTrialCount`` less those made
+    (``status.trials``: it makes new ones while made < maxTrialCount; blind job round 49: an
+    Experiment with all its trials made warmed the template for more)."""
+    made = (obj.get("status") or {}).get("trials") if isinstance(obj.get("status"),
+                                                                 Mapping) else None
+    return most - made if isinstance(made, int) and made >= 0 else most
+
+
 def read_experiment(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
     spec = mapping(obj.get("spec"), "spec")
     trial = trial_template(obj, library, work.namespace)
-    _check_trial_parameters(spec, trial)
+    warning = _check_trial_parameters(spec, trial)
     known, unknown = static_substitutions(spec, trial, work.namespace)
-    trial = _substitute(trial, known)
+    trial = _with_metrics_volume(_substitute(trial, known), mapping(
+        spec.get("trialTemplate"), "spec.trialTemplate").get("primaryContainerName"),
+        spec.get("metricsCollectorSpec"))
     inner = _inner(_run_object(trial, f"{work.name}-${{trialSpec.Name}}", work.namespace,
                                work.name), library, "trial template")
     choices = candidates(spec)
@@ -224,9 +301,14 @@ def read_experiment(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     parallel = count(spec.get("parallelTrialCount"), "spec.parallelTrialCount",
                      DEFAULT_PARALLEL_TRIALS)
     if spec.get("maxTrialCount") is not None:
-        parallel = min(parallel, count(spec.get("maxTrialCount"), "spec.maxTrialCount"))
+        parallel = min(parallel, _trials_to_come(obj, count(spec.get("maxTrialCount"),
+                                                            "spec.maxTrialCount")))
     work.copies = max(1, parallel)
-    work.notes += inner.notes
+    work.notes += inner.notes + ([warning] if warning else [])
+    if parallel <= 0:  # every trial made: those running read through their Trials
+        work.groups = [dataclasses.replace(g, pods=0) for g in work.groups]
+        work.notes.append(f"all {spec['maxTrialCount']} trials (maxTrialCount) made: no more "
+                          "to come from the template; running trials warm through their Trial")
     if unknown:
         work.notes.append("per-trial values: " + ", ".join(sorted(unknown)))
     work.owner = None
@@ -254,9 +336,11 @@ def read_trial(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
         for ref in meta.get("ownerReferences") or []:
             if isinstance(ref, Mapping) and ref.get("kind") == "Experiment":
                 experiment = ref.get("name")
-    run = mapping(mapping(obj.get("spec"), "spec").get("runSpec"), "spec.runSpec")
+    spec = mapping(obj.get("spec"), "spec")
+    run = mapping(spec.get("runSpec"), "spec.runSpec")
     if not run:
         raise WorkloadError("spec.runSpec: missing")
+    run = _with_metrics_volume(run, spec.get("primaryContainerName"), spec.get("metricsCollector"))
     inner = _inner(_run_object(dict(run), work.name, work.namespace, str(experiment or "")),
                    library, "spec.runSpec")
     work.groups, work.notes = inner.groups, work.notes + inner.notes

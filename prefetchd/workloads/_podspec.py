@@ -536,7 +536,7 @@ def claim_writes(spec: Mapping[str, Any],
             if not claim or not exact:
                 continue
             sub = _pvc.join("", sub).strip("/")
-            for rel, d in k8s_datasets.paths_under(words_of, str(m.get("mountPath", ""))):
+            for rel, d in k8s_datasets.paths_under(words_of, str(m.get("mountPath", "")), c):
                 w = claim_place(claim, _join(sub, rel))
                 if d == "write" and w not in out and len(out) < MAX_REFS:
                     out.append(w)
@@ -629,7 +629,8 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
             sub = _pvc.join("", sub).strip("/")
             origin = f"{'csi' if vkind == 'uri' else 'pvc'} {vname}"
             # (a folder only each pod knows: the one holding every pod's, read whole)
-            said = k8s_datasets.paths_under([*words_of, *more_words], str(m.get("mountPath", "")))
+            said = k8s_datasets.paths_under([*words_of, *more_words], str(m.get("mountPath", "")),
+                                            c)
             named = said if exact else []
             # a path under the mount: named as pipeline/_pvc.py dataset_under reads it (a
             # trailing "/" for a folder: the mount itself, or its subPath); one that could be

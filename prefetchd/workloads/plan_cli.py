@@ -352,6 +352,8 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
             for t in targets:
                 lines.append(f"      {t.dataset}  on {_nodes(t.nodes)}  for {', '.join(t.groups)}"
                              f"  (stage {t.stage})")
+        elif w.groups and not any(g.pods for g in w.groups):
+            lines.append("   warm: nothing (no pod of it is to come; see its notes)")
         else:
             lines.append("   warm: nothing (no S3 dataset known before the run)")
         for note in w.notes:
