@@ -80,7 +80,9 @@ MODES = ("node", "controller", "all")
 
 def _parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    p = cliargs.Parser(prog="fusecache-csi", description=__doc__.splitlines()[0])
+    p = cliargs.Parser(prog="fusecache-csi",
+                       description="fusecache-csi: serve the CSI Identity, Controller and/or "
+                                   "Node services of the fusecache CSI driver (csi.fusecache.io).")
     cliargs.add_version(p)
     p.add_argument("--endpoint", default=env("CSI_ENDPOINT", "unix:///csi/csi.sock"),
                    help="gRPC endpoint, unix:///path (env CSI_ENDPOINT; default "
@@ -95,7 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                         "default /var/lib/fusecache)")
     p.add_argument("--state-dir", default=env("FUSECACHE_CSI_STATE_DIR",
                                               "/var/lib/fusecache-csi"),
-                   help="where staged volumes and mountpoints live, must survive restarts "
+                   help="records of staged (node) and created (controller) volumes, relay "
+                        "specs and FUSE server logs; no mount lives here; must survive restarts "
                         "(env FUSECACHE_CSI_STATE_DIR; default /var/lib/fusecache-csi)")
     p.add_argument("--secrets-dir", default=env("FUSECACHE_CSI_SECRETS_DIR", ""),
                    help="where node-stage credentials are kept for remounts (root-only; "
@@ -119,7 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--relay-holder", default=env("FUSECACHE_RELAY_HOLDER", ""),
                    help="unix socket of the node's relay holder (fusecache.holder), which "
                         "runs each volume's relay and FUSE server outside this process's "
-                        "container (default: the plugin starts them itself, detached)")
+                        "container (env FUSECACHE_RELAY_HOLDER; default: the plugin starts "
+                        "them itself, detached)")
     p.add_argument("--log-level", default=env("FUSECACHE_CSI_LOG_LEVEL", "INFO"),
                    metavar="LEVEL", help="debug, info, warning or error, any case (env "
                                          "FUSECACHE_CSI_LOG_LEVEL; default info)")
@@ -170,8 +174,10 @@ def load_config(argv: list[str] | None = None) -> Config:
         binary = _find_fusecache(a.fusecache_bin)
         if not node_id:
             raise ConfigError("--node-id is empty and the host name is unknown")
-    if a.mount_timeout <= 0 or a.health_interval < 0:
-        raise ConfigError("--mount-timeout must be > 0 and --health-interval >= 0")
+    if not a.mount_timeout > 0 or not a.health_interval >= 0:  # (nan too)
+        raise ConfigError(f"--mount-timeout {a.mount_timeout:g}: must be > 0"
+                          if not a.mount_timeout > 0 else
+                          f"--health-interval {a.health_interval:g}: must be >= 0")
     if a.resend_timeout <= 0:
         raise ConfigError("--resend-timeout must be > 0")
     if a.relay_holder and not os.path.isabs(a.relay_holder):

@@ -89,7 +89,11 @@ def _human_default(n: int) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = cliargs.Parser(prog="fusecache", description=__doc__.splitlines()[0])
+    p = cliargs.Parser(prog="fusecache",
+                       description="fusecache: a read-only, caching FUSE file system for S3. "
+                                   "Commands: mount, umount, stats, peer-serve (this node's "
+                                   "cache to the cache group), and s3 (a local S3 to try "
+                                   "things with).")
     cliargs.add_version(p)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     md, cd = _MOUNT_DEFAULTS, _CACHE_DEFAULTS
@@ -327,11 +331,29 @@ def cmd_mount(a: argparse.Namespace, argv: list[str]) -> int:
 
     cfg = mount_config(a)
     if a.ready_fd is None:  # the detached child of a mount: its parent checked all this
+        if a.log_file is not None:
+            check_log_file(a.log_file)
         check_before_mount(cfg, a.nonempty)
     if not a.foreground:
         return mount.spawn_background(argv, a.log_file or _default_log_file(cfg))
     mount.setup_logging(a.log_level, a.log_file)
     return mount.run_foreground(cfg, a.ready_fd)
+
+
+def check_log_file(path: Path) -> None:
+    """--log-file must be a file that can be appended to, in a folder that exists: a folder,
+    or a path whose folders are missing, was a traceback's class name and exit 1, or made
+    those folders anywhere on the machine (a new-user walkthrough, 2026-12-07)."""
+    if path.is_dir():
+        raise errors.ConfigError(f"--log-file {path}: is a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise errors.ConfigError(f"--log-file {path}: no such directory {parent}")
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as e:
+        raise errors.ConfigError(f"--log-file {path}: {e.strerror or e}") from None
 
 
 def _default_log_file(cfg: MountConfig) -> Path:

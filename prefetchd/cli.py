@@ -113,7 +113,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run: give --watch-dir DIR or --kubernetes")
     given = [f"--{k.replace('_', '-')}" for k in agent.KUBERNETES_ONLY if getattr(args, k)]
     if given:
-        raise UsageError(f"run: {', '.join(given)} only apply with --kubernetes")
+        raise UsageError(f"run: {', '.join(given)} "
+                         f"{'applies' if len(given) == 1 else 'apply'} only with --kubernetes")
     return warm_cli.cmd_run(args)
 
 

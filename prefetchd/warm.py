@@ -297,8 +297,10 @@ class Warmer:
         targets = list({uri: (uri, st, objs) for uri, st, objs in targets}.values())
         seen: set[tuple[str, str]] = set()
         plan: list[tuple[DatasetResult, fusecache.S3Store, list[fusecache.ObjectInfo]]] = []
+        listed: dict[str, set[tuple[str, str]]] = {}  # uri -> (key, etag) of what it holds
         for uri, store, objs in targets:
             res = DatasetResult(uri, objects=len(objs), bytes=sum(o.size for o in objs))
+            listed[uri] = {(o.key, o.etag) for o in objs}
             mine = []
             for o in objs:
                 if (store.bucket, o.key) not in seen:
@@ -343,7 +345,12 @@ class Warmer:
                 else:
                     res.skipped, res.skipped_bytes = len(objs), sum(o.size for o in objs)
                 res.interrupted = self.stop.is_set() and res.skipped > 0
-                self._record(state, res, owner, started, partial=res.interrupted)
+                # skipped (interrupted, or the cache full of pinned data) or failed objects:
+                # partial, and `status` says so
+                self._record(state, res, owner, started,
+                             partial=res.skipped > 0 or bool(res.failed))
+                if not (res.skipped or res.failed):
+                    _unpin_superseded(cache, res.uri, owner, listed[res.uri])
                 # A mount with this credential may serve it while S3 is down.
                 record_authorised(cache, store, bucket, prefix)
             cache.flush_touches()
@@ -474,7 +481,8 @@ class Warmer:
                     full.set()
                     oid = fusecache.ObjectId(store.bucket, o.key, o.etag, o.size)
                     cache.unpin_object(oid, owner)
-                    with lock:
+                    with lock:  # (what it moved before that stays, unpinned: counted)
+                        res.transferred += sum(moved)
                         res.skipped += 1
                         res.skipped_bytes += o.size
                     return
@@ -630,15 +638,10 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
         if not state:
             return []
         now = time.time()
-        per: dict[str, dict[str, int]] = {
-            u: {"cached_objects": 0, "cached_bytes": 0} for u in state
-        }
-        parsed = {u: parse_s3_uri(u) for u in state}
-        for oid in cache.iter_objects():
-            for u, (b, p) in parsed.items():
-                if oid.bucket == b and oid.key.startswith(p) and cache.contains_object(oid):
-                    per[u]["cached_objects"] += 1
-                    per[u]["cached_bytes"] += oid.size
+        per: dict[str, dict[str, int]] = {}
+        for u in state:  # (a pattern's matches; one version of each key)
+            objs = current_objects(cache, u)
+            per[u] = {"cached_objects": len(objs), "cached_bytes": sum(o.size for o in objs)}
         agent = _agent_pins(cache_dir, now)
         out = []
         for u, rec in state.items():
@@ -704,6 +707,30 @@ def cached_objects(cache: fusecache.NodeCache, uri: str) -> Iterator[fusecache.O
     for oid in cache.iter_objects(bucket, prefix):
         if not prefix or prefix.endswith("/") or oid.key == prefix:
             yield oid
+
+
+def _unpin_superseded(cache: fusecache.NodeCache, uri: str, owner: str,
+                      listed: set[tuple[str, str]]) -> None:
+    """Drop *owner*'s pins on the cached objects of *uri* its listing no longer holds: an
+    object overwritten since an earlier warm (another ETag) or deleted. Without it a re-warm
+    kept the old version pinned next to the new one until the pins expired (a new-user
+    walkthrough, 2026-12-07)."""
+    for oid in cached_objects(cache, uri):
+        if (oid.key, oid.etag) not in listed:
+            cache.unpin_object(oid, owner)
+
+
+def current_objects(cache: fusecache.NodeCache, uri: str) -> list[fusecache.ObjectId]:
+    """The cached objects of *uri* (as ``cached_objects`` chooses them), one version per key:
+    the pinned one where an older version is still cached beside it."""
+    best: dict[str, fusecache.ObjectId] = {}
+    for oid in cached_objects(cache, uri):
+        if not cache.contains_object(oid):
+            continue
+        prev = best.get(oid.key)
+        if prev is None or (cache.is_pinned(oid) and not cache.is_pinned(prev)):
+            best[oid.key] = oid
+    return list(best.values())
 
 
 def unpin(cache_dir: str, uris: list[str]) -> tuple[int, list[str]]:

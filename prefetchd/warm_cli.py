@@ -401,10 +401,16 @@ def _report(
             )
         for u in unpinned:
             print(f"not warmed: {u}")
+    full = [r for r in results if r.skipped and not r.interrupted]
+    if full:  # (an interrupt is reported, exit 130, by the caller)
+        print(f"prefetchd: {sum(r.skipped for r in full)} objects "
+              f"({sum(r.skipped_bytes for r in full)} bytes) not warmed: the node cache is full "
+              "of pinned data (it fills to its size less 2 blocks); the warm is recorded as "
+              "partial: unpin what is done (prefetchd status, unpin) or give the cache more "
+              "room (--disk-cache-size)", file=sys.stderr)
     if failed:
         print(f"prefetchd: {failed} objects failed", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if failed or full else 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -437,7 +443,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"{r['uri']}: {r['cached_objects']}/{r['objects']} objects, "
             f"{r['cached_bytes']}/{r['bytes']} bytes cached; {pins}"
             + (f" by {', '.join(r['pinned_by'])}" if r.get("pinned_by") else "")
-            + "; " + ("PARTIAL (interrupted) warm " if r["partial"] else "warmed ")
+            + "; " + ("PARTIAL warm (interrupted, or objects skipped or failed) "
+                      if r["partial"] else "warmed ")
             + when
         )
     return 0
@@ -469,8 +476,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--watch-dir {wd}: not a directory")
     cache_dir = args.cache_dir or _default_cache_dir()
     _check_cache_dir(cache_dir)
-    params = cliargs.key_values(args.param, "--param", UsageError)
-    pvcs = pipeline.parse_pvc_map(cliargs.key_values(args.pvc, "--pvc", UsageError))
+    # bad --param/--pvc values are refused now, not once per file
+    cliargs.key_values(args.param, "--param", UsageError)
+    pipeline.parse_pvc_map(cliargs.key_values(args.pvc, "--pvc", UsageError))
     stop = threading.Event()
     q: queue.Queue[str] = queue.Queue(maxsize=WATCH_QUEUE_SIZE)
     queued: set[str] = set()
@@ -480,7 +488,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.makedirs(failed_dir, exist_ok=True)
 
     def on_signal(signum: int, _frame: object) -> None:
-        log.info("signal %d: finishing the current pipeline, then stopping", signum)
+        log.info("signal %d: stopping; the file being warmed stays in the folder (its warm "
+                 "is recorded as partial), to be warmed again", signum)
         stop.set()
 
     if threading.current_thread() is threading.main_thread():
@@ -488,22 +497,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGINT, on_signal)
 
     def worker() -> None:
-        while not stop.is_set() or not q.empty():
+        # (after a stop, files picked up but not started stay in the folder, untouched)
+        while not stop.is_set():
             try:
                 path = q.get(timeout=0.2)
             except queue.Empty:
                 if args.once and scanned.is_set():
                     return
                 continue
-            dest = done_dir
+            dest: str | None = done_dir
             try:
                 log.info("warming %s", path)
-                plans = pipeline.analyze_all([path], params, pvcs)
-                for p in plans:
-                    for sid, m, hint in pipeline.unresolved_mounts(p):
-                        log.warning("%s: %s: pvc %s at %s has no known dataset; %s", path, sid,
-                                    pipeline.describe_mount(m), m.mount_path, hint)
-                uris = [u for p in plans for u, _, _ in p.datasets()]
+                # what warm --pipeline warms of the file: a pipeline's or a training job's
+                uris, skipped = _targets(argparse.Namespace(
+                    uris=[], pipeline=[path], param=args.param, pvc=args.pvc,
+                    endpoint_url=args.endpoint_url))
+                for what in skipped:
+                    log.warning("%s: not warmed: %s", path, what)
                 w = warm.Warmer(
                     cache_dir,
                     args.endpoint_url,
@@ -513,6 +523,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     stop=stop,
                 )
                 res = w.warm(uris)
+                if stop.is_set():  # interrupted: not done; warmed again on the next run
+                    dest = None
                 log.info(
                     "%s: %d datasets, %d bytes transferred, %d objects failed",
                     path,
@@ -520,20 +532,24 @@ def cmd_run(args: argparse.Namespace) -> int:
                     sum(r.transferred for r in res),
                     sum(len(r.failed) for r in res),
                 )
-            except (pipeline.PipelineError, warm.WarmError) as e:
-                log.error("%s", e)
+            except (pipeline.PipelineError, warm.WarmError, UsageError) as e:
+                log.error("%s", e if path in str(e) else f"{path}: {e}")
                 dest = failed_dir
             except Exception:  # noqa: BLE001 - the daemon survives one bad pipeline
                 log.exception("%s: unexpected error", path)
                 dest = failed_dir
             finally:
+                if dest == failed_dir and args.once:
+                    failures.append(path)
                 try:
-                    os.replace(path, os.path.join(dest, os.path.basename(path)))
+                    if dest is not None:
+                        os.replace(path, os.path.join(dest, os.path.basename(path)))
                 except OSError as e:
                     log.warning("cannot move %s: %s", path, e)
                 queued.discard(path)
 
     scanned = threading.Event()
+    failures: list[str] = []  # --once only: bounded by the files of its one pass
     t = threading.Thread(target=worker, name="prefetchd-watch-worker", daemon=True)
     t.start()
     log.info("watching %s for pipeline files", wd)
@@ -562,4 +578,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             break
         stop.wait(WATCH_POLL_SECONDS)
     t.join()
+    if args.once and failures:  # a script must see that a file was not warmed
+        print(f"prefetchd: {len(failures)} of the files failed (moved to {failed_dir}): "
+              f"{', '.join(os.path.basename(f) for f in failures[:5])}", file=sys.stderr)
+        return 1
     return 0

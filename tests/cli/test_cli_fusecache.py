@@ -48,6 +48,8 @@ def _one_line_usage_error(r: subprocess.CompletedProcess, names: str) -> None:
     (["--folder-readahead", "many"], "--folder-readahead"),
     (["--max-connections", "0"], "--max-connections"),
     (["--max-connections", "many"], "--max-connections"),
+    (["--log-file", "/"], "--log-file /: is a directory"),  # (was a traceback's name, exit 1)
+    (["--log-file", "/nonexistent-fc/d/x.log"], "no such directory /nonexistent-fc/d"),
 ])
 def test_bad_mount_arguments_are_one_line_and_exit_2(s3_env, bucket, tmp_path: Path,
                                                      extra: list[str], names: str) -> None:

@@ -231,7 +231,7 @@ def test_agent_warms_publishes_releases_and_stops(fake, local_s3, s3_env, bucket
     (["run"], "give --watch-dir DIR or --kubernetes"),
     (["run", "--kubernetes", "--watch-dir", "/tmp"], "two modes"),
     (["run", "--kubernetes", "--once", "--kubeconfig", "K"], "--once is for --watch-dir"),
-    (["run", "--watch-dir", "/tmp", "--kubeconfig", "K"], "only apply with --kubernetes"),
+    (["run", "--watch-dir", "/tmp", "--kubeconfig", "K"], "applies only with --kubernetes"),
     (["run", "--kubernetes", "--kubeconfig", "KUBECONFIG"], "--node-name"),
     (["run", "--kubernetes", "--node-name", "n1"], "not in a pod"),
     (["run", "--kubernetes", "--node-name", "n1", "--kubeconfig", "/nonexistent"],

@@ -315,7 +315,7 @@ def test_peer_flags_are_checked(tmp_path):
     out = subprocess.run([sys.executable, "-m", "prefetchd.cli", "run", "--watch-dir",
                           str(tmp_path), "--peer-listen", "0.0.0.0:1"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert out.returncode == 2 and "only apply with --kubernetes" in out.stderr
+    assert out.returncode == 2 and "applies only with --kubernetes" in out.stderr
 
 
 def test_the_cache_group_install_is_consistent() -> None:

@@ -212,16 +212,32 @@ spec:
   - name: c
     container: {{image: x, args: ['s3://{bucket}/d/']}}
 """)
+    local_s3.client().put_object(Bucket=bucket, Key="j/y.bin", Body=b"y" * 2000)
+    (wd / "job.yaml").write_text(f"""apiVersion: batch/v1
+kind: Job
+metadata: {{name: j, namespace: ml}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - {{name: c, image: x, args: ['--data', 's3://{bucket}/j/']}}
+""")
     (wd / "junk.yaml").write_text("kind: [\n")
     cache_dir = str(tmp_path / "cache")
-    assert cli.main(["run", "--watch-dir", str(wd), "--cache-dir", cache_dir, "--once"]) == 0
-    assert (wd / ".done" / "p1.yaml").exists()
+    capsys.readouterr()
+    # a training job's manifest is warmed as warm --pipeline warms it; a bad file fails the
+    # pass (exit 1, named), and the others are warmed all the same
+    assert cli.main(["run", "--watch-dir", str(wd), "--cache-dir", cache_dir, "--once"]) == 1
+    assert "1 of the files failed" in capsys.readouterr().err
+    assert (wd / ".done" / "p1.yaml").exists() and (wd / ".done" / "job.yaml").exists()
     assert (wd / ".failed" / "junk.yaml").exists()
     cache = fusecache.NodeCache.open(cache_dir)
     try:
-        assert [o.key for o in cache.iter_objects()] == ["d/x.bin"]
+        assert sorted(o.key for o in cache.iter_objects()) == ["d/x.bin", "j/y.bin"]
     finally:
         cache.close()
+    assert cli.main(["run", "--watch-dir", str(wd), "--cache-dir", cache_dir, "--once"]) == 0
 
 
 def test_resume_after_kill(local_s3, s3_env, bucket, tmp_path, capsys):
@@ -309,3 +325,63 @@ def test_an_unexpected_failure_of_an_early_object_is_not_lost(
         assert "node cache disk gone" in str(e)
     else:
         assert rc != 0
+
+
+def _status(capsys, cache_dir: str) -> dict[str, dict]:
+    assert cli.main(["status", "--cache-dir", cache_dir, "--json"]) == 0
+    return {r["uri"]: r for r in json.loads(capsys.readouterr().out)}
+
+
+def test_status_counts_a_warmed_shard_pattern(local_s3, s3_env, bucket, tmp_path, capsys):
+    """A new user's walkthrough (2026-12-07): a warmed `shard-{000000..000002}.tar` showed
+    0/3 objects cached (status matched the pattern's text as a prefix)."""
+    c = local_s3.client()
+    for i in range(4):
+        c.put_object(Bucket=bucket, Key=f"sh/shard-{i:06d}.tar", Body=b"s" * (1000 + i))
+    uri = f"s3://{bucket}/sh/shard-{{000000..000002}}.tar"
+    cache_dir = str(tmp_path / "cache")
+    rc, rep = warm_json(capsys, uri, "--cache-dir", cache_dir)
+    assert rc == 0 and rep["datasets"][0]["objects"] == 3
+    row = _status(capsys, cache_dir)[uri]
+    assert (row["cached_objects"], row["cached_bytes"]) == (3, 1000 + 1001 + 1002)
+
+
+def test_a_rewarm_after_an_overwrite_moves_the_pin_to_the_new_version(
+        local_s3, s3_env, bucket, tmp_path, capsys):
+    """An object overwritten between two warms: status counted both versions (3/2 objects)
+    and the old one stayed pinned beside the new one."""
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key="ver/a.txt", Body=b"v1-aaaaaaaaaa")
+    c.put_object(Bucket=bucket, Key="ver/b.txt", Body=b"b")
+    cache_dir = str(tmp_path / "cache")
+    uri = f"s3://{bucket}/ver/"
+    assert warm_json(capsys, uri, "--cache-dir", cache_dir)[0] == 0
+    c.put_object(Bucket=bucket, Key="ver/a.txt", Body=b"v2")
+    assert warm_json(capsys, uri, "--cache-dir", cache_dir)[0] == 0
+    row = _status(capsys, cache_dir)[uri]
+    assert (row["objects"], row["cached_objects"], row["cached_bytes"]) == (2, 2, 3)
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        versions = {o.size: cache.is_pinned(o) for o in cache.iter_objects(bucket, "ver/a.txt")}
+    finally:
+        cache.close()
+    assert versions == {13: False, 2: True}
+
+
+def test_a_warm_the_full_cache_cannot_take_says_so_and_is_partial(
+        local_s3, s3_env, bucket, tmp_path, capsys):
+    """Objects skipped because the node cache is full of pinned data: exit 0 and `status`
+    said `warmed` (the walkthrough's D3); now exit 1, a line naming why, a partial record,
+    and the bytes moved before the cache turned out full counted."""
+    bs = 1 << 20
+    cache_dir = str(tmp_path / "cache")
+    fusecache.NodeCache.open(cache_dir, limit_bytes=10 * bs, block_size=bs).close()
+    _put(local_s3, bucket, 6, 2 * bs, prefix="big/")  # 12 MiB, 8 MiB of room (10 less 2)
+    rc = cli.main(["warm", f"s3://{bucket}/big/", "--cache-dir", cache_dir,
+                   "--concurrency", "1"])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert "not warmed: the node cache is full of pinned data" in err
+    assert "SKIPPED 2 objects" in out and f"transferred {8 * bs} bytes (4 objects)" in out
+    row = _status(capsys, cache_dir)[f"s3://{bucket}/big/"]
+    assert row["partial"] and row["cached_objects"] == 4
