@@ -987,6 +987,10 @@ class ArgoAnalyzer:
                        for m in (_with_sub_path(m, c) for m in c.get("volumeMounts") or []
                                  if isinstance(m, dict))}.values())
         tvols = {v.get("name"): v for v in tmpl.get("volumes") or [] if isinstance(v, dict)}
+        patched_mounts, patched_vols = self._pod_spec_patch(tmpl, scope)
+        mounts += [m for m in patched_mounts if (m.get("name"), m.get("mountPath")) not in {
+            (x.get("name"), x.get("mountPath")) for x in mounts}]
+        tvols.update(patched_vols)
         for m in mounts:
             pm = self._pvc_mount(m, tvols, scope)
             if pm is not None:
@@ -994,6 +998,35 @@ class ArgoAnalyzer:
         step.path_mentions = paths
         step.settle()
         return sid
+
+    def _pod_spec_patch(self, tmpl: dict[str, Any], scope: Scope
+                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The volume mounts (of every container) and volumes a ``podSpecPatch`` adds, the
+        workflow's and then the template's, as the controller merges them into the pod (blind
+        round 59: a claim mounted only through one was not listed). A patch whose tags only
+        the run fills, or that is no YAML map, adds nothing."""
+        mounts: list[dict[str, Any]] = []
+        vols: dict[str, Any] = {}
+        for raw in (self.spec.get("podSpecPatch"), tmpl.get("podSpecPatch")):
+            if not isinstance(raw, str) or not raw.strip():
+                continue
+            if "{{" in raw:
+                v = self.resolve(raw, scope)
+                raw = v.single if v is not None and v.single is not None else None
+                if raw is None:
+                    continue
+            try:
+                patch = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                continue
+            if not isinstance(patch, dict):
+                continue
+            for c in patch.get("containers") or []:
+                if isinstance(c, dict):
+                    mounts += [m for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
+            vols.update({v.get("name"): v for v in patch.get("volumes") or []
+                         if isinstance(v, dict)})
+        return mounts, vols
 
     def _resource(self, step: Step, tmpl: dict[str, Any], scope: Scope) -> None:
         r = tmpl["resource"] or {}

@@ -1340,6 +1340,11 @@ class _Flow(ast.NodeVisitor):
         text = _literal(built)
         if text is not None and text.startswith("/") and len(self.paths) < 256:
             self.paths.setdefault(text, set()).add(direction)  # read_csv("/ref/x.csv")
+        if direction == "read" and built is not None and len(built) == 1 and isinstance(
+                built[0], tuple) and built[0][0] == "param" and str(built[0][1]).startswith(ENV):
+            # fs.get(os.environ["DBSNP_URI"]) beside fs.get(os.environ["DBSNP_URI"] + ".tbi"):
+            # read as it is too, not only built on (blind round 59: the VCF was dropped)
+            self.escaped.add(built[0][1])
         if built is None:
             built = self._leading(node)  # f"{root}/records500/{rec}.dat": its folder
         if built is not None and is_built(built):

@@ -565,9 +565,10 @@ class Kfp2Analyzer:
         envs = _scan.env_inputs(env, res)
         # the env the task sets (set_env_variable) is its script's, as for an Argo step:
         # ${SPEND_URI:-s3://...} with SPEND_URI set is SPEND_URI (blind round 48)
-        argv, shell_env, spelled = _scan.env_expansion(c, argv, env, envs)
+        pod = _scan.pod_env(_with_platform_env(c, self.k8s.get(label) or {}))
+        argv, shell_env, spelled = _scan.env_expansion(c, argv, env, envs, pod)
         only_built = _scan.scan_argv(step, argv, res, paths, code_dirs, [str(n) for n, _ in env],
-                                     envs, shell_env)
+                                     envs, shell_env, pod)
         only_built |= {_code.ENV + n for n in spelled}
         step.path_mentions = paths
         if any(a.strip() == "{{$}}" for a in argv):
@@ -668,6 +669,26 @@ _RUN_VARIABLES = frozenset({
 def _run_value(expr: str) -> Val | None:
     return runtime("workflow-runtime", variable=expr) if expr.strip() in _RUN_VARIABLES \
         else None
+
+
+def _with_platform_env(container: dict[str, Any], platform: dict[str, Any]) -> dict[str, Any]:
+    """*container* with the env vars kfp-kubernetes sets from ConfigMaps and Secrets
+    (``use_config_map_as_env``, ``use_secret_as_env``: the executor's ``configMapAsEnv`` /
+    ``secretAsEnv``) as the ``valueFrom`` entries the pod gets: only the pod knows their
+    values (blind round 59: ``aws s3 sync "$SRC_URI"`` of one read nothing)."""
+    env = list(container.get("env") or [])
+    for key, name_key, ref_key, item_key in (
+            ("configMapAsEnv", "configMapName", "configMapKeyRef", "configMapKey"),
+            ("secretAsEnv", "secretName", "secretKeyRef", "secretKey")):
+        for src in platform.get(key) or []:
+            if not isinstance(src, dict):
+                continue
+            for k in src.get("keyToEnv") or []:
+                if isinstance(k, dict) and isinstance(k.get("envVar"), str):
+                    env.append({"name": k["envVar"], "valueFrom": {ref_key: {
+                        "name": src.get(name_key), "key": k.get(item_key)}}})
+    return {**container, "env": env} if len(env) > len(container.get("env") or []) \
+        else container
 
 
 def _placeholder_args(arg: str, params: dict[str, Val]) -> list[str]:

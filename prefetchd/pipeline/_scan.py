@@ -358,10 +358,21 @@ def scan_argv(
                for i in range(len(toks) - 1)
                if toks[i].startswith("--") and "=" not in toks[i] and (
                    vals[i + 1] is not None or not toks[i + 1].startswith("-"))}
-    built = code_built(argv) if options or env_values else ([], set())
-    opt_inputs = {**(env_values or {}),
+    built = code_built(argv) if options or env_values or pod_values else ([], set())
+    # the pod-only vars as the code's inputs too (os.environ["MILLS_URI"] of a
+    # configMapKeyRef): what it builds on one, or reads as it is, is a run-time read (blind
+    # round 59: nothing was read, where the shell's "$MILLS_URI" was)
+    # (as in the shell: never one whose name or key names a service, CMMS_URL; read as it is
+    # only one whose name or key names a place, MILLS_URI)
+    pod_inputs = {_code.ENV + n: v for n, v in (pod_values or {}).items()
+                  if not _pod_words_of(v) & _SERVICE_WORDS}
+    opt_inputs = {**pod_inputs, **(env_values or {}),
                   **{k: v for k, (_, v) in options.items() if v is not None}}
     in_built = _scan_built(step, opt_inputs, built, paths)
+    for name in sorted(built[1] & pod_inputs.keys()):
+        v = pod_inputs[name]
+        if _pod_words_of(v) & _POD_PLACE_WORDS:
+            step.add("read", read_from(v, None, pattern="${" + name[len(_code.ENV):] + "}"))
     if options or env_values:  # KFP v1: boto3 calls on the options' (and env vars') values
         _scan_pairs(step, opt_inputs, code_pairs(argv))
     only_built = {options[k][0] for k in in_built - set(flag_dirs or {}) if k in options}
@@ -455,6 +466,16 @@ _WRITES_PATH = frozenset({"rm", "rmdir"})
 _POD_SOURCES = (("configMapKeyRef", "configMapRef", "configmap"),
                 ("secretKeyRef", "secretRef", "secret"))
 _KUBE_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $(VAR), not $$(VAR)
+# what a script reads from its env (``$X``, ``${X}``), sets itself (``X=``, ``export X=``,
+# ``for X in``, ``read X``), and a Python program's ``os.environ["X"]`` / ``os.getenv("X")``
+_SHELL_REF = re.compile(r"(?<!\$)\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[}:%#/-]|([A-Za-z_][A-Za-z0-9_]*))")
+_SHELL_SETS = re.compile(r"(?:^|[\s;&|(])(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?"
+                         r"([A-Za-z_][A-Za-z0-9_]*)=|\bfor\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b"
+                         r"|\bread\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)")
+_PY_ENV_REF = re.compile(r"os\.(?:environ\s*\[\s*|environ\.get\(\s*|getenv\(\s*)"
+                         r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
+_STANDARD_ENV = frozenset({"HOME", "PATH", "PWD", "USER", "HOSTNAME", "SHELL", "TMPDIR", "LANG",
+                           "IFS", "RANDOM", "SECONDS", "LINENO", "OLDPWD", "PPID", "UID"})
 _POD_REF = re.compile(r"(?<!\$)\$(?:\(([A-Za-z_][A-Za-z0-9_]*)\)|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 # a var named for where data is (MODEL_URI, REF_ROOT, DATA_DIR), unless it names a service
 # (MLFLOW_TRACKING_URI, S3_ENDPOINT, STATUS_HOOK_URL): a value given whole is a location
@@ -472,9 +493,10 @@ def pod_env(container: dict[str, Any],
     Secret's data is never read: its name and key only), and a ``$(VAR)`` of the command
     line no env entry sets while the container takes ``envFrom`` a ConfigMap or Secret (whose
     ``prefix`` it starts with; not a ConfigMap *given* by name with the files, whose keys are
-    all known: one it lacks is set by none). Each is a run-time `Val` (origin ``configmap`` or
-    ``secret``, ``value_from`` NAME/KEY): a location built on one is a run-time read, never
-    lost as one the kubelet left unexpanded would be."""
+    all known: one it lacks is set by none). Each is a run-time `Val` (origin ``env``, as the
+    truth schema names an env var's read; ``value_from`` ``configmap NAME/KEY`` or ``secret
+    NAME/KEY``): a location built on one is a run-time read, never lost as one the kubelet left
+    unexpanded would be."""
     out: dict[str, Val] = {}
     env = [e for e in container.get("env") or [] if isinstance(e, dict)]
     for e in env:
@@ -485,12 +507,21 @@ def pod_env(container: dict[str, Any],
         for ref_key, _from_key, origin in _POD_SOURCES:
             ref = vf.get(ref_key)
             if isinstance(ref, dict):
-                out[name] = runtime(origin, env=name, input=name,
-                                    value_from=f"{ref.get('name')}/{ref.get('key')}")
+                out[name] = runtime("env", env=name, input=name,
+                                    value_from=f"{origin} {ref.get('name')}/{ref.get('key')}")
     defined = {e.get("name") for e in env}
     raw = [a for a in [*(container.get("command") or []), *(container.get("args") or [])]
            if isinstance(a, str)]
     named = [n for a in raw for n in _KUBE_REF.findall(a) if n not in defined and n not in out]
+    if container.get("envFrom"):
+        # and what its script or program reads from its env that nothing in it sets
+        # (aws s3 cp "$QC_THRESHOLDS_URI" ..., os.environ["X"]: blind round 59)
+        text = "\n".join([*raw, str(container.get("source") or "")])
+        set_here = {n for found in _SHELL_SETS.findall(text) for n in found if n}
+        named += [n for n in dict.fromkeys(
+            [*(a or b for a, b in _SHELL_REF.findall(text)), *_PY_ENV_REF.findall(text)])
+            if n not in defined and n not in out and n not in set_here
+            and n not in _STANDARD_ENV and n not in named]
     for src in container.get("envFrom") or []:
         if not isinstance(src, dict):
             continue
@@ -502,8 +533,8 @@ def pod_env(container: dict[str, Any],
                 continue
             for n in named:
                 if n.startswith(prefix) and n not in out:
-                    out[n] = runtime(origin, env=n, input=n,
-                                     value_from=f"{ref.get('name')}/{n[len(prefix):]}")
+                    out[n] = runtime("env", env=n, input=n,
+                                     value_from=f"{origin} {ref.get('name')}/{n[len(prefix):]}")
     return out
 
 
@@ -518,7 +549,7 @@ def _pod_location(word: str, pod: dict[str, Val], flag: str | None) -> Val | Non
         return None
     v = pod[m.group(1) or m.group(2)]
     before, after = word[:m.start()], word[m.end():]
-    own = _words(str(v.get("env")), str(v.get("value_from")).rsplit("/", 1)[-1])
+    own = _pod_words_of(v)
     if own & _SERVICE_WORDS:  # "${SERVING_URL}/v1/models/x:reload": an API, no data
         return None
     if before:
@@ -529,6 +560,11 @@ def _pod_location(word: str, pod: dict[str, Val], flag: str | None) -> Val | Non
 
 
 _SCHEME = re.compile(r"(?:" + "|".join(_uri.SCHEMES) + r")://")
+
+
+def _pod_words_of(v: Val) -> set[str]:
+    """The words of a pod-only var's name and of its ConfigMap or Secret key."""
+    return _words(str(v.get("env")), str(v.get("value_from")).rsplit("/", 1)[-1])
 
 
 def _words(*names: str) -> set[str]:

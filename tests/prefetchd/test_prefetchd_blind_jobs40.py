@@ -233,7 +233,7 @@ def test_jobs_40_a_value_only_the_pod_has_is_a_run_time_read(tmp_path) -> None:
     f = tmp_path / "wf.yaml"
     f.write_text(_workflow(CLASSIFY))
     out = cli.render_plan(pipeline.analyze([str(f)]))
-    assert "reads  (runtime: $(MODEL_URI); configmap claims-triage-config/model_uri)" in out
+    assert "reads  (runtime: $(MODEL_URI); env configmap claims-triage-config/model_uri)" in out
     assert "datasets to warm (plan order):\n  s3://acme-claims-curated/adjuster-roster/" in out
 
     f.write_text(SECRET + "---\n" + _workflow(container))
@@ -242,11 +242,11 @@ def test_jobs_40_a_value_only_the_pod_has_is_a_run_time_read(tmp_path) -> None:
     got = sorted((r.pattern, r.origin, r.value_from, r.env) for r in step.reads)
     assert all(r.uri is None and not r.static for r in step.reads)
     assert got == [
-        ("${MODEL_URI}", "configmap", "claims-triage-config/model_uri", "MODEL_URI"),
-        ("${SCORES_URI}", "configmap", "claims-triage-config/scores_uri", "SCORES_URI"),
-        ("${TRIAGE_ROOT}/calendar.csv", "configmap", "triage-paths/ROOT", "TRIAGE_ROOT"),
-        ("s3://${LAKE_BUCKET}/intake/", "secret", "claims-aws/bucket", "LAKE_BUCKET")]
-    assert [(w.pattern, w.origin) for w in step.writes] == [("${OUT_URI}", "configmap")]
+        ("${MODEL_URI}", "env", "configmap claims-triage-config/model_uri", "MODEL_URI"),
+        ("${SCORES_URI}", "env", "configmap claims-triage-config/scores_uri", "SCORES_URI"),
+        ("${TRIAGE_ROOT}/calendar.csv", "env", "configmap triage-paths/ROOT", "TRIAGE_ROOT"),
+        ("s3://${LAKE_BUCKET}/intake/", "env", "secret claims-aws/bucket", "LAKE_BUCKET")]
+    assert [(w.pattern, w.origin) for w in step.writes] == [("${OUT_URI}", "env")]
     assert plan.datasets() == []
     assert "c2VrcmV0" not in json.dumps(plan.to_json()) + cli.render_plan(plan)
 
