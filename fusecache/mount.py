@@ -69,7 +69,14 @@ def check_mountpoint(path: Path) -> Path:
     if not _stat.S_ISDIR(st.st_mode):
         raise errors.ConfigError(f"mountpoint {path} is not a directory")
     if is_mounted(path):
-        raise errors.ConfigError(f"mountpoint {path} is already mounted")
+        try:  # (a statfs reaches the file system's server: ENOTCONN when it is gone)
+            os.statvfs(path)
+        except OSError as e:
+            raise errors.ConfigError(
+                f"mountpoint {path} holds a dead mount ({e.strerror}: its server was killed?); "
+                f"try: fusecache umount {path}") from None
+        raise errors.ConfigError(f"mountpoint {path} is already mounted (fusecache umount "
+                                 f"{path} unmounts it)")
     return path.resolve()
 
 
@@ -199,7 +206,10 @@ class MountedFilesystem:
                                        block_size=c.block_size, direct_slot_writes=True)
             self.cache_env = self.disk
         except CacheUnavailable as e:
-            log.warning("%s: serving from S3 without the disk cache", e)
+            # (said on the terminal too, as the mount returns: a new user's walkthrough found
+            # it only in the fallback log)
+            self.warnings.append(f"{e}: serving from S3 without the node cache on disk "
+                                 "(nothing read is kept for the next mount)")
             shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
             self._tmp = tempfile.TemporaryDirectory(prefix="fusecache-private-", dir=shm)
             self.cache_env = NodeCache.open(self._tmp.name, limit_bytes=0,
@@ -211,7 +221,8 @@ class MountedFilesystem:
         loc = self.cfg.location
         self.gate = open_gate(self.cache_env.env, self._tmp.name if self._tmp else c.cache_dir,
                               self.store.access_key_id, loc.bucket, loc.prefix,
-                              self.cfg.offline_auth_max_age, self.metrics.offline_refused.inc)
+                              self.cfg.offline_auth_max_age, self.metrics.offline_refused.inc,
+                              endpoint=self.store.endpoint_url or "")
         try:
             self.store.check_bucket(loc.prefix)
         except errors.AccessDenied:
@@ -229,7 +240,9 @@ class MountedFilesystem:
                 self.gate.check()
             except errors.AccessDenied as denied:
                 raise errors.AccessDenied(f"{e}; {denied}") from None
-            log.warning("%s; mounting from the node cache only until S3 is back", e)
+            # (on the terminal too: a mount that came up without S3 must not look like one
+            # that reached it, a new user's walkthrough)
+            self.warnings.append(f"{e}; mounting from the node cache only until S3 is back")
         else:
             self.listings.put_name(loc.bucket, loc.prefix + "/", DirEntry("", True))
             self.gate.sync(self.store.authorised_at, self.store.denied_at)

@@ -17,8 +17,8 @@ or any read while the S3 circuit breaker is open); a refusal is AccessDenied
 
 Data: table ``offline_auth`` in the node cache's LMDB environment,
 ``tag (16 bytes) + bucket + NUL + prefix -> last authorised (float, wall clock)``.
-The tag is HMAC-SHA256 of the access key id under a node-local random key (32
-bytes, ``<cache-dir>/offline-auth.key``, mode 0600, created on first use), so the
+The tag is HMAC-SHA256 of the access key id and the S3 endpoint under a node-local
+random key (32 bytes, ``<cache-dir>/offline-auth.key``, mode 0600, created on first use), so the
 shared LMDB file holds no access key id, nor a plain hash one could test guesses
 against; the secret key is never seen here. An AccessDenied from S3 deletes the
 record of that prefix and of every prefix above it.
@@ -83,9 +83,13 @@ def load_key(cache_dir: Path) -> bytes:
     return data
 
 
-def credential_tag(key: bytes, access_key_id: str) -> bytes:
-    return hmac.new(key, b"fusecache offline auth\0" + access_key_id.encode(),
-                    hashlib.sha256).digest()[:_TAG_BYTES]
+def credential_tag(key: bytes, access_key_id: str, endpoint: str = "") -> bytes:
+    """The tag of a credential at one S3 endpoint: a bucket of another S3 service (a
+    mount whose endpoint is missing or wrong, while that one is down) is another bucket
+    (a new user's walkthrough, 2026-12-07: a MinIO bucket's cached copy was served for
+    AWS's bucket of the same name)."""
+    return hmac.new(key, b"fusecache offline auth\0" + access_key_id.encode() + b"\0"
+                    + endpoint.rstrip("/").encode(), hashlib.sha256).digest()[:_TAG_BYTES]
 
 
 def _ancestors(prefix: str) -> list[str]:
@@ -116,8 +120,8 @@ class OfflineAuth:
         self.clock = clock
         self._db = _open_db(env)
 
-    def tag(self, access_key_id: str) -> bytes:
-        return credential_tag(self._key, access_key_id)
+    def tag(self, access_key_id: str, endpoint: str = "") -> bytes:
+        return credential_tag(self._key, access_key_id, endpoint)
 
     @staticmethod
     def _rec(tag: bytes, bucket: str, prefix: str) -> bytes:
@@ -153,9 +157,10 @@ class OfflineGate:
 
     def __init__(self, auth: OfflineAuth | None, access_key_id: str | None, bucket: str,
                  prefix: str, max_age: float, clock: Callable[[], float] = time.time,
-                 on_refuse: Callable[[], None] | None = None) -> None:
+                 on_refuse: Callable[[], None] | None = None, endpoint: str = "") -> None:
         self.auth = auth
-        self.tag = None if auth is None or access_key_id is None else auth.tag(access_key_id)
+        self.tag = None if auth is None or access_key_id is None \
+            else auth.tag(access_key_id, endpoint)
         self.bucket = bucket
         self.prefix = prefix
         self.max_age = max_age
@@ -231,7 +236,7 @@ class OfflineGate:
 
 def open_gate(env: lmdb.Environment, key_dir: Path, access_key_id: str | None, bucket: str,
               prefix: str, max_age: float,
-              on_refuse: Callable[[], None] | None = None) -> OfflineGate:
+              on_refuse: Callable[[], None] | None = None, endpoint: str = "") -> OfflineGate:
     """The gate of one mount; without a usable key it refuses every offline serve."""
     auth: OfflineAuth | None
     try:
@@ -240,7 +245,8 @@ def open_gate(env: lmdb.Environment, key_dir: Path, access_key_id: str | None, b
         log.warning("offline-authorisation records unusable (%s): while S3 is unreachable "
                     "this mount will serve nothing from the node cache", e)
         auth = None
-    return OfflineGate(auth, access_key_id, bucket, prefix, max_age, on_refuse=on_refuse)
+    return OfflineGate(auth, access_key_id, bucket, prefix, max_age, on_refuse=on_refuse,
+                       endpoint=endpoint)
 
 
 def record_authorised(cache: NodeCache, store: S3Store, bucket: str, prefix: str) -> bool:
@@ -256,7 +262,8 @@ def record_authorised(cache: NodeCache, store: S3Store, bucket: str, prefix: str
         prefix += "/"
     try:
         auth = OfflineAuth(cache.env, load_key(cache.path.parent))
-        auth.record(auth.tag(key_id), bucket, prefix, store.authorised_at)
+        auth.record(auth.tag(key_id, store.endpoint_url or ""), bucket, prefix,
+                    store.authorised_at)
     except (OSError, lmdb.Error, errors.ConfigError) as e:
         log.warning("could not record the offline authorisation of s3://%s/%s: %s",
                     bucket, prefix, e)

@@ -286,6 +286,10 @@ def cmd_warm(args: argparse.Namespace) -> int:
 
     _quick_gil_handoff()
     reuse_block_buffers()
+    if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
+        # an endpoint that cannot be reached is warm's own one line (exit 2): not also the
+        # circuit breaker's warning before it (a new user's walkthrough, 2026-12-07)
+        logging.getLogger("fusecache.circuit").setLevel(logging.ERROR)
     uris, unsupported = _targets(args)
     cache_dir = args.cache_dir or _default_cache_dir()
     _check_cache_dir(cache_dir)
@@ -384,6 +388,12 @@ def _report(
             indent=2,
         )
         sys.stdout.write("\n")
+    elif dry_run:  # (listed, not fetched: it must not read like a warm of a cached dataset)
+        for r in results:
+            print(f"{r.uri}: {r.objects} objects, {r.bytes} bytes (dry run: listed only, "
+                  "nothing fetched or pinned)")
+        for u in unpinned:
+            print(f"not warmed: {u}")
     else:
         for r in results:
             why = "interrupted" if r.interrupted else "cache full of pinned data"

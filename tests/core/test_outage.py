@@ -69,6 +69,16 @@ def test_offline_auth_records_by_keyed_hash(tmp_path: Path) -> None:
         a, b = auth.tag("AKIA-A"), auth.tag("AKIA-B")
         assert a != b and b"AKIA" not in a
         assert OfflineAuth(cache.env, bytes(32)).tag("AKIA-A") != a  # keyed
+        # another S3 service's bucket of the same name is another bucket (a new user's
+        # walkthrough: a mount with no endpoint served a local MinIO's cached copy as AWS's)
+        minio = auth.tag("AKIA-A", "http://127.0.0.1:9000")
+        assert minio not in (a, b) and auth.tag("AKIA-A", "http://127.0.0.1:9000/") == minio
+        auth.record(minio, "bkt", "data/", 950.0)
+        assert OfflineGate(auth, "AKIA-A", "bkt", "data/", max_age=1e9, clock=lambda: now[0],
+                           endpoint="http://127.0.0.1:9000").age() == 50.0
+        with pytest.raises(errors.AccessDenied, match="never authorised"):
+            OfflineGate(auth, "AKIA-A", "bkt", "data/", max_age=1e9, clock=lambda: now[0],
+                        endpoint="https://s3.amazonaws.com").check()
         auth.record(a, "bkt", "data/", 900.0)
         assert auth.authorised_at(a, "bkt", "data/") == 900.0
         assert auth.authorised_at(a, "bkt", "data/train/") == 900.0  # below it

@@ -15,7 +15,7 @@ import pytest
 from fusecache.locals3 import LocalS3
 from fusecache.mount import is_mounted
 
-from mounting import mount_pids, mounted, run_cli
+from mounting import force_unmount, mount_pids, mounted, run_cli
 
 # Markers per test (not per module): bad input and umount of a non-mount need no mount.
 
@@ -93,6 +93,10 @@ def test_killed_mount_leaves_no_half_written_block(private_s3: LocalS3,
         with pytest.raises(OSError) as e:
             os.listdir(mp)
         assert e.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)  # the server is gone
+        # mounting there again says what to do (a new user's walkthrough: "already mounted")
+        r = run_cli(["mount", "s3://kill", str(mp), "--cache-dir", str(cache)],
+                    env=env_of(private_s3))
+        assert r.returncode == 2 and f"try: fusecache umount {mp}" in r.stderr, r.stderr
     assert not is_mounted(mp)
     private_s3.stop()  # only what the cache holds can be read now
     with mounted("s3://kill", mp, env_of(private_s3), "--cache-dir", str(cache),
@@ -120,9 +124,19 @@ def test_cache_dir_unusable_still_serves_from_s3(local_s3, s3_env, bucket,
     local_s3.client().put_object(Bucket=bucket, Key="a", Body=b"abc")
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
-    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env,
-                 "--cache-dir", str(not_a_dir / "cache")) as mp:
+    mp = tmp_path / "m"
+    mp.mkdir()
+    r = run_cli(["mount", f"s3://{bucket}", str(mp), "--cache-dir", str(not_a_dir / "cache")],
+                env=s3_env)
+    try:
+        assert r.returncode == 0, r.stderr
+        # said on the terminal, not only in a log (a new user's walkthrough, 2026-12-07)
+        assert "warning:" in r.stderr and "serving from S3 without the node cache on disk" \
+            in r.stderr, r.stderr
         assert (mp / "a").read_bytes() == b"abc"
+    finally:
+        run_cli(["umount", str(mp)], env=s3_env)
+        force_unmount(mp)
 
 
 @pytest.mark.fuse

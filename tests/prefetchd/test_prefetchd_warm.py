@@ -192,6 +192,22 @@ def test_missing_bucket_and_unreachable_endpoint_exit_2(s3_env, tmp_path, capsys
     assert not cache_dir.exists()
 
 
+def test_an_unreachable_endpoint_is_one_line_on_stderr(s3_env, tmp_path):
+    """As a user runs it (a process of its own): the circuit breaker's warning came before the
+    error line (a new user's walkthrough, 2026-12-07); at --log-level info it is there."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "prefetchd.cli", "warm", "s3://bucket-x/p/", "--cache-dir",
+            str(tmp_path / "cache"), "--endpoint-url", "http://127.0.0.1:9"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=s3_env)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "prefetchd: error: s3://bucket-x: endpoint http://127.0.0.1:9 unreachable" in r.stderr
+    r = subprocess.run([*argv, "--log-level", "info"], capture_output=True, text=True,
+                       timeout=120, env=s3_env)
+    assert r.returncode == 2 and "WARNING fusecache.circuit" in r.stderr
+
+
 @pytest.mark.parametrize("uri", ["gs://b/k", "s3://", "/local/path"])
 def test_bad_uri(uri, tmp_path, capsys):
     rc = cli.main(["warm", uri, "--cache-dir", str(tmp_path / "c")])
@@ -385,3 +401,15 @@ def test_a_warm_the_full_cache_cannot_take_says_so_and_is_partial(
     assert "SKIPPED 2 objects" in out and f"transferred {8 * bs} bytes (4 objects)" in out
     row = _status(capsys, cache_dir)[f"s3://{bucket}/big/"]
     assert row["partial"] and row["cached_objects"] == 4
+
+
+def test_a_dry_run_says_it_fetched_nothing(local_s3, s3_env, bucket, tmp_path, capsys):
+    """`--dry-run` printed `transferred 0 bytes (0 objects)`, as a warm of a dataset cached
+    already reads (a new user's walkthrough, 2026-12-07)."""
+    _put(local_s3, bucket, 3, 1000, prefix="dry/")
+    cache_dir = tmp_path / "cache"
+    assert cli.main(["warm", f"s3://{bucket}/dry/", "--cache-dir", str(cache_dir),
+                     "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == (f"s3://{bucket}/dry/: 3 objects, 3000 bytes (dry run: listed only, "
+                           "nothing fetched or pinned)")
