@@ -322,6 +322,30 @@ def spec_pins(view: ClusterView, namespace: str, spec: Mapping[str, Any]
     return volume_pins(view, namespace, spec_claims(spec))
 
 
+def binding_problem(pvc: Mapping[str, Any] | None, pv: Mapping[str, Any] | None) -> str | None:
+    """Why a claim that names its PV (``spec.volumeName``) will never bind to it, as the PV
+    controller checks it: access modes the PV lacks, or less capacity than asked; None when
+    it binds (or is Bound already: the controller decided). Blind job round 50: a
+    ReadWriteMany claim on a ReadOnlyMany PV was planned as bound."""
+    if pvc is None or pv is None or (pvc.get("status") or {}).get("phase") == "Bound":
+        return None
+    spec, pv_spec = pvc.get("spec") or {}, pv.get("spec") or {}
+    name = (pv.get("metadata") or {}).get("name")
+    lacking = sorted(set(spec.get("accessModes") or []) - set(pv_spec.get("accessModes") or []))
+    if lacking and pv_spec.get("accessModes"):  # (a PV that states none: not judged here)
+        return (f"it asks {', '.join(lacking)}, which PV {name} does not offer "
+                f"({', '.join(pv_spec.get('accessModes') or []) or 'no access modes'})")
+    asked = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    has = (pv_spec.get("capacity") or {}).get("storage")
+    try:
+        if asked is not None and has is not None and \
+                placement.parse_quantity(has) < placement.parse_quantity(asked):
+            return f"it asks {asked}, more than PV {name} holds ({has})"
+    except ValueError:
+        return None
+    return None
+
+
 def claim_dataset(view: ClusterView, namespace: str, claim: str,
                   driver: str = DRIVER_NAME) -> VolumeDataset | None:
     """The dataset behind a claim: bound to a PV of our driver, else None (not yet, or never).
@@ -337,6 +361,8 @@ def claim_dataset(view: ClusterView, namespace: str, claim: str,
     ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
     if ref and (ref.get("name"), ref.get("namespace") or namespace) != (claim, namespace):
         return None  # the PV is bound to another claim: ours is not really bound yet
+    if binding_problem(pvc, pv) is not None:
+        return None  # it never binds: no pod using it starts
     return csi_dataset(((pv or {}).get("spec") or {}).get("csi"), driver, claim=claim,
                        pv=pv_name)
 

@@ -312,10 +312,17 @@ def _write_prefixed(name: str) -> bool:
     return True
 
 
+# weights that are numbers, not a model's (`--class-weights 0.4,1.0,2.3`: blind round 61)
+_NUMBER_WEIGHTS = frozenset({"class", "classes", "sample", "samples", "loss", "label", "labels",
+                             "pos", "instance", "task", "tasks"})
+
+
 def names_place(flag: str) -> bool:
     """A flag naming where data is (`--model_load_path`, `--data-dir`), not what it is
     (`--src-lang`), or one to load from (`--resume`, `--init-from`)."""
     w = name_words(flag.lower().lstrip("-"))
+    if not w & _PLACE_WORDS and "weights" in w and w & _NUMBER_WEIGHTS:
+        return False
     return bool(w & _PLACE_WORDS or w & RESUME_WORDS)
 
 

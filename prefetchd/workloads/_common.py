@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from prefetchd.k8s import datasets as k8s_datasets
-from prefetchd.workloads import _podspec
+from prefetchd.workloads import _podspec, _validate
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import DatasetRef, PodGroup, UpcomingWork, mapping, work_key
 
@@ -37,6 +37,7 @@ def start(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     """An UpcomingWork with what the object's metadata says (no groups, state ADMITTED)."""
     meta = mapping(obj.get("metadata"), "metadata")
     labels = mapping(meta.get("labels"), "metadata.labels")
+    _validate.check_labels(labels, "metadata.labels")
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
     if not name:

@@ -58,7 +58,10 @@ def replicated_job_groups(
     for i, rj in enumerate(sequence(spec.get("replicatedJobs"), f"{where}.replicatedJobs")):
         at = f"{where}.replicatedJobs[{i}]"
         rj = mapping(rj, at)
-        name = str(rj.get("name") or f"job{i}")
+        if not isinstance(rj.get("name"), str) or not rj["name"]:
+            raise WorkloadError(f"{at}.name: missing (the API server refuses a replicated job "
+                                "without a name)")
+        name = rj["name"]
         job = mapping(mapping(rj.get("template"), f"{at}.template").get("spec"),
                       f"{at}.template.spec")
         replicas = count(rj.get("replicas"), f"{at}.replicas")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from prefetchd.workloads import _common, _podspec
+from prefetchd.workloads import _common, _podspec, _validate
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import State, UpcomingWork, WorkloadError, condition, count, mapping
 
@@ -30,6 +30,16 @@ REPLICA_SPECS = {
     "JAXJob": "jaxReplicaSpecs",
     "XGBoostJob": "xgbReplicaSpecs",
     "PaddleJob": "paddleReplicaSpecs",
+}
+
+# The replica types each kind's operator knows (others: the operator refuses the job).
+REPLICA_TYPES = {
+    "PyTorchJob": ("Master", "Worker"),
+    "TFJob": ("Chief", "Master", "PS", "Worker", "Evaluator"),
+    "MPIJob": ("Launcher", "Worker"),
+    "JAXJob": ("Worker",),
+    "XGBoostJob": ("Master", "Worker"),
+    "PaddleJob": ("Master", "Worker"),
 }
 
 # Versions read besides v1 (the first version a cluster serves is the one watched).
@@ -55,6 +65,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     replicas = mapping(spec.get(field), f"spec.{field}")
     if not replicas:
         raise WorkloadError(f"spec.{field}: no replica specs")
+    _validate.check_replica_types(replicas, REPLICA_TYPES[work.kind], f"spec.{field}")
     for rtype, rspec in replicas.items():
         at = f"spec.{field}.{rtype}"
         rspec = mapping(rspec, at)

@@ -33,6 +33,7 @@ from typing import Any
 from prefetchd.k8s import datasets as k8s_datasets
 from prefetchd.k8s import placement
 from prefetchd.pipeline import _pvc, _uri
+from prefetchd.workloads import _validate
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
     PLACEHOLDER,
@@ -229,10 +230,12 @@ def group(
     if not spec.get("containers"):
         raise WorkloadError(f"{where}.spec.containers: no containers")
     _check_shapes(spec, f"{where}.spec")
+    _validate.check_pod_template(tmpl, spec, where)
     unknown = _unknown_mounts(spec, claim_templates or {})
     if unknown:
         raise WorkloadError(f"{where}.spec: {unknown[0]}")
     clean, notes = _trusted_constraints(spec)
+    notes += _unset_references(spec)
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
     words = containers_words(clean)  # read once: both passes below use them
@@ -288,6 +291,34 @@ def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
                                         f"string, got {type(e['value']).__name__}")
             for m in c.get("volumeMounts") or []:
                 mapping(m, f"{at}.volumeMounts[]")
+
+
+_KUBE_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $(VAR), not $$(VAR)
+# env vars the job controllers and operators add to their pods (not in the template)
+_CONTROLLER_VARS = ("JOB_COMPLETION_INDEX", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
+                    "TF_CONFIG", "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK",
+                    "PET_MASTER_ADDR", "PET_MASTER_PORT", "RAY_ADDRESS", "RAY_IP", "FQ_RAY_IP",
+                    "RAY_PORT", "RAY_CLUSTER_NAME", "OMPI_MCA_orte_default_hostfile")
+
+
+def _unset_references(spec: Mapping[str, Any]) -> list[str]:
+    """Notes for the ``$(VAR)`` of a container's command line that no env entry of it sets
+    (and no ``envFrom`` may): the kubelet leaves it as written, so what it would have named
+    is read nowhere (blind job round 50: ``$(DATA_ROOT)`` beside ``DATASET_ROOT`` dropped
+    the training data without a word). The per-pod vars controllers add are set."""
+    out = []
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        if not isinstance(c, Mapping) or c.get("envFrom"):
+            continue
+        set_here = {e.get("name") for e in c.get("env") or [] if isinstance(e, Mapping)}
+        words = [w for k in ("command", "args") for w in c.get(k) or [] if isinstance(w, str)]
+        unset = sorted({n for w in words for n in _KUBE_REF.findall(w)} - set_here
+                       - set(_CONTROLLER_VARS))
+        if unset:
+            out.append(f"container {c.get('name')}: $({unset[0]}) is set by no env var of it: "
+                       "the kubelet leaves it as written"
+                       + (f" (and {len(unset) - 1} more)" if len(unset) > 1 else ""))
+    return out
 
 
 def _unknown_mounts(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -> list[str]:

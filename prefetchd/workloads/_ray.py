@@ -117,6 +117,17 @@ def _with_cluster_configs(program: dict[str, Any], cluster: Mapping[str, Any],
     return dict(made["containers"][0]) if made is not pod else program
 
 
+
+def _start_params(group: Mapping[str, Any], at: str) -> Mapping[str, Any]:
+    """A group's ``rayStartParams``: strings, as the CRD has them (``num-cpus: 0`` unquoted
+    is refused by the API server; blind job round 50)."""
+    params = mapping(group.get("rayStartParams"), f"{at}.rayStartParams")
+    for key, value in params.items():
+        if not isinstance(value, str):
+            raise WorkloadError(f"{at}.rayStartParams.{key}: {value!r} is not a string (quote "
+                                f"it: \"{value}\"; the API server refuses it)")
+    return params
+
 def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
     spec = mapping(obj.get("spec"), "spec")
@@ -131,7 +142,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     head = mapping(cluster.get("headGroupSpec"), "spec.rayClusterSpec.headGroupSpec")
     at = "spec.rayClusterSpec.headGroupSpec"
     work.groups.append(_podspec.group(HEAD, 1, head.get("template"), f"{at}.template"))
-    start_params = {HEAD: mapping(head.get("rayStartParams"), f"{at}.rayStartParams")}
+    start_params = {HEAD: _start_params(head, at)}
     for i, wg in enumerate(sequence(cluster.get("workerGroupSpecs"),
                                     "spec.rayClusterSpec.workerGroupSpecs")):
         at = f"spec.rayClusterSpec.workerGroupSpecs[{i}]"
@@ -141,7 +152,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
             raise WorkloadError(f"{at}.groupName: missing")
         work.groups.append(_podspec.group(name, _worker_pods(wg, at), wg.get("template"),
                                           f"{at}.template"))
-        start_params[name] = mapping(wg.get("rayStartParams"), f"{at}.rayStartParams")
+        start_params[name] = _start_params(wg, at)
     if cluster.get("suspend") is True:
         work.groups = [replace(g, pods=0) for g in work.groups]
     entrypoint = str(spec.get("entrypoint") or "")

@@ -259,6 +259,9 @@ def unresolved_claim(ref: DatasetRef, namespace: str, view: FileClusterView) -> 
             claim, namespace):
         return (f"PV {pv_name} is bound to claim {ref.get('namespace') or namespace}/"
                 f"{ref.get('name')}, not this one: unresolved: --pvc {claim}=s3://BUCKET/PREFIX")
+    if (problem := k8s_datasets.binding_problem(pvc, pv)) is not None:
+        return (f"names PV {pv_name} but never binds to it: {problem}; no pod using it starts, "
+                "nothing to warm")
     if pv is not None:
         spec = pv.get("spec") or {}
         kind = (spec.get("csi") or {}).get("driver") or next(

@@ -49,9 +49,9 @@ def test_labels_annotations_and_namespace_from_the_downward_api_expand() -> None
     job = _job([
         _container(["s3", "cp", "s3://speech-corpora/cv/$(LOCALE)/train.tsv", "/d/x"],
                    [_field("LOCALE", "metadata.annotations['locale']")]),
-        _container(["s3", "sync", "s3://feature-store/$(NS)/date=$(DATE)/", "/d/"],
-                   [_field("DATE", "metadata.labels['train-date']"),
-                    _field("NS", "metadata.namespace")])],
+        {**_container(["s3", "sync", "s3://feature-store/$(NS)/date=$(DATE)/", "/d/"],
+                      [_field("DATE", "metadata.labels['train-date']"),
+                       _field("NS", "metadata.namespace")]), "name": "c2"}],
         meta={"labels": {"train-date": "2026-11-29"}, "annotations": {"locale": "de-DE"}})
     assert _reads(job) == [("s3://speech-corpora/cv/de-DE/train.tsv", None),
                            ("s3://feature-store/speech/date=2026-11-29/", None)]

@@ -1,0 +1,135 @@
+"""What the API server or a training operator refuses in work's objects, named before it is planned.
+
+Who calls this: :func:`prefetchd.workloads._podspec.group` (every pod template of every kind:
+:func:`check_pod_template`), :func:`prefetchd.workloads._common.start` (the object's own
+labels: :func:`check_labels`) and the job adapters (:func:`check_replica_types`).
+
+Why: work the cluster would refuse never runs, so warming for it only fills caches; planned
+silently it also hides the user's mistake (blind job round 50: a memory limit of ``64GB``,
+two containers named alike, a Kueue queue name with a ``/``, ``nodeSelecter`` for
+``nodeSelector`` (strict decoding refuses it, and the node constraint meant was lost), an
+MPIJob's ``Master`` replicas). Each check raises WorkloadError naming the field, as the
+adapters' own checks do. An unknown field is refused only when it is a near miss of a known
+one (a typo): a field of a newer API than this list knows passes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prefetchd.k8s.placement import parse_quantity
+from prefetchd.workloads._model import WorkloadError
+
+POD_SPEC_FIELDS = frozenset({
+    "activeDeadlineSeconds", "affinity", "automountServiceAccountToken", "containers",
+    "dnsConfig", "dnsPolicy", "enableServiceLinks", "ephemeralContainers", "hostAliases",
+    "hostIPC", "hostNetwork", "hostPID", "hostUsers", "hostname", "hostnameOverride",
+    "imagePullSecrets", "initContainers", "nodeName", "nodeSelector", "os", "overhead",
+    "preemptionPolicy", "priority", "priorityClassName", "readinessGates", "resourceClaims",
+    "resources", "restartPolicy", "runtimeClassName", "schedulerName", "schedulingGates",
+    "securityContext", "serviceAccount", "serviceAccountName", "setHostnameAsFQDN",
+    "shareProcessNamespace", "subdomain", "terminationGracePeriodSeconds", "tolerations",
+    "topologySpreadConstraints", "volumes", "workloadRef"})
+CONTAINER_FIELDS = frozenset({
+    "args", "command", "env", "envFrom", "image", "imagePullPolicy", "lifecycle",
+    "livenessProbe", "name", "ports", "readinessProbe", "resizePolicy", "resources",
+    "restartPolicy", "restartPolicyRules", "securityContext", "startupProbe", "stdin",
+    "stdinOnce", "terminationMessagePath", "terminationMessagePolicy", "tty", "volumeDevices",
+    "volumeMounts", "workingDir"})
+VOLUME_MOUNT_FIELDS = frozenset({"mountPath", "mountPropagation", "name", "readOnly",
+                                 "recursiveReadOnly", "subPath", "subPathExpr"})
+
+# label keys and values as the API server checks them (a qualified name; a value of at most
+# 63 characters, alphanumeric at both ends)
+_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_VALUE = re.compile(rf"(?:{_NAME})?")
+_LABEL_KEY = re.compile(rf"(?:[a-z0-9](?:[-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}")
+
+
+def _near_miss(field: str, known: Iterable[str]) -> str | None:
+    """The known field *field* is a typo of, if any."""
+    if field in known:
+        return None
+    close = difflib.get_close_matches(field, list(known), n=1, cutoff=0.8)
+    if not close:
+        lowered = {k.lower(): k for k in known}
+        return lowered.get(field.lower())
+    return close[0]
+
+
+def _fields(obj: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    for field in obj:
+        meant = _near_miss(str(field), known)
+        if meant is not None:
+            raise WorkloadError(f"{where}.{field}: unknown field (did you mean {meant}? the API "
+                                "server refuses it, or drops it and what it says)")
+
+
+def _templated(value: Any) -> bool:
+    """A value a controller fills in before the API server sees it (a Katib trial's
+    ``${trialParameters.x}``, an Argo ``{{inputs.parameters.x}}``): not checked here."""
+    return isinstance(value, str) and any(m in value for m in ("${", "{{", "$("))
+
+
+def check_labels(labels: Mapping[str, Any], where: str) -> None:
+    """Label keys and values the API server takes (strings; a value of at most 63
+    characters of letters, digits, ``-_.``, alphanumeric at both ends)."""
+    for key, value in labels.items():
+        if _templated(key) or _templated(value):
+            continue
+        if not isinstance(key, str) or not _LABEL_KEY.fullmatch(key):
+            raise WorkloadError(f"{where}: label key {key!r} is not valid")
+        if not isinstance(value, str):
+            raise WorkloadError(f"{where}.{key}: label value {value!r} is not a string "
+                                f"(quote it: \"{value}\")")
+        if not _LABEL_VALUE.fullmatch(value):
+            raise WorkloadError(f"{where}.{key}: label value {value!r} is not valid (at most 63 "
+                                "letters, digits, '-', '_' or '.', alphanumeric at both ends)")
+
+
+def check_pod_template(tmpl: Mapping[str, Any], spec: Mapping[str, Any], where: str) -> None:
+    """A pod template's fields, container names, resource quantities and labels as the API
+    server checks them (*where* names the template in errors)."""
+    meta = tmpl.get("metadata")
+    if isinstance(meta, Mapping) and isinstance(meta.get("labels"), Mapping):
+        check_labels(meta["labels"], f"{where}.metadata.labels")
+    _fields(spec, POD_SPEC_FIELDS, f"{where}.spec")
+    seen: set[str] = set()
+    for kind in ("initContainers", "containers"):
+        for c in spec.get(kind) or []:
+            if not isinstance(c, Mapping):
+                continue
+            name = str(c.get("name") or "")
+            at = f"{where}.spec.{kind}[{name}]"
+            if name in seen:
+                raise WorkloadError(f"{at}: a second container named {name!r} (container "
+                                    "names must be unique in a pod)")
+            seen.add(name)
+            _fields(c, CONTAINER_FIELDS, at)
+            for m in c.get("volumeMounts") or []:
+                if isinstance(m, Mapping):
+                    _fields(m, VOLUME_MOUNT_FIELDS, f"{at}.volumeMounts[{m.get('name')}]")
+            res = c.get("resources") if isinstance(c.get("resources"), Mapping) else {}
+            for part in ("requests", "limits"):
+                for res_name, value in (res.get(part) or {}).items():
+                    if _templated(value):
+                        continue
+                    try:
+                        parse_quantity(value)
+                    except ValueError:
+                        raise WorkloadError(
+                            f"{at}.resources.{part}.{res_name}: {value!r} is no quantity "
+                            "(e.g. 64Gi, 64G, 500m, 2; the API server refuses it)") from None
+
+
+def check_replica_types(replicas: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """Replica types the job's operator knows (the training operator refuses an MPIJob's
+    ``Master``: its replica types are Launcher and Worker)."""
+    allowed = tuple(allowed)
+    for rtype in replicas:
+        if rtype not in allowed:
+            raise WorkloadError(f"{where}.{rtype}: not a replica type of this kind (one of "
+                                f"{', '.join(allowed)}; the operator refuses the job)")
