@@ -78,9 +78,14 @@ _READ_FIRST = frozenset(
      # load_from_checkpoint): read, its result no location
      "load_model", "load_from_checkpoint",
      "download_artifacts",  # mlflow.artifacts.download_artifacts(artifact_uri=...)
-     "open_dataset", "open_mfdataset", "open_zarr"}  # xarray
+     "open_dataset", "open_mfdataset", "open_zarr",  # xarray
+     "read_delta", "scan_delta"}  # polars' Delta Lake readers (blind round 60)
 )
 _RECORD_TYPES = frozenset({"namedtuple", "NamedTuple"})
+# a table opened by its location, and what changes it in place (deltalake)
+_TABLES = frozenset({"DeltaTable"})
+_TABLE_CHANGES = frozenset({"merge", "delete", "update", "compact", "z_order", "vacuum",
+                            "restore", "create_checkpoint", "cleanup_metadata"})
 # printing and logging: what a program only says (_printed_only)
 _LOGS = frozenset({"print", "debug", "info", "warning", "error", "exception", "log"})
 # calls that read no data through a location they are given (path and string helpers,
@@ -234,6 +239,7 @@ class _Flow(ast.NodeVisitor):
         self.classes: dict[str, tuple[tuple[list[str], dict[str, ast.AST]],
                                       dict[str, tuple[list[str], ast.AST]]]] = {}
         self.objects: dict[str, tuple[str, dict[str, Pieces]]] = {}  # var -> (class, attrs)
+        self.tables: dict[str, ast.AST] = {}  # dt = DeltaTable(uri): var -> the uri's node
         self.class_defaults: dict[str, dict[str, ast.AST]] = {}  # dataclass field defaults
 
     # ---- sources ------------------------------------------------------------------------
@@ -1049,6 +1055,10 @@ class _Flow(ast.NodeVisitor):
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(
                 node.value, ast.Call) and _call_name(node.value) in _RECORD_TYPES:
             self.records.add(node.targets[0].id)  # Outputs = namedtuple("Outputs", [...])
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(
+                node.value, ast.Call) and _call_name(node.value) in _TABLES and \
+                node.value.args and len(self.tables) < 64:
+            self.tables[node.targets[0].id] = node.value.args[0]
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             # out = os.environ.get("RUN_URI", "/scratch/out"): the env var, where a command
             # line the program runs hands it on (command)
@@ -1518,6 +1528,19 @@ class _Flow(ast.NodeVisitor):
         # fs.open(p) on a file system, or ds.dataset("b/x/", filesystem=fs.S3FileSystem(...))
         self._on_fs = self._filesystem(kw.get("filesystem")) or self._filesystem(
             f.value if isinstance(f, ast.Attribute) else None)
+        if name in _TABLE_CHANGES and isinstance(f, ast.Attribute):
+            # DeltaTable(uri).merge(...).execute(), dt.optimize.compact(), dt.vacuum(): the
+            # table is written where it is read (blind round 60: a MERGE target was warmed)
+            root = f.value
+            while isinstance(root, (ast.Attribute, ast.Call)):
+                if isinstance(root, ast.Call) and _call_name(root) in _TABLES and root.args:
+                    break
+                root = root.value if isinstance(root, ast.Attribute) else root.func
+            target = root.args[0] if isinstance(root, ast.Call) and root.args else (
+                self.tables.get(root.id) if isinstance(root, ast.Name) else None)
+            if target is not None:  # (read and written: unknown, never warmed)
+                self.mark(target, "read")
+                self.mark(target, "write")
         if name == "join" and ast.unparse(f).endswith("path.join") and len(args) > 1:
             # os.path.join("s3://mill-qc", "m1", "x.csv"): its first parts only start one
             for a in args[:-1]:

@@ -23,6 +23,9 @@ from typing import Any
 from prefetchd.pipeline import _shard, _uri
 from prefetchd.pipeline._status import DONE_WORKFLOW_PHASES, FINISHED_PHASES, STARTED_PHASES
 
+# a parquet dataset's summary file: read with the files of its folder
+_SUMMARY_FILE = re.compile(r"/_(?:common_)?metadata\Z")
+
 SUPPORTED_SCHEMES = frozenset({"s3", "s3a"})
 
 
@@ -211,7 +214,11 @@ class Step:
     def add_read(self, r: Read) -> None:
         """Add a read once: the same location seen through args and env is one read (a
         known one by its origin, whatever text it was spelled from: ``python -c`` code
-        reading ``sys.argv[1]`` and that argument are one read)."""
+        reading ``sys.argv[1]`` and that argument are one read). A parquet dataset's summary
+        file (``.../_metadata``, ``_common_metadata``) is read with the files it indexes: its
+        folder is read (blind round 60: only the summary was warmed)."""
+        if r.uri is not None and _SUMMARY_FILE.search(r.uri):
+            r = replace(r, uri=_SUMMARY_FILE.sub("/", r.uri))
         self._once("reads", r, lambda x: (x.uri, x.origin, x.uri is None and x.pattern,
                                           x.artifact, x.key))
 
