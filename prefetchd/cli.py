@@ -243,7 +243,8 @@ def render_plan(plan: pipeline.Plan) -> str:
         lines.append(f"unresolved pvc {pipeline.describe_mount(m)} of {sid}: {hint}")
     ds = plan.datasets()
     if ds:
-        lines.append("datasets to warm (plan order):")
+        lines.append("datasets to warm (plan order" + (f"; {plan.held}" if plan.held else "")
+                     + "):")
         for uri, st, ids in ds:
             lines.append(f"  {uri}  stage {st}  read by {', '.join(ids)}")
     elif plan.finished:

@@ -360,7 +360,8 @@ class Warmer:
                 retries, self._retries = self._retries, 0
             peer = self.peers.metrics.take_pending() if self.peers.metrics else {}
             try:  # what came from S3 (and from peers), for `fusecache stats` (scope: prefetchd)
-                cache.add_counters({"s3_bytes": moved - peer.get("peer_bytes", 0),
+                # (peers' bytes of blocks a full cache did not take are not in `moved`)
+                cache.add_counters({"s3_bytes": max(0, moved - peer.get("peer_bytes", 0)),
                                     "s3_gets": gets, **peer}, scope="prefetchd")
                 cache.add_counters({"s3_retries": retries})
             except Exception as e:  # noqa: BLE001 - bookkeeping must not fail a warm

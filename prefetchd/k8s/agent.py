@@ -321,14 +321,16 @@ class Agent:
                             (step.stage, step.id, step.started, step.finished, step))
         waiting: dict[str, _Pending] = {}
         pinned: dict[str, placement.PodRequirements] = {}  # step id -> its requirements
-        held = any(plan.held for plan in plans)  # suspended: what is pinned stays, no more
+        # suspended or shutting down: what is pinned stays, no more (but a Stop's exit handler)
+        held = any(plan.held for plan in plans)
+        exit_runs = all(plan.exit_still_runs for plan in plans if plan.held)
         for dataset, steps in readers.items():
             if all(finished for *_, finished, _ in steps):
                 if dataset in requested:
                     requested.discard(dataset)
                     self.release(dataset, source)
                 continue
-            if held:
+            if held and not (exit_runs and any(step.exit_handler for *_, step in steps)):
                 continue
             pending = sorted((stage, sid, step) for stage, sid, started, _, step in steps
                              if not started)

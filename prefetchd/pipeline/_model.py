@@ -316,8 +316,10 @@ class Plan:
     # From a live Workflow's status (`_status.apply`): whether it had one, and its phase.
     observed: bool = False
     phase: str | None = None
-    # Why no step of it starts now: suspended by hand (``spec.suspend``), else None.
+    # Why no step of it starts now: suspended by hand (``spec.suspend``) or shutting down
+    # (``spec.shutdown``), else None; a Stop still runs the exit handler.
     held: str | None = None
+    exit_still_runs: bool = False
 
     @property
     def finished(self) -> bool:
@@ -362,12 +364,12 @@ class Plan:
         none once it is finished or while it is suspended (``held``), and only what steps
         not started yet read (the node agent's choice too).
         """
-        if self.finished or self.held:
+        if self.finished or self.held and not self.exit_still_runs:
             return []
         seen: dict[str, tuple[int, list[str]]] = {}
         order: list[str] = []
         for s in sorted(self.steps, key=lambda s: s.stage):
-            if s.started or s.never:
+            if s.started or s.never or self.held and not s.exit_handler:
                 continue
             for r in s.reads:
                 if not r.supported or not r.static or not self.there_yet(r):

@@ -32,11 +32,21 @@ DONE_WORKFLOW_PHASES = ("Succeeded", "Failed", "Error")
 
 def held_by_hand(obj: Mapping[str, Any]) -> str | None:
     """Why nothing new of *obj* starts, when someone suspended it (``spec.suspend``: ``argo
-    suspend`` on a Workflow, a CronWorkflow that makes no runs); else None. A suspended
+    suspend`` on a Workflow, a CronWorkflow that makes no runs) or shuts it down
+    (``spec.shutdown``: ``argo stop``, whose exit handler still runs, or ``argo terminate``);
+    else None. A suspended
     Workflow's running pods go on (unlike a suspended Job's), so what they read stays warm;
     only the steps still to come wait, for a resume nobody can foresee."""
     spec = obj.get("spec")
-    if not isinstance(spec, Mapping) or spec.get("suspend") is not True:
+    if not isinstance(spec, Mapping):
+        return None
+    shutdown = spec.get("shutdown")
+    if obj.get("kind") == "Workflow" and shutdown in ("Stop", "Terminate"):
+        # (argo stop / terminate: set before the controller marks the nodes; blind job
+        # round 51 warmed steps that would never start)
+        return (f"shutting down (spec.shutdown: {shutdown}): no step starts"
+                + ("; its exit handler still runs" if shutdown == "Stop" else ""))
+    if spec.get("suspend") is not True:
         return None
     if obj.get("kind") == "CronWorkflow":
         return "suspended (spec.suspend): the CronWorkflow starts no run until it is resumed"
@@ -72,6 +82,8 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
     the workflow's phase, each step's and each suspend step's. No status: the plan is left as it
     is (a definition's plan does not change)."""
     plan.held = held_by_hand(obj)
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    plan.exit_still_runs = bool(plan.held) and spec.get("shutdown") == "Stop"
     status = status_of(obj)
     if status is None:
         return

@@ -281,6 +281,8 @@ def name_direction(name: str | None) -> str | None:
             {"logging", "dir"} <= w or {"default", "root"} <= w:
         # TensorBoard's (HF's --logging_dir); Lightning's default_root_dir (logs, checkpoints)
         return "write"
+    if _number_weights(w):
+        return None  # --class-weights 0.4,1.0: numbers, no location (blind round 61)
     if w & RESUME_WORDS or w & READ_WORDS or n.startswith(READ_PREFIXES) or \
             "name_or_path" in n.replace("-", "_") or n.replace("-", "_") == "ckpt_path":
         # Hugging Face's model to load; Lightning's ckpt_path (fit/test resume from it)
@@ -321,9 +323,15 @@ def names_place(flag: str) -> bool:
     """A flag naming where data is (`--model_load_path`, `--data-dir`), not what it is
     (`--src-lang`), or one to load from (`--resume`, `--init-from`)."""
     w = name_words(flag.lower().lstrip("-"))
-    if not w & _PLACE_WORDS and "weights" in w and w & _NUMBER_WEIGHTS:
+    if _number_weights(w):
         return False
     return bool(w & _PLACE_WORDS or w & RESUME_WORDS)
+
+
+def _number_weights(words: set[str]) -> bool:
+    """A name of weights that are numbers (``class_weights``, ``--sample-weights``), not a
+    model's, and no place (``--class-weights-path`` is one)."""
+    return "weights" in words and bool(words & _NUMBER_WEIGHTS) and not words & _PLACE_WORDS
 
 
 def names_model(flag: str) -> bool:

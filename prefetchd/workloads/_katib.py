@@ -81,8 +81,21 @@ def _trial_parameters(spec: Mapping[str, Any]
 
 
 def _feasible_list(param: Mapping[str, Any] | None) -> Any:
-    """A parameter's ``feasibleSpace.list`` (None when it has none)."""
-    return mapping((param or {}).get("feasibleSpace"), "feasibleSpace").get("list")
+    """A parameter's values when they are few and known: its ``feasibleSpace.list``, or an
+    ``int`` parameter's ``min`` to ``max`` by ``step`` (1 unless given) of at most
+    MAX_CANDIDATES values (blind job round 49: ``shards`` 4..16 step 4 picked one of four
+    dataset variants, none warmed). None otherwise."""
+    space = mapping((param or {}).get("feasibleSpace"), "feasibleSpace")
+    if space.get("list") is not None or (param or {}).get("parameterType") != "int":
+        return space.get("list")
+    try:
+        lo, hi = int(str(space.get("min"))), int(str(space.get("max")))
+        step = int(str(space.get("step") or 1))
+    except ValueError:
+        return None
+    if step <= 0 or hi < lo or (hi - lo) // step + 1 > MAX_CANDIDATES:
+        return None
+    return [str(v) for v in range(lo, hi + 1, step)]
 
 
 def _check_trial_parameters(spec: Mapping[str, Any], trial: Mapping[str, Any]) -> str | None:

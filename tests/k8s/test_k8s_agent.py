@@ -150,6 +150,29 @@ def test_a_suspended_workflow_warms_nothing_new_and_keeps_what_it_pinned(fake, r
     assert len(calls.items) == 4  # the splits stay pinned for the step still to come
 
 
+def test_a_workflow_being_stopped_warms_only_its_exit_handler(fake, running_agent):
+    """``argo stop`` (spec.shutdown: Stop) before the controller marks the nodes: the step
+    still to come is not warmed, the exit handler's data is (blind job round 51)."""
+    agent, calls = running_agent
+
+    def step(name: str, data: str) -> dict:
+        return {"name": name, "container": {"image": "busybox", "args": [f"--data={data}"]}}
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+          "metadata": {"name": "stop-x1", "namespace": "ml", "uid": "u-stop"},
+          "spec": {"entrypoint": "main", "onExit": "on-exit", "shutdown": "Stop", "templates": [
+              {"name": "main", "steps": [[{"name": "a", "template": "a"}],
+                                         [{"name": "b", "template": "b"}]]},
+              step("a", "s3://probe/a/"), step("b", "s3://probe/b/"),
+              step("on-exit", "s3://probe/exit/")]},
+          "status": {"phase": "Running", "nodes": {
+              "stop-x1-1": {"id": "stop-x1-1", "name": "stop-x1[0].a", "displayName": "a",
+                            "phase": "Running", "type": "Pod"}}}}
+    fake.create(wf)
+    assert calls.wait(1) == [("warm", "s3://probe/exit/")]
+    time.sleep(0.5)
+    assert len(calls.items) == 1  # (b will never start)
+
+
 def test_deleting_a_workflow_releases_its_datasets(fake, running_agent):
     agent, calls = running_agent
     wf = corpus_workflow(WF, namespace="ml")

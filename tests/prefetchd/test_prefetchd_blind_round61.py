@@ -1,6 +1,7 @@
 """Blind round 61 (ordinary pipelines; 5/6 exact on their first run): a step output handed to
 ``--class-weights`` (loss weights per class, numbers) was a run-time read of a location, as a
-model's ``--weights`` or ``--init-weights`` is."""
+model's ``--weights`` or ``--init-weights`` is; in a KFP component through the input's name
+(``weights``) and the flag's alike."""
 
 from __future__ import annotations
 
@@ -48,3 +49,7 @@ def test_weights_that_are_numbers_are_no_location() -> None:
         assert _reads(flag) == [("s3://eo/labels/", None),
                                 (None, "{{inputs.parameters.w}}")], flag
     assert not _uri.names_place("--class-weights") and _uri.names_place("--weights")
+    # (a KFP input named so, handed to --class-weights in the component's code: the corpus
+    # case kfp2_b61_sat_landcover)
+    assert _uri.name_direction("class_weights") is None
+    assert _uri.name_direction("weights") == "read"

@@ -297,6 +297,47 @@ def test_a_workflow_suspended_by_hand_has_nothing_to_warm(
     assert "s3://bkt/second-input/" in uris(plan) and plan.held is None
 
 
+SHUTDOWN = """\
+    apiVersion: argoproj.io/v1alpha1
+    kind: Workflow
+    metadata: {name: stop-probe-x1, namespace: default}
+    spec:
+      entrypoint: main
+      onExit: on-exit
+      shutdown: SHUTDOWN
+      templates:
+      - name: main
+        steps:
+        - - {name: a, template: a}
+        - - {name: b, template: b}
+      - {name: a, container: {image: busybox, args: [--data=s3://probe-bkt/a-input/]}}
+      - {name: b, container: {image: busybox, args: [--data=s3://probe-bkt/b-input/]}}
+      - {name: on-exit, container: {image: busybox, args: [--data=s3://probe-bkt/exit-input/]}}
+    status:
+      phase: Running
+      nodes:
+        stop-probe-x1: {id: stop-probe-x1, name: stop-probe-x1, displayName: stop-probe-x1,
+                        type: Steps, phase: Running, children: [stop-probe-x1-1]}
+        stop-probe-x1-1: {id: stop-probe-x1-1, name: "stop-probe-x1[0]", displayName: "[0]",
+                          type: StepGroup, phase: Running, children: [stop-probe-x1-2]}
+        stop-probe-x1-2: {id: stop-probe-x1-2, name: "stop-probe-x1[0].a", displayName: a,
+                          type: Pod, phase: Running}
+"""
+
+
+def test_a_workflow_being_stopped_or_terminated_warms_only_its_exit_handler_if_any() -> None:
+    """Blind job round 51: ``argo terminate`` / ``argo stop`` set ``spec.shutdown`` before the
+    controller marks the nodes; the steps still to come were warmed. Terminate runs nothing
+    more; Stop runs the exit handler."""
+    plan = plan_of(SHUTDOWN.replace("SHUTDOWN", "Terminate"))
+    assert plan.held.startswith("shutting down (spec.shutdown: Terminate)") and uris(plan) == []
+    plan = plan_of(SHUTDOWN.replace("SHUTDOWN", "Stop"))
+    assert plan.held.endswith("its exit handler still runs")
+    assert uris(plan) == ["s3://probe-bkt/exit-input/"]
+    plan = plan_of(SHUTDOWN.replace("      shutdown: SHUTDOWN\n", ""))
+    assert uris(plan) == ["s3://probe-bkt/b-input/", "s3://probe-bkt/exit-input/"]
+
+
 # ---- D4/D5: started steps' reads are not warmed --------------------------------------------
 
 def test_a_succeeded_step_is_not_warmed_for(tmp_path: Path,
