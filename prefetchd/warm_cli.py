@@ -185,6 +185,11 @@ def _endpoint(p: argparse.ArgumentParser) -> None:
                         "including AWS_ENDPOINT_URL)")
 
 
+class NothingToWarm(UsageError):
+    """Files that hold nothing to warm now (work held or done, claims no --pvc resolves):
+    bad input for ``warm --pipeline`` (exit 2), a file handled for ``run --watch-dir``."""
+
+
 def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """(s3 URIs to warm in plan order, locations we cannot warm)."""
     uris = list(args.uris or [])
@@ -214,8 +219,8 @@ def _targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
                 claims.append(f"{sid}: pvc {pipeline.describe_mount(m)} at {m.mount_path}; {hint}")
         skipped += claims
         if not uris and claims:
-            raise UsageError(f"warm: nothing to warm; {claims[0]}"
-                             + (f" (and {len(claims) - 1} more)" if len(claims) > 1 else ""))
+            raise NothingToWarm(f"warm: nothing to warm; {claims[0]}"
+                                + (f" (and {len(claims) - 1} more)" if len(claims) > 1 else ""))
     elif args.param or args.pvc:
         raise UsageError("--param/--pvc need --pipeline")
     if not uris and not args.pipeline:
@@ -262,9 +267,10 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
             for ref in g.datasets:
                 uri = resolve(ref)
                 maker = w.made_by_another(g.name, ref, uri)
-                if maker:
-                    skipped.append(f"{w.key} {g.name}: {uri} (written by {maker} as the job "
-                                   "runs)")
+                if maker:  # (once, by its location or, unresolved, by how it is written)
+                    skipped.append(f"{w.key} {g.name}: {uri or ref.describe()} (written by "
+                                   f"{maker} as the job runs)")
+                    continue
                 if uri is not None:
                     continue
                 if ref.direction != "read":
@@ -275,8 +281,8 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
                     why = "known at run time" if ref.pattern else "not S3"
                 skipped.append(f"{w.key} {g.name}: {ref.describe()} ({why})")
     if not out:
-        raise UsageError(f"warm: nothing to warm in {', '.join(args.pipeline)}"
-                         + (f"; {skipped[0]}" if skipped else ""))
+        raise NothingToWarm(f"warm: nothing to warm in {', '.join(args.pipeline)}"
+                            + (f"; {skipped[0]}" if skipped else ""))
     return out
 
 
@@ -542,6 +548,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     sum(r.transferred for r in res),
                     sum(len(r.failed) for r in res),
                 )
+            except NothingToWarm as e:  # (a held Job, say: handled, to be dropped again)
+                log.warning("%s", e if path in str(e) else f"{path}: {e}")
             except (pipeline.PipelineError, warm.WarmError, UsageError) as e:
                 log.error("%s", e if path in str(e) else f"{path}: {e}")
                 dest = failed_dir

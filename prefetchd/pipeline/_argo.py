@@ -1071,8 +1071,12 @@ class ArgoAnalyzer:
 
         if "{{" in manifest:  # (the controller fills the manifest's tags, then reads it)
             v = self.resolve(manifest, scope)
+            text = v.single if v is not None and v.single else \
+                ARGO_RE.sub(lambda ph: self._known_part(ph.group(0), scope), manifest)
+            # (a tag only the run fills, a name's -{{workflow.uid}}, stays as written: what
+            # the parameters name is known all the same; blind round 63 lost every read)
             try:
-                filled = yaml.safe_load(v.single) if v is not None and v.single else None
+                filled = yaml.safe_load(text)
             except yaml.YAMLError:
                 filled = None
             obj = filled if isinstance(filled, dict) else obj

@@ -301,13 +301,16 @@ _PLACE_WORDS = frozenset({"path", "dir", "uri", "url", "root", "prefix", "locati
 def _write_prefixed(name: str) -> bool:
     """A name starting with a verb of rule 2 (``--outdir``, ``--upload-to``, ``--save_path``),
     but not a noun that only begins like one: ``--uploads`` / ``--uploaded`` (what was
-    uploaded: an input), ``--outliers``, ``--outcomes`` (``out`` counts alone, as ``output...``
-    or before a place: ``outdir``, ``outpath``)."""
+    uploaded: an input), ``--saved-model`` (a SavedModel: blind round 63), ``--outliers``,
+    ``--outcomes`` (``out`` counts alone, as ``output...`` or before a place: ``outdir``,
+    ``outpath``)."""
     if not name.startswith(WRITE_PREFIXES):
         return False
     first = re.split(r"[^a-z0-9]+", name, maxsplit=1)[0]
     if first.startswith("upload"):
         return first[len("upload"):] not in ("s", "ed")
+    if first == "saved":  # --saved-model: a SavedModel, as often read (tf2onnx) as written
+        return False
     if first.startswith("out"):
         rest = first[3:]
         return not rest or rest.startswith("put") or rest in _PLACE_WORDS

@@ -446,7 +446,15 @@ def at_each_value(group: PodGroup, marks: Mapping[str, list[str]], most: int) ->
         and _uri.location_under(e.uri, r.uri) for e in expanded))]
     # (one word may give two run-time refs, `data.train=s3://.../seq${...}/` and its URI:
     # the same locations once)
-    return replace(group, datasets=tuple(dict.fromkeys(out)))
+    writes: list[str] = []
+    for w in group.writes:  # what each pod writes at its own index (template_writes)
+        present = [m for m in marks if m in w]
+        texts = [w]
+        for m in present:
+            texts = [t.replace(m, v) for t in texts for v in marks[m]]
+        writes += texts if len(texts) <= most else [w]
+    return replace(group, datasets=tuple(dict.fromkeys(out)),
+                   writes=tuple(dict.fromkeys(writes)))
 
 
 def _at_each(ref: DatasetRef, present: list[str], marks: Mapping[str, list[str]], most: int
@@ -547,6 +555,13 @@ def template_writes(words: Sequence[tuple[Mapping[str, Any], list[Word]]]) -> li
         for uri, _origin, direction in settled(words_of):
             if direction == "write" and uri not in out and len(out) < MAX_REFS:
                 out.append(uri)
+        # one a pod's own value builds (--output=s3://b/shard=$(JOB_COMPLETION_INDEX)/): its
+        # pattern, which at_each_value turns into each index's (blind job round 52: a later
+        # job's read of shard=0/ was warmed before the first wrote it)
+        for text, _origin, direction in words_of:
+            if direction == "write" and "$" in text and (m := _LOCATION.search(text)) and \
+                    PLACEHOLDER in m.group(0) and m.group(0) not in out and len(out) < MAX_REFS:
+                out.append(m.group(0))
     return out
 
 

@@ -240,6 +240,12 @@ spec:
       - {{name: c, image: x, args: ['--data', 's3://{bucket}/j/']}}
 """)
     (wd / "junk.yaml").write_text("kind: [\n")
+    # a Job suspended by hand holds nothing to warm now: handled, not a failure (blind job
+    # round 52: it went to .failed/)
+    (wd / "held.yaml").write_text((wd / "job.yaml").read_text().replace(
+        "metadata: {name: j, namespace: ml}\nspec:\n",
+        "metadata: {name: h, namespace: ml}\nspec:\n  suspend: true\n"))
+    assert "suspend: true" in (wd / "held.yaml").read_text()
     cache_dir = str(tmp_path / "cache")
     capsys.readouterr()
     # a training job's manifest is warmed as warm --pipeline warms it; a bad file fails the
@@ -247,7 +253,7 @@ spec:
     assert cli.main(["run", "--watch-dir", str(wd), "--cache-dir", cache_dir, "--once"]) == 1
     assert "1 of the files failed" in capsys.readouterr().err
     assert (wd / ".done" / "p1.yaml").exists() and (wd / ".done" / "job.yaml").exists()
-    assert (wd / ".failed" / "junk.yaml").exists()
+    assert (wd / ".failed" / "junk.yaml").exists() and (wd / ".done" / "held.yaml").exists()
     cache = fusecache.NodeCache.open(cache_dir)
     try:
         assert sorted(o.key for o in cache.iter_objects()) == ["d/x.bin", "j/y.bin"]

@@ -120,3 +120,27 @@ def test_plan_refuses_a_configmap_over_a_mebibyte(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "more than the 1048576 (1 MiB)" in r.stderr, r.stderr
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_what_each_index_writes_is_not_warmed_for_a_later_job() -> None:
+    """Blind job round 52: an Indexed Job's per-index output (``shard=$(JOB_COMPLETION_INDEX)``)
+    was no write, so a later replicated job's read of ``shard=0/`` was warmed before it
+    existed."""
+    def rj(name: str, args: list[str], **job: Any) -> dict[str, Any]:
+        return {"name": name, "replicas": 1, "template": {"spec": {**job, "template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": name, "image": "busybox",
+                                                       "args": args}]}}}}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "prep-then-train", "namespace": "recsys"},
+              "spec": {"replicatedJobs": [
+                  rj("prep", ["--input=s3://raw/day/shard=$(JOB_COMPLETION_INDEX)/",
+                              "--output=s3://feat/v5/shard=$(JOB_COMPLETION_INDEX)/"],
+                     completionMode="Indexed", completions=2, parallelism=2),
+                  {**rj("train", ["--train-data=s3://feat/v5/shard=0/",
+                                  "--vocab=s3://feat/vocab.txt"]),
+                   "dependsOn": [{"name": "prep", "status": "Complete"}]}]}}
+    work = workloads.read(jobset)
+    assert [t.dataset for t in work.targets()] == ["s3://raw/day/shard=0/", "s3://raw/day/shard=1/",
+                                                    "s3://feat/vocab.txt"]
+    [prep] = [g for g in work.groups if g.name == "prep"]
+    assert set(prep.writes) == {"s3://feat/v5/shard=0/", "s3://feat/v5/shard=1/"}
