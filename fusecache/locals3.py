@@ -279,6 +279,9 @@ def serve(data_dir: Path | None = None, port: int | None = None,
                 try:
                     c.create_bucket(Bucket=b)
                 except Exception as e:  # noqa: BLE001 - name the bucket, keep serving
+                    code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+                    if code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+                        continue  # kept in --data-dir from a run before: there, as asked
                     print(f"fusecache: warning: bucket {b!r} not created: "
                           f"{' '.join(str(e).split())}", file=sys.stderr)
         env = s3.env()

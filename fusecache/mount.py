@@ -519,7 +519,11 @@ def unmount(path: Path, lazy: bool = False) -> None:
     cmd = ["fusermount3", "-u"] + (["-z"] if lazy else []) + [str(path)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        raise errors.ConfigError(f"unmount of {path} failed: {r.stderr.strip()}")
+        busy = "busy" in r.stderr.lower() and not lazy
+        raise errors.ConfigError(
+            f"unmount of {path} failed: {r.stderr.strip()}"
+            + ("; files are open on it: close them, or fusecache umount --lazy (it goes "
+               "once the last one is closed)" if busy else ""))
 
 
 def setup_logging(level: str, log_file: Path | None) -> None:
