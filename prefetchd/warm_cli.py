@@ -398,8 +398,6 @@ def _report(
         for r in results:
             print(f"{r.uri}: {r.objects} objects, {r.bytes} bytes (dry run: listed only, "
                   "nothing fetched or pinned)")
-        for u in unpinned:
-            print(f"not warmed: {u}")
     else:
         for r in results:
             why = "interrupted" if r.interrupted else "cache full of pinned data"
@@ -415,6 +413,7 @@ def _report(
                 + (f"; {r.others_bytes} bytes are other group members' share"
                    if r.others_bytes else "")
             )
+    if not as_json:
         for u in unpinned:
             print(f"not warmed: {u}")
     full = [r for r in results if r.skipped and not r.interrupted]

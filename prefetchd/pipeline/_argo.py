@@ -1071,10 +1071,9 @@ class ArgoAnalyzer:
 
         if "{{" in manifest:  # (the controller fills the manifest's tags, then reads it)
             v = self.resolve(manifest, scope)
-            text = v.single if v is not None and v.single else \
-                ARGO_RE.sub(lambda ph: self._known_part(ph.group(0), scope), manifest)
-            # (a tag only the run fills, a name's -{{workflow.uid}}, stays as written: what
-            # the parameters name is known all the same; blind round 63 lost every read)
+            # (a tag only the run fills, a name's -{{workflow.uid}}, stays as written: blind
+            # round 63 lost every read)
+            text = v.single if v is not None and v.single else self._known_parts(manifest, scope)
             try:
                 filled = yaml.safe_load(text)
             except yaml.YAMLError:
@@ -1258,10 +1257,15 @@ class ArgoAnalyzer:
             return [pm]
         return [replace(pm, sub_path=x) for x in dict.fromkeys(v.values)]
 
-    def _known_part(self, placeholder: str, scope: Scope) -> str:
-        """*placeholder*'s one value when it is known before the run, else itself."""
-        v = self.resolve(placeholder, scope)
-        return v.single if v is not None and v.single is not None else placeholder
+    def _known_parts(self, text: str, scope: Scope) -> str:
+        """*text* with each tag whose one value is known before the run filled in and the
+        others as written (``train-{{workflow.uid}}``): what the parts known now name is known
+        all the same."""
+        def known(tag: re.Match[str]) -> str:
+            v = self.resolve(tag.group(0), scope)
+            return v.single if v is not None and v.single is not None else tag.group(0)
+
+        return ARGO_RE.sub(known, text)
 
     def _pvc_mount(self, m: dict[str, Any], tvols: dict[str, Any], scope: Scope) -> PvcMount | None:
         vname = m.get("name")
@@ -1274,7 +1278,7 @@ class ArgoAnalyzer:
         if sub_v is not None and sub_v.values is None and isinstance(sub, str):
             # a part only the run knows (another step's list item): the parts known now
             # in place, so the folder before it is named (blind round 51)
-            sub_path = ARGO_RE.sub(lambda ph: self._known_part(ph.group(0), scope), sub)
+            sub_path = self._known_parts(sub, scope)
         ro = bool(m.get("readOnly", False))
         vol = tvols.get(vname) or self.volumes.get(vname)
         if vol is not None:

@@ -211,9 +211,9 @@ def check_configmap(d: dict[str, Any], source: str) -> None:
             raise PipelineError(f"{where}[{key}]: expected a string, got "
                                 f"{type(value).__name__} (quote it, or use a block scalar)")
         size += len(str(key).encode()) + len(value.encode())
-    for key, value in (d.get("binaryData") or {}).items() \
-            if isinstance(d.get("binaryData"), dict) else ():
-        size += len(str(key).encode()) + len(str(value)) * 3 // 4
+    binary = d.get("binaryData")
+    for key, value in (binary.items() if isinstance(binary, dict) else ()):
+        size += len(str(key).encode()) + len(str(value)) * 3 // 4  # (base64: 3 bytes in 4)
     if size > CONFIGMAP_MAX_BYTES:  # (blind job round 50: 1.07 MiB was planned)
         raise PipelineError(f"{where}: {size} bytes, more than the {CONFIGMAP_MAX_BYTES} "
                             "(1 MiB) the API server takes in a ConfigMap")

@@ -361,8 +361,9 @@ class Plan:
         A dataset read by several steps appears once, at the earliest stage that reads it;
         one the run writes before it is read (``written_by``) is none until its writer has
         succeeded (``there_yet``). From a live Workflow:
-        none once it is finished or while it is suspended (``held``), and only what steps
-        not started yet read (the node agent's choice too).
+        none once it is finished or while it is held (suspended, shutting down: ``held``; a
+        Stop's exit handler still runs), and only what steps not started yet read (the node
+        agent's choice too).
         """
         if self.finished or self.held and not self.exit_still_runs:
             return []

@@ -465,7 +465,6 @@ _WRITES_PATH = frozenset({"rm", "rmdir"})
 # (one not among the files, or without that key) or a Secret (whose data is never read)
 _POD_SOURCES = (("configMapKeyRef", "configMapRef", "configmap"),
                 ("secretKeyRef", "secretRef", "secret"))
-_KUBE_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $(VAR), not $$(VAR)
 # what a script reads from its env (``$X``, ``${X}``), sets itself (``X=``, ``export X=``,
 # ``for X in``, ``read X``), and a Python program's ``os.environ["X"]`` / ``os.getenv("X")``
 _SHELL_REF = re.compile(r"(?<!\$)\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[}:%#/-]|([A-Za-z_][A-Za-z0-9_]*))")
@@ -512,7 +511,7 @@ def pod_env(container: dict[str, Any],
     defined = {e.get("name") for e in env}
     raw = [a for a in [*(container.get("command") or []), *(container.get("args") or [])]
            if isinstance(a, str)]
-    named = [n for a in raw for n in _KUBE_REF.findall(a) if n not in defined and n not in out]
+    named = [n for a in raw for n in _uri.KUBE_REF.findall(a) if n not in defined and n not in out]
     if container.get("envFrom"):
         # and what its script or program reads from its env that nothing in it sets
         # (aws s3 cp "$QC_THRESHOLDS_URI" ..., os.environ["X"]: blind round 59)
@@ -643,7 +642,7 @@ def env_expansion(container: dict[str, Any], raw: list[str], env: list[tuple[str
                             **{e["name"]: e["value"] for e in shown}})
     argv = _uri.kube_expand(raw, shown)
     if pod:
-        argv = [_KUBE_REF.sub(lambda m: "${" + m.group(1) + "}" if m.group(1) in pod
+        argv = [_uri.KUBE_REF.sub(lambda m: "${" + m.group(1) + "}" if m.group(1) in pod
                               else m.group(0), a) if any(c in a for c in " \n\t") else a
                 for a in argv]
     return argv, shell or None, spelled

@@ -12,9 +12,10 @@ sub-templates are told apart); in a loop it is the loop's group node (a DAG task
 steps loop's StepGroup), started as a whole only once it is done, since the items not started
 yet still want their data. A plan that does not know the names (KFP v2 from its IR) is matched
 by display name (:func:`node_phases`). ``status.phase`` -> ``Plan.phase``; ``spec.suspend``
--> ``Plan.held`` (:func:`held_by_hand`).
+and ``spec.shutdown`` -> ``Plan.held``, ``Plan.exit_still_runs`` (:func:`_hold`).
 :meth:`prefetchd.pipeline.Plan.datasets` then leaves out what started steps read, and
-everything once the workflow is done or while it is suspended. Pure: no I/O.
+everything once the workflow is done, or while it is held (but a Stop's exit handler). Pure:
+no I/O.
 """
 
 from __future__ import annotations
@@ -30,29 +31,31 @@ FINISHED_PHASES = ("Succeeded", "Failed", "Error", "Skipped", "Omitted")
 DONE_WORKFLOW_PHASES = ("Succeeded", "Failed", "Error")
 
 
-def held_by_hand(obj: Mapping[str, Any]) -> str | None:
+def _hold(obj: Mapping[str, Any]) -> tuple[str | None, bool]:
     """Why nothing new of *obj* starts, when someone suspended it (``spec.suspend``: ``argo
     suspend`` on a Workflow, a CronWorkflow that makes no runs) or shuts it down
-    (``spec.shutdown``: ``argo stop``, whose exit handler still runs, or ``argo terminate``);
-    else None. A suspended
+    (``spec.shutdown``: ``argo terminate``, or ``argo stop``, whose exit handler still runs),
+    and whether its exit handler still runs; (None, False) when nothing holds it. A suspended
     Workflow's running pods go on (unlike a suspended Job's), so what they read stays warm;
     only the steps still to come wait, for a resume nobody can foresee."""
     spec = obj.get("spec")
     if not isinstance(spec, Mapping):
-        return None
+        return None, False
     shutdown = spec.get("shutdown")
     if obj.get("kind") == "Workflow" and shutdown in ("Stop", "Terminate"):
         # (argo stop / terminate: set before the controller marks the nodes; blind job
         # round 51 warmed steps that would never start)
+        stop = shutdown == "Stop"
         return (f"shutting down (spec.shutdown: {shutdown}): no step starts"
-                + ("; its exit handler still runs" if shutdown == "Stop" else ""))
+                + ("; its exit handler still runs" if stop else "")), stop
     if spec.get("suspend") is not True:
-        return None
+        return None, False
     if obj.get("kind") == "CronWorkflow":
-        return "suspended (spec.suspend): the CronWorkflow starts no run until it is resumed"
+        return "suspended (spec.suspend): the CronWorkflow starts no run until it is resumed", \
+            False
     if obj.get("kind") == "Workflow":
-        return "suspended (spec.suspend): no step starts until the workflow is resumed"
-    return None
+        return "suspended (spec.suspend): no step starts until the workflow is resumed", False
+    return None, False
 
 
 def status_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -81,9 +84,7 @@ def apply(plan: Any, obj: Mapping[str, Any]) -> None:
     """Mark *plan* (a :class:`prefetchd.pipeline.Plan` of *obj*) with what *obj*'s status says:
     the workflow's phase, each step's and each suspend step's. No status: the plan is left as it
     is (a definition's plan does not change)."""
-    plan.held = held_by_hand(obj)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    plan.exit_still_runs = bool(plan.held) and spec.get("shutdown") == "Stop"
+    plan.held, plan.exit_still_runs = _hold(obj)
     status = status_of(obj)
     if status is None:
         return

@@ -432,6 +432,9 @@ def with_s3_endpoints(argv: list[str], endpoints: list[tuple[str, str]]) -> list
 
 
 _KUBE_VAR = re.compile(r"\$(\$)?\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+# a container's $(VAR) reference, not the escaped $$(VAR): the name (the pipeline's pod-only
+# vars, _scan; a training job's vars no env entry sets, workloads/_podspec)
+KUBE_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 _REFERENCE = re.compile(r"\$[({]?([A-Za-z_][A-Za-z0-9_]*)")

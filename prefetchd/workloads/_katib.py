@@ -291,8 +291,8 @@ def _trials_to_come(obj: Mapping[str, Any], most: int) -> int:
     """Trials the Experiment controller will still make: ``maxTrialCount`` less those made
     (``status.trials``: it makes new ones while made < maxTrialCount; blind job round 49: an
     Experiment with all its trials made warmed the template for more)."""
-    made = (obj.get("status") or {}).get("trials") if isinstance(obj.get("status"),
-                                                                 Mapping) else None
+    status = obj.get("status")
+    made = status.get("trials") if isinstance(status, Mapping) else None
     return most - made if isinstance(made, int) and made >= 0 else most
 
 

@@ -293,7 +293,6 @@ def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
                 mapping(m, f"{at}.volumeMounts[]")
 
 
-_KUBE_REF = re.compile(r"(?<!\$)\$\(([A-Za-z_][A-Za-z0-9_]*)\)")  # $(VAR), not $$(VAR)
 # env vars the job controllers and operators add to their pods (not in the template)
 _CONTROLLER_VARS = ("JOB_COMPLETION_INDEX", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
                     "TF_CONFIG", "PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK",
@@ -312,7 +311,7 @@ def _unset_references(spec: Mapping[str, Any]) -> list[str]:
             continue
         set_here = {e.get("name") for e in c.get("env") or [] if isinstance(e, Mapping)}
         words = [w for k in ("command", "args") for w in c.get(k) or [] if isinstance(w, str)]
-        unset = sorted({n for w in words for n in _KUBE_REF.findall(w)} - set_here
+        unset = sorted({n for w in words for n in _uri.KUBE_REF.findall(w)} - set_here
                        - set(_CONTROLLER_VARS))
         if unset:
             out.append(f"container {c.get('name')}: $({unset[0]}) is set by no env var of it: "

@@ -117,7 +117,6 @@ def _with_cluster_configs(program: dict[str, Any], cluster: Mapping[str, Any],
     return dict(made["containers"][0]) if made is not pod else program
 
 
-
 def _start_params(group: Mapping[str, Any], at: str) -> Mapping[str, Any]:
     """A group's ``rayStartParams``: strings, as the CRD has them (``num-cpus: 0`` unquoted
     is refused by the API server; blind job round 50)."""
@@ -127,6 +126,7 @@ def _start_params(group: Mapping[str, Any], at: str) -> Mapping[str, Any]:
             raise WorkloadError(f"{at}.rayStartParams.{key}: {value!r} is not a string (quote "
                                 f"it: \"{value}\"; the API server refuses it)")
     return params
+
 
 def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
