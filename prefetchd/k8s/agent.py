@@ -38,8 +38,9 @@ before that would not be warmed here until the next workflow or node event.
   ``prefetchd plan`` of the same object agrees): started steps are not warmed for; a read of
   what an earlier step writes (``Read.written_by``) only once that step succeeded;
   datasets whose every reading step has finished are released (eviction follows the DAG).
-  A workflow suspended by hand (``spec.suspend``: ``Plan.held``) warms nothing new, and
-  what it has pinned stays until its steps finish (its running pods go on reading).
+  A workflow suspended by hand or shutting down (``spec.suspend``, ``spec.shutdown``:
+  ``Plan.held``) warms nothing new but a Stop's exit handler's data, and what it has pinned
+  stays until its steps finish (its running pods go on reading).
   Remaining datasets are warmed earliest stage first, on this node only if
   :func:`prefetchd.k8s.placement.should_warm` says so for the requirements of the earliest
   pending step reading it (:func:`step_requirements`: the step's own nodeSelector,
@@ -321,7 +322,8 @@ class Agent:
                             (step.stage, step.id, step.started, step.finished, step))
         waiting: dict[str, _Pending] = {}
         pinned: dict[str, placement.PodRequirements] = {}  # step id -> its requirements
-        # suspended or shutting down: what is pinned stays, no more (but a Stop's exit handler)
+        # suspended or shutting down: what is pinned stays, and no step starts but a Stop's
+        # exit handler, which alone then decides where its data goes
         held = any(plan.held for plan in plans)
         exit_runs = all(plan.exit_still_runs for plan in plans if plan.held)
         for dataset, steps in readers.items():
@@ -330,10 +332,8 @@ class Agent:
                     requested.discard(dataset)
                     self.release(dataset, source)
                 continue
-            if held and not (exit_runs and any(step.exit_handler for *_, step in steps)):
-                continue
             pending = sorted((stage, sid, step) for stage, sid, started, _, step in steps
-                             if not started)
+                             if not started and (not held or exit_runs and step.exit_handler))
             if not pending or dataset in requested:
                 continue
             stage, sid, step = pending[0]  # the earliest step still to come decides

@@ -173,6 +173,30 @@ def test_a_workflow_being_stopped_warms_only_its_exit_handler(fake, running_agen
     assert len(calls.items) == 1  # (b will never start)
 
 
+def test_a_stopped_workflows_exit_handler_data_is_placed_for_the_exit_handler(
+        fake, running_agent):
+    """Data the exit handler and a step that will never start both read is placed by the
+    exit handler's constraints: it was placed by the step's (the earliest still to come),
+    here a node selector no node has, so it was warmed nowhere."""
+    agent, calls = running_agent
+
+    def step(name: str, **more: object) -> dict:
+        return {"name": name, **more,
+                "container": {"image": "busybox", "args": ["--data=s3://probe/shared/"]}}
+    wf = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+          "metadata": {"name": "stop-x2", "namespace": "ml", "uid": "u-stop2"},
+          "spec": {"entrypoint": "main", "onExit": "on-exit", "shutdown": "Stop", "templates": [
+              {"name": "main", "steps": [[{"name": "a", "template": "a"}],
+                                         [{"name": "b", "template": "b"}]]},
+              {"name": "a", "container": {"image": "busybox", "args": ["--x=s3://probe/a/"]}},
+              step("b", nodeSelector={"pool": "no-such-pool"}), step("on-exit")]},
+          "status": {"phase": "Running", "nodes": {
+              "stop-x2-1": {"id": "stop-x2-1", "name": "stop-x2[0].a", "displayName": "a",
+                            "phase": "Running", "type": "Pod"}}}}
+    fake.create(wf)
+    assert calls.wait(1) == [("warm", "s3://probe/shared/")]
+
+
 def test_deleting_a_workflow_releases_its_datasets(fake, running_agent):
     agent, calls = running_agent
     wf = corpus_workflow(WF, namespace="ml")
