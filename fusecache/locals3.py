@@ -15,6 +15,7 @@ a timeout so a failed test never leaves a server behind.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import os
@@ -203,7 +204,9 @@ class LocalS3:
                 urllib.request.urlopen(self.endpoint_url, timeout=2).close()
             except urllib.error.HTTPError:
                 pass  # 403 from an unauthenticated request: the server is up
-            except OSError as e:
+            except (OSError, http.client.HTTPException) as e:
+                # (no answer yet; or no HTTP: another process holds the port, and weed will
+                # exit saying so: a new start on new ports, below)
                 last = e
                 time.sleep(0.3)
                 continue

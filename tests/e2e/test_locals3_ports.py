@@ -40,3 +40,53 @@ def test_a_port_taken_after_it_was_picked_means_a_new_start(
     finally:
         s3.cleanup()
         squatter.close()
+
+
+@pytest.mark.s3
+def test_a_taken_s3_port_that_answers_something_else_means_a_new_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What CI saw once (2026-12-07): the S3 port taken by another process that answered the
+    readiness probe with no HTTP (an echo of the request line): the probe raised
+    BadStatusLine and the start failed, where a port taken is a new start."""
+    import threading
+
+    real = locals3._free_ports
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    stop = threading.Event()
+
+    def echo() -> None:
+        squatter.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = squatter.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(conn.recv(4096).split(b"\r\n", 1)[0] + b"\r\n")
+    t = threading.Thread(target=echo, daemon=True)
+    t.start()
+    calls = []
+
+    def s3_port_taken(n: int) -> list[int]:
+        ports = real(n)
+        calls.append(ports)
+        if len(calls) == 1:
+            ports[3] = taken  # the S3 port
+        return ports
+
+    monkeypatch.setattr(locals3, "_free_ports", s3_port_taken)
+    s3 = locals3.LocalS3(data_dir=tmp_path / "s3")
+    try:
+        s3.start()
+        assert len(calls) == 2
+        c = s3.client()
+        c.create_bucket(Bucket="ports")
+        assert c.list_objects_v2(Bucket="ports")["KeyCount"] == 0
+    finally:
+        s3.cleanup()
+        stop.set()
+        t.join(5)
+        squatter.close()
