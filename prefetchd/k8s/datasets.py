@@ -322,15 +322,24 @@ def spec_pins(view: ClusterView, namespace: str, spec: Mapping[str, Any]
     return volume_pins(view, namespace, spec_claims(spec))
 
 
-def binding_problem(pvc: Mapping[str, Any] | None, pv: Mapping[str, Any] | None) -> str | None:
-    """Why a claim that names its PV (``spec.volumeName``) will never bind to it, as the PV
-    controller checks it: access modes the PV lacks, or less capacity than asked; None when
-    it binds (or is Bound already: the controller decided). Blind job round 50: a
-    ReadWriteMany claim on a ReadOnlyMany PV was planned as bound."""
-    if pvc is None or pv is None or (pvc.get("status") or {}).get("phase") == "Bound":
+def binding_problem(pvc: Mapping[str, Any] | None, pv: Mapping[str, Any] | None,
+                    namespace: str) -> str | None:
+    """Why a claim in ``namespace`` that names its PV (``spec.volumeName``) will not bind to
+    it, as the PV controller checks it: the PV bound to another claim (its ``claimRef``),
+    access modes the PV lacks, or less capacity than asked; None when it binds (or is Bound
+    already: the controller decided). Blind job round 50: a ReadWriteMany claim on a
+    ReadOnlyMany PV was planned as bound."""
+    if pvc is None or pv is None:
         return None
     spec, pv_spec = pvc.get("spec") or {}, pv.get("spec") or {}
     name = (pv.get("metadata") or {}).get("name")
+    ref = pv_spec.get("claimRef") or {}
+    claim = (pvc.get("metadata") or {}).get("name")
+    if ref and (ref.get("name"), ref.get("namespace") or namespace) != (claim, namespace):
+        return (f"PV {name} is bound to claim {ref.get('namespace') or namespace}/"
+                f"{ref.get('name')}, not this one")
+    if (pvc.get("status") or {}).get("phase") == "Bound":
+        return None
     lacking = sorted(set(spec.get("accessModes") or []) - set(pv_spec.get("accessModes") or []))
     if lacking and pv_spec.get("accessModes"):  # (a PV that states none: not judged here)
         return (f"it asks {', '.join(lacking)}, which PV {name} does not offer "
@@ -358,11 +367,8 @@ def claim_dataset(view: ClusterView, namespace: str, claim: str,
     if not pv_name:
         return None
     pv = view.pv(pv_name)
-    ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
-    if ref and (ref.get("name"), ref.get("namespace") or namespace) != (claim, namespace):
-        return None  # the PV is bound to another claim: ours is not really bound yet
-    if binding_problem(pvc, pv) is not None:
-        return None  # it never binds: no pod using it starts
+    if binding_problem(pvc, pv, namespace) is not None:
+        return None  # it does not bind (another claim's PV, modes, size): no pod using it starts
     return csi_dataset(((pv or {}).get("spec") or {}).get("csi"), driver, claim=claim,
                        pv=pv_name)
 

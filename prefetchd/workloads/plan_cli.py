@@ -254,14 +254,9 @@ def unresolved_claim(ref: DatasetRef, namespace: str, view: FileClusterView) -> 
     pvc = view.pvc(namespace, claim)
     pv_name = ((pvc or {}).get("spec") or {}).get("volumeName")
     pv = view.pv(pv_name) if pv_name else None
-    ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
-    if pv is not None and ref and (ref.get("name"), ref.get("namespace") or namespace) != (
-            claim, namespace):
-        return (f"PV {pv_name} is bound to claim {ref.get('namespace') or namespace}/"
-                f"{ref.get('name')}, not this one: unresolved: --pvc {claim}=s3://BUCKET/PREFIX")
-    if (problem := k8s_datasets.binding_problem(pvc, pv)) is not None:
-        return (f"names PV {pv_name} but never binds to it: {problem}; no pod using it starts, "
-                "nothing to warm")
+    if (problem := k8s_datasets.binding_problem(pvc, pv, namespace)) is not None:
+        return (f"names PV {pv_name} but does not bind to it: {problem}; no pod using it "
+                "starts, nothing to warm")
     if pv is not None:
         spec = pv.get("spec") or {}
         kind = (spec.get("csi") or {}).get("driver") or next(
