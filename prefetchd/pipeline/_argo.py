@@ -1003,18 +1003,16 @@ class ArgoAnalyzer:
                         ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """The volume mounts (of every container) and volumes a ``podSpecPatch`` adds, the
         workflow's and then the template's, as the controller merges them into the pod (blind
-        round 59: a claim mounted only through one was not listed). A patch whose tags only
-        the run fills, or that is no YAML map, adds nothing."""
+        round 59: a claim mounted only through one was not listed). Tags known before the run
+        are filled in and the others kept as written (a ``{{workflow.uid}}`` in an env value
+        does not hide the claim beside it); a patch that is no YAML map adds nothing."""
         mounts: list[dict[str, Any]] = []
         vols: dict[str, Any] = {}
         for raw in (self.spec.get("podSpecPatch"), tmpl.get("podSpecPatch")):
             if not isinstance(raw, str) or not raw.strip():
                 continue
             if "{{" in raw:
-                v = self.resolve(raw, scope)
-                raw = v.single if v is not None and v.single is not None else None
-                if raw is None:
-                    continue
+                raw = self._known_parts(raw, scope)
             try:
                 patch = yaml.safe_load(raw)
             except yaml.YAMLError:

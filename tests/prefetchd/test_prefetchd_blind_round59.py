@@ -86,6 +86,21 @@ def test_a_claim_mounted_through_pod_spec_patch_is_listed() -> None:
                                                                 "/replay", True)
 
 
+def test_a_pod_spec_patch_with_a_tag_only_the_run_fills_still_adds_its_claim() -> None:
+    """The workflow's uid in the patch's env is the run's; the claim beside it, a parameter
+    with a default, is known now (the whole patch was skipped)."""
+    step = {"name": "main", "inputs": {"parameters": [{"name": "claim", "value": "ref-data"}]},
+            "podSpecPatch": (
+                "containers:\n- name: main\n  env:\n  - {name: RUN, value: '{{workflow.uid}}'}\n"
+                "  volumeMounts:\n  - {name: ref, mountPath: /ref, readOnly: true}\n"
+                "volumes:\n- name: ref\n  persistentVolumeClaim:\n"
+                "    claimName: '{{inputs.parameters.claim}}'\n"),
+            "container": {"image": "busybox:1.36", "command": ["sh", "-c"],
+                          "args": ["md5sum /ref/genome/hg38.fa"]}}
+    [mount] = _argo(step).steps[0].pvc_mounts
+    assert (mount.claim, mount.mount_path, mount.read_only) == ("ref-data", "/ref", True)
+
+
 KFP_CM_ENV = """\
 components:
   comp-sync-env:
