@@ -50,6 +50,12 @@ EXPAND_ONLY = "x-prefetchd-expand-only"
 # a container's mark (on copies made for reading): [[path, text], ...] of the files of
 # ConfigMap volumes it names (``--config /etc/train/config.yaml``), read with its words
 CONFIG_FILES = "x-prefetchd-config-files"
+# a container's mark (on copies made for reading): the ConfigMaps its ``envFrom`` names that
+# were found (their keys are its env entries now: a key they lack is set by none)
+GIVEN_CONFIGMAPS = "x-prefetchd-given-configmaps"
+# an env entry's mark (on copies made for reading): the ConfigMap its configMapKeyRef names,
+# found without that key (and not optional): the kubelet does not start the container
+ABSENT_KEY = "x-prefetchd-absent-key"
 DRIVER_NAME = "csi.fusecache.io"  # csi/__init__.py DRIVER_NAME; not imported: no grpc needed here
 POD_CLAIM = "<pod>-"  # the claim of a pod's ephemeral volume, "<pod name>-<volume>"
 MAX_DATASETS = 16  # per pod: bounds webhook work and the size of the affinity it adds

@@ -693,6 +693,18 @@ class _Flow(ast.NodeVisitor):
             if f.attr in ("lstrip", "strip") and isinstance(out[0], str):
                 out[0] = out[0].lstrip("/")
             return tuple(p for p in out if p != "")
+        if _call_name(node) == "urljoin" and len(node.args) == 2 and not node.keywords:
+            # urljoin(base, key) of an S3 endpoint's address (blind round 64): the base up
+            # to its last "/" (an input's value when the run starts: _pieces.url_base), then
+            # a relative key; a key from "/" or a whole URL replaces more: not followed
+            rel = self.pieces(node.args[1], depth + 1)
+            if not rel or isinstance(rel[0], str) and (rel[0].startswith("/") or ":" in rel[0]):
+                return None
+            if (p := self._param(node.args[0])) is not None:
+                return (_pieces.formatted(p, {"urlbase": True}), *rel)
+            text = _literal(self.pieces(node.args[0], depth + 1))
+            base = _pieces.url_base(text) if text is not None else None
+            return (base, *rel) if base is not None else None
         if isinstance(f, ast.Attribute) and f.attr == "join" and ast.unparse(f.value) in (
                 "os.path", "posixpath") and not node.keywords:
             for i, a in enumerate(node.args):
@@ -1541,6 +1553,8 @@ class _Flow(ast.NodeVisitor):
             if target is not None:  # (read and written: unknown, never warmed)
                 self.mark(target, "read")
                 self.mark(target, "write")
+        if name == "urljoin" and args:  # urljoin("https://b.s3.../v4/old.npy", key): a base
+            self._part_of_one(args[0])
         if name == "join" and ast.unparse(f).endswith("path.join") and len(args) > 1:
             # os.path.join("s3://mill-qc", "m1", "x.csv"): its first parts only start one
             for a in args[:-1]:
@@ -2266,7 +2280,7 @@ def program_paths(code: str) -> list[tuple[str, str]]:
 _PATH_TYPES = frozenset({"Path", "PurePosixPath", "UPath", "S3Path", "CloudPath", "AnyPath"})
 _SQL_TO = re.compile(r"\bTO\s*['\"]?$", re.IGNORECASE)  # COPY (...) TO 's3://...'
 _FS_CLASSES = {"S3FileSystem": "s3", "GCSFileSystem": "gs"}
-_FS_PROTOCOLS = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs"}
+_FS_PROTOCOLS = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs"}
 
 
 def sql_direction(text: str, uri: str, default: str) -> str:

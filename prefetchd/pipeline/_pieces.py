@@ -200,6 +200,16 @@ def _item_text(d: dict[str, Any], item: Any) -> str | None:
     return str(x)
 
 
+def url_base(url: str) -> str | None:
+    """What ``urljoin(url, "x")`` keeps of *url*: up to its last ``/`` (the whole of
+    ``http://minio:9000/models/``; ``s3://b/v5/`` of ``s3://b/v5/old.npy``), a ``/`` added to
+    a bare host; None for no URL."""
+    if "://" not in url:
+        return None
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{rest.rsplit('/', 1)[0]}/" if "/" in rest else f"{url}/"
+
+
 def _part(p: tuple[str, str], values: dict[str, str]) -> str | None:
     """The text of an input's piece: its value (formatted, for a "fmt" piece), or the bucket
     or key of its location."""
@@ -210,6 +220,8 @@ def _part(p: tuple[str, str], values: dict[str, str]) -> str | None:
             return None
         if isinstance(spec, dict) and "dirname" in spec:  # os.path.dirname(holdout_uri)
             return raw.rsplit("/", 1)[0] if "/" in raw else None
+        if isinstance(spec, dict) and "urlbase" in spec:
+            return url_base(raw)
         if isinstance(spec, dict) and "date" in spec:  # a date parsed from the input
             return date_text(spec["date"], values)
         if isinstance(spec, dict) and "method" in spec:  # season.lower() of an input

@@ -465,12 +465,9 @@ _WRITES_PATH = frozenset({"rm", "rmdir"})
 # (one not among the files, or without that key) or a Secret (whose data is never read)
 _POD_SOURCES = (("configMapKeyRef", "configMapRef", "configmap"),
                 ("secretKeyRef", "secretRef", "secret"))
-# what a script reads from its env (``$X``, ``${X}``), sets itself (``X=``, ``export X=``,
-# ``for X in``, ``read X``), and a Python program's ``os.environ["X"]`` / ``os.getenv("X")``
+# what a script reads from its env (``$X``, ``${X}``; what it sets itself: _uri.SHELL_SETS),
+# and a Python program's ``os.environ["X"]`` / ``os.getenv("X")``
 _SHELL_REF = re.compile(r"(?<!\$)\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[}:%#/-]|([A-Za-z_][A-Za-z0-9_]*))")
-_SHELL_SETS = re.compile(r"(?:^|[\s;&|(])(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?"
-                         r"([A-Za-z_][A-Za-z0-9_]*)=|\bfor\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b"
-                         r"|\bread\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)")
 _PY_ENV_REF = re.compile(r"os\.(?:environ\s*\[\s*|environ\.get\(\s*|getenv\(\s*)"
                          r"[\"']([A-Za-z_][A-Za-z0-9_]*)[\"']")
 _STANDARD_ENV = frozenset({"HOME", "PATH", "PWD", "USER", "HOSTNAME", "SHELL", "TMPDIR", "LANG",
@@ -516,7 +513,7 @@ def pod_env(container: dict[str, Any],
         # and what its script or program reads from its env that nothing in it sets
         # (aws s3 cp "$QC_THRESHOLDS_URI" ..., os.environ["X"]: blind round 59)
         text = "\n".join([*raw, str(container.get("source") or "")])
-        set_here = {n for found in _SHELL_SETS.findall(text) for n in found if n}
+        set_here = {n for found in _uri.SHELL_SETS.findall(text) for n in found if n}
         named += [n for n in dict.fromkeys(
             [*(a or b for a, b in _SHELL_REF.findall(text)), *_PY_ENV_REF.findall(text)])
             if n not in defined and n not in out and n not in set_here
@@ -537,7 +534,7 @@ def pod_env(container: dict[str, Any],
     return out
 
 
-def _pod_location(word: str, pod: dict[str, Val], flag: str | None) -> Val | None:
+def pod_location(word: str, pod: dict[str, Val], flag: str | None) -> Val | None:
     """The pod-only var (``pod_env``) *word* is a location built on, else None:
     ``s3://$(BUCKET)/x`` and ``$(REF_ROOT)/x.fasta`` by their shape; a var alone
     (``--model $(MODEL_URI)``) when its name, its key or the flag names a place. Never a var
@@ -586,7 +583,7 @@ def _pod_words(tok: str, v: Val | None, pod: dict[str, Val],
             flag, word = value.split("=", 1)
         elif (key := _uri.override_key(value)) is not None:
             flag, word = key, value.split("=", 1)[1]
-        pv = _pod_location(word, pod, flag)
+        pv = pod_location(word, pod, flag)
         if pv is None:
             return None
         found = found or pv

@@ -126,10 +126,26 @@ _QUERY = re.compile(r"\?[A-Za-z_][\w.-]*=.*\Z", re.DOTALL)
 _PERCENT_FIELD = re.compile(r"%(?:\([^)]*\))?[-0-9.]*[sdif]")
 
 
+# one word that is all a location whose key has blanks ("s3://speech/enrollment/Plant A/x.csv"
+# as one argv element, a quoted shell word, a parameter's value): the whole word (blind round
+# 64 cut such keys at the blank)
+_BLANK_KEY_URI = re.compile(r"(?:s3|s3a|s3n)://[a-z0-9][a-z0-9.\-]*/(?:" + _CH + r")+"
+                            r"(?: (?:" + _CH + r")+)+")
+
+
+def blank_key_uri(word: str) -> bool:
+    """Whether *word* is one location whose key holds single blanks (``_BLANK_KEY_URI``),
+    not two locations or a location and more words (``s3://b/x --recursive``)."""
+    return bool(_BLANK_KEY_URI.fullmatch(word)) and word.count("://") == 1 \
+        and " -" not in word and "$" not in word
+
+
 def find_uris(text: str) -> list[str]:
     """Every location in `text`, in order (rclone `:s3:` remotes as s3:// URIs)."""
     if "://" not in text and ":s3" not in text:
         return []
+    if blank_key_uri(text):
+        return [text.replace("s3n://", "s3://", 1)]
     found: list[tuple[int, str]] = []
     for m in URI_RE.finditer(text):
         if text[m.end() : m.end() + 1] == "{":
@@ -143,11 +159,15 @@ def find_uris(text: str) -> list[str]:
         # s3://b/x.parquet?endpoint_override=minio:9000&scheme=http (arrow, fsspec): the
         # options name no part of the object; NeMo writes a brace range _OP_0..511_CL_
         # (Hydra takes braces for its own): the shards it names
-        found.append((m.start(), _NEMO_BRACES.sub(r"{\1}", _QUERY.sub("", m.group(0)))))
+        uri = _NEMO_BRACES.sub(r"{\1}", _QUERY.sub("", m.group(0)))
+        # (s3n://: Hadoop's older S3 connector's spelling of the same object; blind round 64)
+        found.append((m.start(), "s3://" + uri[6:] if uri.startswith("s3n://") else uri))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
+    # (a bucket's address alone is an endpoint a program joins keys to, as S3_SERVICE_RE's:
+    # urljoin("https://b.s3.us-east-1.amazonaws.com/", key) warmed the bucket, blind round 64)
     found += [(m.start(), u) for m in S3_HTTPS_RE.finditer(text)
               if "s3-website" not in m.group(0) and not _cut_at_bracket(text, m)
-              and (u := s3_https(m)) is not None]
+              and (u := s3_https(m)) is not None and u.split("/", 3)[3]]
     found += [(m.start(), u) for m in S3_SERVICE_RE.finditer(text)
               if m.group(2) and not _cut_at_bracket(text, m)
               and (u := s3_https(m, 1)) is not None]
@@ -447,6 +467,13 @@ _BARE_BUCKET = re.compile(r"s3a?://[a-z0-9][a-z0-9.\-]*/?")
 _TRIAL_VALUE = re.compile(r"\$\{trialParameters\.[\w.]+\}")
 
 
+# a shell variable a script sets itself (``X=``, ``export X=``, ``for X in``, ``read X``): the
+# groups (assigned, looped over, read in)
+SHELL_SETS = re.compile(r"(?:^|[\s;&|(])(?:export\s+|local\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?"
+                        r"([A-Za-z_][A-Za-z0-9_]*)=|\bfor\s+([A-Za-z_][A-Za-z0-9_]*)\s+in\b"
+                        r"|\bread\s+(?:-\w+\s+)*([A-Za-z_][A-Za-z0-9_]*)")
+
+
 def env_references(texts: list[str]) -> set[str]:
     """The env var names *texts* build on together with another value
     (``$(SHARD_PREFIX)part-$(JOB_COMPLETION_INDEX).tar``: SHARD_PREFIX and the index), a
@@ -474,6 +501,10 @@ def spelled_out_env(container: Mapping[str, Any], built_on: bool = False) -> set
     own. A var whose words also hold a value only the pod knows
     (``$(SHARD_PREFIX)part-${IDX}.tar``) stays one: its value is what can be warmed; so does
     one named for what it holds (``TRAIN``, ``DATA_DIR``), which the program may read whole.
+    A value the script sets itself (``DS=$(date +%F)`` then ``${LOGS}/dt=${DS}/``) is one
+    the run picks, not every pod's in turn: the word is a run-time read and the root no
+    read of its own (blind job round 53 warmed every day's partition, and through
+    ``--export "${MODEL_ROOT}/daily/${DS}/"`` the folder the job writes).
     Pod containers (``k8s.datasets``) and pipeline steps (``_scan.env_expansion``) alike;
     with *built_on*, only where more is built on it (``"$BASE_MODEL"`` alone is the
     var's own read, by its origin, as a pipeline's truth names it)."""
@@ -492,12 +523,14 @@ def spelled_out_env(container: Mapping[str, Any], built_on: bool = False) -> set
     # vars given literally are known too: ${DATA_ROOT}/forecast/${CITY}/x with CITY=berlin
     literal = {str(e.get("name")) for e in env if isinstance(e, Mapping)
                and isinstance(e.get("value"), str) and "$" not in e["value"]}
+    # (one value each, not a loop's: ``for i in 0 1 2`` over part-${i}.tar reads them all)
+    picked = {a or r for t in texts for a, _loop, r in SHELL_SETS.findall(t)} - names - {""}
     out: set[str] = set()
     kept: set[str] = set()
     for word in (w for t in texts for w in re.split(r"[\s\"'=]+", t.replace("$$", ""))):
         named = {n for n in _REFERENCE.findall(word) if n in names}
         if named:
-            rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names | literal
+            rest = _REFERENCE.sub(lambda m: "" if m.group(1) in names | literal | picked
                                   else m.group(0), _TRIAL_VALUE.sub("", word))
             if built_on and not rest.strip("{}()"):
                 continue
@@ -552,7 +585,7 @@ def tokenize(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
     C is no third operand of the copy)."""
     out: list[str] = []
     for a in _shell.shell_args(argv):
-        if any(c in a for c in " \n\t") and len(a) < 20000:
+        if any(c in a for c in " \n\t") and len(a) < 20000 and not blank_key_uri(a):
             out.extend(_inner_scripts(_shell.script_words(a, env), env))
         else:
             out.append(a)

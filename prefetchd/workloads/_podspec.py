@@ -32,7 +32,7 @@ from typing import Any
 
 from prefetchd.k8s import datasets as k8s_datasets
 from prefetchd.k8s import placement
-from prefetchd.pipeline import _pvc, _uri
+from prefetchd.pipeline import _pvc, _scan, _uri
 from prefetchd.workloads import _validate
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
@@ -91,9 +91,12 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
         out = {k: walk(v, depth + 1, pod_meta) for k, v in node.items()}
         if isinstance(out.get("env"), list) or isinstance(out.get("envFrom"), list):
             env: list[Any] = []
+            given: list[str] = []
             for src in out.get("envFrom") or []:
                 d = data(src.get("configMapRef")) if isinstance(src, Mapping) else None
                 prefix = str(src.get("prefix") or "") if isinstance(src, Mapping) else ""
+                if d is not None:
+                    given.append(str(src["configMapRef"]["name"]))
                 # (envFrom's keys: for $(VAR), not datasets of their own, see container_words)
                 env += [{"name": prefix + str(k), "value": str(v), k8s_datasets.EXPAND_ONLY: True}
                         for k, v in (d or {}).items()]
@@ -104,11 +107,16 @@ def with_configmaps(obj: Mapping[str, Any], library: Library,
                 d = data(ref)
                 if d is not None and isinstance(ref, Mapping) and ref.get("key") in d:
                     e = {"name": e.get("name"), "value": str(d[ref["key"]])}
+                elif d is not None and isinstance(ref, Mapping) and ref.get("optional") is not True:
+                    e = {**e, k8s_datasets.ABSENT_KEY: str(ref.get("name"))}
                 elif (known := _downward_value(e, pod_meta, stated)) is not None:
                     e = {"name": e.get("name"), "value": known}
                 env.append(e)
             if env != (out.get("env") or []):
                 out["env"] = env
+                changed = True
+            if given:
+                out[k8s_datasets.GIVEN_CONFIGMAPS] = given
                 changed = True
         volumes = {v.get("name"): cms for v in out.get("volumes") or []
                    if isinstance(v, Mapping) and (cms := volume_configmaps(v))}
@@ -301,15 +309,28 @@ _CONTROLLER_VARS = ("JOB_COMPLETION_INDEX", "MASTER_ADDR", "MASTER_PORT", "WORLD
 
 
 def _unset_references(spec: Mapping[str, Any]) -> list[str]:
-    """Notes for the ``$(VAR)`` of a container's command line that no env entry of it sets
-    (and no ``envFrom`` may): the kubelet leaves it as written, so what it would have named
-    is read nowhere (blind job round 50: ``$(DATA_ROOT)`` beside ``DATASET_ROOT`` dropped
-    the training data without a word). The per-pod vars controllers add are set."""
+    """Notes for what a container's env will not hold when it runs: the ``$(VAR)`` of its
+    command line that no env entry of it sets (and no ``envFrom`` may), or of an env value
+    that no entry *before* it sets (the kubelet expands an env value with the vars defined
+    above it only): the kubelet leaves it as written, so what it would have named is read
+    nowhere (blind job round 50: ``$(DATA_ROOT)`` beside ``DATASET_ROOT`` dropped the
+    training data without a word; round 53: ``$(EVAL_BUCKET)`` set one entry later). And a
+    ``configMapKeyRef`` to a given ConfigMap without that key: the container does not start
+    (round 53). The per-pod vars controllers add are set."""
     out = []
     for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        if not isinstance(c, Mapping) or c.get("envFrom"):
+        if not isinstance(c, Mapping):
             continue
-        set_here = {e.get("name") for e in c.get("env") or [] if isinstance(e, Mapping)}
+        env = [e for e in c.get("env") or [] if isinstance(e, Mapping)]
+        for e in env:
+            if e.get(k8s_datasets.ABSENT_KEY):
+                key = (e.get("valueFrom") or {}).get("configMapKeyRef", {}).get("key")
+                out.append(f"container {c.get('name')}: env {e.get('name')}: ConfigMap "
+                           f"{e[k8s_datasets.ABSENT_KEY]} has no key {key}: the kubelet does not "
+                           "start the container (CreateContainerConfigError) until it has")
+        if c.get("envFrom"):
+            continue
+        set_here = {e.get("name") for e in env}
         words = [w for k in ("command", "args") for w in c.get(k) or [] if isinstance(w, str)]
         unset = sorted({n for w in words for n in _uri.KUBE_REF.findall(w)} - set_here
                        - set(_CONTROLLER_VARS))
@@ -317,6 +338,17 @@ def _unset_references(spec: Mapping[str, Any]) -> list[str]:
             out.append(f"container {c.get('name')}: $({unset[0]}) is set by no env var of it: "
                        "the kubelet leaves it as written"
                        + (f" (and {len(unset) - 1} more)" if len(unset) > 1 else ""))
+        above: set[Any] = set()
+        for e in env:
+            value = e.get("value")
+            late = sorted({n for n in _uri.KUBE_REF.findall(value) if n not in above}
+                          - set(_CONTROLLER_VARS)) if isinstance(value, str) else []
+            if late:
+                when = "only below it" if late[0] in set_here else "by no env var of it"
+                out.append(f"container {c.get('name')}: env {e.get('name')}: $({late[0]}) is "
+                           f"set {when}: the kubelet leaves it as written (an env value "
+                           "sees only the vars above it)")
+            above.add(e.get("name"))
     return out
 
 
@@ -656,12 +688,22 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
 
     for c, words_of in containers_words(spec) if words is None else words:
         cname = str(c.get("name", ""))
+        given = set(c.get(k8s_datasets.GIVEN_CONFIGMAPS) or ())
+        pod = _scan.pod_env(dict(c), given.__contains__)
         for text, origin, direction in words_of:
+            flag = text.split("=", 1)[0] if text.startswith("-") and "=" in text else ""
             if "$" in text and "://" in text and _placeholder_in_location(text):
-                flag = text.split("=", 1)[0] if text.startswith("-") and "=" in text else ""
                 if direction != "write" and _uri.name_direction(flag) != "write":
                     # --save-dir=s3://x/${..}: no
                     add(DatasetRef(origin, cname, pattern=_run_time_part(text)))
+            elif pod and "$" in text and direction != "write" and (
+                    v := _scan.pod_location(text[len(flag) + 1:] if flag else text, pod,
+                                            flag or None)) is not None \
+                    and _uri.name_direction(flag) != "write":
+                # --model=$(BASE_MODEL_URI) with the var from a Secret, or a ConfigMap not
+                # given: the pod's value, a run-time read (blind job round 53: dropped unsaid)
+                add(DatasetRef(f"env {v.get('env')} ({v.get('value_from')})", cname,
+                               pattern=text))
         for uri, origin, direction in settled(words_of):
             if direction != "write":
                 add(DatasetRef(origin, cname, uri=uri, direction=direction))
