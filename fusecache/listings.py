@@ -169,6 +169,11 @@ class ListingCache:
                 txn.drop(self._names, delete=False)
             txn.put(_name_key(bucket, key), _CHECKED.pack(self.clock()) + _pack(entry))
 
+    def forget_name(self, bucket: str, key: str) -> None:
+        """Drop what is remembered of *key* (seen changed on the server)."""
+        with self.env.begin(write=True, db=self._names) as txn:
+            txn.delete(_name_key(bucket, key))
+
     def get_name(self, bucket: str, key: str, name: str) -> tuple[DirEntry, float] | None:
         """The remembered entry for *key* and when it was confirmed, if any."""
         with self.env.begin(db=self._names) as txn:
@@ -184,7 +189,8 @@ class ListingCache:
         with self.env.begin(write=True, db=self._dirs) as txn:
             txn.delete(dir_digest(bucket, prefix))
 
-    def store_recursive(self, bucket: str, prefix: str, objects: Iterable[ObjectInfo]) -> int:
+    def store_recursive(self, bucket: str, prefix: str, objects: Iterable[ObjectInfo],
+                        skipped: Callable[[str], None] | None = None) -> int:
         """Store the listing of every directory under *prefix* from a flat listing.
 
         *objects* is a recursive (no delimiter) listing of *prefix*, as prefetchd and
@@ -192,7 +198,7 @@ class ListingCache:
         listing of it with a delimiter would: a folder marker (``a/``) makes a folder,
         and a key with a name no POSIX path can have (``a//x``, ``.``, 256 bytes) is
         left out from that name on, its folders up to there kept. Returns the number
-        of directories written.
+        of directories written; *skipped* is told each key left out so.
         """
         writers: dict[str, ListingWriter] = {}
         subdirs: dict[str, set[str]] = {}
@@ -222,6 +228,8 @@ class ListingCache:
                 writer_for(cur)
             if whole and valid_name(leaf):  # leaf "": a folder marker, no file
                 writers[cur].add(DirEntry(leaf, False, obj.size, obj.etag, obj.mtime))
+            elif skipped is not None and (not whole or leaf):
+                skipped(obj.key)
         for w in writers.values():
             w.commit()
         if writers[prefix].count:

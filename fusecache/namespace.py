@@ -236,7 +236,12 @@ class Namespace:
             del self._nodes[ino]
 
     def _child(self, parent: Node, name: str, is_dir: bool, size: int = 0, etag: str = "",
-               mtime: float = 0.0) -> Node:
+               mtime: float = 0.0, when: float | None = None) -> Node:
+        """The node of *name*, as S3 (a HEAD, a listing) said it was at *when* (now when
+        None): its metadata is trusted for the TTL from then, not from when it is handed
+        out (a listing taken at 0 and served at 9.5 s with a TTL of 10 s is no longer
+        trusted at 10 s; blind FUSE test: a deleted object read until 19.5 s). An older
+        word than the node's own (a listing from before its HEAD) changes nothing."""
         key = parent.key + name + ("/" if is_dir else "")
         ino = _ino_for(key, is_dir)
         node = self._nodes.get(ino)
@@ -244,17 +249,30 @@ class Namespace:
             ino = ino + 1 if ino < 0x7FFF_FFFF_FFFF_FFFF else 2
             node = self._nodes.get(ino)
         now = self.clock()
+        when = now if when is None else min(when, now)
         if node is None:
-            node = Node(ino, parent.ino, name, is_dir, key, size, etag, mtime or now, now)
+            node = Node(ino, parent.ino, name, is_dir, key, size, etag, mtime or now, when)
             self._nodes[ino] = node
-        elif not is_dir:
-            node.size, node.etag, node.checked_at = size, etag, now
+        elif is_dir:
+            node.checked_at = max(node.checked_at, when)
+        elif when >= node.checked_at or node.restored:
+            node.size, node.etag, node.checked_at = size, etag, when
             node.restored = False
             node.mtime = mtime or node.mtime
         return node
 
+    def valid_for(self, node: Node) -> float:
+        """How much longer *node*'s metadata is trusted (seconds; inf with no TTL)."""
+        if not self.fresh(node.checked_at):
+            return 0.0
+        if math.isinf(self.ttl):
+            return math.inf
+        return max(0.0, self.ttl - (self.clock() - node.checked_at))
+
     def fresh(self, when: float) -> bool:
-        return math.isinf(self.ttl) or self.clock() - when < self.ttl
+        """Whether what S3 said at *when* is still trusted; never once seen changed
+        (``seen_changed``: -inf), whatever the TTL."""
+        return when != -math.inf and (math.isinf(self.ttl) or self.clock() - when < self.ttl)
 
     # -- lookup --------------------------------------------------------------------------
 
@@ -271,9 +289,9 @@ class Namespace:
         rec, entry = self.listings.find(self.location.bucket, parent.key, name)
         self.index_noticed(time.perf_counter() - t)
         if rec is not None and self.fresh(rec.listed_at):
-            node = self._listed(parent, name, entry)
+            node = self._listed(parent, name, entry, rec.listed_at)
         elif rec is not None and self.ttl > 0 and rec.count <= _RELIST_AT_LOOKUP_MAX:
-            node = await self._relisted(parent, name, entry)
+            node = await self._relisted(parent, name, entry, rec.listed_at)
         else:
             try:
                 node = await self._lookup_remote(parent, name)
@@ -281,11 +299,12 @@ class Namespace:
                 if rec is None:
                     raise
                 self._serve_stale("lookup", e)
-                node = self._listed(parent, name, entry)
+                node = self._listed(parent, name, entry, rec.listed_at)
         node.lookups += 1
         return node
 
-    async def _relisted(self, parent: Node, name: str, stale: DirEntry | None) -> Node:
+    async def _relisted(self, parent: Node, name: str, stale: DirEntry | None,
+                        stale_at: float) -> Node:
         """*name* from a new listing of its directory, whose last one is past the TTL (one
         LIST for all its names, shared with concurrent lookups; each page bounded as a
         listing's are, not the whole: a directory that grew may take several); S3
@@ -295,17 +314,18 @@ class Namespace:
             await self.ensure_listing(parent, stale_kind="lookup")
         except _OFFLINE as e:
             self._serve_stale("lookup", e)
-            return self._listed(parent, name, stale)
+            return self._listed(parent, name, stale, stale_at)
         rec, entry = self.listings.find(bucket, parent.key, name)
         if rec is None:  # not kept (the node cache refused it): ask for the name itself
             return await self._lookup_remote(parent, name)
-        return self._listed(parent, name, entry)
+        return self._listed(parent, name, entry, rec.listed_at)
 
-    def _listed(self, parent: Node, name: str, entry: DirEntry | None) -> Node:
-        """The node of *name* as the parent's listing has it (None: not in it)."""
+    def _listed(self, parent: Node, name: str, entry: DirEntry | None, when: float) -> Node:
+        """The node of *name* as the parent's listing taken at *when* has it (None: not in
+        it)."""
         if entry is None:
             raise errors.ObjectNotFound(parent.key + name)
-        return self._node_for_entry(parent, entry)
+        return self._node_for_entry(parent, entry, when)
 
     def _gate_if_offline(self) -> None:
         """While S3 is unreachable, serve nothing the mount's credential may not read."""
@@ -358,7 +378,7 @@ class Namespace:
         for k in (key + "/", key):
             known = self.listings.get_name(bucket, k, name)
             if known is not None and self.fresh(known[1]):
-                return self._node_for_entry(parent, known[0])
+                return self._node_for_entry(parent, known[0], known[1])
         try:
             self._count_remote_lookup(parent)
             node = await self._bounded(f"lookup of s3://{bucket}/{key}", self._head_and_list,
@@ -368,7 +388,7 @@ class Namespace:
                 known = self.listings.get_name(bucket, k, name)
                 if known is not None:
                     self._serve_stale("lookup", e)
-                    return self._node_for_entry(parent, known[0])
+                    return self._node_for_entry(parent, known[0], known[1])
             raise
         if node is None:
             if self.ttl > 0:
@@ -479,7 +499,8 @@ class Namespace:
             if len(objects) >= _TREE_MAX_OBJECTS:
                 return None
             objects.append(obj)
-        return self.listings.store_recursive(self.location.bucket, prefix, objects)
+        return self.listings.store_recursive(self.location.bucket, prefix, objects,
+                                             self._warn_skip)
 
     def listing_ended(self) -> trio.Event:
         """Set when the next background listing ends: a listing refused because
@@ -537,8 +558,8 @@ class Namespace:
             return self._child(parent, name, False, head.size, head.etag, head.mtime)
         return None
 
-    def _node_for_entry(self, parent: Node, e: DirEntry) -> Node:
-        return self._child(parent, e.name, e.is_dir, e.size, e.etag, e.mtime)
+    def _node_for_entry(self, parent: Node, e: DirEntry, when: float) -> Node:
+        return self._child(parent, e.name, e.is_dir, e.size, e.etag, e.mtime, when)
 
     # -- files ------------------------------------------------------------------------------
 
@@ -559,6 +580,24 @@ class Namespace:
         node.size, node.etag, node.mtime = info.size, info.etag, info.mtime or node.mtime
         node.checked_at = self.clock()
         return node
+
+    async def seen_changed(self, node: Node, oid: ObjectId) -> None:
+        """A read of *oid* found the object changed on the server (HTTP 412): the node,
+        its folder's listing and its remembered name no longer hold, so the next lookup or
+        open asks S3 and finds the new version (they kept the old ETag for the rest of the
+        TTL, forever with an indefinite one, and every new open failed with ESTALE; blind
+        FUSE test). Shared with the node's other mounts through the node cache."""
+        if node.etag != oid.etag:
+            return  # already moved on
+        node.checked_at = -math.inf  # (valid_for: 0, so the kernel is told so too)
+        parent = self._nodes.get(node.parent)
+        bucket = self.location.bucket
+        try:
+            if parent is not None:
+                await trio.to_thread.run_sync(self.listings.invalidate, bucket, parent.key)
+            await trio.to_thread.run_sync(self.listings.forget_name, bucket, node.key)
+        except lmdb.Error as e:
+            self._listings_failed(e)
 
     def object_id(self, node: Node) -> ObjectId:
         return ObjectId(self.location.bucket, node.key, node.etag, node.size)
@@ -671,8 +710,9 @@ class Namespace:
                           limit: int = 256) -> list[DirEntry]:
         return self.listings.entries(self.location.bucket, node.key, rec, after, limit)
 
-    def node_for_entry(self, parent: Node, entry: DirEntry) -> Node:
-        return self._node_for_entry(parent, entry)
+    def node_for_entry(self, parent: Node, entry: DirEntry, when: float) -> Node:
+        """The node of a listing's *entry*; *when*: the listing's time."""
+        return self._node_for_entry(parent, entry, when)
 
     def listed_after(self, prefix: str, after: str | None, limit: int) -> list[DirEntry] | None:
         """Up to *limit* entries of directory *prefix* after the name *after*, from its
