@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import grpc
 
 from csi.rpc import CsiError
-from fusecache.config import FOLDER_READAHEAD_RANGE, MAX_CONNECTIONS_RANGE
+from fusecache.config import FOLDER_READAHEAD_RANGE, ID_RANGE, MAX_CONNECTIONS_RANGE, parse_mode
+from fusecache.errors import ConfigError
 
 PVC_NAME_KEY = "csi.storage.k8s.io/pvc/name"
 PVC_NAMESPACE_KEY = "csi.storage.k8s.io/pvc/namespace"
@@ -59,6 +60,10 @@ _KEYS = {
     "maxConnections": "max_connections",
     "folderReadahead": "folder_readahead",
     "openPrefill": "open_prefill",
+    "uid": "uid",
+    "gid": "gid",
+    "fileMode": "file_mode",
+    "dirMode": "dir_mode",
 }
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]")
 _SIZE_RE = re.compile(r"\s*[0-9]+(\.[0-9]+)?\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
@@ -94,6 +99,10 @@ class VolumeSource:
     max_connections: str = ""
     folder_readahead: str = ""
     open_prefill: str = ""
+    uid: str = ""
+    gid: str = ""
+    file_mode: str = ""
+    dir_mode: str = ""
 
     @classmethod
     def from_map(cls, values: Mapping[str, str], *, extra_keys: tuple[str, ...] = ()
@@ -129,6 +138,17 @@ class VolumeSource:
             text = kw[attr]
             if text and not (text.isdigit() and lo <= int(text) <= hi):
                 raise _invalid(f"{key} {text!r} must be a number of {unit}, {lo}-{hi}")
+        for attr in ("uid", "gid"):
+            if kw[attr] and not (kw[attr].isdigit() and ID_RANGE[0] <= int(kw[attr])
+                                 <= ID_RANGE[1]):
+                raise _invalid(f"{attr} {kw[attr]!r} must be a numeric id, "
+                               f"{ID_RANGE[0]}-{ID_RANGE[1]}")
+        for attr, key in (("file_mode", "fileMode"), ("dir_mode", "dirMode")):
+            try:
+                if kw[attr]:
+                    parse_mode(kw[attr], key)
+            except ConfigError as e:
+                raise _invalid(str(e)) from None
         return cls(**kw)
 
     def to_context(self) -> dict[str, str]:
@@ -148,7 +168,9 @@ class VolumeSource:
                             ("--block-size", self.block_size),
                             ("--max-connections", self.max_connections),
                             ("--folder-readahead", self.folder_readahead),
-                            ("--open-prefill", self.open_prefill)):
+                            ("--open-prefill", self.open_prefill),
+                            ("--uid", self.uid), ("--gid", self.gid),
+                            ("--file-mode", self.file_mode), ("--dir-mode", self.dir_mode)):
             if value:
                 args += [flag, value]
         return args

@@ -26,11 +26,13 @@ from pathlib import Path
 from fusecache import cliargs, errors
 from fusecache.config import (
     FOLDER_READAHEAD_RANGE,
+    ID_RANGE,
     MAX_CONNECTIONS_RANGE,
     CacheConfig,
     MountConfig,
     S3Location,
     default_cache_dir,
+    parse_mode,
     parse_size,
     parse_ttl,
 )
@@ -52,6 +54,15 @@ def _size(what: str, positive: bool = False):
                 f"invalid {what} {text!r}: must be > 0 (the disk tier cannot be switched off; "
                 "omit the option to keep the node cache's bound)")
         return n
+    return conv
+
+
+def _mode(what: str):
+    def conv(text: str) -> int:
+        try:
+            return parse_mode(text, what)
+        except errors.ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
     return conv
 
 
@@ -154,6 +165,17 @@ def build_parser() -> argparse.ArgumentParser:
                    "(e.g. 30m, 24h; default 24h)")
     m.add_argument("--allow-other", action="store_true",
                    help="let other users (e.g. a pod's user) see the mount (default off)")
+    for what, whose in (("uid", "user"), ("gid", "group")):
+        m.add_argument(f"--{what}", type=cliargs.int_range(f"--{what}", *ID_RANGE),
+                       default=None, metavar="ID",
+                       help=f"the {whose} id every file and folder is owned by (default: the "
+                            f"mounting {whose}'s)")
+    m.add_argument("--file-mode", type=_mode("--file-mode"), default=None, metavar="MODE",
+                   help=f"permission bits of every file, octal, no write bits (default "
+                        f"{md.file_mode:04o})")
+    m.add_argument("--dir-mode", type=_mode("--dir-mode"), default=None, metavar="MODE",
+                   help=f"permission bits of every folder, octal, no write bits (default "
+                        f"{md.dir_mode:04o})")
     m.add_argument("--metrics-port", type=cliargs.port("--metrics-port"), default=None,
                    metavar="PORT", help="serve Prometheus metrics on 127.0.0.1:PORT "
                                         "(default off)")
@@ -254,7 +276,12 @@ def mount_config(a: argparse.Namespace) -> MountConfig:
         cache.block_size = a.block_size
     cfg = MountConfig(location=S3Location.parse(a.source), mountpoint=a.mountpoint,
                       cache=cache, endpoint_url=a.endpoint_url, region=a.region,
-                      allow_other=a.allow_other, metrics_port=a.metrics_port)
+                      allow_other=a.allow_other, metrics_port=a.metrics_port,
+                      uid=a.uid, gid=a.gid)
+    if a.file_mode is not None:
+        cfg.file_mode = a.file_mode
+    if a.dir_mode is not None:
+        cfg.dir_mode = a.dir_mode
     if a.metadata_ttl is not None:
         cfg.metadata_ttl = a.metadata_ttl
     if a.readahead_budget is not None:

@@ -19,6 +19,9 @@ MiB = 1024 * KiB
 # volume's maxConnections and folderReadahead check against the same bounds).
 MAX_CONNECTIONS_RANGE = (1, 512)
 FOLDER_READAHEAD_RANGE = (0, 256)
+# What --uid and --gid accept (a CSI volume's uid and gid too): 2^32 - 1 is the kernel's
+# "no id" (-1), never an owner.
+ID_RANGE = (0, 2**32 - 2)
 GiB = 1024 * MiB
 
 _UNITS = {
@@ -28,6 +31,21 @@ _UNITS = {
     "g": 1000**3, "gb": 1000**3, "gi": GiB, "gib": GiB,
     "t": 1000**4, "tb": 1000**4, "ti": 1024**4, "tib": 1024**4,
 }
+
+
+def parse_mode(text: str, what: str) -> int:
+    """Parse an octal permission mode for the read-only mount's files or folders ('0440',
+    '550'); ConfigError naming *what* for anything else, a write bit or a special bit
+    (setuid, sticky) among them: the mount takes no writes, so a mode offering them would
+    only mislead."""
+    t = str(text).strip()
+    if not re.fullmatch(r"0?[0-7]{3}|0o[0-7]{3}", t):
+        raise ConfigError(f"invalid {what} {text!r}: expected an octal mode such as 0444")
+    mode = int(t[2:] if t.startswith("0o") else t, 8)
+    if mode & 0o222:
+        raise ConfigError(f"invalid {what} {text!r}: the mount is read-only, so no write "
+                          f"bits (such as {mode & ~0o222:04o})")
+    return mode
 
 
 def parse_size(text: str | int, what: str = "size") -> int:
@@ -122,6 +140,12 @@ class MountConfig:
     # that never change (the training case) removes all revalidation traffic.
     metadata_ttl: float = 60.0
     allow_other: bool = False
+    # The owner and permission bits every file and folder shows (Mountpoint's --uid, --gid,
+    # --file-mode, --dir-mode): the mounting user's, readable by all, unless told.
+    uid: int | None = None
+    gid: int | None = None
+    file_mode: int = 0o444
+    dir_mode: int = 0o555
     metrics_port: int | None = None
     # Read-ahead budget per mount: bytes in flight or fetched ahead of the reader.
     # 96 MiB: enough for 12 parallel 8 MiB GETs (saturates a 10 Gb/s link at

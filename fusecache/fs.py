@@ -44,6 +44,9 @@ _ERRNO: list[tuple[type[BaseException], int]] = [
 # The kernel caches entries and attributes this long at most, even with an
 # indefinite TTL, so that a forgotten inode cannot pin stale metadata forever.
 _MAX_KERNEL_TTL = 24 * 3600.0
+# What statfs says the mount holds (a bucket's size is unknown): 1 PiB, 2^32 files.
+_STATFS_BYTES = 1 << 50
+_STATFS_FILES = 1 << 32
 # Bytes asked into the page cache at LOOKUP and not opened yet, at most (pagein.py).
 _LOOKUP_PAGE_IN_BYTES = 64 * 1024 * 1024
 
@@ -93,7 +96,8 @@ class FuseOperations(pyfuse3.Operations):
     enable_acl = False
 
     def __init__(self, namespace: Namespace, reader: BlockReader, *, uid: int | None = None,
-                 gid: int | None = None, folder_readahead: FolderReadAhead | None = None,
+                 gid: int | None = None, file_mode: int = 0o444, dir_mode: int = 0o555,
+                 folder_readahead: FolderReadAhead | None = None,
                  open_prefill: int = 0, on_prefill: Callable[[], None] | None = None
                  ) -> None:
         super().__init__()
@@ -102,6 +106,7 @@ class FuseOperations(pyfuse3.Operations):
         self.folder_readahead = folder_readahead
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
+        self.file_mode, self.dir_mode = file_mode, dir_mode
         self.kernel_ttl = min(namespace.ttl, _MAX_KERNEL_TTL)
         self.open_prefill = open_prefill
         self._on_prefill = on_prefill
@@ -146,11 +151,11 @@ class FuseOperations(pyfuse3.Operations):
         a.entry_timeout = left
         a.attr_timeout = self.kernel_ttl if node.is_dir else left
         if node.is_dir:
-            a.st_mode = stat.S_IFDIR | 0o555
+            a.st_mode = stat.S_IFDIR | self.dir_mode
             a.st_nlink = 2
             a.st_size = 0
         else:
-            a.st_mode = stat.S_IFREG | 0o444
+            a.st_mode = stat.S_IFREG | self.file_mode
             a.st_nlink = 1
             a.st_size = node.size
         a.st_uid = self.uid
@@ -189,10 +194,14 @@ class FuseOperations(pyfuse3.Operations):
         return await _guard(f"getattr {inode}", go)
 
     async def statfs(self, ctx):
+        """A bucket has no size to tell: a large one, as Mountpoint and s3fs say, so that
+        ``df`` lists the mount (it hides file systems of 0 blocks) and tools that check for
+        a real file system accept it; all of it free, as theirs, so that no disk-full alert
+        (node-exporter's) fires on a read-only mount (``ro`` says it takes no writes)."""
         s = pyfuse3.StatvfsData()
         s.f_bsize = s.f_frsize = 1 << 20
-        s.f_blocks = s.f_bfree = s.f_bavail = 0
-        s.f_files = s.f_ffree = s.f_favail = 0
+        s.f_blocks = s.f_bfree = s.f_bavail = _STATFS_BYTES // s.f_frsize
+        s.f_files = s.f_ffree = s.f_favail = _STATFS_FILES
         s.f_namemax = 255
         return s
 

@@ -252,6 +252,12 @@ class NodeCache:
         # the cache's own block size: its full blocks go to slots (None: none do)
         self._slots = SlotFile.open(path, slot_size, direct_slot_writes) if slot_size else None
 
+    def own_block_size(self) -> int:
+        """The block size the cache was made with (what a mount uses unless told another)."""
+        with self.env.begin(db=self._meta) as txn:
+            raw = txn.get(b"block_size")
+        return _U64.unpack(raw)[0] if raw else self.block_size
+
     # -- opening ---------------------------------------------------------------
 
     @classmethod

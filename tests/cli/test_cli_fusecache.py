@@ -48,6 +48,11 @@ def _one_line_usage_error(r: subprocess.CompletedProcess, names: str) -> None:
     (["--folder-readahead", "many"], "--folder-readahead"),
     (["--max-connections", "0"], "--max-connections"),
     (["--max-connections", "many"], "--max-connections"),
+    (["--uid", "-1"], "--uid"),
+    (["--gid", "root"], "--gid"),
+    (["--file-mode", "0644"], "invalid --file-mode '0644': the mount is read-only, so no "
+                              "write bits (such as 0444)"),
+    (["--dir-mode", "0o7555"], "--dir-mode"),
     (["--log-file", "/"], "--log-file /: is a directory"),  # (was a traceback's name, exit 1)
     (["--log-file", "/nonexistent-fc/d/x.log"], "no such directory /nonexistent-fc/d"),
 ])

@@ -41,11 +41,18 @@ def test_prefix_policies(policy: str, prefix: str) -> None:
     {"bucket": "data", "maxConnections": "lots", **PVC},
     {"bucket": "data", "openPrefill": "lots", **PVC},
     {"bucket": "data", "regoin": "eu-west-1", **PVC},
+    {"bucket": "data", "uid": "-1", **PVC},
+    {"bucket": "data", "gid": "4294967295", **PVC},
+    {"bucket": "data", "fileMode": "0644", **PVC},
+    {"bucket": "data", "dirMode": "rwx", **PVC},
 ])
 def test_bad_parameters_are_invalid_argument(params: dict[str, str]) -> None:
     with pytest.raises(CsiError) as e:
         volumes.source_for_new_volume("pvc-1", params)
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    for key in ("uid", "gid", "fileMode", "dirMode"):  # named, with what it takes
+        if key in params:
+            assert f"{key} {params[key]!r}" in e.value.message, e.value.message
 
 
 def test_context_round_trip_and_mount_options() -> None:
@@ -60,6 +67,11 @@ def test_context_round_trip_and_mount_options() -> None:
                                    "--metadata-ttl", "indefinite", "--ram-cache-size", "256MiB",
                                    "--max-connections", "96", "--folder-readahead", "0",
                                    "--open-prefill", "0"]
+    owned = volumes.VolumeSource.from_map({"bucket": "data", "uid": "1000", "gid": "100",
+                                           "fileMode": "0440", "dirMode": "0550"})
+    assert volumes.VolumeSource.from_map(owned.to_context()) == owned
+    assert owned.mount_options() == ["--uid", "1000", "--gid", "100", "--file-mode", "0440",
+                                     "--dir-mode", "0550"]
 
 
 def test_volume_ids_are_deterministic_and_safe() -> None:
