@@ -276,8 +276,12 @@ class FuseOperations(pyfuse3.Operations):
             raise
         except errors.FusecacheError as e:
             log.warning("read %s@%d: %s", handle.node.key, off, e)
-            if isinstance(e, errors.ObjectChanged) and handle.oid is not None:
+            if isinstance(e, (errors.ObjectChanged, errors.ObjectNotFound)) \
+                    and handle.oid is not None:
                 await self._seen_changed(handle)
+                # the object this file was opened on is gone (deleted): ESTALE as for a
+                # new version, not read(2)'s unheard-of ENOENT
+                raise pyfuse3.FUSEError(errno.ESTALE) from None
             raise pyfuse3.FUSEError(_errno(e)) from None
         except Exception:
             log.exception("read %s@%d: unexpected error (returning EIO)", handle.node.key, off)

@@ -92,3 +92,23 @@ def test_a_change_the_mount_saw_is_read_at_the_next_open(local_s3, s3_env, bucke
         assert e.value.errno == errno.ESTALE
         assert (mp / "sz" / "grow").read_bytes() == b"version-2 longer\n"
         assert os.stat(mp / "sz" / "grow").st_size == 17
+
+
+def test_an_object_deleted_while_open_reads_estale_and_is_gone_at_the_next_open(
+        local_s3, s3_env, bucket, tmp_path: Path) -> None:
+    """read(2) of a file whose object was deleted after its open gave ENOENT, an errno no
+    reader expects of a read; it is ESTALE now, and the name is gone at once."""
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key="d/big", Body=b"A" * 3_000_000)
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", str(tmp_path / "c"),
+                 "--metadata-ttl", "60") as mp:
+        fd = os.open(mp / "d" / "big", os.O_RDONLY)
+        try:
+            c.delete_object(Bucket=bucket, Key="d/big")
+            with pytest.raises(OSError) as e:
+                _read_all(fd)
+            assert e.value.errno == errno.ESTALE
+        finally:
+            os.close(fd)
+        with pytest.raises(FileNotFoundError):
+            (mp / "d" / "big").read_bytes()
