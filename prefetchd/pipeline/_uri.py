@@ -297,6 +297,12 @@ def name_direction(name: str | None) -> str | None:
     if "dst" in w and w - {"dst"} and not w & (_PLACE_WORDS | WRITE_WORDS - {"dst"}):
         w = w - {"dst"}  # --dst-calendar: daylight saving time, not a destination
         n = "-".join(sorted(w))
+    if "registry" in w and w - _REGISTRY_WORDS - _PLACE_WORDS and not w & (WRITE_WORDS
+                                                                          - {"registry"}):
+        # a registry of something else is a table it looks things up in: vendor_registry_uri
+        # (blind round 65), not the model registry a step registers to
+        w = w - {"registry"}
+        n = "-".join(sorted(w))
     if w & WRITE_WORDS or _write_prefixed(n) or {"log", "dir"} <= w or \
             {"logging", "dir"} <= w or {"default", "root"} <= w:
         # TensorBoard's (HF's --logging_dir); Lightning's default_root_dir (logs, checkpoints)
@@ -316,6 +322,7 @@ def name_direction(name: str | None) -> str | None:
 
 _PLACE_WORDS = frozenset({"path", "dir", "uri", "url", "root", "prefix", "location", "file",
                           "files", "bucket", "folder"})
+_REGISTRY_WORDS = frozenset({"registry", "model", "models", "mlflow", "artifact", "artifacts"})
 
 
 def _write_prefixed(name: str) -> bool:
