@@ -16,6 +16,7 @@ from typing import Any
 
 from fusecache import cliargs
 from prefetchd import _errors, pipeline
+from prefetchd.k8s import placement
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +212,9 @@ def render_plan(plan: pipeline.Plan) -> str:
             dep = f" after {', '.join(s.depends_on)}" if s.depends_on else ""
             mk = f"  [{'; '.join(marks)}]" if marks else ""
             lines.append(f"  {s.id} ({s.kind}){dep}{mk}")
+            if s.scheduling and (where := placement.describe(s.scheduling)):
+                # its pod's own node constraints: where its data is warmed
+                lines.append("      runs on: " + "; ".join(where))
             for r in s.reads:
                 # (once its writer has succeeded, a live run's read is there to warm)
                 made = "" if not r.written_by else (

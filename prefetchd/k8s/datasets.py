@@ -533,6 +533,7 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
                             for a, program in zip(argv, programs, strict=True)],
                            _uri.shell_env(container.get("env")))
     directions = _uri.classify_tokens(tokens)
+    _last_path_operand(tokens, directions)
     elsewhere = _uri.handed_on(tokens)  # a RayJob submitter's entrypoint: the cluster's reads
     # a script's own python -c "...": read as Python, its text no words of the script
     inline = {j for j in range(len(tokens)) if _code.is_python_c(tokens, j)
@@ -598,6 +599,26 @@ def container_words(container: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         for word in value.split():
             out.append((word, f"env {name}", d))
     return out
+
+
+_INTERPRETERS = re.compile(r"(?:.*/)?(?:python[\d.]*|bash|sh|Rscript|julia|perl|ruby|node|"
+                           r"torchrun|accelerate|deepspeed|mpirun|java)")
+
+
+def _last_path_operand(tokens: list[str], directions: dict[int, str | None]) -> None:
+    """``train_openfold.py /data/mmcif/ /data/alignments/ /ckpt/run-1/ 2021-10-10``: of a
+    program's two or more bare path operands nothing else says anything of, the last may be
+    its output (OpenFold's is), so it is unknown, as the last of two bare URIs is
+    (``_uri.classify_tokens``): not warmed where the container can write (blind job round
+    54 warmed a run's output folder on a writable claim). The script an interpreter runs
+    is no operand."""
+    for seg in _uri.command_spans(tokens):
+        bare = [i for i in seg if i in directions and directions[i] is None
+                and tokens[i].startswith("/") and not tokens[i].endswith((".py", ".sh"))
+                and (i == seg.start or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1])
+                and not (i > seg.start and _INTERPRETERS.fullmatch(tokens[i - 1]))]
+        if len(bare) >= 2:
+            directions[bare[-1]] = "unknown"
 
 
 _SCRIPT_SUFFIXES = {".sh": ["bash", "-c"], ".bash": ["bash", "-c"], ".py": ["python", "-c"]}

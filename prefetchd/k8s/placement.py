@@ -222,6 +222,41 @@ def _req(expr: Mapping[str, Any]) -> Requirement:
                        tuple(str(v) for v in expr.get("values") or []))
 
 
+def quantity_str(v: Any) -> str:
+    """A quantity for people: 4Gi rather than 4294967296, 500m rather than 0.5."""
+    if v != int(v):
+        return f"{int(v * 1000)}m" if v * 1000 == int(v * 1000) else str(float(v))
+    n = int(v)
+    for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
+def describe(spec: Mapping[str, Any]) -> list[str]:
+    """A PodSpec's own scheduling constraints for people, one part each: its nodeSelector,
+    tolerations, whether it has a required node affinity, and its requests (the training
+    jobs' plan and a pipeline step's alike; blind job round 54: a Workflow step's were
+    shown nowhere)."""
+    parts = []
+    sel = spec.get("nodeSelector") or {}
+    if sel:
+        parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(sel.items())))
+    tols = spec.get("tolerations") or []
+    if tols:
+        parts.append("tolerates " + ",".join(
+            f"{t.get('key') or '*'}{'=' + str(t['value']) if t.get('value') else ''}"
+            f"{':' + t['effect'] if t.get('effect') else ''}" for t in tols))
+    if ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"):
+        parts.append("node affinity")
+    req = pod_requests(spec)
+    if req:
+        parts.append("requests " + " ".join(f"{k}={quantity_str(v)}"
+                                            for k, v in sorted(req.items())))
+    return parts
+
+
 def pod_requests(spec: Mapping[str, Any]) -> dict[str, Fraction]:
     """Effective requests as the scheduler counts them: the containers' sum plus the sidecars
     (init containers with ``restartPolicy: Always``), or the peak of the init phase if higher.

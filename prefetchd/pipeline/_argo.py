@@ -363,6 +363,11 @@ class ArgoAnalyzer:
             name = expr.split(".", 3)[3]
             return runtime("task-output", producer=self._global_producer(name),
                            expression="{{" + expr + "}}")
+        if expr == "workflow.namespace" and (self.doc.data.get("metadata") or {}).get(
+                "namespace"):
+            # the namespace the Workflow names is the one it runs in (blind job round 54:
+            # s3://speech-eval/{{workflow.namespace}}/set1/ was only known at run time)
+            return const(self.namespace, variable=expr)
         if expr in RUNTIME_WORKFLOW_VARS or expr.startswith(("workflow.", "pod.", "node.")):
             return runtime("workflow-runtime", variable=expr)
         return None

@@ -910,7 +910,7 @@ def _http_transfers(tokens: list[str], out: dict[int, str | None]) -> None:
     """``curl``/``wget`` of an S3 object by its HTTP(S) address: fetched (read) unless the
     command sends data to it (``-T``, ``--upload-file``, ``-X PUT``, ``--post-file``: a
     write)."""
-    for seg in _command_spans(tokens):
+    for seg in command_spans(tokens):
         # (after `sh -c`, `timeout 60`: where the tool's words start)
         tool = next((k for k in seg if tokens[k].rsplit("/", 1)[-1] in ("curl", "wget")),
                     None)
@@ -967,7 +967,7 @@ def key_direction(key: str) -> str | None:
 def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
     """`prog SRC DST`: in a command with two or more bare URI operands, the last could be
     the output (`convert.py s3://in s3://out`): unknown rather than a guessed read."""
-    for seg in _command_spans(tokens):
+    for seg in command_spans(tokens):
         bare = [i for i in seg if i in out and out[i] is None and URI_RE.search(tokens[i])
                 and not tokens[i].startswith("-") and override_key(tokens[i]) is None and (
                     # --x=s3://...: a flag's value; an override (data.root=s3://...) goes
@@ -977,7 +977,7 @@ def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
             out[bare[-1]] = "unknown"
 
 
-def _command_spans(tokens: list[str]) -> list[range]:
+def command_spans(tokens: list[str]) -> list[range]:
     """The index ranges of the commands in *tokens*, between their separators."""
     spans, start = [], 0
     for i, t in enumerate([*tokens, ";"]):

@@ -214,21 +214,10 @@ class PodGroup:
             "nodeSelector": dict(spec.get("nodeSelector") or {}),
             "tolerations": list(spec.get("tolerations") or []),
             "nodeAffinity": ((spec.get("affinity") or {}).get("nodeAffinity")),
-            "requests": {k: _quantity_str(v) for k, v in sorted(req.items())},
+            "requests": {k: placement.quantity_str(v) for k, v in sorted(req.items())},
             "datasets": [d.to_json(resolve) for d in self.datasets],
             "notes": list(self.notes),
         }
-
-
-def _quantity_str(v: Any) -> str:
-    """A quantity for people: 4Gi rather than 4294967296, 500m rather than 0.5."""
-    if v != int(v):
-        return f"{int(v * 1000)}m" if v * 1000 == int(v * 1000) else str(float(v))
-    n = int(v)
-    for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit}{suffix}"
-    return str(n)
 
 
 @dataclass(frozen=True)

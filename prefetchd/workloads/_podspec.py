@@ -243,7 +243,7 @@ def group(
     if unknown:
         raise WorkloadError(f"{where}.spec: {unknown[0]}")
     clean, notes = _trusted_constraints(spec)
-    notes += _unset_references(spec)
+    notes += _unset_references(spec) + _unschedulable(clean)
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
     words = containers_words(clean)  # read once: both passes below use them
@@ -549,6 +549,37 @@ def _trusted_constraints(spec: Mapping[str, Any]) -> tuple[dict[str, Any], list[
                 res[kind] = {k: v for k, v in amounts.items() if not _has_placeholder(v)}
                 notes.append(f"container {c.get('name')}: {kind} with a per-trial value left out")
     return out, notes
+
+
+def _unschedulable(spec: Mapping[str, Any]) -> list[str]:
+    """A note when the nodeSelector and the required node affinity cannot both match one
+    node (``gpu.product: A100`` beside ``gpu.product In [H100]``): the API server takes such
+    a pod and it stays Pending for ever (blind job round 54 warmed its data, said nothing).
+    Only what the two say of the same label keys is compared."""
+    sel = spec.get("nodeSelector")
+    aff = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = aff.get("nodeSelectorTerms") if isinstance(aff, Mapping) else None
+    if not isinstance(sel, Mapping) or not sel or not isinstance(terms, list) or not terms:
+        return []
+
+    def fits(expr: Any) -> bool:
+        if not isinstance(expr, Mapping) or expr.get("key") not in sel:
+            return True
+        value, op = str(sel[expr["key"]]), expr.get("operator")
+        values = [str(v) for v in expr.get("values") or []]
+        return {"In": value in values, "NotIn": value not in values,
+                "DoesNotExist": False}.get(str(op), True)
+
+    if any(isinstance(t, Mapping) and all(fits(e) for e in t.get("matchExpressions") or [])
+           for t in terms):
+        return []
+    clash = next(e for t in terms if isinstance(t, Mapping)
+                 for e in t.get("matchExpressions") or [] if not fits(e))
+    values = ", ".join(map(str, clash.get("values") or []))
+    return [f"nodeSelector {clash['key']}={sel[clash['key']]} and the required node affinity "
+            f"({clash['key']} {clash.get('operator')} {values}): no node matches both, so its "
+            "pods never schedule"]
 
 
 # ---------------------------------------------------------------- datasets

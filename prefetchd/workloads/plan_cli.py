@@ -32,6 +32,7 @@ import yaml
 
 from prefetchd import pipeline
 from prefetchd.k8s import datasets as k8s_datasets
+from prefetchd.k8s import placement
 from prefetchd.pipeline import _load
 from prefetchd.workloads import _registry, _resolve
 from prefetchd.workloads._library import Library, is_library_object
@@ -42,7 +43,6 @@ from prefetchd.workloads._model import (
     UpcomingWork,
     WorkloadError,
     order_key,
-    required_node_affinity,
     with_queue_record,
 )
 
@@ -282,19 +282,7 @@ def _constraints(g: PodGroup, view: FileClusterView, namespace: str) -> str:
             parts.append(f"PV {pv} of claim {claim} only on " + " or ".join(
                 ",".join(f"{r.key} {r.operator} {'|'.join(r.values)}".rstrip()
                          for r in (*t.expressions, *t.fields)) for t in terms))
-    sel = spec.get("nodeSelector") or {}
-    if sel:
-        parts.append("nodeSelector " + ",".join(f"{k}={v}" for k, v in sorted(sel.items())))
-    tols = spec.get("tolerations") or []
-    if tols:
-        parts.append("tolerates " + ",".join(
-            f"{t.get('key') or '*'}{'=' + str(t['value']) if t.get('value') else ''}"
-            f"{':' + t['effect'] if t.get('effect') else ''}" for t in tols))
-    if required_node_affinity(spec):
-        parts.append("node affinity")
-    req = g.to_json()["requests"]
-    if req:
-        parts.append("requests " + " ".join(f"{k}={v}" for k, v in req.items()))
+    parts += placement.describe(spec)
     return "; ".join(parts) or "no constraints"
 
 
