@@ -327,6 +327,9 @@ def check_before_mount(cfg: MountConfig, nonempty: bool) -> None:
             raise errors.ConfigError(str(e)) from None
     if cfg.metrics_port is not None:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sk:
+            # as the metrics server binds (http.server: SO_REUSEADDR), so a port whose last
+            # scrape left a TIME_WAIT is free (a remount within a minute was refused)
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sk.bind(("127.0.0.1", cfg.metrics_port))
             except OSError as e:

@@ -528,7 +528,8 @@ def unmount(path: Path, lazy: bool = False) -> None:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         busy = "busy" in r.stderr.lower() and not lazy
-        raise errors.ConfigError(
+        # (exit 1, not 2: the command was right, the mount is in use; blind FUSE test)
+        raise errors.FusecacheError(
             f"unmount of {path} failed: {r.stderr.strip()}"
             + ("; files are open on it: close them, or fusecache umount --lazy (it goes "
                "once the last one is closed)" if busy else ""))

@@ -89,3 +89,22 @@ def test_a_block_size_the_node_cache_does_not_share_is_said(local_s3, s3_env, bu
         assert "--block-size 4194304 differs from the node cache's own (8388608)" in r.stderr
     finally:
         run_cli(["umount", str(mp)], env=s3_env)
+
+
+def test_a_metrics_port_just_scraped_is_taken_again(local_s3, s3_env, bucket,
+                                                    tmp_path: Path) -> None:
+    """A remount on the port of a mount scraped a moment before: the scrape's TIME_WAIT
+    made the port check refuse it ('Address already in use', exit 2) for a minute."""
+    import urllib.request
+
+    from mounting import free_port
+
+    local_s3.client().put_object(Bucket=bucket, Key="x", Body=b"x")
+    port = free_port()
+    args = ("--cache-dir", str(tmp_path / "c"), "--metrics-port", str(port))
+    with mounted(f"s3://{bucket}", tmp_path / "m1", s3_env, *args):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            assert b"fusecache" in r.read()
+    with mounted(f"s3://{bucket}", tmp_path / "m2", s3_env, *args):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            assert r.status == 200
