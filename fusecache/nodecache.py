@@ -8,7 +8,8 @@ gives readers a consistent snapshot without locks.
 Layout (named databases in one environment):
 
 - ``blocks``  block key -> the block's bytes (blocks shorter than a slot, see below)
-- ``bmeta``   block key -> (last access ns, length, crc32)
+- ``bmeta``   block key -> (last access ns, length, crc32), then for a block larger than
+               GRANULE the crc32 of each of its granules (``get_range``)
 - ``boffs``   block key -> offset of the block's bytes in data.mdb (read with pread)
 - ``bslot``   block key -> slot (8 bytes) in ``slots.dat`` holding the block's bytes
 - ``freeslots`` slot (8 bytes, big-endian) -> b''    (slots below ``slots`` holding nothing)
@@ -132,7 +133,14 @@ _MAX_FILE_OFFSET = 1 << 50
 _MADV_DONTNEED = 4
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _RWF_NOWAIT = getattr(os, "RWF_NOWAIT", 8)
-_BMETA = struct.Struct("<QII")  # atime ns, length, crc32
+_BMETA = struct.Struct("<QII")  # atime ns, length, crc32; then the granules' crc32s
+# A block larger than this is also checked granule by granule (its granules' crc32s follow
+# its own in bmeta), so a random small read of a big cached file reads and checks the
+# granules it asks for, not the whole block: 1,000 random 4 KiB reads of a 500 MB file read
+# 6 GiB from the node cache (blind data-format test: LMDB and np.load(mmap_mode='r')
+# datasets 4-13x slower than local disk). 128 KiB: one FUSE read.
+GRANULE = 128 << 10
+_U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _SLOT = struct.Struct(">Q")  # freeslots keys: big-endian, so the lowest slot comes first
 _ATIME = struct.Struct(">Q")
@@ -406,7 +414,7 @@ class NodeCache:
             raw = txn.get(key, db=self._bmeta)
             if raw is None:
                 return None
-            _, length, crc = _BMETA.unpack(bytes(raw))
+            _, length, crc = _BMETA.unpack_from(bytes(raw))
             raw_slot = txn.get(key, db=self._bslot)
             if raw_slot is not None:
                 slot = _U64.unpack(bytes(raw_slot))[0]
@@ -452,6 +460,46 @@ class NodeCache:
             self._count_mapped(len(data))
         return data, crc
 
+    def get_range(self, oid: ObjectId, index: int, lo: int, hi: int) -> bytes | None:
+        """Bytes [lo, hi) of a cached block, read and checked granule by granule
+        (``GRANULE``): a random 4 KiB read costs one granule, not the block. None when
+        the block is not cached, has no granule checksums (stored by an earlier version, or
+        no larger than one), has no place to pread from, or a granule does not check (its
+        slot was taken meanwhile, or the bytes are bad): the caller then reads the whole
+        block, which judges it."""
+        key = self.block_key(oid, index)
+        with self.env.begin(buffers=True) as txn:
+            raw = txn.get(key, db=self._bmeta)
+            if raw is None or len(raw) <= _BMETA.size:
+                return None
+            meta = bytes(raw)
+            place = self._place(txn, key)
+        length = _BMETA.unpack_from(meta)[1]
+        granules = memoryview(meta)[_BMETA.size:]
+        if place is None or len(granules) != 4 * -(-length // GRANULE) \
+                or not 0 <= lo < hi <= length:
+            return None
+        g0, g1 = lo // GRANULE, -(-hi // GRANULE)
+        start, end = g0 * GRANULE, min(length, g1 * GRANULE)
+        in_slots, off = place
+        fd = self._slots.read_fd if in_slots and self._slots is not None else self._data_fd
+        if fd is None:
+            return None
+        data = _read_exact(fd, off + start, end - start)
+        if data is None:
+            return None
+        view = memoryview(data)
+        for g in range(g0, g1):
+            part = view[(g - g0) * GRANULE:(g - g0 + 1) * GRANULE]
+            if _crc32(part) != _U32.unpack_from(granules, 4 * g)[0]:
+                return None
+        with self._lock:
+            self._pending_touch[key] = time.time_ns()
+            self._pending_touch.move_to_end(key)
+            if len(self._pending_touch) > _MAX_PENDING_TOUCHES:
+                self._pending_touch.popitem(last=False)
+        return bytes(view[lo - start:hi - start])
+
     def _read_slot(self, key: bytes, slot: int, length: int, nowait: bool,
                    into: bytearray | None) -> bytes | bytearray | None:
         """A slot's bytes (checked by the caller), b"" when they cannot be read (the
@@ -476,7 +524,7 @@ class NodeCache:
             raw = txn.get(key, db=self._bmeta)
             if raw is None:
                 return None
-            length = _BMETA.unpack(bytes(raw))[1]
+            length = _BMETA.unpack_from(bytes(raw))[1]
             place = self._place(txn, key)
         if place is None:
             return None
@@ -582,8 +630,9 @@ class NodeCache:
             if len(data) != end - start:
                 raise ValueError(f"block {index} of {oid.key}: {len(data)} bytes, "
                                  f"expected {end - start}")
-            # the crc before the write lock: other writers need not wait for it
-            checked.append((oid, self.block_key(oid, index), data, _crc32(data)))
+            # the crcs before the write lock: other writers need not wait for them
+            checked.append((oid, self.block_key(oid, index), data, _crc32(data),
+                            granule_crcs(data)))
         now = time.time_ns()
         stored: list[bool] = []
         fresh: list[bytes] = []  # stored as LMDB values: their offsets are recorded after
@@ -593,7 +642,7 @@ class NodeCache:
             if _FAILPOINT is not None:
                 _failpoint("put:begin", len(checked))
             used = was_used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
-            for oid, key, data, crc in checked:
+            for oid, key, data, crc, granules in checked:
                 if txn.get(key, db=self._bmeta) is not None:
                     stored.append(True)  # another process stored it first: same bytes
                     continue
@@ -615,7 +664,7 @@ class NodeCache:
                     fresh.append(key)
                 if _FAILPOINT is not None:
                     _failpoint("put:data")
-                txn.put(key, _BMETA.pack(now, len(data), crc), db=self._bmeta)
+                txn.put(key, _BMETA.pack(now, len(data), crc) + granules, db=self._bmeta)
                 txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
                 used += len(data)
                 if txn.get(oid.digest, db=self._objects) is None:
@@ -762,7 +811,7 @@ class NodeCache:
                 continue
             raw = txn.get(key, db=self._bmeta)
             if raw is not None:
-                used -= _BMETA.unpack(raw)[1]
+                used -= _BMETA.unpack_from(raw)[1]
             txn.delete(key, db=self._blocks)
             txn.delete(key, db=self._bmeta)
             txn.delete(key, db=self._boffs)
@@ -777,8 +826,9 @@ class NodeCache:
             txn.put(_ATIME.pack(now) + key, b"", db=self._lru)
             raw = txn.get(key, db=self._bmeta)
             if raw is not None:
-                _, length, crc = _BMETA.unpack(raw)
-                txn.put(key, _BMETA.pack(now, length, crc), db=self._bmeta)
+                _, length, crc = _BMETA.unpack_from(raw)
+                txn.put(key, _BMETA.pack(now, length, crc) + bytes(raw[_BMETA.size:]),
+                        db=self._bmeta)
         if evicted:
             _add_counter(txn, self._meta, "evictions", evicted)
         return used, evicted
@@ -817,7 +867,7 @@ class NodeCache:
         with self.env.begin(write=True) as txn:
             raw = txn.get(key, db=self._bmeta)
             if raw is not None:
-                atime, length, _ = _BMETA.unpack(raw)
+                atime, length, _ = _BMETA.unpack_from(raw)
                 txn.delete(_ATIME.pack(atime) + key, db=self._lru)
                 used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
                 txn.put(b"used", _U64.pack(max(0, used - length)), db=self._meta)
@@ -847,12 +897,13 @@ class NodeCache:
                 raw = txn.get(key, db=self._bmeta)
                 if raw is None:
                     continue
-                atime, length, crc = _BMETA.unpack(raw)
+                atime, length, crc = _BMETA.unpack_from(raw)
                 if ns <= atime:
                     continue
                 txn.delete(_ATIME.pack(atime) + key, db=self._lru)
                 txn.put(_ATIME.pack(ns) + key, b"", db=self._lru)
-                txn.put(key, _BMETA.pack(ns, length, crc), db=self._bmeta)
+                txn.put(key, _BMETA.pack(ns, length, crc) + bytes(raw[_BMETA.size:]),
+                        db=self._bmeta)
             if _FAILPOINT is not None:
                 _failpoint("touch:commit")
         return len(pending)
@@ -1110,6 +1161,15 @@ def _buffer_address(obj: object) -> int:
         return int(view.buf or 0) or -1
     finally:
         ctypes.pythonapi.PyBuffer_Release(ctypes.byref(view))
+
+
+def granule_crcs(data: bytes | bytearray | memoryview) -> bytes:
+    """The crc32 of each GRANULE of a block larger than one, packed; b"" for a smaller one."""
+    if len(data) <= GRANULE:
+        return b""
+    view = memoryview(data)
+    return b"".join(_U32.pack(_crc32(view[i:i + GRANULE]))
+                    for i in range(0, len(view), GRANULE))
 
 
 def _read_exact(fd: int, off: int, length: int, into: bytearray | None = None

@@ -118,6 +118,10 @@ log = logging.getLogger(__name__)
 _DISK_READ_THREADS = 4
 _SMALL_DISK_READ_THREADS = 16
 _INLINE_DISK_READ = 256 * 1024
+# A read not following the one before (a random read) of at most this many bytes, of a block
+# in the node cache but not in RAM, reads only its granules (NodeCache.get_range): the
+# whole 8 MiB block is read and kept only for reads that go on in order.
+_RANGE_READ_MAX = 1 << 20
 _SEQUENTIAL_SLACK = 8 * 1024 * 1024
 # A block fetched ahead that no read has reached for this long gives its budget back (a
 # reader that stopped, a file closed half read): the next reader is not starved of it.
@@ -180,6 +184,16 @@ def _detached(e: Exception) -> Exception:
         return copy.copy(e)
     except Exception:  # noqa: BLE001 - a class whose __init__ does not take its args
         return e
+
+
+def _disk_range_read(disk: NodeCache, oid: ObjectId, idx: int, lo: int, hi: int
+                     ) -> bytes | None:
+    """NodeCache.get_range in a worker thread; None on a miss or a failure (as _disk_read)."""
+    try:
+        return disk.get_range(oid, idx, lo, hi)
+    except lmdb.Error as e:
+        log.warning("node cache read failed (%s); reading the whole block", e)
+        return None
 
 
 def _disk_read(disk: NodeCache, oid: ObjectId, idx: int, into: bytearray | None
@@ -341,6 +355,11 @@ class BlockReader:
         with trio.move_on_after(self.read_timeout) as scope:
             if first == last:
                 lo, hi = offset - first * bs, end - first * bs
+                if state is not None and state.window == 0 and hi - lo <= _RANGE_READ_MAX:
+                    # a random read: its granules from the node cache, not the whole block
+                    part = await self._disk_range(oid, first, lo, hi)
+                    if part is not None:
+                        return part
                 if not on_disk:
                     part = await self._while_arriving(oid, first, lo, hi)
                     if part is not None:
@@ -790,6 +809,23 @@ class BlockReader:
             data = await trio.to_thread.run_sync(
                 partial(_disk_read, self.disk, oid, idx, into))
         self._unused(into, data)  # a miss, a failure, or read through the map
+        return data
+
+    async def _disk_range(self, oid: ObjectId, idx: int, lo: int, hi: int) -> bytes | None:
+        """Bytes [lo, hi) of a block the RAM tier does not hold, read and checked granule
+        by granule from the node cache (``NodeCache.get_range``) in a worker thread; None
+        when it has no such block (the caller loads the whole block, as for any read)."""
+        start, end = oid.block_span(idx, self.block_size)
+        key = block_key(oid, idx, self.block_size)
+        if self.disk is None or end - start <= _INLINE_DISK_READ or key in self._inflight \
+                or key in self.ram:
+            return None
+        async with self._small_disk_threads:
+            data = await trio.to_thread.run_sync(
+                partial(_disk_range_read, self.disk, oid, idx, lo, hi))
+        if data is not None:
+            self._ram_misses.inc()
+            self._disk_hits.inc()
         return data
 
     def _lend_buffer(self, length: int) -> bytearray | None:

@@ -109,7 +109,12 @@ def check_cache(cache_dir: Path, objs: dict[str, Obj]) -> int:
             lru = {k[8:] for k in keys(c._lru)}
             objects = keys(c._objects)
             used = nodecache._U64.unpack(txn.get(b"used", db=c._meta))[0]
-            lengths = sum(nodecache._BMETA.unpack(txn.get(k, db=c._bmeta))[1] for k in bmeta)
+            metas = [bytes(txn.get(k, db=c._bmeta)) for k in bmeta]
+            lengths = sum(nodecache._BMETA.unpack_from(m)[1] for m in metas)
+            for m in metas:  # its granules' crc32s: all of them, or none (a small block)
+                n = nodecache._BMETA.unpack_from(m)[1]
+                want = 4 * -(-n // nodecache.GRANULE) if n > nodecache.GRANULE else 0
+                assert len(m) == nodecache._BMETA.size + want, "granule checksums cut short"
             n_lru = txn.stat(c._lru)["entries"]
         assert not blocks & set(slot_of), "a block both in data.mdb and in a slot"
         assert blocks | set(slot_of) == bmeta, "blocks without metadata or metadata without block"
