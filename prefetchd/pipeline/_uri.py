@@ -135,9 +135,12 @@ _BLANK_KEY_URI = re.compile(r"(?:s3|s3a|s3n)://[a-z0-9][a-z0-9.\-]*/(?:" + _CH +
 
 def blank_key_uri(word: str) -> bool:
     """Whether *word* is one location whose key holds single blanks (``_BLANK_KEY_URI``),
-    not two locations or a location and more words (``s3://b/x --recursive``)."""
+    not two locations or a location and more words (``s3://b/x --recursive``, a message's
+    ``s3://b/data loaded``): what follows its last blank goes on as a key does, into a
+    folder or to a file's suffix (``A/roster.csv``, ``v200.json``)."""
     return bool(_BLANK_KEY_URI.fullmatch(word)) and word.count("://") == 1 \
-        and " -" not in word and "$" not in word
+        and " -" not in word and "$" not in word \
+        and bool(re.search(r"/|\.[A-Za-z0-9]{1,8}$", word.rsplit(" ", 1)[1]))
 
 
 def find_uris(text: str) -> list[str]:
@@ -510,8 +513,8 @@ def spelled_out_env(container: Mapping[str, Any], built_on: bool = False) -> set
     one named for what it holds (``TRAIN``, ``DATA_DIR``), which the program may read whole.
     A value the script sets itself (``DS=$(date +%F)`` then ``${LOGS}/dt=${DS}/``) is one
     the run picks, not every pod's in turn: the word is a run-time read and the root no
-    read of its own (blind job round 53 warmed every day's partition, and through
-    ``--export "${MODEL_ROOT}/daily/${DS}/"`` the folder the job writes).
+    read of its own (blind job round 53 warmed, through ``--export
+    "${MODEL_ROOT}/daily/${DS}/"``, the folder the job writes).
     Pod containers (``k8s.datasets``) and pipeline steps (``_scan.env_expansion``) alike;
     with *built_on*, only where more is built on it (``"$BASE_MODEL"`` alone is the
     var's own read, by its origin, as a pipeline's truth names it)."""

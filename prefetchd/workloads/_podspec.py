@@ -574,8 +574,10 @@ def _unschedulable(spec: Mapping[str, Any]) -> list[str]:
     if any(isinstance(t, Mapping) and all(fits(e) for e in t.get("matchExpressions") or [])
            for t in terms):
         return []
-    clash = next(e for t in terms if isinstance(t, Mapping)
-                 for e in t.get("matchExpressions") or [] if not fits(e))
+    clash = next((e for t in terms if isinstance(t, Mapping)
+                  for e in t.get("matchExpressions") or [] if not fits(e)), None)
+    if clash is None:  # (no term of the shape the API takes: refused elsewhere, not judged)
+        return []
     values = ", ".join(map(str, clash.get("values") or []))
     return [f"nodeSelector {clash['key']}={sel[clash['key']]} and the required node affinity "
             f"({clash['key']} {clash.get('operator')} {values}): no node matches both, so its "

@@ -98,3 +98,11 @@ def test_a_bucket_address_alone_is_no_read_of_the_bucket() -> None:
                      "--model", "https://pretrained.s3.us-east-1.amazonaws.com/m/v1.pt",
                      command=("python", "serve.py")))
     assert _static(plan) == {"ep": ["s3://pretrained/m/v1.pt"]}
+
+
+def test_a_message_after_a_location_is_no_part_of_its_key() -> None:
+    from prefetchd.pipeline._uri import find_uris
+
+    assert find_uris("s3://b/data loaded") == ["s3://b/data"]
+    assert find_uris("s3://b/x done.") == ["s3://b/x"]
+    assert find_uris("s3://b/Plant A/") == ["s3://b/Plant A/"]
