@@ -99,7 +99,12 @@ class S3Location:
         bucket, prefix = m.group(1), m.group(2) or ""
         if not re.fullmatch(r"[a-z0-9][a-z0-9.\-_]{1,254}[a-z0-9]", bucket):
             raise ConfigError(f"invalid bucket name {bucket!r} in {uri!r}")
-        prefix = prefix.lstrip("/")
+        if prefix.startswith("/"):
+            # (a key of an empty first segment: it was mounted as the prefix without it,
+            # another folder, without a word; a blind test of the mount)
+            raise ConfigError(f"invalid S3 URI {uri!r}: an empty segment after the bucket "
+                              f"(did you mean s3://{bucket}/{prefix.lstrip('/')}? keys that "
+                              "start with '/' cannot be mounted)")
         if "//" in prefix or any(seg in (".", "..") for seg in prefix.split("/") if seg):
             raise ConfigError(f"invalid prefix {prefix!r} in {uri!r}")
         if prefix and not prefix.endswith("/"):

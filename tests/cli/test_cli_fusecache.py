@@ -314,3 +314,16 @@ def test_fusecache_s3_keeps_a_given_data_dir_but_not_its_keys(tmp_path: Path) ->
         err = p.stderr.read()
         assert "not created" not in err, (run, err)
         assert data.is_dir() and not (data / "s3.json").exists() and not _weed_pids(data)
+
+
+@pytest.mark.fuse
+def test_a_source_with_an_empty_segment_after_the_bucket_is_refused(s3_env, bucket,
+                                                                     tmp_path: Path) -> None:
+    """``s3://b//k`` was mounted as ``s3://b/k``, another folder, without a word (a blind test
+    of the mount); keys that start with '/' cannot be mounted."""
+    mp = tmp_path / "m"
+    mp.mkdir()
+    r = run_cli(["mount", f"s3://{bucket}//k", str(mp), "--cache-dir", str(tmp_path / "c")],
+                env=s3_env, timeout=60)
+    _one_line_usage_error(r, f"did you mean s3://{bucket}/k?")
+    assert not is_mounted(mp)
