@@ -213,6 +213,11 @@ def test_queued_pytorchjob_is_warm_on_four_nodes_before_admission(fake, site_fac
         # Queued: the dataset is warmed and pinned on as many nodes as the job has pods.
         wait_until("the queued job's data warm on all 4 nodes",
                    lambda: site.holders(keys) == set(site.nodes), 180)
+        # and each warm done (recorded), not only its last object stored: admitted in
+        # between, a node's warm finished 0.16 s after the admission (CI of stop 56)
+        wait_until("the warms recorded on all 4 nodes", lambda: all(
+            any(r.get("source") == "pytorchjob ml/train" for r in site.records(n).values())
+            for n in site.nodes), 60)
         assert fake.get("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"], NS)[
             "status"]["conditions"][0]["status"] == "False"  # still pending
         # Kueue admits; the training-operator unsuspends and makes the pods (Pending).
