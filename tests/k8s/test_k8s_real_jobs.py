@@ -226,7 +226,11 @@ class Site:
         # (its urgent lane took the pod: "before its data", or without those words when the
         # job's own placement had just asked this node for the data, as it may when the node
         # annotations change while the pod is made: a race, not a second warm)
-        assert f"{source}: pod {name} bound here" in (self.tmp / f"agent-{cold}.log").read_text()
+        # (the pod may come to that agent before its work does: then its pod path warms
+        # the data under the pod first, and the work takes the pod when it comes; stop 56)
+        log = self.tmp / f"agent-{cold}.log"
+        wait_until(f"{source} taking pod {name} on {cold}",
+                   lambda: f"{source}: pod {name} bound here" in log.read_text(), 30)
         return cold
 
     def create_bound(self, pods: list[dict[str, Any]]) -> dict[str, str]:
