@@ -447,15 +447,7 @@ class NodeCache:
                         index, oid.bucket, oid.key)
             self._drop(key)
             return None
-        with self._lock:
-            self._pending_touch[key] = time.time_ns()
-            self._pending_touch.move_to_end(key)
-            if len(self._pending_touch) > _MAX_PENDING_TOUCHES:
-                self._pending_touch.popitem(last=False)
-            if heal is not None:  # record it with the access times (flush_touches)
-                self._pending_offsets[key] = heal
-                if len(self._pending_offsets) > _MAX_PENDING_TOUCHES:
-                    self._pending_offsets.popitem(last=False)
+        self._touched(key, heal)
         if mapped:
             self._count_mapped(len(data))
         return data, crc
@@ -493,12 +485,21 @@ class NodeCache:
             part = view[(g - g0) * GRANULE:(g - g0 + 1) * GRANULE]
             if _crc32(part) != _U32.unpack_from(granules, 4 * g)[0]:
                 return None
+        self._touched(key)
+        return bytes(view[lo - start:hi - start])
+
+    def _touched(self, key: bytes, heal: int | None = None) -> None:
+        """A block was read: its access time (and, *heal*, where it lies in data.mdb) for
+        the next flush_touches, bounded."""
         with self._lock:
             self._pending_touch[key] = time.time_ns()
             self._pending_touch.move_to_end(key)
             if len(self._pending_touch) > _MAX_PENDING_TOUCHES:
                 self._pending_touch.popitem(last=False)
-        return bytes(view[lo - start:hi - start])
+            if heal is not None:  # record it with the access times (flush_touches)
+                self._pending_offsets[key] = heal
+                if len(self._pending_offsets) > _MAX_PENDING_TOUCHES:
+                    self._pending_offsets.popitem(last=False)
 
     def _read_slot(self, key: bytes, slot: int, length: int, nowait: bool,
                    into: bytearray | None) -> bytes | bytearray | None:
