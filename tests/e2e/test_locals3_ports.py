@@ -10,6 +10,22 @@ import pytest
 from fusecache import locals3
 
 
+def _first_start_takes(monkeypatch: pytest.MonkeyPatch, real, index: int, taken: int
+                       ) -> list[list[int]]:
+    """The ports of each start, recorded; the first start's port *index* is *taken*."""
+    calls: list[list[int]] = []
+
+    def ports_of(n: int) -> list[int]:
+        ports = real(n)
+        calls.append(ports)
+        if len(calls) == 1:
+            ports[index] = taken
+        return ports
+
+    monkeypatch.setattr(locals3, "_free_ports", ports_of)
+    return calls
+
+
 @pytest.mark.s3
 def test_a_port_taken_after_it_was_picked_means_a_new_start(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -18,16 +34,7 @@ def test_a_port_taken_after_it_was_picked_means_a_new_start(
     squatter.bind(("127.0.0.1", 0))
     squatter.listen()
     taken = squatter.getsockname()[1]
-    calls = []
-
-    def first_one_taken(n: int) -> list[int]:
-        ports = real(n)
-        calls.append(ports)
-        if len(calls) == 1:
-            ports[2] = taken  # the filer's port: what CI once saw
-        return ports
-
-    monkeypatch.setattr(locals3, "_free_ports", first_one_taken)
+    calls = _first_start_takes(monkeypatch, real, 2, taken)  # the filer's: what CI once saw
     s3 = locals3.LocalS3(data_dir=tmp_path / "s3")
     try:
         s3.start()
@@ -68,16 +75,7 @@ def test_a_taken_s3_port_that_answers_something_else_means_a_new_start(
                 conn.sendall(conn.recv(4096).split(b"\r\n", 1)[0] + b"\r\n")
     t = threading.Thread(target=echo, daemon=True)
     t.start()
-    calls = []
-
-    def s3_port_taken(n: int) -> list[int]:
-        ports = real(n)
-        calls.append(ports)
-        if len(calls) == 1:
-            ports[3] = taken  # the S3 port
-        return ports
-
-    monkeypatch.setattr(locals3, "_free_ports", s3_port_taken)
+    calls = _first_start_takes(monkeypatch, real, 3, taken)  # the S3 port
     s3 = locals3.LocalS3(data_dir=tmp_path / "s3")
     try:
         s3.start()
