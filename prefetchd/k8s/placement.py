@@ -310,6 +310,15 @@ def eligible(pod: PodRequirements, node: NodeInfo) -> bool:
     return not ineligibility_reason(pod, node)
 
 
+def labels_fit(pod: PodRequirements, node: NodeInfo) -> bool:
+    """Whether ``node``'s labels (and name) satisfy ``pod``'s node selector, required node
+    affinity and its volumes' node affinity: what the pod asks of a node, leaving out what
+    changes with the node's state (taints, cordons, free resources)."""
+    return (all(node.labels.get(k) == v for k, v in pod.node_selector.items())
+            and (pod.required_terms is None or any(t.matches(node) for t in pod.required_terms))
+            and all(any(t.matches(node) for t in terms) for terms in pod.volume_terms))
+
+
 def ineligibility_reason(pod: PodRequirements, node: NodeInfo) -> str:
     """Why ``pod`` cannot run on ``node`` ("" if it can): what the logs and tests show."""
     if node.cache_free_bytes is None:

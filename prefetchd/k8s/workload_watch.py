@@ -52,7 +52,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,7 +121,7 @@ class _Job:
     record: wl.UpcomingWork | None = None  # the queue record (Kueue Workload)
     requested: set[str] = field(default_factory=set)  # datasets sent to the worker
     lane: dict[str, Any] = field(default_factory=dict)  # dataset -> WarmRequest, queued
-    bytes: int = 0  # pinned here for it (from the finished hook)
+    warmed: dict[str, int] = field(default_factory=dict)  # dataset -> bytes pinned here
     seen_queued: bool = False
     admitted: bool = False
 
@@ -322,11 +322,14 @@ class WorkloadWatch:
         meta = obj.get("metadata") or {}
         uid = meta.get("uid") or ""
         if wl.is_library_object(obj):
+            held = self.library.held(str(obj.get("kind")), meta.get("namespace"),
+                                     str(meta.get("name", "")))
             if etype == "DELETED":
                 self.library.remove(obj)
             else:
                 self.library.add(obj)
-            self._reread()
+            if etype == "DELETED" or not _same_spec(held, obj):
+                self._reread()
             return
         if etype == "DELETED":
             with self._lock:
@@ -478,6 +481,8 @@ class WorkloadWatch:
         if first_admission and self.metrics is not None:
             self.metrics.job_admitted(release_key, now, was_queued)
         nodes = self.nodes()
+        runs_here: dict[str, bool] = {}  # dataset -> whether some pod reading it can run here
+        here = next((n for n in nodes if n.name == self.config.node_name), None)
         for work in sorted(works, key=wl.order_key):
             if work.state.done:
                 continue
@@ -486,10 +491,37 @@ class WorkloadWatch:
                 targets = work.targets(resolve, wl.pins_from_view(self.view, work.namespace))
             except Exception as exc:  # noqa: BLE001 - API trouble resolving a claim
                 log.warning("%s: cannot resolve its datasets now: %s", work.key, exc)
+                here = None  # (not all targets known: drop nothing)
                 continue
             for t in targets:
+                if here is not None:
+                    runs_here[t.dataset] = runs_here.get(t.dataset, False) or \
+                        placement.labels_fit(t.requirements, here)
                 self._consider(job, release_key, work, t, nodes)
+        if here is not None and states == {wl.State.QUEUED}:
+            self._drop_where_pods_cannot_run(job, release_key, runs_here)
         self._pump()
+
+    def _drop_where_pods_cannot_run(self, job: _Job, release_key: str,
+                                    runs_here: dict[str, bool]) -> None:
+        """Queued work whose pods can no longer run on this node (its constraints became
+        known or changed: the flavors of its ClusterQueue, a new nodeSelector) drops what it
+        warmed or lined up here. Only the node's labels are weighed: being out-ranked by
+        another node (the ranking moves with free space), a taint, a cordon or resources in
+        use come and go, and dropping on them would churn."""
+        with self._lock:
+            gone = sorted(d for d in job.requested | set(job.lane)
+                          if runs_here.get(d) is False)
+            for d in gone:
+                job.requested.discard(d)
+                job.lane.pop(d, None)
+                job.warmed.pop(d, None)
+                if self._inflight == (release_key, d):
+                    self._inflight = None
+        for d in gone:
+            log.info("%s: its pods can no longer run on this node; releasing %s", release_key,
+                     d)
+            self.release(d, release_key)
 
     def _note_done(self, work: wl.UpcomingWork, release_key: str) -> None:
         """Log once that a part of longer work ended (a Trial): its data stays."""
@@ -538,8 +570,8 @@ class WorkloadWatch:
                     return
                 limit = self.config.queued_limit_bytes
                 if limit is not None:
-                    used = sum(j.bytes for j in self._jobs.values() if j.seen_queued
-                               and not j.admitted)
+                    used = sum(sum(j.warmed.values()) for j in self._jobs.values()
+                               if j.seen_queued and not j.admitted)
                     if used >= limit:
                         log.debug("queued work holds %d bytes here (bound %d): waiting", used,
                                   limit)
@@ -565,8 +597,8 @@ class WorkloadWatch:
         """The worker's finished hook: account the bytes, let the next queued warm go."""
         with self._lock:
             job = self._jobs.get(req.source)
-            if job is not None:
-                job.bytes += nbytes
+            if job is not None and req.dataset in job.requested:
+                job.warmed[req.dataset] = job.warmed.get(req.dataset, 0) + nbytes
             if self._inflight == (req.source, req.dataset):
                 self._inflight = None
             ours = job is not None
@@ -623,11 +655,16 @@ class WorkloadWatch:
             rk = next((rk for rk, job in self._jobs.items()
                        if rk in keys or keys & job.works.keys()), None)
             if rk is None:
+                early = bound_here and uid and uid not in self._early_pods
                 if bound_here and uid:
                     self._early_pods[uid] = pod
                     self._early_pods.move_to_end(uid)
                     while len(self._early_pods) > self.config.max_works:
                         self._early_pods.popitem(last=False)
+                if early:
+                    log.info("pod %s/%s bound here before its work (%s) is known here: "
+                             "warmed once it is", meta.get("namespace"), meta.get("name"),
+                             ", ".join(sorted(keys)))
                 return False
             if not bound_here or not uid or uid in self._bound_pods:
                 return True
@@ -656,6 +693,10 @@ class WorkloadWatch:
             log.warning("pod %s/%s: cannot resolve datasets: %s", meta.get("namespace"),
                         meta.get("name"), exc)
             return
+        if not found:
+            log.info("%s: pod %s bound here: nothing to warm for its group %s (%s)",
+                     release_key, meta.get("name"), group,
+                     "; ".join(f"{w.key} {w.state.value}" for w in models) or "no model")
         for dataset in found:
             with self._lock:
                 job = self._jobs.get(release_key)
@@ -677,3 +718,14 @@ class WorkloadWatch:
         for key in keys:
             self._evaluate(key)
 
+
+def _same_spec(held: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> bool:
+    """Whether *obj* is *held* with only its status changed: the same object (uid) at the same
+    ``metadata.generation``, which the API server bumps on every change of the spec. A
+    ClusterQueue's or LocalQueue's status changes with every admission: re-reading all work
+    for each would be wasted."""
+    if held is None:
+        return False
+    old, new = held.get("metadata") or {}, obj.get("metadata") or {}
+    return (old.get("uid") == new.get("uid") and new.get("generation") is not None
+            and old.get("generation") == new.get("generation"))

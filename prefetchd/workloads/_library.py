@@ -2,9 +2,9 @@
 
 Who uses it: ``prefetchd plan`` fills one from the files it is given (a TrainJob's runtime as
 a second file); the node agent fills one from its watches (TrainingRuntime,
-ClusterTrainingRuntime, WorkloadPriorityClass, ResourceFlavor) and from single GETs
-(``fetcher``: a Katib trial-template ConfigMap, those a pod template takes env or config
-files from). Adapters only read it:
+ClusterTrainingRuntime, WorkloadPriorityClass, ResourceFlavor, LocalQueue, ClusterQueue) and
+from single GETs (``fetcher``: a Katib trial-template ConfigMap, those a pod template takes
+env or config files from). Adapters only read it:
 
 * ``runtime(kind, namespace, name)``: a TrainJob's ``runtimeRef`` (TrainingRuntime in the
   job's namespace, or ClusterTrainingRuntime);
@@ -15,7 +15,8 @@ files from). Adapters only read it:
   ``scheduling.k8s.io`` PriorityClass (a pod template's ``priorityClassName``: Kueue's
   priority for a job without that label, and the scheduler's; GET when needed);
 * ``flavor(name)``: a Kueue ResourceFlavor (its ``nodeLabels`` and ``tolerations`` are added
-  to an admitted Workload's pods).
+  to an admitted Workload's pods); ``get("LocalQueue", ...)``, ``get("ClusterQueue", ...)``:
+  the flavors a queued job may be given (``_queue_flavors``).
 
 Bounded: at most ``size`` objects (least recently added dropped first). An object fetched
 (not watched, not given) is fetched again once it is ``REFETCH_S`` old, so an edited
@@ -37,10 +38,12 @@ LIBRARY_KINDS = {
     "ConfigMap": "",
     "WorkloadPriorityClass": "kueue.x-k8s.io",
     "ResourceFlavor": "kueue.x-k8s.io",
+    "LocalQueue": "kueue.x-k8s.io",
+    "ClusterQueue": "kueue.x-k8s.io",
     "PriorityClass": "scheduling.k8s.io",
 }
 CLUSTER_SCOPED = ("ClusterTrainingRuntime", "WorkloadPriorityClass", "ResourceFlavor",
-                  "PriorityClass")
+                  "ClusterQueue", "PriorityClass")
 # The two classes every cluster has without a PriorityClass object (kube-apiserver's).
 SYSTEM_PRIORITIES = {"system-cluster-critical": 2_000_000_000,
                      "system-node-critical": 2_000_001_000}
@@ -56,6 +59,8 @@ LIBRARY_WATCHES: tuple[tuple[str, str, tuple[str, ...], str, bool], ...] = (
     ("kueue.x-k8s.io", "WorkloadPriorityClass", ("v1beta2", "v1beta1"),
      "workloadpriorityclasses", False),
     ("kueue.x-k8s.io", "ResourceFlavor", ("v1beta2", "v1beta1"), "resourceflavors", False),
+    ("kueue.x-k8s.io", "LocalQueue", ("v1beta2", "v1beta1"), "localqueues", True),
+    ("kueue.x-k8s.io", "ClusterQueue", ("v1beta2", "v1beta1"), "clusterqueues", False),
 )
 
 

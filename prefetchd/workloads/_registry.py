@@ -24,6 +24,7 @@ from prefetchd.workloads import (
     _kubeflow,
     _kueue,
     _podspec,
+    _queue_flavors,
     _ray,
     _trainjob,
 )
@@ -126,6 +127,7 @@ def read(obj: Mapping[str, Any], library: Library | None = None,
         obj = _podspec.with_configmaps(obj, library)
         work = kind.read(obj, library)
         _common.pod_priority(work, library)
+        _queue_flavors.apply(work, library)
         return _elsewhere(obj, work)
     except WorkloadError as exc:
         raise WorkloadError(f"{where}: {exc}") from None

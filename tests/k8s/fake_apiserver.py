@@ -114,6 +114,8 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses",
                  "WorkloadPriorityClass", False),
     ResourceType("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", False),
+    ResourceType("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", True),
+    ResourceType("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     ResourceType("ray.io", "v1", "rayjobs", "RayJob", True),
     ResourceType("ray.io", "v1", "rayclusters", "RayCluster", True),
@@ -618,8 +620,10 @@ class FakeApiServer:
             for k in ("uid", "creationTimestamp", "namespace", "name"):
                 if k in old["metadata"]:
                     meta[k] = old["metadata"][k]
+            # as kube-apiserver: bumped by a change of anything but metadata and status (the
+            # spec, or a top-level field such as a WorkloadPriorityClass's value)
             meta["generation"] = old["metadata"].get("generation", 1) + (
-                obj.get("spec") != old.get("spec")
+                _generation_fields(obj) != _generation_fields(old)
             )
             return self._commit(rtype, "MODIFIED", obj, copy.deepcopy(old))
 
@@ -928,3 +932,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def _generation_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}

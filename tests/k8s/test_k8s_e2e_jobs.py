@@ -7,6 +7,8 @@ the scheduler) with the objects they make (tests/k8s/training_objects.py):
   on 4 nodes (4 agents); admitted, its pods are steered to 4 distinct warm nodes; the lead
   time and the warm-at-admission ratio are in the metrics; its pins go when it succeeds;
 * two Jobs queued at once are warmed in Kueue priority order, not creation order;
+* a Job queued in a ClusterQueue whose one flavor is a labelled node pool is warmed on that
+  pool's nodes only, before admission (the queue objects watched like Kueue's own);
 * a Katib Experiment's dataset stays pinned while Trials come and go, their pods prefer the
   warm nodes (a Trial's pod bound elsewhere has it warmed where it landed, at once, under
   the Experiment), and it is released when the Experiment completes.
@@ -37,6 +39,9 @@ NS = "ml"
 CRDS = ("kubeflow-trainer/crds/kubeflow.org_pytorchjobs.yaml",
         "kueue/crds/kueue.x-k8s.io_workloads.yaml",
         "kueue/crds/kueue.x-k8s.io_workloadpriorityclasses.yaml",
+        "kueue/crds/kueue.x-k8s.io_resourceflavors.yaml",
+        "kueue/crds/kueue.x-k8s.io_clusterqueues.yaml",
+        "kueue/crds/kueue.x-k8s.io_localqueues.yaml",
         "katib/crds/kubeflow.org_experiments.yaml",
         "katib/crds/kubeflow.org_trials.yaml",
         "kubeflow-trainer/crds/trainer.kubeflow.org_trainjobs.yaml",
@@ -308,6 +313,58 @@ def test_two_queued_jobs_are_warmed_in_priority_order(fake, site_factory):
         assert warmed["job ml/high"] < warmed["job ml/low"], warmed
         log = (site.tmp / "agent-n1.log").read_text()
         assert log.index("job ml/high: warming") < log.index("job ml/low: warming")
+    except BaseException:
+        print(site.logs())
+        raise
+
+
+def test_a_queued_job_is_warmed_on_the_nodes_of_its_queues_flavor(fake, site_factory):
+    """Kueue sets a flavor's node labels on the pods only at admission; until then the
+    ClusterQueue behind the job's LocalQueue says which nodes they can be. The pool is the two
+    nodes ranked last for the dataset: before, it was warmed on the first two (as it is here
+    until the LocalQueue is made)."""
+    nodes = ["n1", "n2", "n3", "n4"]
+    site = site_factory(nodes)
+    install_crds(fake)
+    fake.create(to.priority_class("normal", 100))
+    uri, keys = dataset(site, "reserved-pool")
+    ranked = [n.name for n in pl.rank(uri, [pl.NodeInfo(n) for n in nodes])]
+    pool = sorted(ranked[2:])
+    for n in pool:
+        fake.patch("v1", "Node", n, {"metadata": {"labels": {"cloud.example.com/pool":
+                                                             "reserved"}}})
+    fake.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                 "metadata": {"name": "reserved"},
+                 "spec": {"nodeLabels": {"cloud.example.com/pool": "reserved"}}})
+    fake.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                 "metadata": {"name": "team-cq"},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                     "coveredResources": ["cpu"],
+                     "flavors": [{"name": "reserved",
+                                  "resources": [{"name": "cpu", "nominalQuota": 8}]}]}]}})
+    site.start(webhook=False)
+    try:
+        job = fake.create(to.batch_job("train", NS, uri, "team-q", "normal", parallelism=2))
+        fake.create(to.workload_for(job, [("main", 2, job["spec"]["template"])], "team-q",
+                                    ("normal", 100)))
+        time.sleep(3)
+        # the LocalQueue comes after the job (made in any order): the agents read it again
+        fake.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                     "metadata": {"name": "team-q", "namespace": NS},
+                     "spec": {"clusterQueue": "team-cq"}})
+        # pinned there only: the nodes it was warmed on before the queue was known (the first
+        # two ranked) released it (it stays in their caches, unpinned, until evicted)
+        wait_until("the queued job's data warm and pinned on the pool's two nodes only",
+                   lambda: site.holders(keys) == set(pool), 180)
+        for n in nodes:
+            log = (site.tmp / f"agent-{n}.log").read_text()
+            assert log.count("job ml/train: warming") == 1, (n, log[-2000:])
+            assert ("its pods can no longer run on this node" in log) == (n not in pool), n
+        # Kueue's status updates of the queue objects change nothing of this
+        fake.patch("kueue.x-k8s.io/v1beta2", "ClusterQueue", "team-cq", {"status": {
+            "pendingWorkloads": 1, "conditions": [to.cond("Active", reason="Ready")]}})
+        time.sleep(2)
+        assert site.holders(keys) == set(pool)
     except BaseException:
         print(site.logs())
         raise
