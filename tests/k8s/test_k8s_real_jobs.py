@@ -1,5 +1,6 @@
 """A Kueue-queued PyTorchJob (1 master + 3 workers), a running one with a pod the scheduler
-binds off its data, a CronJob, and a Kueue-queued KubeRay RayJob, on a real control plane.
+binds off its data, a CronJob, a Kueue-queued KubeRay RayJob, and a Job queued in a
+ClusterQueue whose flavor is a node pool, on a real control plane.
 
 kube-apiserver, kube-scheduler and kube-controller-manager v1.36 with four fake Ready nodes
 (../shared/k8s/harness/k8s_harness.sh; no kubelet, no Kueue or training-operator: this test
@@ -41,7 +42,10 @@ NODES = ("node-1", "node-2", "node-3", "node-4")
 BUCKET = "real-jobs"
 CRDS = ("kubeflow-trainer/crds/kubeflow.org_pytorchjobs.yaml",
         "kueue/crds/kueue.x-k8s.io_workloads.yaml",
-        "kueue/crds/kueue.x-k8s.io_workloadpriorityclasses.yaml")
+        "kueue/crds/kueue.x-k8s.io_workloadpriorityclasses.yaml",
+        "kueue/crds/kueue.x-k8s.io_resourceflavors.yaml",
+        "kueue/crds/kueue.x-k8s.io_clusterqueues.yaml",
+        "kueue/crds/kueue.x-k8s.io_localqueues.yaml")
 # KubeRay's kinds, which ../shared lacks: the tests' own CRDs (tests/k8s/data/crds)
 OWN_CRDS = tuple(Path(__file__).resolve().parent / "data" / "crds" / f"ray.io_{p}.yaml"
                  for p in ("rayjobs", "rayclusters"))
@@ -416,6 +420,68 @@ def test_cronjob_runs_made_by_the_real_controllers(control_plane, private_s3, tm
                     "?propagationPolicy=Background")
         wait_until("the suspended cronjob's pins released once its run is gone",
                    lambda: site.holders(keys[:1]) == set(), 90)
+    except BaseException:
+        print(site.logs())
+        raise
+    finally:
+        site.stop()
+
+
+def test_a_job_queued_for_a_node_pool_on_a_real_control_plane(control_plane, private_s3,
+                                                               tmp_path):
+    """A batch Job in LocalQueue ml/team-q, whose ClusterQueue's one flavor is the node pool
+    ``cloud.example.com/pool=reserved``: two of the four nodes, those ranked last for its
+    dataset (before, it was warmed on the first two, which its pods never reach). Queued,
+    its data is warm on the pool's nodes only; admitted, it is unsuspended with the flavor's
+    nodeSelector as Kueue's job reconciler does, and the real Job controller's pods are
+    steered and bound there. The queue objects are checked by the real API server against
+    Kueue's CRDs, and read by the agents under manifests' RBAC."""
+    site = Site(control_plane, private_s3, tmp_path)
+    api = site.api
+    uri, keys = site.dataset("pool")
+    kueue = "kueue.x-k8s.io/v1beta2"
+    try:
+        site.start()
+        ranked = [n.name for n in pl.rank(uri, [pl.NodeInfo.from_node(api.get("v1", "Node", n))
+                                                for n in NODES])]
+        pool = set(ranked[2:])
+        for n in pool:
+            api.patch("v1", "Node", n, {"metadata": {"labels": {
+                "cloud.example.com/pool": "reserved"}}})
+        api.create(to.priority_class("normal", 100))
+        api.create({"apiVersion": kueue, "kind": "ResourceFlavor",
+                    "metadata": {"name": "reserved"},
+                    "spec": {"nodeLabels": {"cloud.example.com/pool": "reserved"}}})
+        api.create({"apiVersion": kueue, "kind": "ClusterQueue", "metadata": {"name": "team-cq"},
+                    "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                        "coveredResources": ["cpu"],
+                        "flavors": [{"name": "reserved",
+                                     "resources": [{"name": "cpu", "nominalQuota": 8}]}]}]}})
+        api.create({"apiVersion": kueue, "kind": "LocalQueue",
+                    "metadata": {"name": "team-q", "namespace": NS},
+                    "spec": {"clusterQueue": "team-cq"}})
+        job = api.create(to.batch_job("train", NS, uri, "team-q", "normal", parallelism=2))
+        wl = api.create(to.workload_for(job, [("main", 2, job["spec"]["template"])], "team-q",
+                                        ("normal", 100)))
+        t0 = time.monotonic()
+        wait_until("the queued job's data warm on the pool's 2 nodes",
+                   lambda: site.holders(keys) == pool, 180)
+        print(f"queued Job warm on {sorted(pool)} (ranked {ranked}) "
+              f"{time.monotonic() - t0:.1f}s after its Workload was created")
+        time.sleep(3)  # (and nowhere else a little later)
+        assert site.holders(keys) == pool
+        status = to.admitted(wl, "team-cq")
+        for a in status["admission"]["podSetAssignments"]:
+            a["flavors"] = {"cpu": "reserved"}
+        api.status(kueue, "Workload", wl["metadata"]["name"], status, NS)
+        api.patch("batch/v1", "Job", "train", {"spec": {"suspend": False, "template": {
+            "spec": {"nodeSelector": {"cloud.example.com/pool": "reserved"}}}}}, NS)
+        pods = site.job_pods_bound("train", 2, 60)
+        placed = {p: pod["spec"]["nodeName"] for p, pod in pods.items()}
+        print("pods bound:", placed)
+        assert set(placed.values()) == pool, placed
+        api.status(kueue, "Workload", wl["metadata"]["name"], to.finished(status), NS)
+        wait_until("the pins released", lambda: site.holders(keys[:1]) == set(), 60)
     except BaseException:
         print(site.logs())
         raise
