@@ -382,8 +382,8 @@ class WorkloadWatch:
             early = [self._early_pods.pop(uid) for uid in taken]
         self._evaluate(work.release_key)
         for pod in early:  # bound here before this work was known: its data is the work's
-            self.claim_pod(pod)
-            self._release_pod_pins(pod)
+            if self.claim_pod(pod):  # (not while only its queue record is known)
+                self._release_pod_pins(pod)
         return work
 
     def _release_pod_pins(self, pod: dict[str, Any]) -> None:
@@ -654,6 +654,13 @@ class WorkloadWatch:
                 return True  # finished work: its pods need nothing
             rk = next((rk for rk, job in self._jobs.items()
                        if rk in keys or keys & job.works.keys()), None)
+            if rk is not None and not (keys & self._jobs[rk].works.keys()) and (
+                    self._jobs[rk].record is None or self._jobs[rk].record.owner):
+                # only its queue record is known here (a Kueue Workload's event came before
+                # its RayJob's, on another stream): the pod waits for the work, whose model
+                # says what the pod reads (real control plane, stop 57: a Ray worker, which
+                # names nothing itself, was marked done with nothing warmed)
+                rk = None
             if rk is None:
                 early = bound_here and uid and uid not in self._early_pods
                 if bound_here and uid:

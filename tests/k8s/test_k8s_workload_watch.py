@@ -283,6 +283,40 @@ def test_a_queued_rayjob_is_warmed_on_its_workers_nodes_and_its_bound_pod_where_
              lambda: rec.releases == rec2.releases == [("rayjob ml/embed", "s3://data/news/")])
 
 
+def test_a_ray_worker_bound_here_when_only_its_workload_is_known_waits_for_the_rayjob(
+        fake, watching):
+    """Real control plane, stop 57: the Workload's event reached an agent before its RayJob's
+    (separate watch streams), then a Ray worker bound to that node; the job was found by the
+    Workload's owner, but with no model of the RayJob the worker (which names no dataset)
+    was marked done with nothing warmed, for good. It waits for the RayJob now."""
+    nodes = [node_info(f"n{i}") for i in range(1, 6)]
+    here = next(n.name for n in nodes if n.name not in pl.choose("s3://data/news/", nodes,
+                                                                   None, 2))
+    w, rec = watching(node_name=here, nodes=nodes)
+    wait_for("the first listings", w.listed)
+    job = to.rayjob("embed", NS, "s3://data/news/", workers=2, queue="q")
+    job["spec"]["suspend"] = False
+    job["metadata"]["uid"] = "7d2e0c1e-0000-4000-8000-000000000006"  # not created yet
+    spec = job["spec"]["rayClusterSpec"]
+    wl = to.workload_for(job, [("head", 1, spec["headGroupSpec"]["template"]),
+                               ("gpu", 2, spec["workerGroupSpecs"][0]["template"])], "q", None)
+    wl["status"] = to.admitted(wl)
+    fake.create(to.crd("kueue/crds/kueue.x-k8s.io_workloads.yaml"))
+    fake.create(wl)
+    wait_for("the Workload read", lambda: "rayjob ml/embed" in w._jobs)
+    cluster = to.raycluster_of(job)
+    cluster["metadata"]["uid"] = "7d2e0c1e-0000-4000-8000-000000000007"
+    pod = to.ray_pod(cluster, "gpu")
+    pod["metadata"]["uid"] = "7d2e0c1e-0000-4000-8000-000000000008"
+    pod["spec"]["nodeName"] = here
+    assert not w.claim_pod(pod) and rec.warms == []  # its RayJob not known yet: it waits
+    fake.create(to.own_crd("ray.io_rayjobs.yaml"))
+    fake.create(job)
+    wait_for("the RayJob taking its worker", lambda: rec.warms == [
+        ("rayjob ml/embed", "s3://data/news/")])
+    assert rec.urgent == [True] and w.claim_pod(pod) and len(rec.warms) == 1
+
+
 def test_unreadable_object_is_logged_once_and_skipped(fake, watching, log_police, caplog):
     log_police.allow(r"cannot read, skipped: PyTorchJob ml/bad")
     fake.create(to.crd(PYTORCH_CRD))
