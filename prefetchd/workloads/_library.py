@@ -16,7 +16,8 @@ env or config files from). Adapters only read it:
   priority for a job without that label, and the scheduler's; GET when needed);
 * ``flavor(name)``: a Kueue ResourceFlavor (its ``nodeLabels`` and ``tolerations`` are added
   to an admitted Workload's pods); ``get("LocalQueue", ...)``, ``get("ClusterQueue", ...)``:
-  the flavors a queued job may be given (``_queue_flavors``).
+  the flavors a queued job may be given (``_queue_flavors``; ``objects("ClusterQueue")``:
+  its cohort's quota; a ``Cohort`` object, whose own quota is not read, leaves it unjudged).
 
 Bounded: at most ``size`` objects (least recently added dropped first). An object fetched
 (not watched, not given) is fetched again once it is ``REFETCH_S`` old, so an edited
@@ -40,10 +41,11 @@ LIBRARY_KINDS = {
     "ResourceFlavor": "kueue.x-k8s.io",
     "LocalQueue": "kueue.x-k8s.io",
     "ClusterQueue": "kueue.x-k8s.io",
+    "Cohort": "kueue.x-k8s.io",
     "PriorityClass": "scheduling.k8s.io",
 }
 CLUSTER_SCOPED = ("ClusterTrainingRuntime", "WorkloadPriorityClass", "ResourceFlavor",
-                  "ClusterQueue", "PriorityClass")
+                  "ClusterQueue", "Cohort", "PriorityClass")
 # The two classes every cluster has without a PriorityClass object (kube-apiserver's).
 SYSTEM_PRIORITIES = {"system-cluster-critical": 2_000_000_000,
                      "system-node-critical": 2_000_001_000}
@@ -61,6 +63,7 @@ LIBRARY_WATCHES: tuple[tuple[str, str, tuple[str, ...], str, bool], ...] = (
     ("kueue.x-k8s.io", "ResourceFlavor", ("v1beta2", "v1beta1"), "resourceflavors", False),
     ("kueue.x-k8s.io", "LocalQueue", ("v1beta2", "v1beta1"), "localqueues", True),
     ("kueue.x-k8s.io", "ClusterQueue", ("v1beta2", "v1beta1"), "clusterqueues", False),
+    ("kueue.x-k8s.io", "Cohort", ("v1beta2",), "cohorts", False),
 )
 
 
@@ -150,6 +153,15 @@ class Library:
         """The object if held now, without fetching it."""
         with self._lock:
             return self._d.get(self._key(kind, namespace, name))
+
+    def objects(self, kind: str) -> list[Mapping[str, Any]]:
+        """Every object of *kind* held now (the ClusterQueues of a cohort)."""
+        with self._lock:
+            return [o for (k, _, _), o in self._d.items() if k == kind]
+
+    def holds_any(self, kind: str) -> bool:
+        with self._lock:
+            return any(k == kind for k, _, _ in self._d)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
         """The object, fetched when not held (or fetched long ago) and a fetch is set."""

@@ -413,10 +413,17 @@ class UpcomingWork:
 HELD_BY_HAND = "suspended, and no Kueue queue holds it: nothing is warmed until it is resumed"
 
 
+# notes on what the flavors of a queued job's ClusterQueue mean for it (_queue_flavors):
+# dropped once its quota is reserved (the assigned flavors say it then)
+WHILE_QUEUED = "while queued: "
+
+
 def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
     """*work* with the state, priority and queue its queue record (a Kueue Workload) knows:
     done when either is, running when either is, admitted when the record is not queued;
-    once its quota is reserved, with the counts and flavor constraints Kueue gives its pods."""
+    once its quota is reserved, with the counts and flavor constraints Kueue gives its pods
+    (and the record's notes on them, not the queued ones); queued, with the record's queue's
+    flavor constraints when the work names no queue itself (Kueue's default LocalQueue)."""
     state, notes = work.state, work.notes
     if state is State.INACTIVE and not record.state.done:
         state = State.QUEUED  # (a Job suspended with no queue label: Kueue holds it after all)
@@ -430,7 +437,14 @@ def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:
     else:
         state = State.QUEUED
     groups = work.groups
-    if record.state in (State.ADMITTED, State.RUNNING) or record.reserved:
+    reserved = record.state in (State.ADMITTED, State.RUNNING) or record.reserved
+    queued_notes = [n for n in record.notes if n.startswith(WHILE_QUEUED)]
+    if reserved:
+        notes = [n for n in notes if not n.startswith(WHILE_QUEUED)]
+        notes += [n for n in record.notes if n not in notes and n not in queued_notes]
+    elif queued_notes and not any(n.startswith(WHILE_QUEUED) for n in notes):
+        notes = notes + queued_notes
+    if reserved or (queued_notes and not work.queue):
         # admitted: the pod sets' admitted counts and flavors' node constraints. Kueue makes a
         # pod set per template of the job, named after it (lower case: "master", "worker");
         # a job of one template has one, whatever its name

@@ -34,7 +34,7 @@ from prefetchd import pipeline
 from prefetchd.k8s import datasets as k8s_datasets
 from prefetchd.k8s import placement
 from prefetchd.pipeline import _load
-from prefetchd.workloads import _registry, _resolve
+from prefetchd.workloads import _queue_flavors, _registry, _resolve
 from prefetchd.workloads._library import Library, is_library_object
 from prefetchd.workloads._model import (
     DatasetRef,
@@ -156,6 +156,8 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
                                     "pipelines and training jobs in separate calls")
             if is_library_object(d):
                 _check_configmap(d, path)
+                if why := _queue_flavors.problem(d):  # (jobs round 55: read as if fine)
+                    raise WorkloadError(f"{path}: {_registry.describe(d)}: {why}")
                 library.add(d)
             elif _registry.lookup(d) is not None:
                 todo.append((path, d))

@@ -116,6 +116,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", False),
     ResourceType("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", True),
     ResourceType("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", False),
+    ResourceType("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort", False),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     ResourceType("ray.io", "v1", "rayjobs", "RayJob", True),
     ResourceType("ray.io", "v1", "rayclusters", "RayCluster", True),
