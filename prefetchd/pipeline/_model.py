@@ -519,6 +519,7 @@ def settle_intermediates(plan: Plan) -> Plan:
     done (the node agent). Blind rounds 47 and jobs 40: a step's ``aws s3 cp`` of what the
     step before it uploaded was warmed at submission. A step not upstream of the reader (a
     sibling, a later one) does not count: the data is there before it runs."""
+    _settle_run_scoped(plan)
     writers: list[tuple[str, str, bool]] = [
         (w.uri, s.id, w.artifact is not None) for s in plan.steps for w in s.writes
         if w.uri and w.static and not w.pattern_kind][:MAX_WRITES_CHECKED]
@@ -563,6 +564,53 @@ def settle_intermediates(plan: Plan) -> Plan:
             s.reads = [r for i, r in enumerate(s.reads) if i not in passed]
             s._keys.clear()
     return plan
+
+
+# the run's own name or id in a location: Argo's (and KFP v1's) workflow name and uid, KFP v2's
+# pipeline job name and id
+_RUN_PLACEHOLDER = re.compile(r"\{\{\s*(?:workflow\.(?:name|uid)|\$\.pipeline_job_(?:name|"
+                              r"resource_name|uuid))\s*\}\}")
+
+
+def _run_scope(pattern: str | None) -> str | None:
+    """The start of a location up to the run's own name or id in it (``s3://ckpt/{{workflow.
+    name}}``), None when it has none."""
+    m = _RUN_PLACEHOLDER.search(pattern or "")
+    return pattern[:m.end()] if m and pattern and "://" in pattern[:m.start()] else None
+
+
+def _settle_run_scoped(plan: Plan) -> None:
+    """A run-time read under this run's own name or id where a step upstream of it names a
+    location under the same (``--ckpt-dir s3://m/{{workflow.name}}/`` then ``load_ckpt(
+    "s3://m/{{workflow.name}}/last.ckpt")``): what that step left, an intermediate of the
+    run, not a dataset (blind round 66: reported as a run-time read)."""
+    made: dict[str, set[str]] = {}  # run scope -> steps naming a place under it
+    for st in plan.steps:
+        for r in [*st.writes, *st.unknown]:
+            if r.uri is None and (scope := _run_scope(r.pattern)):
+                made.setdefault(scope, set()).add(st.id)
+    if not made:
+        return
+    by_id = {st.id: st for st in plan.steps}
+    for st in plan.steps:
+        moved = []
+        for i, r in enumerate(st.reads):
+            scope = _run_scope(r.pattern) if r.uri is None else None
+            writers = made.get(scope or "", set()) - {st.id}
+            if not writers:
+                continue
+            ups, todo = set(), list(st.depends_on)
+            while todo:
+                a = todo.pop()
+                if a not in ups and a in by_id:
+                    ups.add(a)
+                    todo += by_id[a].depends_on
+            if producer := min(writers & ups, default=None):
+                st.intermediate.append(replace(r, written_by=producer))
+                moved.append(i)
+        if moved:
+            st.reads = [r for i, r in enumerate(st.reads) if i not in moved]
+            st._keys.clear()
 
 
 def _folder_of(pattern: str) -> re.Pattern[str]:

@@ -408,7 +408,7 @@ def _as_s3(argv: list[str], heads: list[str], guard: str, sep: str,
     if not heads:
         return argv
     pat = re.compile(guard + "(?:" + "|".join(map(re.escape, heads)) + ")" + re.escape(sep)
-                     + "(?=[a-z0-9])", flags)
+                     + r"(?=[a-z0-9]|\{\{|\$)", flags)
     return [pat.sub("s3://", a) for a in argv]
 
 
