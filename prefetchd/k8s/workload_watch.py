@@ -505,13 +505,14 @@ class WorkloadWatch:
     def _drop_where_pods_cannot_run(self, job: _Job, release_key: str,
                                     runs_here: dict[str, bool]) -> None:
         """Queued work whose pods can no longer run on this node (its constraints became
-        known or changed: the flavors of its ClusterQueue, a new nodeSelector) drops what it
-        warmed or lined up here. Only the node's labels are weighed: being out-ranked by
-        another node (the ranking moves with free space), a taint, a cordon or resources in
-        use come and go, and dropping on them would churn."""
+        known or changed: the flavors of its ClusterQueue, a new nodeSelector), or that no
+        longer reads a dataset here (Kueue cannot admit it as it is, its spec changed), drops
+        what it warmed or lined up here. Only the node's labels are weighed: being out-ranked
+        by another node (the ranking moves with free space), a taint, a cordon or resources
+        in use come and go, and dropping on them would churn."""
         with self._lock:
             gone = sorted(d for d in job.requested | set(job.lane)
-                          if runs_here.get(d) is False)
+                          if not runs_here.get(d))
             for d in gone:
                 job.requested.discard(d)
                 job.lane.pop(d, None)
@@ -519,8 +520,9 @@ class WorkloadWatch:
                 if self._inflight == (release_key, d):
                     self._inflight = None
         for d in gone:
-            log.info("%s: its pods can no longer run on this node; releasing %s", release_key,
-                     d)
+            log.info("%s: %s; releasing %s", release_key,
+                     "its pods can no longer run on this node" if d in runs_here else
+                     "it no longer reads it while queued", d)
             self.release(d, release_key)
 
     def _note_done(self, work: wl.UpcomingWork, release_key: str) -> None:

@@ -365,6 +365,19 @@ def test_a_queued_job_is_warmed_on_the_nodes_of_its_queues_flavor(fake, site_fac
             "pendingWorkloads": 1, "conditions": [to.cond("Active", reason="Ready")]}})
         time.sleep(2)
         assert site.holders(keys) == set(pool)
+        # the quota cut below the job's 2 CPUs: Kueue cannot admit it, nothing stays pinned;
+        # raised again, it is warmed again
+        def quota(cpus: int) -> None:
+            cq = fake.get("kueue.x-k8s.io/v1beta2", "ClusterQueue", "team-cq")
+            cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = cpus
+            fake.patch("kueue.x-k8s.io/v1beta2", "ClusterQueue", "team-cq",
+                       {"spec": cq["spec"]})
+
+        quota(1)
+        wait_until("the pins released while it cannot be admitted",
+                   lambda: site.pinned_anywhere(keys) is False, 60)
+        quota(8)
+        wait_until("warm again on the pool", lambda: site.holders(keys) == set(pool), 60)
     except BaseException:
         print(site.logs())
         raise
