@@ -228,7 +228,11 @@ class VolumeCredentials:
         best: tuple[int, str, Mapping[str, Any]] | None = None
         for name in self._bound_pvs(namespace):
             pv = self._pv(name)
-            loc = ds_mod.csi_location(((pv or {}).get("spec") or {}).get("csi"), self.driver)
+            try:
+                loc = ds_mod.csi_location(((pv or {}).get("spec") or {}).get("csi"),
+                                          self.driver)
+            except ValueError:  # attributes the node plugin refuses: no dataset of it
+                continue
             if pv is None or loc is None or not covers(loc, dataset):
                 continue
             rank = (-len(loc), name)

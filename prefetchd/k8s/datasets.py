@@ -96,6 +96,22 @@ class ObjectsView:
                 self._pv.setdefault(pv_name, made)
                 self._pvc[(namespace, name)] = {**pvc, "spec": {**(pvc.get("spec") or {}),
                                                                 "volumeName": pv_name}}
+        # a PV reserved for a claim by its claimRef: the PV controller binds the claim to it
+        # (blind job round 56: reported unresolved)
+        for pv_name, pv in self._pv.items():
+            ref = (pv.get("spec") or {}).get("claimRef") or {}
+            key = (ref.get("namespace") or "default", ref.get("name") or "")
+            pvc = self._pvc.get(key)
+            if pvc is None or (pvc.get("spec") or {}).get("volumeName"):
+                continue
+            if ref.get("uid") and (pvc.get("metadata") or {}).get("uid") not in (
+                    None, ref["uid"]):
+                continue
+            self._pvc[key] = {**pvc, "spec": {**(pvc.get("spec") or {}), "volumeName": pv_name}}
+
+    def claims_named(self, name: str) -> list[str]:
+        """The namespaces holding a claim of this name (for a message on one not found)."""
+        return sorted(ns for ns, n in self._pvc if n == name)
 
     def pvc(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self._pvc.get((namespace, name))
@@ -269,16 +285,28 @@ class VolumeDataset:
 
 def csi_dataset(csi: Mapping[str, Any] | None, driver: str = DRIVER_NAME, *, claim: str = "",
                 pv: str = "") -> VolumeDataset | None:
-    """The dataset of a CSI volume source of our driver (bucket/prefix attributes), else None."""
+    """The dataset of a CSI volume source of our driver (bucket/prefix attributes), else None.
+
+    Its attributes are checked as the node plugin checks them before it mounts
+    (``csi.volumes.VolumeSource.from_map``): ValueError naming the volume and what is wrong
+    when it would refuse them (blind job round 56: a ``perfix`` typo warmed the bucket's
+    root, ``bucket: s3://x`` warmed ``s3://s3://x/``): no pod using it starts."""
     if not csi or csi.get("driver") != driver:
         return None
+    from csi import volumes  # (the node plugin's own rule)
+    from csi.rpc import CsiError
+
     attrs = csi.get("volumeAttributes") or {}
-    bucket = attrs.get("bucket")
-    if not bucket:
-        return None
-    prefix = posixpath.normpath("/" + str(attrs.get("prefix") or "")).strip("/")
+    what = (f"PV {pv}" if pv else "inline volume") + (f" of claim {claim}" if claim else "")
+    if not isinstance(attrs, Mapping):
+        raise ValueError(f"{what}: volumeAttributes is not a mapping")
+    try:
+        source = volumes.VolumeSource.from_map({str(k): str(v) for k, v in attrs.items()})
+    except CsiError as e:
+        raise ValueError(f"{what}: {e.message}; the node plugin refuses to mount it") from None
+    prefix = source.prefix
     secret = csi.get("nodeStageSecretRef") or csi.get("nodePublishSecretRef")
-    return VolumeDataset(f"s3://{bucket}/{prefix + '/' if prefix else ''}", claim, pv,
+    return VolumeDataset(f"s3://{source.bucket}/{prefix + '/' if prefix else ''}", claim, pv,
                          {str(k): str(v) for k, v in attrs.items()},
                          dict(secret) if isinstance(secret, Mapping) else None)
 
@@ -346,6 +374,12 @@ def binding_problem(pvc: Mapping[str, Any] | None, pv: Mapping[str, Any] | None,
                 f"{ref.get('name')}, not this one")
     if (pvc.get("status") or {}).get("phase") == "Bound":
         return None
+    uid = (pvc.get("metadata") or {}).get("uid")
+    if ref.get("uid") and uid and ref["uid"] != uid or \
+            (pv.get("status") or {}).get("phase") == "Released":
+        # (blind job round 56: a claim made again over a Released PV was warmed)
+        return (f"PV {name} is Released, still held for an earlier claim of this name "
+                "(its claimRef's uid): it binds no new claim until that is cleared")
     lacking = sorted(set(spec.get("accessModes") or []) - set(pv_spec.get("accessModes") or []))
     if lacking and pv_spec.get("accessModes"):  # (a PV that states none: not judged here)
         return (f"it asks {', '.join(lacking)}, which PV {name} does not offer "

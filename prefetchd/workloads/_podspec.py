@@ -243,7 +243,7 @@ def group(
     if unknown:
         raise WorkloadError(f"{where}.spec: {unknown[0]}")
     clean, notes = _trusted_constraints(spec)
-    notes += _unset_references(spec) + _unschedulable(clean)
+    notes += _unset_references(spec) + _unschedulable(clean) + _inline_without_secret(spec)
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
     words = containers_words(clean)  # read once: both passes below use them
@@ -257,6 +257,18 @@ def group(
         raise WorkloadError(f"{where}.spec: unreadable scheduling constraints ({exc})") from None
     marks = _index_marks(indexes or {}, done or {})
     return at_each_value(out, marks, MAX_INDEXES) if marks else out
+
+
+def _inline_without_secret(spec: Mapping[str, Any]) -> list[str]:
+    """An inline fusecache volume without ``nodePublishSecretRef``: the node plugin refuses
+    to mount it (docs/csi.md), so the pods do not start (blind job round 56: planned
+    without a word)."""
+    return [f"inline volume {v.get('name')} has no nodePublishSecretRef, which the node "
+            "plugin requires (the pod's own S3 credentials): it refuses to mount it, and the "
+            "pods do not start" for v in spec.get("volumes") or []
+            if isinstance(v, Mapping) and isinstance(v.get("csi"), Mapping)
+            and v["csi"].get("driver") == k8s_datasets.DRIVER_NAME
+            and not v["csi"].get("nodePublishSecretRef")]
 
 
 def _check_shapes(spec: Mapping[str, Any], where: str) -> None:
@@ -697,8 +709,11 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
         if not isinstance(vol, Mapping):
             continue
         vname = str(vol.get("name", ""))
-        loc = k8s_datasets.csi_location(vol.get("csi") if isinstance(vol.get("csi"), Mapping)
-                                        else None)
+        try:
+            loc = k8s_datasets.csi_location(vol.get("csi") if isinstance(vol.get("csi"),
+                                                                         Mapping) else None)
+        except ValueError as e:  # (attributes the node plugin refuses: blind job round 56)
+            raise WorkloadError(f"volume {vname}: {e}") from None
         pvc = mapping(vol.get("persistentVolumeClaim"), f"volume {vname}")
         claim = pvc.get("claimName")
         if loc:
@@ -771,13 +786,20 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
                 # (not a per-pod folder the container is told to write, subPathExpr:
                 # $(POD_NAME) under --checkpoint-dir: blind job round 34)
                 paths.append(sub + "/" if sub else "")
-            for p in paths:
+            # (one it may write, on a claim that turns out to be a fusecache volume, is read:
+            # the volume is read-only, whatever the mount says; blind job round 56)
+            maybe = [_join(sub, rel) for rel, d in named if writable and d == "unknown"
+                     and not any(_uri.location_under(rel, o) for o in outputs)]
+            for p in [*paths, *maybe]:
                 if PLACEHOLDER in value or PLACEHOLDER in p or \
                         k8s_datasets.RUN_TIME_PART.search(p):
-                    add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
+                    if p not in maybe:
+                        add(DatasetRef(origin, cname, pattern=f"{value}:{p}"))
                 elif vkind in ("claim", "made"):
                     add(DatasetRef(origin, cname, claim=value, path=p, made=vkind == "made",
-                                   ephemeral_class=ephemeral.get(vname)))
+                                   ephemeral_class=ephemeral.get(vname),
+                                   direction="unknown" if p in maybe and p not in paths
+                                   else "read"))
                 else:
                     add(DatasetRef(origin, cname, uri=_pvc.dataset_under(value, p)))
     return out

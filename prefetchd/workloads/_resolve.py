@@ -22,6 +22,8 @@ def resolver_from_map(pvc_map: Mapping[str, str]) -> Resolver:
 
     def resolve(ref: DatasetRef) -> str | None:
         if ref.claim is not None:
+            if ref.direction != "read":  # (a writable claim the user maps: maybe written)
+                return None
             base = pvc_map.get(ref.claim)
             return dataset_under(base.replace("s3a://", "s3://", 1), ref.path) if base else None
         return s3_only(ref)
@@ -31,7 +33,9 @@ def resolver_from_map(pvc_map: Mapping[str, str]) -> Resolver:
 
 def resolver_from_view(view: k8s_datasets.ClusterView, namespace: str,
                        driver: str = k8s_datasets.DRIVER_NAME) -> Resolver:
-    """Claims in ``namespace`` resolved through the API: PVC -> PV -> fusecache CSI attributes."""
+    """Claims in ``namespace`` resolved through the API: PVC -> PV -> fusecache CSI attributes.
+    A path the pod may read or write (``direction`` unknown) resolves too: on a fusecache
+    volume, which is read-only, it can only be read; on any other it resolves to None."""
 
     def resolve(ref: DatasetRef) -> str | None:
         if ref.claim is None:

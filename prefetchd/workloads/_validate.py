@@ -112,6 +112,7 @@ def check_pod_template(tmpl: Mapping[str, Any], spec: Mapping[str, Any], where: 
             for m in c.get("volumeMounts") or []:
                 if isinstance(m, Mapping):
                     _fields(m, VOLUME_MOUNT_FIELDS, f"{at}.volumeMounts[{m.get('name')}]")
+                    _check_sub_path(m, f"{at}.volumeMounts[{m.get('name')}]")
             res = c.get("resources") if isinstance(c.get("resources"), Mapping) else {}
             for part in ("requests", "limits"):
                 for res_name, value in (res.get(part) or {}).items():
@@ -123,6 +124,27 @@ def check_pod_template(tmpl: Mapping[str, Any], spec: Mapping[str, Any], where: 
                         raise WorkloadError(
                             f"{at}.resources.{part}.{res_name}: {value!r} is no quantity "
                             "(e.g. 64Gi, 64G, 500m, 2; the API server refuses it)") from None
+
+
+def _check_sub_path(mount: Mapping[str, Any], where: str) -> None:
+    """``subPath``/``subPathExpr`` as the API server checks them (blind job round 56: a
+    ``..`` climbed out of the subPath and its parent was warmed): relative, no ``..``
+    element, not both."""
+    if mount.get("subPath") and mount.get("subPathExpr"):
+        raise WorkloadError(f"{where}: subPath and subPathExpr are mutually exclusive (the API "
+                            "server refuses the pod)")
+    for key in ("subPath", "subPathExpr"):
+        value = mount.get(key)
+        # (a subPathExpr's $(VAR) is its own, checked with it by the API server)
+        if not isinstance(value, str) or not value or _templated(
+                value.replace("$(", "") if key == "subPathExpr" else value):
+            continue
+        if value.startswith("/"):
+            raise WorkloadError(f"{where}.{key}: {value!r} must be a relative path (the API "
+                                "server refuses the pod)")
+        if ".." in value.split("/"):
+            raise WorkloadError(f"{where}.{key}: {value!r} must not contain '..' (the API "
+                                "server refuses the pod)")
 
 
 def check_replica_types(replicas: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:

@@ -195,9 +195,10 @@ def load(files: list[str]) -> tuple[list[UpcomingWork], list[str], FileClusterVi
             resolve = _resolve.resolver_from_view(view, w.namespace)
             for g in w.groups:
                 for ref in g.datasets:
-                    if ref.ephemeral_class:
+                    if ref.claim:
                         resolve(ref)
-    except ValueError as e:  # a fusecache StorageClass whose claims would never be made
+    except ValueError as e:  # a fusecache StorageClass whose claims would never be made, a
+        # PV whose attributes the node plugin refuses
         raise WorkloadError(f"{', '.join(files)}: {e}") from None
     return sorted(_as_the_agent_sees(works, ignored), key=order_key), ignored, view
 
@@ -266,7 +267,27 @@ def unresolved_claim(ref: DatasetRef, namespace: str, view: FileClusterView) -> 
                                           "persistentVolumeReclaimPolicy", "volumeMode",
                                           "mountOptions", "nodeAffinity")), "another volume")
         return f"bound to PV {pv_name} ({kind}), not a fusecache volume: nothing to warm"
-    return f"unresolved: --pvc {claim}=s3://BUCKET/PREFIX"
+    # (blind job round 56: every other case was "unresolved", without why)
+    if pvc is None:
+        elsewhere = [ns for ns in view.claims_named(claim) if ns != namespace]
+        return (f"claim {namespace}/{claim} not in the files" + (
+            f" (one of that name is in namespace {', '.join(elsewhere)}: a pod uses its own "
+            "namespace's)" if elsewhere else "") +
+            f": --pvc {claim}=s3://BUCKET/PREFIX, or give it and its PV")
+    cls_name = str((pvc.get("spec") or {}).get("storageClassName") or "")
+    cls = view.storage_class(cls_name) if cls_name else None
+    if pv_name:
+        return f"bound to PV {pv_name}, not in the files: --pvc {claim}=s3://BUCKET/PREFIX"
+    if cls is not None and cls.get("provisioner") == k8s_datasets.DRIVER_NAME and \
+            (cls.get("parameters") or {}).get("prefixPolicy") == "volumeName":
+        return (f"not bound yet; StorageClass {cls_name} gives it a fresh empty prefix "
+                "(prefixPolicy volumeName): nothing to warm")
+    if cls is not None:
+        return (f"not bound yet; StorageClass {cls_name} ({cls.get('provisioner')}) is not "
+                "fusecache's: nothing to warm")
+    return ("not bound yet" + (f", of StorageClass {cls_name}, not in the files"
+                                if cls_name else "") +
+            f": --pvc {claim}=s3://BUCKET/PREFIX, or give its PV or StorageClass")
 
 
 def resolver(work: UpcomingWork, pvc_map: Mapping[str, str], view: FileClusterView) -> Resolver:
@@ -315,10 +336,12 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
             for ref in g.datasets:
                 uri = resolve(ref)
                 where = f" -> {uri}" if uri and uri != ref.uri else ""
-                if ref.direction != "read":
+                if ref.direction != "read" and not (ref.claim and uri):
                     lines.append(f"      unknown {ref.describe()}  ({ref.origin}) "
                                  "[read or written: not warmed]")
                     continue
+                if ref.direction != "read":  # (a fusecache claim: read-only, so read)
+                    where += " [a fusecache volume is read-only: read]"
                 maker = w.made_by_another(g.name, ref, uri)
                 if maker:
                     lines.append(f"      reads {ref.describe()}  ({ref.origin}){where} "

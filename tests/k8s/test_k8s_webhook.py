@@ -342,7 +342,7 @@ def test_pod_dataset_resolution_narrows_by_args_and_subpath():
         "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "claim"}},
                     {"name": "other", "persistentVolumeClaim": {"claimName": "nfs"}},
                     {"name": "inline", "csi": {"driver": "csi.fusecache.io",
-                                               "volumeAttributes": {"bucket": "b2"}}}],
+                                               "volumeAttributes": {"bucket": "bk2"}}}],
         "containers": [
             {"name": "a", "args": ["--x=/mnt/shards/0", "/mnt/../etc"],
              "volumeMounts": [{"name": "v", "mountPath": "/mnt", "subPath": "sub"}]},
@@ -351,7 +351,7 @@ def test_pod_dataset_resolution_narrows_by_args_and_subpath():
                                            {"name": "other", "mountPath": "/nfs"}]},
         ]}}
     assert dsm.pod_datasets(pod, View()) == [
-        "s3://bkt/base/sub/shards/0", "s3://bkt/base/", "s3://b2/"]
+        "s3://bkt/base/sub/shards/0", "s3://bkt/base/", "s3://bk2/"]
 
 
 EPHEMERAL_POD = {

@@ -75,7 +75,8 @@ def test_pvc_resolved_from_files_or_flag(tmp_path) -> None:
     tfjob = path("kubeflow-trainer/tfjob-multi-worker-pvc.yaml")
     r = plan(tfjob)
     assert r.returncode == 0, r.stderr
-    assert "(unresolved: --pvc strategy-volume=s3://BUCKET/PREFIX)" in r.stdout
+    assert "(claim default/strategy-volume not in the files: --pvc strategy-volume=s3://BUCKET/" \
+        "PREFIX, or give it and its PV)" in r.stdout
     r = plan(tfjob, "--pvc", "strategy-volume=s3://bucket/tf/")
     assert "s3://bucket/tf/  on 2 nodes  for Worker" in r.stdout
     job = doc("kubeflow-trainer/tfjob-multi-worker-pvc.yaml")
