@@ -9,6 +9,7 @@ volume is read-only; a claim made again over a Released PV, and subPaths the API
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,7 @@ def test_unresolved_claims_say_why(tmp_path) -> None:
     r = plan(tmp_path, elsewhere, job(DATA))
     assert "claim llm/ckpt not in the files (one of that name is in namespace shared" \
         in r.stdout, r.stdout
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "plan", "--json",
+                        str(tmp_path / "job.yaml")], capture_output=True, text=True, timeout=120)
+    [ref] = json.loads(r.stdout)["work"][0]["groups"][0]["datasets"]
+    assert ref["resolved"] is None and ref["unresolved"].startswith("claim llm/ckpt not in")
