@@ -187,18 +187,24 @@ def test_a_pod_set_no_flavor_can_take_is_said() -> None:
     assert huge.targets() == []
 
 
+def workload_of(j: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """The Workload Kueue's job reconciler makes for Job *j* (uid j-1), with *status*."""
+    j["metadata"]["uid"] = "j-1"
+    return {"apiVersion": KUEUE, "kind": "Workload",
+            "metadata": {"name": "job-train-3b2a1", "namespace": "ml",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": "train", "uid": "j-1",
+                                              "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": {"active": True, "queueName": "team-q", "podSets": [
+                {"name": "main", "count": 2, "template": j["spec"]["template"]}]},
+            "status": status}
+
+
 def test_a_queued_workload_gets_the_same_as_its_job() -> None:
     j = job(GPU)
-    j["metadata"]["uid"] = "j-1"
-    wl = {"apiVersion": KUEUE, "kind": "Workload",
-          "metadata": {"name": "job-train-3b2a1", "namespace": "ml",
-                       "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
-                                            "name": "train", "uid": "j-1", "controller": True,
-                                            "blockOwnerDeletion": True}]},
-          "spec": {"active": True, "queueName": "team-q", "podSets": [
-              {"name": "main", "count": 2, "template": j["spec"]["template"]}]},
-          "status": {"conditions": [{"type": "QuotaReserved", "status": "False",
-                                     "reason": "Pending", "message": "insufficient quota"}]}}
+    wl = workload_of(j, {"conditions": [{"type": "QuotaReserved", "status": "False",
+                                         "reason": "Pending", "message": "insufficient quota"}]})
     assert eligible(wl, setup()) == eligible(j, setup()) == ["spot-a100", "h100-1"]
 
 
@@ -326,19 +332,12 @@ def test_admitted_its_workload_s_flavors_replace_the_queued_notes() -> None:
     """Jobs round 55: a suspended job whose Workload is admitted kept the notes of its queued
     reading (a quota it had been found too small for)."""
     j = job(GPU)
-    j["metadata"]["uid"] = "j-1"
-    wl = {"apiVersion": KUEUE, "kind": "Workload",
-          "metadata": {"name": "job-train-3b2a1", "namespace": "ml",
-                       "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
-                                            "name": "train", "uid": "j-1", "controller": True,
-                                            "blockOwnerDeletion": True}]},
-          "spec": {"active": True, "queueName": "team-q", "podSets": [
-              {"name": "main", "count": 2, "template": j["spec"]["template"]}]},
-          "status": {"admission": {"clusterQueue": "gpu-cq", "podSetAssignments": [{
-              "name": "main", "count": 2,
-              "flavors": {"cpu": "cpu", "memory": "cpu", "nvidia.com/gpu": "h100"}}]},
-              "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "x"},
-                             {"type": "Admitted", "status": "True", "reason": "x"}]}}
+    wl = workload_of(j, {
+        "admission": {"clusterQueue": "gpu-cq", "podSetAssignments": [{
+            "name": "main", "count": 2,
+            "flavors": {"cpu": "cpu", "memory": "cpu", "nvidia.com/gpu": "h100"}}]},
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "x"},
+                       {"type": "Admitted", "status": "True", "reason": "x"}]})
     lib = Library(setup())
     queued = workloads.read(j, lib)
     assert queued.notes and all(n.startswith("while queued: ") for n in queued.notes)
