@@ -53,7 +53,7 @@ def test_missing_trial_template_configmap() -> None:
 def test_templated_pod_count_cannot_be_resolved() -> None:
     exp = doc("katib/experiment-pytorchjob-mnist.yaml")
     exp["spec"]["parameters"].append({"name": "workers", "parameterType": "int",
-                                      "feasibleSpace": {"min": "1", "max": "4"}})
+                                      "feasibleSpace": {"min": "1", "max": "40"}})
     exp["spec"]["trialTemplate"]["trialParameters"].append({"name": "workers",
                                                            "reference": "workers"})
     worker = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["pytorchReplicaSpecs"]["Worker"]
@@ -65,6 +65,10 @@ def test_templated_pod_count_cannot_be_resolved() -> None:
     # one feasible value: static, so it resolves
     exp["spec"]["parameters"][-1]["feasibleSpace"] = {"min": "3", "max": "3"}
     assert workloads.read(exp).groups[1].pods == 3
+    # a short range: its largest value, the most a trial takes (blind job round 57: a
+    # tuned worker count over a list was refused)
+    exp["spec"]["parameters"][-1]["feasibleSpace"] = {"min": "1", "max": "4"}
+    assert workloads.read(exp).groups[1].pods == 4
 
 
 def test_templated_constraint_is_left_out_with_a_note() -> None:

@@ -240,10 +240,13 @@ def test_experiment_static_parameters_substituted() -> None:
     (t,) = work.targets()
     assert (t.dataset, t.nodes) == ("s3://datasets/mnist/", 3)  # parallelTrialCount 3
     assert work.release_key == "experiment kubeflow/random"
-    # Two feasible values: only a Trial knows which; not warmed, the candidates are shown.
+    # Two feasible values that are locations: the trials running at once read different
+    # ones, so each is warmed (blind job round 57: neither was, nor shown as a read), and the
+    # candidates are shown
     exp["spec"]["parameters"][-1]["feasibleSpace"]["list"].append("s3://datasets/fashion/")
     work = workloads.read(exp)
-    assert work.targets() == []
+    assert [(t.dataset, t.nodes) for t in work.targets()] == [
+        ("s3://datasets/mnist/", 3), ("s3://datasets/fashion/", 3)]
     assert "per-trial values: dataPath (one of s3://datasets/mnist/, s3://datasets/fashion/), " \
         "learningRate, momentum" in work.notes
     # A location holding a per-trial part drawn from a short list: the trials running at
