@@ -462,6 +462,15 @@ class ArgoAnalyzer:
         leaves = self.run(tmpl, scope, entry, 0)
         on_exit, field = self.spec.get("onExit"), "onExit"
         hooks = self.spec.get("hooks")
+        for name, hook, found in self._expression_hooks(hooks, self.field_prefix, Scope()):
+            # a workflow's hook run when its expression holds (``running``): a step of its
+            # own, beside the rest (blind round 68: its template's reads were not planned)
+            t_hook, t_context, t_name, t_args = found
+            hs = Scope(entry=True, node=f".hooks.{name}", templates=t_context,
+                       condition=str(hook.get("expression") or "") or None)
+            hs.inputs = self.bind_inputs(t_hook, t_args, hs,
+                                         {p: self.wf_param(p) for p in self.param_values})
+            self.run(t_hook, hs, str(t_name), 0)
         t: dict[str, Any] | None = None
         context, hook_args = None, {}
         if on_exit:
@@ -667,7 +676,33 @@ class ArgoAnalyzer:
             # (its hook's arguments valued where the task is)
             ex.inputs = self.bind_inputs(ext, hook_args, child)
             ids = ids + self.run(ext, ex, str(exit_t), depth + 1)
+        for hname, hook, found in self._expression_hooks(hooks, where, scope):
+            # a task's hook run when its expression holds (``running``): beside the task,
+            # after what the task waits for; the task's dependents do not wait for it
+            t_hook, t_context, t_name, t_args = found
+            expression = str(hook.get("expression") or "")
+            hs = Scope(deps=scope.deps, loop=scope.loop, path=callee.path,
+                       condition=" && ".join(c for c in (scope.condition, expression) if c)
+                       or None, node=f"{node}.hooks.{hname}", loop_group=callee.loop_group,
+                       templates=t_context)
+            hs.inputs = self.bind_inputs(t_hook, t_args, child)
+            self.run(t_hook, hs, str(t_name), depth + 1)
         return ids
+
+    def _expression_hooks(self, hooks: Any, where: str, scope: Scope) -> list[tuple[
+            str, dict[str, Any], tuple[Any, Any, Any, dict[str, Any]]]]:
+        """(name, hook, what ``_exit_hook`` finds) of the lifecycle hooks other than ``exit``
+        (those Argo runs when their ``expression`` holds) that name a template."""
+        if not isinstance(hooks, dict):
+            return []
+        out = []
+        for name, hook in hooks.items():
+            if name == "exit" or not isinstance(hook, dict):
+                continue
+            found = self._exit_hook(hook, f"{where}.hooks.{name}", scope)
+            if found is not None and found[0] is not None:
+                out.append((str(name), hook, found))
+        return out
 
     def _exit_hook(self, hook: Any, where: str, scope: Scope) -> tuple[
             dict[str, Any] | None, dict[str, dict[str, Any]] | None, Any, dict[str, Any]] | None:
@@ -1094,8 +1129,10 @@ class ArgoAnalyzer:
                 if ref.uri and "{{" not in ref.uri and ref.direction == "read":
                     step.add_read(Read(ref.uri, True, "constant"))
             for w in g.writes:
-                if "{{" not in w:
-                    step.add_write(Read(w, True, "constant"))
+                # (one under this run's name is a write the run knows: what a later step
+                # reads there is its intermediate; blind round 68)
+                step.add_write(Read(w, True, "constant") if "{{" not in w
+                               else Read(None, False, "constant", pattern=w))
 
     def _raw_artifacts(self, step: Step, tmpl: dict[str, Any], containers: list[dict[str, Any]],
                        res: Any) -> None:

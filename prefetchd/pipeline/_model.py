@@ -572,6 +572,9 @@ _RUN_PLACEHOLDER = re.compile(r"\{\{\s*(?:workflow\.(?:name|uid)|\$\.pipeline_jo
                               r"resource_name|uuid))\s*\}\}")
 
 
+_WF_PARAMETER = re.compile(r"\{\{\s*workflow\.parameters\.([\w.-]+)\s*\}\}")
+
+
 def _run_scope(pattern: str | None) -> str | None:
     """The start of a location up to the run's own name or id in it (``s3://ckpt/{{workflow.
     name}}``), None when it has none."""
@@ -584,10 +587,15 @@ def _settle_run_scoped(plan: Plan) -> None:
     location under the same (``--ckpt-dir s3://m/{{workflow.name}}/`` then ``load_ckpt(
     "s3://m/{{workflow.name}}/last.ckpt")``): what that step left, an intermediate of the
     run, not a dataset (blind round 66: reported as a run-time read)."""
+    params = {k: v for k, v in plan.parameters.items() if v is not None}
+
+    def known(pattern: str | None) -> str | None:  # (the workflow's parameters filled in)
+        return _WF_PARAMETER.sub(lambda m: params.get(m.group(1), m.group(0)), pattern or "")
+
     made: dict[str, set[str]] = {}  # run scope -> steps naming a place under it
     for st in plan.steps:
         for r in [*st.writes, *st.unknown]:
-            if r.uri is None and (scope := _run_scope(r.pattern)):
+            if r.uri is None and (scope := _run_scope(known(r.pattern))):
                 made.setdefault(scope, set()).add(st.id)
     if not made:
         return
@@ -595,7 +603,7 @@ def _settle_run_scoped(plan: Plan) -> None:
     for st in plan.steps:
         moved = []
         for i, r in enumerate(st.reads):
-            scope = _run_scope(r.pattern) if r.uri is None else None
+            scope = _run_scope(known(r.pattern)) if r.uri is None else None
             writers = made.get(scope or "", set()) - {st.id}
             if not writers:
                 continue

@@ -634,9 +634,13 @@ def template_writes(words: Sequence[tuple[Mapping[str, Any], list[Word]]]) -> li
         # one a pod's own value builds (--output=s3://b/shard=$(JOB_COMPLETION_INDEX)/): its
         # pattern, which at_each_value turns into each index's (blind job round 52: a later
         # job's read of shard=0/ was warmed before the first wrote it)
+        # (and one under an Argo tag the run fills, s3://m/{{workflow.name}}/, when a
+        # workflow's resource step makes this work: blind round 68)
         for text, _origin, direction in words_of:
-            if direction == "write" and "$" in text and (m := _LOCATION.search(text)) and \
-                    PLACEHOLDER in m.group(0) and m.group(0) not in out and len(out) < MAX_REFS:
+            if direction == "write" and ("$" in text or "{{" in text) and (
+                    m := _LOCATION.search(text)) and (PLACEHOLDER in m.group(0) or "{{" in
+                                                      m.group(0)) \
+                    and m.group(0) not in out and len(out) < MAX_REFS:
                 out.append(m.group(0))
     return out
 
