@@ -22,6 +22,7 @@ from typing import Any
 from prefetchd.workloads import _batch, _common, _podspec
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
+    MadeClaim,
     PodGroup,
     State,
     UpcomingWork,
@@ -33,17 +34,21 @@ from prefetchd.workloads._model import (
 )
 
 
-def claim_templates(spec: Mapping[str, Any], owner_name: str, where: str) -> dict[str, str]:
-    """Volume name -> PVC name for the PVCs JobSet makes from ``volumeClaimPolicies``."""
-    out: dict[str, str] = {}
+def claim_templates(spec: Mapping[str, Any], owner_name: str, where: str
+                    ) -> dict[str, MadeClaim]:
+    """Volume name -> the PVC JobSet makes from ``volumeClaimPolicies`` (its name, and its
+    template's StorageClass)."""
+    out: dict[str, MadeClaim] = {}
     for i, policy in enumerate(sequence(spec.get("volumeClaimPolicies"),
                                         f"{where}.volumeClaimPolicies")):
         for j, t in enumerate(sequence(mapping(policy, f"{where}.volumeClaimPolicies[{i}]")
                                        .get("templates"), f"{where}.volumeClaimPolicies[{i}]")):
-            name = (mapping(mapping(t, f"{where}.volumeClaimPolicies[{i}].templates[{j}]")
-                            .get("metadata"), "metadata")).get("name")
+            t = mapping(t, f"{where}.volumeClaimPolicies[{i}].templates[{j}]")
+            name = mapping(t.get("metadata"), "metadata").get("name")
+            cls = mapping(t.get("spec"), "spec").get("storageClassName")
             if name:
-                out[str(name)] = f"{name}-{owner_name}"
+                out[str(name)] = MadeClaim(f"{name}-{owner_name}",
+                                           str(cls) if cls is not None else None)
     return out
 
 

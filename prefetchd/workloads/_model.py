@@ -75,6 +75,16 @@ class State(enum.StrEnum):
 
 
 @dataclass(frozen=True)
+class MadeClaim:
+    """A claim a work makes from a template (a JobSet's ``volumeClaimPolicies``): its name and
+    the StorageClass its template names (a fusecache class with a fixed prefix holds a
+    dataset; another's is new and empty)."""
+
+    name: str
+    storage_class: str | None = None
+
+
+@dataclass(frozen=True)
 class DatasetRef:
     """One place a pod template reads data from, as written (before PVC resolution).
 

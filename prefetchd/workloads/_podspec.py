@@ -38,6 +38,7 @@ from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
     PLACEHOLDER,
     DatasetRef,
+    MadeClaim,
     PodGroup,
     WorkloadError,
     claim_place,
@@ -225,7 +226,8 @@ def _config_files_in(container: Mapping[str, Any],
 
 def group(
     name: str, pods: int, template: Any, where: str, after: Iterable[str] = (),
-    claim_templates: Mapping[str, str] | None = None, indexes: Mapping[str, int] | None = None,
+    claim_templates: Mapping[str, MadeClaim] | None = None,
+    indexes: Mapping[str, int] | None = None,
     done: Mapping[str, frozenset[int]] | None = None,
 ) -> PodGroup:
     """The PodGroup of one PodTemplateSpec (``where`` names it in errors). *indexes*: the
@@ -364,7 +366,8 @@ def _unset_references(spec: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _unknown_mounts(spec: Mapping[str, Any], claim_templates: Mapping[str, str]) -> list[str]:
+def _unknown_mounts(spec: Mapping[str, Any], claim_templates: Mapping[str, MadeClaim]
+                    ) -> list[str]:
     """A volumeMount naming no volume of the pod: the API server refuses such a pod (and
     its Job), so it is bad input, refused with the mount named (blind job round 31: a
     volume renamed in one place only was planned and warmed)."""
@@ -384,7 +387,7 @@ INDEX_VAR = "JOB_COMPLETION_INDEX"  # set by the Job controller in an Indexed Jo
 
 
 def job_group(name: str, pods: int, job: Mapping[str, Any], where: str,
-              after: Iterable[str] = (), claim_templates: Mapping[str, str] | None = None,
+              after: Iterable[str] = (), claim_templates: Mapping[str, MadeClaim] | None = None,
               replicas: int = 0, done: Iterable[int] = ()) -> PodGroup:
     """The PodGroup of a Job spec's pods (*where* names the spec). In an Indexed Job the Job
     controller sets ``JOB_COMPLETION_INDEX`` in every container's env, so ``$(...)`` of it
@@ -694,7 +697,7 @@ def _placeholder_in_location(text: str) -> bool:
                for m in _LOCATION.finditer(text))
 
 
-def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
+def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, MadeClaim],
                   more_words: Sequence[Word] = (),
                   words: Sequence[tuple[Mapping[str, Any], list[Word]]] | None = None,
                   ) -> list[DatasetRef]:
@@ -730,8 +733,11 @@ def template_refs(spec: Mapping[str, Any], claim_templates: Mapping[str, str],
         elif (cls := k8s_datasets.ephemeral_class(vol)) is not None:
             volumes[vname] = ("made", k8s_datasets.POD_CLAIM + vname)
             ephemeral[vname] = cls
-    for vname, claim in claim_templates.items():
-        volumes.setdefault(vname, ("made", claim))
+    for vname, made in claim_templates.items():
+        if vname not in volumes:
+            volumes[vname] = ("made", made.name)
+            if made.storage_class is not None:  # (a fusecache class's fixed prefix: a
+                ephemeral[vname] = made.storage_class  # dataset; blind job round 56)
     out: list[DatasetRef] = []
 
     def add(ref: DatasetRef) -> None:

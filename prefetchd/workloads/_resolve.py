@@ -40,10 +40,13 @@ def resolver_from_view(view: k8s_datasets.ClusterView, namespace: str,
     def resolve(ref: DatasetRef) -> str | None:
         if ref.claim is None:
             return s3_only(ref)
-        if ref.ephemeral_class is not None:  # a pod's own claim: its name is the pod's
+        if ref.ephemeral_class is not None:  # a pod's own claim: its name is the pod's;
+            # or one the work makes (a JobSet's): bound once made, else as its class makes it
             volume = ref.claim.removeprefix(k8s_datasets.POD_CLAIM)
-            found = k8s_datasets.ephemeral_dataset(view, namespace, "", volume,
-                                                   ref.ephemeral_class, driver)
+            found = None if ref.claim.startswith(k8s_datasets.POD_CLAIM) else \
+                k8s_datasets.claim_dataset(view, namespace, ref.claim, driver)
+            found = found or k8s_datasets.ephemeral_dataset(view, namespace, "", volume,
+                                                            ref.ephemeral_class, driver)
             return dataset_under(found.location, ref.path) if found else None
         # (a PV whose claimRef names another claim is that claim's, not this one's)
         found = k8s_datasets.claim_dataset(view, namespace, ref.claim, driver)

@@ -239,8 +239,10 @@ def unresolved_claim(ref: DatasetRef, namespace: str, view: FileClusterView) -> 
     claim, made = str(ref.claim), ref.made
     if ref.ephemeral_class is not None:
         cls = view.storage_class(ref.ephemeral_class) if ref.ephemeral_class else None
-        what = (f"a claim made for each pod from its ephemeral volume's template, of "
-                f"StorageClass {ref.ephemeral_class or '(the default)'}")
+        what = ("a claim made for each pod from its ephemeral volume's template"
+                if claim.startswith(k8s_datasets.POD_CLAIM) else
+                f"claim {claim}, made by the job from its template") + \
+            f", of StorageClass {ref.ephemeral_class or '(the default)'}"
         if cls is None:
             return (f"{what}, not in the files: nothing to warm unless that class is "
                     "fusecache's (give it with the job)")
@@ -249,6 +251,10 @@ def unresolved_claim(ref: DatasetRef, namespace: str, view: FileClusterView) -> 
         policy = (cls.get("parameters") or {}).get("prefixPolicy") or "pvcName"
         if policy == "volumeName":
             return f"{what}, a fresh empty prefix each (prefixPolicy volumeName): nothing to warm"
+        if not claim.startswith(k8s_datasets.POD_CLAIM):
+            return (f"{what}, whose prefix is named after the claim (prefixPolicy {policy}): "
+                    f"new, empty unless an earlier run left data there: nothing to warm "
+                    f"(--pvc {claim}=s3://BUCKET/PREFIX if it holds a dataset)")
         return (f"{what}, whose prefix holds the pod's name (prefixPolicy {policy}): known "
                 "once the pod exists, when the node agent warms it")
     if made:

@@ -149,3 +149,31 @@ def test_unresolved_claims_say_why(tmp_path) -> None:
                         str(tmp_path / "job.yaml")], capture_output=True, text=True, timeout=120)
     [ref] = json.loads(r.stdout)["work"][0]["groups"][0]["datasets"]
     assert ref["resolved"] is None and ref["unresolved"].startswith("claim llm/ckpt not in")
+
+
+def test_a_jobset_claim_of_a_fixed_fusecache_class_is_its_dataset(tmp_path) -> None:
+    """A JobSet's volumeClaimPolicies claim of a fusecache class with a fixed prefix sees that
+    prefix's data (it was reported new and empty); of a pvcName class, a new prefix."""
+    fixed = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+             "metadata": {"name": "fusecache-c4"}, "provisioner": DRIVER,
+             "parameters": {"bucket": "corpora", "prefix": "web/c4/en",
+                            "prefixPolicy": "fixed"}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "probe", "namespace": "nlp"},
+              "spec": {"volumeClaimPolicies": [{"templates": [{
+                  "metadata": {"name": "corpus"},
+                  "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "fusecache-c4",
+                           "resources": {"requests": {"storage": "1Ti"}}}}]}],
+                  "replicatedJobs": [{"name": "readers", "replicas": 1, "template": {"spec": {
+                      "parallelism": 2, "completions": 2, "template": {"spec": {
+                          "restartPolicy": "Never", "containers": [{
+                              "name": "r", "image": "t5x", "args": ["--data",
+                                                                    "/corpus/validation"],
+                              "volumeMounts": [{"name": "corpus", "mountPath": "/corpus",
+                                                "readOnly": True}]}]}}}}}]}}
+    r = plan(tmp_path, fixed, jobset)
+    assert "s3://corpora/web/c4/en/validation  on 2 nodes  for readers" in r.stdout, r.stdout
+    fixed["parameters"]["prefixPolicy"] = "pvcName"
+    r = plan(tmp_path, fixed, jobset)
+    assert "claim corpus-probe, made by the job from its template, of StorageClass " \
+        "fusecache-c4, whose prefix is named after the claim" in r.stdout, r.stdout

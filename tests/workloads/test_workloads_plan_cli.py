@@ -326,8 +326,8 @@ def test_a_claim_the_job_makes_from_a_template_asks_for_nothing(tmp_path) -> Non
                       "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}]}]}}}}}]}}
     r = plan(write(tmp_path, "js.yaml", js))
     assert r.returncode == 0, r.stderr
-    assert "a claim the job makes from its template, empty when it starts: nothing to warm" \
-        in r.stdout
+    assert "claim scratch-pre, made by the job from its template, of StorageClass gp3, not in " \
+        "the files: nothing to warm unless that class is fusecache's" in r.stdout, r.stdout
     assert "unresolved" not in r.stdout
 
 
