@@ -185,9 +185,11 @@ class MountConfig:
     # throttling) and dropped connections are retried with backoff (jitter, up to
     # 5 s apart) until read_timeout; max_attempts 0 means no other cap. No answer at
     # all (refused, DNS, timeout) is not retried: it opens the circuit breaker
-    # (circuit.py) and the operation fails or serves the cache at once.
+    # (circuit.py) and the operation fails or serves the cache at once. A request waits
+    # for its answer as long as read_timeout (None; blind FUSE round 3: a fixed 20 s
+    # made every stall of S3 past 20 s an EIO, whatever --read-timeout said).
     connect_timeout: float = 5.0
-    request_timeout: float = 20.0
+    request_timeout: float | None = None
     max_attempts: int = 0
     # S3 unreachable: the mount serves cached data only if S3 authorised this mount's
     # credential for the bucket/prefix (a successful request, recorded in the node

@@ -72,7 +72,7 @@ class S3Store:
 
     def __init__(self, bucket: str, *, endpoint_url: str | None = None, region: str | None = None,
                  max_connections: int = 24, connect_timeout: float = 5.0,
-                 request_timeout: float = 20.0, max_attempts: int = 0,
+                 request_timeout: float | None = None, max_attempts: int = 0,
                  op_deadline: float = 60.0, observe: Observer = _noop_observe,
                  on_breaker: Callable[[str], None] | None = None,
                  credentials: Mapping[str, str] | None = None,
@@ -91,7 +91,7 @@ class S3Store:
             retries={"total_max_attempts": 1, "mode": "standard"},
             # One request never outlasts the whole operation's bound.
             connect_timeout=min(connect_timeout, op_deadline),
-            read_timeout=min(request_timeout, op_deadline),
+            read_timeout=min(request_timeout or op_deadline, op_deadline),
             max_pool_connections=max_connections,
             tcp_keepalive=True,
         )
@@ -107,7 +107,8 @@ class S3Store:
                     region=self._client.meta.region_name or "us-east-1",
                     session=self._session, max_connections=max_connections,
                     connect_timeout=min(connect_timeout, op_deadline),
-                    read_timeout=min(request_timeout, op_deadline), op_deadline=op_deadline)
+                    read_timeout=min(request_timeout or op_deadline, op_deadline),
+                    op_deadline=op_deadline)
             except Exception as e:  # noqa: BLE001 - boto3 serves the GETs then
                 why_not = f"{type(e).__name__}: {e}"
         if why_not is not None:

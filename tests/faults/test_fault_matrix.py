@@ -177,3 +177,18 @@ def test_delay_below_read_timeout_is_not_a_fault(local_s3: LocalS3, s3_env: dict
     assert proxy.spoiled(obj.key) == obj.blocks
     assert stats(cache)["s3_retries"] == 0
     _check_cached_exact(cache, obj)
+
+
+def test_a_request_answered_late_within_the_bound_is_waited_for(
+        local_s3: LocalS3, s3_env: dict, bucket: str, obj: Obj, proxy: FaultProxy,
+        tmp_path: Path) -> None:
+    """Blind FUSE round 3: a fixed 20 s per-request timeout made every answer later than 20 s
+    a failure (EIO for a mount, whatever --read-timeout said); a request now waits as long
+    as the operation's bound (60 s by default)."""
+    cache = new_cache(tmp_path / "c")
+    proxy.add(Rule("delay", key=obj.key, seconds=22.0, times=1))
+    t = time.monotonic()
+    r = run_warm(f"s3://{bucket}/data/", cache, proxy.url, s3_env, "--concurrency", "1")
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t >= 22
+    _check_cached_exact(cache, obj)
