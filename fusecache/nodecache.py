@@ -597,7 +597,9 @@ class NodeCache:
                     in_slots, off = place
                     fd = self._slots.read_fd if in_slots and self._slots else self._data_fd
                     os.posix_fadvise(fd, off, end - start, os.POSIX_FADV_WILLNEED)
-                except (OSError, struct.error):
+                except (OSError, struct.error, OverflowError, ValueError):
+                    # (a recorded offset no file has, from a damaged environment: only a
+                    # hint; blind FUSE round 3 saw it end the mount)
                     continue
                 asked += 1
         return asked
@@ -1049,9 +1051,11 @@ class IncompatibleCache(errors.FusecacheError):
 
 
 # Errors that mean the file itself is damaged or foreign: move it aside.
+# (BadTxnError: what a read at open time meets after a damaged page spoiled its
+# transaction; blind FUSE round 3 saw the mount refuse to start on it)
 _DAMAGE = (lmdb.CorruptedError, lmdb.InvalidError, lmdb.VersionMismatchError,
            lmdb.PageNotFoundError, lmdb.BadChecksumError, lmdb.IncompatibleError,
-           lmdb.PanicError, struct.error)
+           lmdb.PanicError, lmdb.BadTxnError, struct.error)
 
 
 # One LMDB environment per file per process, shared by every NodeCache handle:
@@ -1181,7 +1185,7 @@ def _read_exact(fd: int, off: int, length: int, into: bytearray | None = None
         if into is not None and len(into) == length:
             return into if os.preadv(fd, [into], off) == length else None
         data = os.pread(fd, length, off)
-    except OSError:
+    except (OSError, OverflowError, ValueError):  # (an offset from a damaged environment)
         return None
     return data if len(data) == length else None
 
@@ -1194,7 +1198,7 @@ def _read_cached(fd: int, off: int, length: int, what: object) -> bytearray | No
         n = os.preadv(fd, [buf], off, _RWF_NOWAIT)
     except BlockingIOError:
         raise NotInMemory(what) from None
-    except OSError:
+    except (OSError, OverflowError, ValueError):
         return None
     if n != length:  # partly cached: the rest would wait for the disk
         raise NotInMemory(what)

@@ -639,3 +639,23 @@ def test_a_block_stored_without_granule_checksums_has_no_range(tmp_path: Path) -
     assert c.get_range(o, 0, 0, 10) is None
     assert c.get_block(o, 0) == data_for(o, 0, GB)
     c.close()
+
+
+@pytest.mark.parametrize("size", [BS, BS - 1000], ids=["slot", "lmdb-value"])
+def test_a_block_offset_no_file_has_is_a_miss_not_a_crash(tmp_path: Path, size: int) -> None:
+    """Blind FUSE round 3: a damaged environment recorded an offset past what a C long holds;
+    the folder read-ahead's page-in hint (posix_fadvise) raised OverflowError and ended the
+    mount. Such a record is only a miss (and never bytes)."""
+    c = NodeCache.open(tmp_path, limit_bytes=10 * BS, block_size=BS)
+    o = oid("a", size=size)
+    c.put_block(o, 0, data_for(o, 0))
+    key = c.block_key(o, 0)
+    with c.env.begin(write=True) as txn:
+        if txn.get(key, db=c._bslot) is not None:
+            txn.put(key, struct.pack("<Q", 2**63), db=c._bslot)
+        else:
+            txn.put(key, struct.pack("<Q", 2**64 - 1), db=c._boffs)
+    assert c.advise_first_blocks([o]) == 0
+    got = c.get_block(o, 0)
+    assert got is None or got == data_for(o, 0)  # (read through the map for an LMDB value)
+    c.close()
