@@ -189,7 +189,15 @@ class FuseOperations(pyfuse3.Operations):
             node = self.ns.get(inode)
             if not node.is_dir:
                 node = await self.ns.rehydrate(node)
-                node = await self.ns.revalidate(node)
+                try:
+                    node = await self.ns.revalidate(node)
+                except errors.ObjectNotFound:
+                    if any(h.node is node for h in self._files.values()):
+                        # a file open here whose object is gone: the kernel asks before it
+                        # reads (its attributes expired), and read(2) would get ENOENT;
+                        # ESTALE, as a read through it says (blind FUSE round 3)
+                        raise pyfuse3.FUSEError(errno.ESTALE) from None
+                    raise
             return self._attrs(node)
         return await _guard(f"getattr {inode}", go)
 

@@ -112,3 +112,27 @@ def test_an_object_deleted_while_open_reads_estale_and_is_gone_at_the_next_open(
             os.close(fd)
         with pytest.raises(FileNotFoundError):
             (mp / "d" / "big").read_bytes()
+
+
+def test_a_cached_object_deleted_while_open_reads_estale_past_its_ttl(
+        local_s3, s3_env, bucket, tmp_path: Path) -> None:
+    """Blind FUSE round 3: a file read whole (cached), then deleted in S3, gave read(2)
+    ENOENT once its attributes expired: the kernel asks for them before it reads, and the
+    object was gone. ESTALE, as for an object deleted before it was read."""
+    c = local_s3.client()
+    c.put_object(Bucket=bucket, Key="d/small", Body=b"B" * 200_000)
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", str(tmp_path / "c"),
+                 "--metadata-ttl", "1") as mp:
+        fd = os.open(mp / "d" / "small", os.O_RDONLY)
+        try:
+            assert _read_all(fd) == b"B" * 200_000
+            c.delete_object(Bucket=bucket, Key="d/small")
+            time.sleep(2.5)
+            with pytest.raises(OSError) as e:
+                os.lseek(fd, 0, os.SEEK_SET)
+                _read_all(fd)
+            assert e.value.errno == errno.ESTALE
+        finally:
+            os.close(fd)
+        with pytest.raises(FileNotFoundError):
+            (mp / "d" / "small").read_bytes()
