@@ -58,6 +58,46 @@ def _errno(e: BaseException) -> int:
     return errno.EIO
 
 
+class _FailureLog:
+    """Warnings of failed operations, at most ``most`` per ``window`` seconds for the errors
+    of an outage (S3 unreachable, no answer in time): busy readers of a down S3 failed
+    hundreds of reads a second, and one warning each rotated the outage's first messages
+    out of the log within a minute (blind FUSE round 3). Past that, one line a window says
+    how many were not logged. Others (access denied, a changed object) always log."""
+
+    def __init__(self, most: int = 20, window: float = 60.0) -> None:
+        self.most, self.window = most, window
+        self._start = -math.inf
+        self._logged = self._dropped = 0
+
+    def warning(self, what: str, e: BaseException) -> None:
+        if not isinstance(e, (errors.StoreUnavailable, errors.DeadlineExceeded)):
+            log.warning("%s: %s", what, e)
+            return
+        now = trio.current_time() if _in_trio() else 0.0
+        if now - self._start >= self.window:
+            if self._dropped:
+                log.warning("%d more failed operations not logged in the last %gs (%s)",
+                            self._dropped, self.window, type(e).__name__)
+            self._start, self._logged, self._dropped = now, 0, 0
+        if self._logged < self.most:
+            self._logged += 1
+            log.warning("%s: %s", what, e)
+        else:
+            self._dropped += 1
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
+_FAILURES = _FailureLog()
+
+
 async def _guard(what: str, fn: Callable[[], Awaitable[T]]) -> T:
     try:
         return await fn()
@@ -66,7 +106,7 @@ async def _guard(what: str, fn: Callable[[], Awaitable[T]]) -> T:
     except errors.ObjectNotFound:
         raise pyfuse3.FUSEError(errno.ENOENT) from None
     except errors.FusecacheError as e:
-        log.warning("%s: %s", what, e)
+        _FAILURES.warning(what, e)
         raise pyfuse3.FUSEError(_errno(e)) from None
     except Exception:
         log.exception("%s: unexpected error (returning EIO)", what)
@@ -283,7 +323,7 @@ class FuseOperations(pyfuse3.Operations):
         except pyfuse3.FUSEError:
             raise
         except errors.FusecacheError as e:
-            log.warning("read %s@%d: %s", handle.node.key, off, e)
+            _FAILURES.warning(f"read {handle.node.key}@{off}", e)
             if isinstance(e, (errors.ObjectChanged, errors.ObjectNotFound)) \
                     and handle.oid is not None:
                 await self._seen_changed(handle)
