@@ -32,6 +32,7 @@ turns them into the node cache's offline-authorisation records
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
@@ -58,6 +59,9 @@ Observer = Callable[[str, float, int], None]
 _UNREACHABLE = (bce.EndpointConnectionError, bce.ConnectTimeoutError, bce.ReadTimeoutError,
                 s3data.Unreachable)
 _PROBE_TIMEOUT = 2.0
+# requests without an answer in a row, over this long, that count as an outage (_no_answer)
+UNANSWERED_MOST = 10
+UNANSWERED_FOR = 5.0
 # list_dir: a folder with more objects under it than this is paged through boto3 (the
 # native listing holds them all until the end; 10,000 is about 2 MB).
 _NATIVE_LIST_MAX = 10 * s3data.LIST_CHUNK
@@ -118,6 +122,13 @@ class S3Store:
                                       **({"on_event": on_breaker} if on_breaker else {}))
         self.authorised_at = 0.0
         self.denied_at = 0.0
+        # requests that got no answer at all (a dropped or reset connection) since S3 last
+        # answered anything: many of them for a while is an outage as much as a refused
+        # connection (a load balancer with no backend resets them all); blind FUSE round 3
+        # saw each operation then take the whole --read-timeout with 17-19 retries
+        self._unanswered = 0
+        self._answered_at = time.monotonic()
+        self._answers_lock = threading.Lock()
 
     @property
     def access_key_id(self) -> str | None:
@@ -183,7 +194,11 @@ class S3Store:
             self.breaker.check(what)
             try:
                 result = fn()
-            except retry.TemporaryFailure:
+            except retry.TemporaryFailure as e:  # (the native data plane's)
+                if "response broken" in str(e):
+                    self._no_answer(what, e)
+                else:
+                    self._answer()  # (a 5xx)
                 raise
             except _UNREACHABLE as e:
                 self.breaker.trip(type(e).__name__)
@@ -193,13 +208,20 @@ class S3Store:
                 err = self._translate(e, key)
                 if not isinstance(err, retry.TemporaryFailure | errors.StoreUnavailable):
                     self.breaker.record_success()  # S3 answered
+                    self._answer()
                     if isinstance(err, errors.AccessDenied):
                         self.denied_at = time.time()
+                elif isinstance(err, retry.TemporaryFailure):
+                    if isinstance(e, bce.ClientError):
+                        self._answer()  # (a 5xx is an answer)
+                    else:
+                        self._no_answer(what, err)
                 try:
                     raise err from None
                 finally:  # else err, in this frame of its own traceback, is a cycle
                     del err
             self.breaker.record_success()
+            self._answer()
             self.authorised_at = time.time()
             return result
 
@@ -214,6 +236,25 @@ class S3Store:
                                      max_attempts=self.max_attempts if max_attempts is None
                                      else max_attempts, on_give_up=give_up,
                                      on_retry=self._on_retry)
+
+    def _answer(self) -> None:
+        with self._answers_lock:
+            self._unanswered = 0
+            self._answered_at = time.monotonic()
+
+    def _no_answer(self, what: str, err: BaseException) -> None:
+        """A request got no answer (its connection dropped or reset): past UNANSWERED_MOST
+        in a row over UNANSWERED_FOR seconds with no answer at all, the endpoint is out of
+        reach: the breaker opens (operations fail or serve the cache at once)."""
+        with self._answers_lock:
+            self._unanswered += 1
+            out = self._unanswered >= UNANSWERED_MOST and \
+                time.monotonic() - self._answered_at >= UNANSWERED_FOR
+        if out:
+            self.breaker.trip("connections dropped without an answer")
+            raise errors.StoreUnavailable(
+                f"{what}: S3 endpoint {self.endpoint_url} drops every connection without an "
+                f"answer ({err})")
 
     # -- ObjectStore ----------------------------------------------------------
 

@@ -192,3 +192,25 @@ def test_a_request_answered_late_within_the_bound_is_waited_for(
     assert r.returncode == 0, r.stderr
     assert time.monotonic() - t >= 22
     _check_cached_exact(cache, obj)
+
+
+@pytest.mark.fuse
+def test_every_connection_reset_is_an_outage_not_a_minute_of_retries(
+        local_s3: LocalS3, s3_env: dict, bucket: str, obj: Obj, proxy: FaultProxy,
+        tmp_path: Path) -> None:
+    """Blind FUSE round 3: a load balancer with no backend resets every connection; each
+    read took the whole bound (60 s) with 17-19 retries, as if S3 answered. Ten requests in
+    a row over 5 s with no answer open the breaker: the read fails soon after, then fast."""
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env, "--cache-dir", str(tmp_path / "c"),
+                 "--endpoint-url", proxy.url, "--block-size", str(BLOCK)) as mp:
+        fd = os.open(mp / obj.key, os.O_RDONLY)
+        try:
+            proxy.add(Rule("reset", key=None, after_bytes=0, times=None))
+            t = time.monotonic()
+            with pytest.raises(OSError) as e:
+                os.pread(fd, 1000, 0)
+            took = time.monotonic() - t
+        finally:
+            os.close(fd)
+        print(f"EIO after {took:.1f}s")
+        assert e.value.errno == errno.EIO and took < 20, took
