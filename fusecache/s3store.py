@@ -168,6 +168,13 @@ class S3Store:
                 return errors.BucketNotFound(f"bucket {self.bucket!r} does not exist")
             if code in _NOT_FOUND or status == 404:
                 if key is None:
+                    if code in ("404", "") and not e.response.get("Error", {}).get("Message"):
+                        # a 404 with no S3 error in its body (an HTML page): the endpoint
+                        # is likely no S3 service at all (blind FUSE round 3: "bucket does
+                        # not exist" sent the operator to look for the bucket)
+                        return errors.BucketNotFound(
+                            f"bucket {self.bucket!r} not found: {self.endpoint_url} answered "
+                            "404 without an S3 error; is it an S3 endpoint?")
                     return errors.BucketNotFound(f"bucket {self.bucket!r} does not exist")
                 return errors.ObjectNotFound(f"{where} not found")
             if code in _DENIED or status == 403:

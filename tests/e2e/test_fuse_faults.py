@@ -158,7 +158,7 @@ def test_corrupt_cache_is_moved_aside_at_mount(local_s3, s3_env, bucket,
 @pytest.mark.parametrize("case", [
     "bad-uri", "bad-bucket-name", "missing-bucket", "wrong-credentials", "unreachable",
     "no-mountpoint", "not-a-dir", pytest.param("already-mounted", marks=pytest.mark.fuse),
-    "bad-size", "bad-ttl"])
+    "bad-size", "bad-ttl", "not-s3"])
 def test_bad_input_fails_before_mounting(case: str, local_s3, s3_env, bucket,
                                          tmp_path: Path) -> None:
     mp = tmp_path / "m"
@@ -189,6 +189,9 @@ def test_bad_input_fails_before_mounting(case: str, local_s3, s3_env, bucket,
     elif case == "bad-ttl":
         args += ["--metadata-ttl", "soon"]
         expect = "invalid --metadata-ttl"
+    elif case == "not-s3":  # an HTTP server that answers 404 pages (blind FUSE round 3)
+        env["AWS_ENDPOINT_URL"] = _not_s3_endpoint()
+        expect = "answered 404 without an S3 error; is it an S3 endpoint?"
     if case == "already-mounted":
         with mounted(f"s3://{bucket}", mp, s3_env, "--cache-dir", str(tmp_path / "c")):
             r = run_cli(["mount", *args], env=env)
@@ -293,3 +296,28 @@ def test_read_through_a_transient_s3_outage_fails_fast_then_recovers(
                 assert time.monotonic() < deadline, "no recovery after S3 came back"
                 time.sleep(0.5)
         assert data == payload, "wrong bytes after the outage"
+
+
+def _not_s3_endpoint() -> str:
+    """The URL of an HTTP server (a daemon thread for the rest of the test process) that
+    answers every request with a 404 HTML page, as a web server that is no S3 service."""
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the handler's name
+            body = b"<html><body>Not Found</body></html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
