@@ -242,7 +242,10 @@ class MountedFilesystem:
             # for a credential S3 authorised for it (offline_auth.py).
             if self.listings.get_name(loc.bucket, loc.prefix + "/", "") is None \
                     and self.listings.get_dir(loc.bucket, loc.prefix) is None:
-                raise
+                # (say why the node cache is no help: blind FUSE round 3, M6)
+                raise errors.StoreUnavailable(
+                    f"{e}; the node cache holds no listing of {loc} from an earlier mount "
+                    "to serve while S3 is down") from None
             try:
                 self.gate.check()
             except errors.AccessDenied as denied:
