@@ -74,7 +74,7 @@ class _FailureLog:
         if not isinstance(e, (errors.StoreUnavailable, errors.DeadlineExceeded)):
             log.warning("%s: %s", what, e)
             return
-        now = trio.current_time() if _in_trio() else 0.0
+        now = trio.current_time()  # (handlers run on the mount's trio loop)
         if now - self._start >= self.window:
             if self._dropped:
                 log.warning("%d more failed operations not logged in the last %gs (%s)",
@@ -85,14 +85,6 @@ class _FailureLog:
             log.warning("%s: %s", what, e)
         else:
             self._dropped += 1
-
-
-def _in_trio() -> bool:
-    try:
-        trio.lowlevel.current_task()
-    except RuntimeError:
-        return False
-    return True
 
 
 _FAILURES = _FailureLog()

@@ -264,8 +264,9 @@ class RangeGetter:
             return Unreachable(f"GET {where}: {what} ({_first_cause(text)})")
         if kind in ("Request", "Interrupted", "Decode") or isinstance(e, oe.GenericError):
             # dropped connection, reset, body shorter than its Content-Length: S3 is there
-            return retry.TemporaryFailure(OSError(f"GET {where}: response broken ({kind or 'HTTP'} "
-                                                  f"error: {_first_cause(text)})"))
+            # (a ConnectionError: no answer came, what S3Store counts toward an outage)
+            return retry.TemporaryFailure(ConnectionError(
+                f"GET {where}: response broken ({kind or 'HTTP'} error: {_first_cause(text)})"))
         return errors.StoreError(f"{where}: {type(e).__name__}")
 
 

@@ -202,7 +202,7 @@ class S3Store:
             try:
                 result = fn()
             except retry.TemporaryFailure as e:  # (the native data plane's)
-                if "response broken" in str(e):
+                if isinstance(e.cause, ConnectionError):  # (s3data: a broken response)
                     self._no_answer(what, e)
                 else:
                     self._answer()  # (a 5xx)

@@ -314,9 +314,20 @@ def labels_fit(pod: PodRequirements, node: NodeInfo) -> bool:
     """Whether ``node``'s labels (and name) satisfy ``pod``'s node selector, required node
     affinity and its volumes' node affinity: what the pod asks of a node, leaving out what
     changes with the node's state (taints, cordons, free resources)."""
-    return (all(node.labels.get(k) == v for k, v in pod.node_selector.items())
-            and (pod.required_terms is None or any(t.matches(node) for t in pod.required_terms))
-            and all(any(t.matches(node) for t in terms) for terms in pod.volume_terms))
+    return not _labels_reason(pod, node)
+
+
+def _labels_reason(pod: PodRequirements, node: NodeInfo) -> str:
+    """Which of the pod's node selector, required node affinity and volumes' node affinity
+    ``node`` does not satisfy ("" if none)."""
+    for key, value in pod.node_selector.items():
+        if node.labels.get(key) != value:
+            return f"nodeSelector {key}={value}"
+    if pod.required_terms is not None and not any(t.matches(node) for t in pod.required_terms):
+        return "required node affinity"
+    if any(not any(t.matches(node) for t in terms) for terms in pod.volume_terms):
+        return "volume node affinity"
+    return ""
 
 
 def ineligibility_reason(pod: PodRequirements, node: NodeInfo) -> str:
@@ -328,13 +339,8 @@ def ineligibility_reason(pod: PodRequirements, node: NodeInfo) -> str:
         for t in pod.tolerations
     ):
         return "unschedulable"
-    for key, value in pod.node_selector.items():
-        if node.labels.get(key) != value:
-            return f"nodeSelector {key}={value}"
-    if pod.required_terms is not None and not any(t.matches(node) for t in pod.required_terms):
-        return "required node affinity"
-    if any(not any(t.matches(node) for t in terms) for terms in pod.volume_terms):
-        return "volume node affinity"
+    if why := _labels_reason(pod, node):
+        return why
     for taint in node.taints:
         if taint.effect in BLOCKING_EFFECTS and not any(
             t.tolerates(taint) for t in pod.tolerations

@@ -532,16 +532,6 @@ def settle_intermediates(plan: Plan) -> Plan:
         return plan
     by_id = {s.id: s for s in plan.steps}
 
-    def upstream(sid: str) -> set[str]:
-        seen: set[str] = set()
-        todo = list(by_id[sid].depends_on)
-        while todo:
-            a = todo.pop()
-            if a not in seen and a in by_id:
-                seen.add(a)
-                todo += by_id[a].depends_on
-        return seen
-
     for s in plan.steps:
         ups: set[str] | None = None
         passed: list[int] = []
@@ -552,7 +542,7 @@ def settle_intermediates(plan: Plan) -> Plan:
             made += [(w, art) for folder, w, art in into if w != s.id and r.uri and r.static
                      and r.uri.endswith("/") and folder.fullmatch(r.uri)]
             if made and ups is None:
-                ups = upstream(s.id)
+                ups = _upstream(by_id, s.id)
             producer = next(((w, art) for w, art in made if ups and w in ups), None)
             if producer is not None:
                 s.reads[i] = replace(r, written_by=producer[0])
@@ -566,12 +556,22 @@ def settle_intermediates(plan: Plan) -> Plan:
     return plan
 
 
+def _upstream(by_id: dict[str, Step], sid: str) -> set[str]:
+    """The ids of every step *sid* waits for, directly or not."""
+    seen: set[str] = set()
+    todo = list(by_id[sid].depends_on)
+    while todo:
+        a = todo.pop()
+        if a not in seen and a in by_id:
+            seen.add(a)
+            todo += by_id[a].depends_on
+    return seen
+
+
 # the run's own name or id in a location: Argo's (and KFP v1's) workflow name and uid, KFP v2's
 # pipeline job name and id
 _RUN_PLACEHOLDER = re.compile(r"\{\{\s*(?:workflow\.(?:name|uid)|\$\.pipeline_job_(?:name|"
                               r"resource_name|uuid))\s*\}\}")
-
-
 _WF_PARAMETER = re.compile(r"\{\{\s*workflow\.parameters\.([\w.-]+)\s*\}\}")
 
 
@@ -607,13 +607,7 @@ def _settle_run_scoped(plan: Plan) -> None:
             writers = made.get(scope or "", set()) - {st.id}
             if not writers:
                 continue
-            ups, todo = set(), list(st.depends_on)
-            while todo:
-                a = todo.pop()
-                if a not in ups and a in by_id:
-                    ups.add(a)
-                    todo += by_id[a].depends_on
-            if producer := min(writers & ups, default=None):
+            if producer := min(writers & _upstream(by_id, st.id), default=None):
                 st.intermediate.append(replace(r, written_by=producer))
                 moved.append(i)
         if moved:

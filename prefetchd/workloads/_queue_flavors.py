@@ -108,7 +108,7 @@ def _quota(cq: Mapping[str, Any], library: Library
     """(flavor, resource) -> the most of it the ClusterQueue can ever give (None: not judged,
     a cohort with a Cohort object)."""
     spec = cq.get("spec") or {}
-    cohort = spec.get("cohortName") or spec.get("cohort")
+    cohort = _cohort(spec)
     own = _nominal(cq)
     if not cohort:
         return {k: q for k, (q, _, _) in own.items()}
@@ -117,9 +117,8 @@ def _quota(cq: Mapping[str, Any], library: Library
     name = (cq.get("metadata") or {}).get("name")
     lent: dict[tuple[str, str], Fraction] = {}
     for other in library.objects("ClusterQueue"):
-        ospec = other.get("spec") or {}
         if (other.get("metadata") or {}).get("name") == name or problem(other) or \
-                (ospec.get("cohortName") or ospec.get("cohort")) != cohort:
+                _cohort(other.get("spec") or {}) != cohort:
             continue
         for k, (q, _, lend) in _nominal(other).items():
             lent[k] = lent.get(k, Fraction(0)) + (lend if lend is not None else q)
@@ -128,6 +127,11 @@ def _quota(cq: Mapping[str, Any], library: Library
         may = lent.get(k, Fraction(0))
         out[k] = q + (min(may, borrow) if borrow is not None else may)
     return out
+
+
+def _cohort(spec: Mapping[str, Any]) -> Any:
+    """The cohort a ClusterQueue spec names (v1beta2 ``cohortName``, v1beta1 ``cohort``)."""
+    return spec.get("cohortName") or spec.get("cohort")
 
 
 def _nominal(cq: Mapping[str, Any]
@@ -334,7 +338,7 @@ def _cq_problem(spec: Mapping[str, Any]) -> str | None:
         return None
     if not isinstance(groups, list):
         return "spec.resourceGroups: not a list"
-    cohort = spec.get("cohortName") or spec.get("cohort")
+    cohort = _cohort(spec)
     seen_resources: set[str] = set()
     seen_flavors: set[str] = set()
     for i, rg in enumerate(groups):
