@@ -641,8 +641,8 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
         now = time.time()
         per: dict[str, dict[str, int]] = {}
         for u in state:  # (a pattern's matches; one version of each key)
-            objs = current_objects(cache, u)
-            per[u] = {"cached_objects": len(objs), "cached_bytes": sum(o.size for o in objs)}
+            objs, held = cached_share(cache, u)
+            per[u] = {"cached_objects": objs, "cached_bytes": held}
         agent = _agent_pins(cache_dir, now)
         out = []
         for u, rec in state.items():
@@ -721,17 +721,22 @@ def _unpin_superseded(cache: fusecache.NodeCache, uri: str, owner: str,
             cache.unpin_object(oid, owner)
 
 
-def current_objects(cache: fusecache.NodeCache, uri: str) -> list[fusecache.ObjectId]:
-    """The cached objects of *uri* (as ``cached_objects`` chooses them), one version per key:
-    the pinned one where an older version is still cached beside it."""
-    best: dict[str, fusecache.ObjectId] = {}
+def cached_share(cache: fusecache.NodeCache, uri: str) -> tuple[int, int]:
+    """(objects of *uri* cached whole, bytes cached), counting the blocks held of an object
+    cached in part (an interrupted warm of one large file is not 0 bytes); one version per
+    key, the pinned or else the fuller one."""
+    best: dict[str, tuple[bool, int, bool]] = {}  # key -> (pinned, bytes held, whole)
     for oid in cached_objects(cache, uri):
-        if not cache.contains_object(oid):
+        missing = cache.missing_blocks(oid)
+        held = oid.size - sum(hi - lo for lo, hi in
+                              (oid.block_span(i, cache.block_size) for i in missing))
+        if not held and oid.size:
             continue
-        prev = best.get(oid.key)
-        if prev is None or (cache.is_pinned(oid) and not cache.is_pinned(prev)):
-            best[oid.key] = oid
-    return list(best.values())
+        mine = (cache.is_pinned(oid), held, not missing)
+        if mine > best.get(oid.key, (False, -1, False)):
+            best[oid.key] = mine
+    return (sum(whole for _, _, whole in best.values()),
+            sum(held for _, held, _ in best.values()))
 
 
 def unpin(cache_dir: str, uris: list[str]) -> tuple[int, list[str]]:

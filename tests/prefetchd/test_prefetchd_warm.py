@@ -419,3 +419,26 @@ def test_a_dry_run_says_it_fetched_nothing(local_s3, s3_env, bucket, tmp_path, c
     out = capsys.readouterr().out
     assert out.strip() == (f"s3://{bucket}/dry/: 3 objects, 3000 bytes (dry run: listed only, "
                            "nothing fetched or pinned)")
+
+
+def test_status_counts_the_cached_blocks_of_a_partly_warmed_object(
+        local_s3, s3_env, bucket, tmp_path, capsys):
+    """An object larger than the room a full cache left, half warmed: `status` said 0 bytes
+    cached (it counted whole objects only; blind FUSE round 3, M5). Now the blocks held."""
+    bs = 1 << 20
+    cache_dir = str(tmp_path / "cache")
+    fusecache.NodeCache.open(cache_dir, limit_bytes=10 * bs, block_size=bs).close()
+    _put(local_s3, bucket, 1, 16 * bs, prefix="huge/")
+    assert cli.main(["warm", f"s3://{bucket}/huge/", "--cache-dir", cache_dir,
+                     "--concurrency", "1"]) == 1
+    capsys.readouterr()
+    cache = fusecache.NodeCache.open(cache_dir)
+    try:
+        (oid,) = cache.iter_objects(bucket, "huge/")
+        held = 16 - len(cache.missing_blocks(oid))
+    finally:
+        cache.close()
+    assert 0 < held < 16
+    row = _status(capsys, cache_dir)[f"s3://{bucket}/huge/"]
+    assert row["partial"]
+    assert (row["cached_objects"], row["cached_bytes"], row["bytes"]) == (0, held * bs, 16 * bs)
