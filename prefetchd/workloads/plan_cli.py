@@ -332,7 +332,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
         copies = f" ({w.copies} trials at once)" if w.copies > 1 else ""
         pods = w.copies * sum(g.pods for g in w.groups)
         if pods != w.nodes:  # stages one after another: the widest at once, not the sum
-            copies += f" at once, {pods} pods in all"
+            copies += (", " if copies else " at once, ") + f"{pods} pods in all"
         lines.append(f"   {_nodes(w.nodes)}{copies}; pins released with {w.release_key}")
         stages = w.stages
         for g in w.groups:

@@ -9,8 +9,11 @@ Workflow analysis (the one ``prefetchd plan`` runs on pipelines) has something t
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 
 import pytest
+import yaml
 
 from prefetchd import workloads
 
@@ -187,3 +190,16 @@ def test_a_per_trial_location_in_an_argo_trial_is_warmed_at_each_value() -> None
         "s3://lake/noise-${trialParameters.learningRate}/"]
     targets = {t.dataset: t.nodes for t in work.targets()}
     assert targets["s3://lake/lookback=48h/"] == targets["s3://lake/lookback=96h/"] == 2
+
+
+
+def test_the_plan_headline_of_argo_trials_says_at_once_once(tmp_path) -> None:
+    """Blind job round 57: '4 nodes (2 trials at once) at once, 8 pods in all'."""
+    f = tmp_path / "exp.yaml"
+    f.write_text(yaml.safe_dump(experiment(workflow_trial_spec())))
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "plan", str(f)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    head = next(line for line in r.stdout.splitlines() if "trials at once" in line)
+    assert head.count("at once") == 1, head
+    assert "(2 trials at once), 8 pods in all;" in head, head
