@@ -333,7 +333,8 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
         pods = w.copies * sum(g.pods for g in w.groups)
         if pods != w.nodes:  # stages one after another: the widest at once, not the sum
             copies += (", " if copies else " at once, ") + f"{pods} pods in all"
-        lines.append(f"   {_nodes(w.nodes)}{copies}; pins released with {w.release_key}")
+        lines.append(f"   {'no pods to come' if w.state.done else _nodes(w.nodes) + copies}"
+                     f"; pins released with {w.release_key}")
         stages = w.stages
         for g in w.groups:
             after = f" after {', '.join(g.after)}" if g.after else ""

@@ -547,6 +547,8 @@ def test_finished_or_inactive_work_is_planned_for_nothing(tmp_path) -> None:
     assert r.returncode == 0, r.stderr
     assert "succeeded" in r.stdout and "reads s3://d/eval/" in r.stdout
     assert "warm: nothing (succeeded: nothing of it will run again)" in r.stdout
+    # (blind job round 57: its headline still counted '1 node' for it)
+    assert "   no pods to come; pins released with job ml/ev" in r.stdout, r.stdout
     w = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", "--pipeline", f,
                         "--dry-run"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert w.returncode == 2 and "succeeded, nothing of it will run again" in w.stderr
