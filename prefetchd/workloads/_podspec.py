@@ -245,7 +245,8 @@ def group(
     if unknown:
         raise WorkloadError(f"{where}.spec: {unknown[0]}")
     clean, notes = _trusted_constraints(spec)
-    notes += _unset_references(spec) + _unschedulable(clean) + _inline_without_secret(spec)
+    notes += _unset_references(spec) + _one_slash_locations(spec) + _unschedulable(clean) \
+        + _inline_without_secret(spec)
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
     words = containers_words(clean)  # read once: both passes below use them
@@ -600,6 +601,32 @@ def _unschedulable(spec: Mapping[str, Any]) -> list[str]:
 
 
 # ---------------------------------------------------------------- datasets
+
+
+# (hdfs:/path is how HDFS names a path on the default namenode: not a mistake there)
+_ONE_SLASH = re.compile(r"(?<![\w/])(?:" + "|".join(s for s in _uri.SCHEMES if s != "hdfs")
+                        + r"):/(?=[\w.$-])[^\s'\",;]*")
+
+
+def _one_slash_locations(spec: Mapping[str, Any]) -> list[str]:
+    """Notes for a location written ``s3:/bucket/key``: what ``os.path.join``, ``pathlib``
+    or a path normaliser make of ``s3://``; no S3 client reads it as the bucket meant
+    (blind job round 57: passed over without a word)."""
+    out = []
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        if not isinstance(c, Mapping):
+            continue
+        texts = [w for k in ("command", "args") for w in c.get(k) or [] if isinstance(w, str)]
+        texts += [e.get("value") for e in c.get("env") or []
+                  if isinstance(e, Mapping) and isinstance(e.get("value"), str)]
+        found = list(dict.fromkeys(m for t in texts for m in _ONE_SLASH.findall(t)))
+        if found:
+            scheme = found[0].split(":", 1)[0]
+            out.append(f"container {c.get('name')}: {found[0]} has one slash after {scheme}: "
+                       f"(as os.path.join or pathlib write {scheme}://): it names no bucket a "
+                       "client reads; not warmed" + (f" (and {len(found) - 1} more)"
+                                                     if len(found) > 1 else ""))
+    return out
 
 
 def _join(*parts: str) -> str:

@@ -1288,3 +1288,18 @@ def test_a_claim_bound_to_a_local_pv_pins_the_group_to_its_host(tmp_path) -> Non
     assert placement.choose(target.dataset, nodes, target.requirements, 1) == ["gpu-a100-07"]
     assert placement.ineligibility_reason(target.requirements, nodes[0]) == \
         "volume node affinity"
+
+
+def test_a_location_with_one_slash_and_a_long_value_list_are_said(tmp_path) -> None:
+    """Blind job round 57: ``s3:/lake/x`` (what os.path.join or pathlib make of s3://) was
+    passed over without a word, and a per-trial location over 10 values said only that it
+    is known at run time, not that more than 8 values are not warmed ahead."""
+    exp = _experiment("cv", "shard", [str(i) for i in range(10)], "shard", {
+        "name": "main", "args": ["--data", "s3://cv/shard-${trialParameters.shard}/",
+                                 "--labels", "s3:/lake/labels.tsv"]})
+    r = plan(write(tmp_path, "exp.yaml", exp))
+    assert r.returncode == 0, r.stderr
+    assert "note: container main: s3:/lake/labels.tsv has one slash after s3:" in r.stdout, \
+        r.stdout
+    assert "shard (one of 0, 1, 2, 3, ...: 10 values, more than the 8 warmed ahead)" \
+        in r.stdout, r.stdout
