@@ -2007,9 +2007,110 @@ def _printed(tree: ast.AST) -> tuple[set[str], set[int]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _call_name(node) in _SAYS:
             said(node)
+    for call in _listings_only_told(tree):
+        listings.add(id(call))
+        for n in ast.walk(call):  # its pattern: no read of its own either
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                inside.add(id(n))
+                printed.update(_uri.find_uris(n.value))
     if not printed:
         return set(), listings
     return printed - _string_uris(tree, inside), listings
+
+
+# where a listing's names end without anything being opened: counted, printed, logged,
+# written to a file (a manifest for a later step), compared
+_TELLS = _SAYS | frozenset({"len", "dump", "write", "writelines", "pipe", "put_object",
+                            "write_text", "put"})
+# methods of a string, list or dict whose result still holds (part of) the listed names
+_KEEPS_NAMES = frozenset({"split", "rsplit", "strip", "rstrip", "lstrip", "removeprefix",
+                          "removesuffix", "replace", "partition", "rpartition", "startswith",
+                          "endswith", "lower", "upper", "format", "count", "sort", "items",
+                          "keys", "values", "get", "copy"})
+_COLLECTS = frozenset({"append", "extend", "add", "insert", "update", "setdefault"})
+
+
+def _listings_only_told(tree: ast.AST) -> list[ast.Call]:
+    """The listing calls (``fs.glob``, ``fs.find``, ...) whose names the program only tells:
+    counts, prints, logs or writes to a file (a manifest a later step fans out over),
+    through loops, comprehensions, string operations and the lists it collects them in. Such
+    a listing reads no object (blind round 69: ``len(fs.glob(...))`` and a manifest of the
+    glob's names were reads). Any other use (an open, a reader, a return, a call we do not
+    know) keeps it a read of its pattern."""
+    parents: dict[int, ast.AST] = {}
+    loads: dict[str, list[ast.Name]] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            loads.setdefault(node.id, []).append(node)
+
+    def names_told(target: ast.AST, depth: int, within: ast.AST | None = None) -> bool:
+        """Every use of the names *target* binds tells them (and there is one: a listing
+        kept in a name never used stays a read, as it always was)."""
+        inside = {id(n) for n in ast.walk(within)} if within is not None else None
+        uses = [use for n in ast.walk(target) if isinstance(n, ast.Name)
+                for use in loads.get(n.id, []) if inside is None or id(use) in inside]
+        return bool(uses) and all(told(use, depth + 1, within) for use in uses)
+
+    def told(node: ast.AST, depth: int = 0, stop: ast.AST | None = None) -> bool:
+        if depth > 6:
+            return False
+        while True:
+            if node is stop:
+                return True
+            p = parents.get(id(node))
+            if p is not None and p is stop:
+                return True
+            if isinstance(p, (ast.Compare, ast.If, ast.While, ast.Assert)):
+                return True  # compared, tested: nothing opened
+            if p is None or isinstance(p, ast.Expr):
+                return False  # (a listing dropped whole stays a read, as it always was)
+            if isinstance(p, (ast.BinOp, ast.JoinedStr, ast.FormattedValue, ast.List,
+                              ast.Tuple, ast.Set, ast.Dict, ast.Starred, ast.keyword)):
+                node = p
+            elif isinstance(p, ast.Subscript):
+                if node is p.slice:
+                    return True  # an index: by_lang[key.split("/")[2]]
+                node = p
+            elif isinstance(p, ast.Attribute):
+                call = parents.get(id(p))
+                if not (isinstance(call, ast.Call) and call.func is p):
+                    return False
+                if p.attr in _COLLECTS:
+                    return True  # the list collecting them (its uses are looked at)
+                if p.attr not in _KEEPS_NAMES:
+                    return False
+                node = call
+            elif isinstance(p, ast.Call) and isinstance(p.func, ast.Attribute) and \
+                    p.func.attr in _COLLECTS and node is not p.func:
+                base = p.func.value  # keys.append(k), by_lang[lang].append(k): what is done
+                while isinstance(base, (ast.Subscript, ast.Attribute)):  # with that list
+                    base = base.value
+                return isinstance(base, ast.Name) and names_told(base, depth)
+            elif isinstance(p, ast.Call):
+                name = _call_name(p)
+                if node is p.func or not (name in _TELLS or name in _SHAPES_TEXT):
+                    return False
+                if name in _TELLS:
+                    return True
+                node = p
+            elif isinstance(p, ast.comprehension):
+                comp = parents.get(id(p))
+                if node is not p.iter or comp is None or not names_told(p.target, depth, comp):
+                    return False
+                node = comp
+            elif isinstance(p, (ast.Assign, ast.AnnAssign, ast.For, ast.NamedExpr)):
+                target = p.targets[0] if isinstance(p, ast.Assign) and len(p.targets) == 1 \
+                    else getattr(p, "target", None)
+                if target is None or node is not getattr(p, "value", getattr(p, "iter", None)):
+                    return False
+                return isinstance(target, (ast.Name, ast.Tuple)) and names_told(target, depth)
+            else:
+                return False
+
+    return [n for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and _call_name(n) in _LISTS and told(n)]
 
 
 def _string_uris(tree: ast.AST, leave: set[int] | frozenset[int] = frozenset()) -> set[str]:

@@ -416,7 +416,8 @@ def _as_s3(argv: list[str], heads: list[str], guard: str, sep: str,
 # script itself (`mc alias set lake URL ...`, the older `mc config host add lake URL ...`)
 _MC_HOST = re.compile(r"MC_HOST_([A-Za-z0-9_-]+)")
 _MC_ALIAS_SET = re.compile(r"\bmc\s+(?:--?[\w-]+\s+)*(?:alias\s+set|config\s+host\s+add)"
-                           r"\s+([A-Za-z0-9_-]+)\s")
+                           r"\s+([A-Za-z0-9_-]+)\s+(\S*)")
+_SHELL_VAR_ALONE = re.compile(r"""["']?\$\{?([A-Za-z_]\w*)\}?["']?""")
 _MC_COMMAND = re.compile(r"(?:^|[\s;&|(/])mc\s+(?:--?[\w-]+(?:=\S+)?\s+)*"
                          r"(?:cp|mirror|mv|cat|head|ls|find|du|stat|sql|diff)\b")
 
@@ -428,7 +429,14 @@ def mc_aliases(env: dict[str, str], argv: list[str]) -> list[str]:
     if not (argv and argv[0].rsplit("/", 1)[-1] == "mc") and not _MC_COMMAND.search(text):
         return []
     found = [m.group(1) for name in env if (m := _MC_HOST.fullmatch(name))]
-    found += _MC_ALIAS_SET.findall(text)
+    for alias, url in _MC_ALIAS_SET.findall(text):
+        var = _SHELL_VAR_ALONE.fullmatch(url)
+        if var and var.group(1) not in env and not re.search(
+                r"(?<![\w$])" + var.group(1) + "=", text):
+            # a host the step has no value for (a Secret's, blind round 69): another
+            # object store, whose bucket names say nothing of S3's
+            continue
+        found.append(alias)
     return list(dict.fromkeys(found))
 
 

@@ -2774,3 +2774,52 @@ def test_round_51_a_number_another_task_makes_is_no_location() -> None:
 
     assert reads("NUMBER_DOUBLE") == []
     assert len(reads("STRING")) == 1
+
+
+def test_round_69_an_mc_alias_to_a_host_the_step_has_no_value_for_is_not_s3() -> None:
+    """Blind round 69: ``mc alias set partner "$PARTNER_URL" ...`` with the URL from a Secret
+    (a partner's MinIO) made ``partner/inventory-drops/...`` a read of AWS's
+    ``s3://inventory-drops/...``; as for ``MC_HOST_<alias>`` from a Secret, no read. A host
+    the step's env or script gives stays a read."""
+    secret = [{"name": "PARTNER_URL",
+               "valueFrom": {"secretKeyRef": {"name": "partner-minio", "key": "url"}}}]
+    script = ('mc alias set partner "$PARTNER_URL" "$K" "$S"\n'
+              "mc alias set lake https://s3.amazonaws.com \"$K2\" \"$S2\"\n"
+              "mc cp --recursive partner/inventory-drops/2026-12-01/ /tmp/drop/\n"
+              "mc cp --recursive /tmp/drop/ lake/acme-lake/partner/2026-12-01/\n")
+    assert _command_io(["bash"], [], secret, source=script) == (
+        [], ["s3://acme-lake/partner/2026-12-01/"])
+    known = [{"name": "PARTNER_URL", "value": "http://minio.partner:9000"}]
+    assert _command_io(["bash"], [], known, source=script)[0] == [
+        "s3://inventory-drops/2026-12-01/"]
+    own = 'URL=http://minio:9000\nmc alias set p "$URL" a b\nmc cp p/bkt/x /tmp/x\n'
+    assert _command_io(["bash"], [], [], source=own)[0] == ["s3://bkt/x"]
+
+
+@pytest.mark.parametrize("program, read", [
+    ("n = len(fs.glob('s3://bkt/sh/*/shard-*.tar'))\nprint(n)", False),
+    ("for key in fs.glob('bkt/sh/*/shard-*.tar'):\n    print('s3://' + key)", False),
+    ("keys = ['s3://' + k for k in fs.glob('bkt/sh/*/shard-*.tar')]\n"
+     "with fs.open('bkt/manifests/m.json', 'w') as f:\n    json.dump(keys, f)", False),
+    ("by = collections.defaultdict(list)\n"
+     "for key in sorted(fs.glob('bkt/sh/*/shard-*.tar')):\n"
+     "    by[key.split('/')[2]].append('s3://' + key)\nprint(json.dumps(by))", False),
+    ("by = collections.defaultdict(list)\nfor key in fs.glob('bkt/sh/*/shard-*.tar'):\n"
+     "    lang = key.split('/')[3]\n    by[lang].append('s3://' + key)\n"
+     "print(json.dumps({k: len(v) for k, v in by.items()}))", False),
+    # what it lists is opened: a read of the pattern
+    ("for key in fs.glob('bkt/sh/*/shard-*.tar'):\n    with fs.open(key) as f:\n"
+     "        f.read()", True),
+    ("paths = fs.glob('bkt/sh/*/shard-*.tar')\nds = wds.WebDataset(paths)\nrun(ds)", True),
+    ("df = pd.read_parquet(fs.glob('s3://bkt/sh/*/shard-*.tar'))", True),
+    ("keys = []\nfor k in fs.glob('bkt/sh/*/shard-*.tar'):\n    keys.append(k)\n"
+     "train(keys)", True),
+])
+def test_round_69_a_glob_whose_names_are_only_told_is_a_listing(program: str,
+                                                                  read: bool) -> None:
+    """Blind round 69: an s3fs glob whose names are only counted, printed or written into a
+    manifest opens no object, as one printed whole (round 52) does not; one whose names
+    are opened, handed to a reader or to a call we do not know stays a read."""
+    code = "import collections, json, s3fs\nfs = s3fs.S3FileSystem()\n" + program + "\n"
+    reads, _ = _command_io(["python", "-c"], [code])
+    assert reads == (["s3://bkt/sh/*/shard-*.tar"] if read else []), reads
