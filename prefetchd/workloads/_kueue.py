@@ -27,6 +27,7 @@ from typing import Any
 from prefetchd.workloads import _common, _podspec
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
+    MadeClaim,
     State,
     UpcomingWork,
     WorkloadError,
@@ -77,6 +78,7 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
                           "status.admission.podSetAssignments"):
             a = mapping(a, "status.admission.podSetAssignments[]")
             assigned[str(a.get("name"))] = a
+    owner_name = (work.owner or work.key).rsplit("/", 1)[-1]
     for i, ps in enumerate(sequence(spec.get("podSets"), "spec.podSets")):
         at = f"spec.podSets[{i}]"
         ps = mapping(ps, at)
@@ -88,10 +90,23 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
             if a.get("count") is not None:
                 pods = count(a.get("count"), f"status.admission.podSetAssignments {name}.count")
             _add_flavors(template, a, library, work.notes)
-        work.groups.append(_podspec.group(name, pods, template, f"{at}.template"))
+        work.groups.append(_podspec.group(name, pods, template, f"{at}.template",
+                                          claim_templates=_made_claims(template, owner_name)))
     if not work.groups:
         raise WorkloadError("spec.podSets: none")
     return work
+
+
+def _made_claims(template: Mapping[str, Any], owner_name: str) -> dict[str, MadeClaim]:
+    """The volumes a pod set's containers mount that its template does not hold: claims its
+    job's controller adds to the pods (a JobSet's ``volumeClaimPolicies``, a TrainJob
+    runtime's), named ``<volume>-<owner>`` as JobSet names them. Kueue copies the job's
+    template as it is, so such a Workload is no bad input (blind job round 58: refused)."""
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        return {}
+    return {vol: MadeClaim(f"{vol}-{owner_name}")
+            for _, vol in _podspec.mounts_without_volume(spec)}
 
 
 def _add_flavors(template: dict[str, Any], assignment: Mapping[str, Any], library: Library,

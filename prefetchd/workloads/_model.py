@@ -407,7 +407,7 @@ class UpcomingWork:
             "priority_class": self.priority_class,
             "priority": self.priority,
             "copies": self.copies,
-            "nodes": self.nodes,
+            "nodes": 0 if self.state.done else self.nodes,  # (no pods to come)
             "groups": [g.to_json(self._warmed_by(g.name, resolve))
                        for g in self.groups],
             # (work that is done warms nothing, as the text plan says)

@@ -372,11 +372,20 @@ def _unknown_mounts(spec: Mapping[str, Any], claim_templates: Mapping[str, MadeC
     """A volumeMount naming no volume of the pod: the API server refuses such a pod (and
     its Job), so it is bad input, refused with the mount named (blind job round 31: a
     volume renamed in one place only was planned and warmed)."""
+    return [f"container {c}: volumeMount {m!r} names no volume of the pod (the API server "
+            "refuses it)" for c, m in mounts_without_volume(spec, claim_templates)]
+
+
+def mounts_without_volume(spec: Mapping[str, Any],
+                          claim_templates: Mapping[str, MadeClaim] | None = None
+                          ) -> list[tuple[str, str]]:
+    """(container, volume) of each volumeMount naming no volume of the pod spec (nor a
+    claim the job makes from a template)."""
     names = {str(v.get("name")) for v in spec.get("volumes") or [] if isinstance(v, Mapping)}
-    names |= set(claim_templates)
-    return [f"container {c.get('name')}: volumeMount {m.get('name')!r} names no volume of the "
-            "pod (the API server refuses it)"
+    names |= set(claim_templates or {})
+    return [(str(c.get("name")), str(m.get("name")))
             for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+            if isinstance(c, Mapping)
             for m in c.get("volumeMounts") or []
             if isinstance(m, Mapping) and str(m.get("name")) not in names]
 

@@ -549,6 +549,8 @@ def test_finished_or_inactive_work_is_planned_for_nothing(tmp_path) -> None:
     assert "warm: nothing (succeeded: nothing of it will run again)" in r.stdout
     # (blind job round 57: its headline still counted '1 node' for it)
     assert "   no pods to come; pins released with job ml/ev" in r.stdout, r.stdout
+    j = plan(f, "--json")  # (blind job round 58: the JSON still counted its width)
+    assert json.loads(j.stdout)["work"][0]["nodes"] == 0
     w = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", "--pipeline", f,
                         "--dry-run"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert w.returncode == 2 and "succeeded, nothing of it will run again" in w.stderr
