@@ -404,8 +404,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 for g, gdoc in zip(w.groups, doc["groups"], strict=True):
                     for ref, rdoc in zip(g.datasets, gdoc["datasets"], strict=True):
                         if ref.claim and rdoc.get("resolved") is None:
-                            # (blind job round 56: the text said why, the JSON did not)
-                            rdoc["unresolved"] = unresolved_claim(ref, w.namespace, view)
+                            # (blind job round 56: the text said why, the JSON did not;
+                            # round 58: the same why as the text's)
+                            maker = w.made_by_another(g.name, ref, resolve(ref))
+                            rdoc["unresolved"] = (
+                                f"written by {maker} as the job runs: not warmed" if maker
+                                else unresolved_claim(ref, w.namespace, view))
                 out.append(doc)
             sys.stdout.write(json.dumps({"schema": "prefetchd-work-plan/1", "work": out,
                                          "ignored": ignored}, indent=2) + "\n")

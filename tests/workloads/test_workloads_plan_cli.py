@@ -1229,6 +1229,11 @@ def test_round_39_an_initializers_claim_and_pods_kept_on_one_host(tmp_path) -> N
         "s3://corpus/sft/v4/", "s3://scratch/ws/vocab.txt"]
     r = plan(write(tmp_path, "tj.yaml", rt, tj), "--pvc", "ws=s3://scratch/ws")
     assert "[written by dataset-initializer as the job runs: not warmed]" in r.stdout
+    # without --pvc, the JSON says why as the text does (blind job round 58: another reason)
+    r = plan(write(tmp_path, "tj.yaml", rt, tj), "--json")
+    why = {d.get("path"): d.get("unresolved") for g in json.loads(r.stdout)["work"][0]["groups"]
+           for d in g["datasets"] if g["name"] == "node"}
+    assert why["dataset/train"] == "written by dataset-initializer as the job runs: not warmed", why
 
     def job(affinity: dict) -> dict:
         return {"apiVersion": "batch/v1", "kind": "Job",
