@@ -71,13 +71,20 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
             if existing.name != request.name:
                 raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
                                f"volume id {volume_id} already belongs to another name")
-            if (existing.required_bytes, existing.limit_bytes) != (required, limit):
+            have = existing.capacity_bytes
+            if have < required or (limit and have > limit):
+                # (the spec: OK when the volume's capacity fits the range asked for, as a
+                # blind test of the plugin found it did not for a wider range)
                 raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
-                               f"volume {request.name!r} exists with a different capacity range")
+                               f"volume {request.name!r} exists with capacity {have} bytes, "
+                               f"outside the range asked for ({required}-{limit or 'any'})")
             if existing.context != record.context:
+                differ = sorted(k for k in existing.context.keys() | record.context.keys()
+                                if existing.context.get(k) != record.context.get(k))
                 raise CsiError(grpc.StatusCode.ALREADY_EXISTS,
-                               f"volume {request.name!r} exists with a different S3 location "
-                               f"({existing.context.get('bucket')}/"
+                               f"volume {request.name!r} exists with other parameters "
+                               f"({', '.join(differ)}; it reads "
+                               f"{existing.context.get('bucket')}/"
                                f"{existing.context.get('prefix', '')})")
             record = existing
         else:
@@ -107,6 +114,11 @@ class ControllerServicer(csi_pb2_grpc.ControllerServicer):
                 raise CsiError(grpc.StatusCode.NOT_FOUND,
                                f"volume {request.volume_id!r} does not exist")
             volumes.VolumeSource.from_map(request.volume_context)  # a static PV
+        elif request.volume_context and dict(request.volume_context) != record.context:
+            # (the spec: the context MUST match the volume's; a blind test of the plugin
+            # had another bucket confirmed and echoed back)
+            return csi_pb2.ValidateVolumeCapabilitiesResponse(
+                message=f"volume_context does not match volume {request.volume_id!r}'s")
         for cap in request.volume_capabilities:
             reason = access.unsupported_reason(cap)
             if reason:

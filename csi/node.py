@@ -83,6 +83,16 @@ _CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TO
                    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN")
 
 
+def _path(path: str, field: str) -> str:
+    """*path* made canonical (``mounts.normalize``); INVALID_ARGUMENT when it is relative:
+    the spec asks an absolute path in the plugin's root file system (a blind test of the
+    plugin had ``relative/path`` mounted under its working directory)."""
+    if not os.path.isabs(path):
+        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                       f"{field} {path!r} must be an absolute path")
+    return mounts.normalize(path)
+
+
 def mount_env(base_env: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
     """The environment of ``fusecache mount``: the plugin's, with secret credentials."""
     env = dict(base_env)
@@ -257,6 +267,14 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
 
     # --------------------------------------------------------------------- RPCs
 
+    def _holder(self, path: str, volume_id: str | None = None) -> str | None:
+        """The id of another volume recorded as staged, inline-published or published at
+        *path* (not *volume_id*), or None."""
+        for v in self.store.all():
+            if v.volume_id != volume_id and (v.staging_path == path or path in v.targets):
+                return v.volume_id
+        return None
+
     @log_rpc
     @require("volume_id", "staging_target_path", "volume_capability")
     @when_ready
@@ -264,12 +282,16 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     def NodeStageVolume(self, request, context) -> csi_pb2.NodeStageVolumeResponse:
         access.check_capability(request.volume_capability)
         source = volumes.VolumeSource.from_map(request.volume_context)
-        staging = mounts.normalize(request.staging_target_path)
+        staging = _path(request.staging_target_path, "staging_target_path")
         secrets = dict(request.secrets)
         mount_env(self.config.base_env, secrets)  # reject an unusable secret up front
         key = volumes.volume_key(request.volume_id)
         vol = self.store.get(key)
         is_new = vol is None
+        other = self._holder(staging, request.volume_id)
+        if other is not None:  # (a blind test of the plugin: OK, and the other's data shown)
+            raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
+                           f"staging_target_path {staging} holds volume {other}")
         if vol is None:
             vol = StagedVolume(volume_id=request.volume_id, key=key, staging_path=staging,
                                context=source.to_context())
@@ -288,16 +310,17 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     @when_ready
     @serialized_by("volume_id")
     def NodeUnstageVolume(self, request, context) -> csi_pb2.NodeUnstageVolumeResponse:
-        staging = mounts.normalize(request.staging_target_path)
+        staging = _path(request.staging_target_path, "staging_target_path")
         vol = self.store.get(volumes.volume_key(request.volume_id))
         if vol is None:
-            if mounts.is_mountpoint(staging):  # staged by a plugin that lost its state
-                mounts.unmount_all(staging)
+            if mounts.is_mountpoint(staging) and self._holder(staging) is None:
+                mounts.unmount_all(staging)  # staged by a plugin that lost its state
             return csi_pb2.NodeUnstageVolumeResponse()
         if vol.staging_path != staging:
-            raise CsiError(grpc.StatusCode.NOT_FOUND,
-                           f"volume {request.volume_id} is staged at {vol.staging_path}, "
-                           f"not at {staging}")
+            # not staged there: nothing to do (the spec's OK; it was NOT_FOUND)
+            log.warning("NodeUnstageVolume: volume %s is staged at %s, not at %s: left as "
+                        "it is", request.volume_id, vol.staging_path, staging)
+            return csi_pb2.NodeUnstageVolumeResponse()
         busy = [t for t in vol.targets if mounts.is_mountpoint(t)]
         if busy:
             raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
@@ -322,10 +345,10 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         if vol is None:
             raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
                            f"volume {request.volume_id} is not staged on this node")
-        if mounts.normalize(request.staging_target_path) != vol.staging_path:
+        if _path(request.staging_target_path, "staging_target_path") != vol.staging_path:
             raise CsiError(grpc.StatusCode.FAILED_PRECONDITION,
                            f"volume {request.volume_id} is staged at {vol.staging_path}")
-        target = mounts.normalize(request.target_path)
+        target = _path(request.target_path, "target_path")
         readonly = (request.readonly
                     or request.volume_capability.access_mode.mode in access.READER_ONLY_MODES)
         if target in vol.targets and vol.targets[target] != readonly:
@@ -349,7 +372,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         server is mounted at the target itself; the volume lives as long as the pod's
         target, and its record makes it survive as a staged one does (reconcile)."""
         source = volumes.VolumeSource.from_map(request.volume_context)
-        target = mounts.normalize(request.target_path)
+        target = _path(request.target_path, "target_path")
         secrets = dict(request.secrets)
         if not secrets:  # else any pod could read whatever the plugin's own identity may
             raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
@@ -374,8 +397,13 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
     @when_ready
     @serialized_by("volume_id")
     def NodeUnpublishVolume(self, request, context) -> csi_pb2.NodeUnpublishVolumeResponse:
-        target = mounts.normalize(request.target_path)
+        target = _path(request.target_path, "target_path")
         vol = self.store.get(volumes.volume_key(request.volume_id))
+        other = self._holder(target, request.volume_id)
+        if other is not None:  # (a blind test of the plugin: another volume's pod lost it)
+            raise CsiError(grpc.StatusCode.NOT_FOUND,
+                           f"volume {request.volume_id} is not published at {target} "
+                           f"(volume {other} is)")
         inline = vol is not None and vol.staging_path == target
         if inline:  # an inline volume: all of it (unmounted, its relay stopped, forgotten)
             self._teardown(vol)
@@ -402,7 +430,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         if vol is None:
             raise CsiError(grpc.StatusCode.NOT_FOUND,
                            f"volume {request.volume_id} is not staged on this node")
-        path = mounts.normalize(request.volume_path)
+        path = mounts.normalize(request.volume_path)  # (csi-sanity: some/path is NOT_FOUND)
         if path not in {vol.staging_path, *vol.targets}:
             raise CsiError(grpc.StatusCode.NOT_FOUND,
                            f"volume {request.volume_id} is not mounted at {path}")

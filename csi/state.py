@@ -14,12 +14,17 @@ when Kubernetes stages everything again anyway.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+# logs of ended volumes kept on a node (NodeStore.prune_logs)
+KEPT_LOGS = 32
 
 
 def _write_json(path: Path, data: Any, mode: int = 0o644) -> None:
@@ -100,6 +105,30 @@ class NodeStateStore:
                 path.unlink()
             except FileNotFoundError:
                 pass
+        self.prune_logs()
+
+    def prune_logs(self, keep: int = KEPT_LOGS) -> None:
+        """Keep the logs of volumes no longer staged for the *keep* most recently ended
+        (what went wrong in a pod just gone can still be read), and no more: every inline
+        volume has a key of its own, so they grew without end (a blind test of the plugin:
+        167 files with no volume staged)."""
+        staged = {p.stem for p in self.volumes_dir.glob("*.json")}
+        ended: dict[str, float] = {}
+        for p in self.logs_dir.iterdir():
+            key = p.name.split(".", 1)[0]
+            if key not in staged:
+                with contextlib.suppress(OSError):
+                    ended[key] = max(ended.get(key, 0.0), p.stat().st_mtime)
+        for key in sorted(ended, key=ended.__getitem__, reverse=True)[keep:]:
+            for p in self.logs_dir.glob(f"{key}.*"):
+                with contextlib.suppress(OSError):
+                    p.unlink()
+        # a relay's hand-over file outlives it only when the relay was killed while its
+        # server started (an hour is far past any start)
+        for p in self.relays_dir.glob("fusecache-restore-*.json"):
+            with contextlib.suppress(OSError):
+                if p.stat().st_mtime < time.time() - 3600:
+                    p.unlink()
 
     def all(self) -> list[StagedVolume]:
         out = []

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from fusecache import cliargs, errors
 from fusecache.config import (
+    BLOCK_SIZE_RANGE,
     FOLDER_READAHEAD_RANGE,
     ID_RANGE,
     MAX_CONNECTIONS_RANGE,
@@ -271,7 +272,7 @@ def mount_config(a: argparse.Namespace) -> MountConfig:
     if a.ram_cache_size is not None:
         cache.ram_cache_size = a.ram_cache_size
     if a.block_size is not None:
-        if not 64 * 1024 <= a.block_size <= 256 << 20:
+        if not BLOCK_SIZE_RANGE[0] <= a.block_size <= BLOCK_SIZE_RANGE[1]:
             raise errors.ConfigError("invalid --block-size: must be between 64KiB and 256MiB")
         cache.block_size = a.block_size
     cfg = MountConfig(location=S3Location.parse(a.source), mountpoint=a.mountpoint,

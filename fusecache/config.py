@@ -17,6 +17,7 @@ KiB = 1024
 MiB = 1024 * KiB
 # What a mount accepts for --max-connections and --folder-readahead (the CLI and a CSI
 # volume's maxConnections and folderReadahead check against the same bounds).
+BLOCK_SIZE_RANGE = (64 << 10, 256 << 20)  # --block-size: one ranged GET, one cache entry
 MAX_CONNECTIONS_RANGE = (1, 512)
 FOLDER_READAHEAD_RANGE = (0, 256)
 # What --uid and --gid accept (a CSI volume's uid and gid too): 2^32 - 1 is the kernel's

@@ -1092,7 +1092,26 @@ def _release_env(path: Path) -> bool:
     return False
 
 
+def _owner_only(path: Path) -> None:
+    """The environment's folder 0700 and its files 0600: data.mdb holds every cached byte
+    and key name, which a mount's --uid/--gid/--file-mode may refuse a user (a blind test
+    of the CSI plugin read them from a 0644 data.mdb). Every process sharing a node cache
+    runs as its owner (root in the DaemonSet). A cache made before this is tightened when
+    its owner opens it."""
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        for p in (path, path / "data.mdb", path / "lock.mdb"):
+            st = p.stat()
+            if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+                p.chmod(0o700 if p is path else 0o600)
+    except FileNotFoundError:
+        pass  # (the files come with the first open)
+    except OSError as e:  # a read-only or foreign folder: lmdb.open says what is wrong
+        log.debug("cannot make %s owner-only: %s", path, e)
+
+
 def _open_env(path: Path, limit_bytes: int | None) -> lmdb.Environment:
+    _owner_only(path)
     map_size = max(_DEFAULT_MAP_SIZE, 2 * (limit_bytes or 0))
     try:
         map_size = max(map_size, (path / "data.mdb").stat().st_size)
@@ -1104,7 +1123,7 @@ def _open_env(path: Path, limit_bytes: int | None) -> lmdb.Environment:
         # pread (NodeCache._pread); only a block without a recorded offset is copied
         # out of the map, a page fault at a time.
         readahead=False,
-        sync=False, metasync=False, lock=True, max_spare_txns=8,
+        sync=False, metasync=False, lock=True, max_spare_txns=8, mode=0o600,
     )
 
 

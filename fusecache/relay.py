@@ -325,9 +325,12 @@ class Relay:
         os.close(w)
         # The server reports "warning: ..." lines (e.g. an empty source), then one final
         # line: "ok" or "error N: ...".
-        text = wait_ready(r, SPAWN_TIMEOUT, lambda w: log.warning("FUSE server: %s", w)) or ""
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp.name)
+        try:
+            text = wait_ready(r, SPAWN_TIMEOUT,
+                              lambda w: log.warning("FUSE server: %s", w)) or ""
+        finally:  # (a failed start left them behind: a blind test of the plugin)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp.name)
         if ready_w is not None:
             with contextlib.suppress(OSError):
                 os.write(ready_w, (text or "error: the FUSE server exited before it was "

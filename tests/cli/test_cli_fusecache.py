@@ -37,6 +37,9 @@ def _one_line_usage_error(r: subprocess.CompletedProcess, names: str) -> None:
 @pytest.mark.parametrize("extra, names", [
     (["--endpoint-url", "127.0.0.1:34318"], "--endpoint-url"),
     (["--endpoint-url", "http://127.0.0.1:99999"], "--endpoint-url"),
+    # (the password would be logged; a path made a missing bucket of a wrong URL)
+    (["--endpoint-url", "http://ak:hunter2@127.0.0.1:9000"], "with credentials before the host"),
+    (["--endpoint-url", "http://127.0.0.1:9000/s3"], "with no path (/s3)"),
     (["--metrics-port", "99999"], "--metrics-port"),
     (["--metrics-port", "0"], "--metrics-port"),
     (["--disk-cache-size", "0"], "--disk-cache-size"),
@@ -63,6 +66,7 @@ def test_bad_mount_arguments_are_one_line_and_exit_2(s3_env, bucket, tmp_path: P
     r = run_cli(["mount", f"s3://{bucket}", str(mp), "--cache-dir", str(tmp_path / "c"),
                  *extra], env=s3_env, timeout=60)
     _one_line_usage_error(r, names)
+    assert "hunter2" not in r.stderr + r.stdout
     assert not is_mounted(mp)
 
 

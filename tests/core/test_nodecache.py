@@ -659,3 +659,24 @@ def test_a_block_offset_no_file_has_is_a_miss_not_a_crash(tmp_path: Path, size: 
     got = c.get_block(o, 0)
     assert got is None or got == data_for(o, 0)  # (read through the map for an LMDB value)
     c.close()
+
+
+def test_the_cache_files_are_its_owners_only(tmp_path) -> None:
+    """data.mdb holds every cached byte and key name: a blind test of the CSI plugin read a
+    0644 one as a user the mount's --file-mode 0440 refused. New caches are made 0700/0600
+    and an older one is tightened when its owner opens it."""
+    import stat
+
+    env = tmp_path / "c" / "cache.lmdb"
+    NodeCache.open(tmp_path / "c").close()
+
+    def modes() -> dict[str, int]:
+        return {p.name: stat.S_IMODE(p.stat().st_mode)
+                for p in (env, env / "data.mdb", env / "lock.mdb")}
+
+    assert modes() == {"cache.lmdb": 0o700, "data.mdb": 0o600, "lock.mdb": 0o600}
+    env.chmod(0o755)
+    (env / "data.mdb").chmod(0o644)
+    (env / "lock.mdb").chmod(0o644)
+    NodeCache.open(tmp_path / "c").close()
+    assert modes() == {"cache.lmdb": 0o700, "data.mdb": 0o600, "lock.mdb": 0o600}

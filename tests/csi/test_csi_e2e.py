@@ -291,3 +291,55 @@ def test_health_check_repairs_a_dead_relay_while_plugin_runs(
         unstage(p, vol, staging)
     finally:
         p.kill()
+
+
+def test_paths_and_ids_that_are_not_the_volumes_own_touch_nothing(
+        plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
+    """A blind test of the plugin against the spec: relative paths were mounted under the
+    plugin's working directory; a second volume staged onto the first's staging path got OK
+    and the first's data; an unpublish under a wrong volume id unmounted another volume's
+    target; an unstage at a path the volume is not staged at was NOT_FOUND (the spec: OK);
+    a wider compatible capacity range was ALREADY_EXISTS; another bucket was confirmed."""
+    vol = create(plugin, dataset)
+    staging, target = csi_root / "staging", csi_root / "target"
+    staging.mkdir()
+    with pytest.raises(grpc.RpcError) as e:
+        stage(plugin, vol, Path("relative/staging"), dataset.secrets)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "must be an absolute path" in e.value.details()
+    stage(plugin, vol, staging, dataset.secrets)
+    publish(plugin, vol, staging, target)
+    other = csi_pb2.Volume(volume_id="another-volume", volume_context=vol.volume_context)
+    with pytest.raises(grpc.RpcError) as e:
+        stage(plugin, other, staging, dataset.secrets)
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    with pytest.raises(grpc.RpcError) as e:
+        unpublish(plugin, other, target)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    unstage(plugin, vol, csi_root / "elsewhere")  # not staged there: OK, nothing touched
+    assert_serves(target, dataset.files)
+
+    params = {**dataset.parameters, "csi.storage.k8s.io/pvc/name": "demo",
+              "csi.storage.k8s.io/pvc/namespace": "ml", "csi.storage.k8s.io/pv/name": "pvc-cap"}
+
+    def create_with(required: int, limit: int) -> csi_pb2.Volume:
+        return plugin.controller.CreateVolume(csi_pb2.CreateVolumeRequest(
+            name="pvc-cap", volume_capabilities=[mount_cap()], parameters=params,
+            capacity_range=csi_pb2.CapacityRange(required_bytes=required, limit_bytes=limit),
+            secrets=dataset.secrets)).volume
+
+    gib = 1 << 30
+    assert create_with(gib, 0).capacity_bytes == gib
+    assert create_with(gib, 2 * gib).capacity_bytes == gib  # compatible: OK
+    assert create_with(gib // 2, 0).capacity_bytes == gib
+    with pytest.raises(grpc.RpcError) as e:
+        create_with(2 * gib, 0)
+    assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    wrong = {**vol.volume_context, "bucket": "another-bucket"}
+    r = plugin.controller.ValidateVolumeCapabilities(
+        csi_pb2.ValidateVolumeCapabilitiesRequest(
+            volume_id=vol.volume_id, volume_context=wrong, volume_capabilities=[mount_cap()]))
+    assert not r.HasField("confirmed") and "volume_context" in r.message
+    unpublish(plugin, vol, target)
+    unstage(plugin, vol, staging)
+    assert not [e for e in mounts.mount_table() if e.mountpoint.startswith(str(csi_root))]
