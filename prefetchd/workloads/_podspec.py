@@ -245,14 +245,16 @@ def group(
     if unknown:
         raise WorkloadError(f"{where}.spec: {unknown[0]}")
     clean, notes = _trusted_constraints(spec)
-    notes += _unset_references(spec) + _one_slash_locations(spec) + _unschedulable(clean) \
-        + _inline_without_secret(spec)
+    stuck = _unset_sub_path_vars(spec)
+    notes += _unset_references(spec) + [why for _, why in stuck] \
+        + _one_slash_locations(spec) + _unschedulable(clean) + _inline_without_secret(spec)
     clean_tmpl = {"metadata": dict(mapping(tmpl.get("metadata"), f"{where}.metadata")),
                   "spec": clean}
-    words = containers_words(clean)  # read once: both passes below use them
-    refs = template_refs(clean, claim_templates or {}, words=words)
+    runs = _without_containers(clean, {c for c, _ in stuck})  # (what never starts reads nothing)
+    words = containers_words(runs)  # read once: both passes below use them
+    refs = template_refs(runs, claim_templates or {}, words=words)
     out = PodGroup(name, pods, clean_tmpl, tuple(refs), tuple(after), tuple(notes),
-                   tuple(template_writes(words) + claim_writes(clean, words)))
+                   tuple(template_writes(words) + claim_writes(runs, words)))
     try:  # what every reader of the model does with it must work: fail here, naming it
         out.requirements  # noqa: B018
         placement.pod_requests(clean)
@@ -615,6 +617,39 @@ def _unschedulable(spec: Mapping[str, Any]) -> list[str]:
 # (hdfs:/path is how HDFS names a path on the default namenode: not a mistake there)
 _ONE_SLASH = re.compile(r"(?<![\w/])(?:" + "|".join(s for s in _uri.SCHEMES if s != "hdfs")
                         + r"):/(?=[\w.$-])[^\s'\",;]*")
+
+
+def _unset_sub_path_vars(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(container, note) for each container a ``subPathExpr`` of which names a ``$(VAR)``
+    no env entry of it sets (and no ``envFrom`` may): the kubelet does not start it
+    ("missing value for VAR"), so what it would read through the mount is read nowhere
+    (blind job round 59: the whole 500Gi volume behind ``$(EVAL_LANG)`` was warmed, without
+    a word). The per-pod vars controllers add are set."""
+    out = []
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        if not isinstance(c, Mapping) or c.get("envFrom"):
+            continue
+        set_here = {e.get("name") for e in c.get("env") or [] if isinstance(e, Mapping)}
+        for m in c.get("volumeMounts") or []:
+            expr = m.get("subPathExpr") if isinstance(m, Mapping) else None
+            unset = sorted(set(_uri.KUBE_REF.findall(expr)) - set_here
+                           - set(_CONTROLLER_VARS)) if isinstance(expr, str) else []
+            if unset:
+                out.append((str(c.get("name")), (
+                    f"container {c.get('name')}: volumeMount {m.get('name')} subPathExpr "
+                    f"$({unset[0]}) is set by no env var of it: the kubelet does not start "
+                    f"the container (missing value for {unset[0]}); nothing it reads is "
+                    "warmed")))
+                break
+    return out
+
+
+def _without_containers(spec: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    if not names:
+        return spec
+    return {**spec, **{k: [c for c in spec.get(k) or []
+                           if not (isinstance(c, Mapping) and str(c.get("name")) in names)]
+                       for k in ("initContainers", "containers") if spec.get(k)}}
 
 
 def _one_slash_locations(spec: Mapping[str, Any]) -> list[str]:

@@ -97,6 +97,7 @@ def check_pod_template(tmpl: Mapping[str, Any], spec: Mapping[str, Any], where: 
     if isinstance(meta, Mapping) and isinstance(meta.get("labels"), Mapping):
         check_labels(meta["labels"], f"{where}.metadata.labels")
     _fields(spec, POD_SPEC_FIELDS, f"{where}.spec")
+    check_volumes(spec, f"{where}.spec")
     seen: set[str] = set()
     for kind in ("initContainers", "containers"):
         for c in spec.get(kind) or []:
@@ -109,6 +110,7 @@ def check_pod_template(tmpl: Mapping[str, Any], spec: Mapping[str, Any], where: 
                                     "names must be unique in a pod)")
             seen.add(name)
             _fields(c, CONTAINER_FIELDS, at)
+            _check_container_values(c, at)
             for m in c.get("volumeMounts") or []:
                 if isinstance(m, Mapping):
                     _fields(m, VOLUME_MOUNT_FIELDS, f"{at}.volumeMounts[{m.get('name')}]")
@@ -124,6 +126,76 @@ def check_pod_template(tmpl: Mapping[str, Any], spec: Mapping[str, Any], where: 
                         raise WorkloadError(
                             f"{at}.resources.{part}.{res_name}: {value!r} is no quantity "
                             "(e.g. 64Gi, 64G, 500m, 2; the API server refuses it)") from None
+
+
+_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_RESTARTS = ("Always", "OnFailure", "Never")  # (a container's own: ContainerRestartRules)
+# what an env var's fieldRef may name (metadata.labels whole is a downwardAPI volume's only)
+_ENV_FIELDS = re.compile(r"metadata\.(name|namespace|uid)|spec\.(nodeName|serviceAccountName)"
+                         r"|status\.(hostIP|hostIPs|podIP|podIPs)"
+                         r"|metadata\.(labels|annotations)\['[^']+'\]")
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+
+def _refused(where: str, what: str) -> WorkloadError:
+    return WorkloadError(f"{where}: {what} (the API server refuses the pod)")
+
+
+def _check_container_values(c: Mapping[str, Any], at: str) -> None:
+    """Values of a container the API server refuses (blind job round 59: each was planned
+    and warmed): a pull policy or a sidecar's restartPolicy misspelt, an env var without a
+    name, a fieldRef no env var may take, a ConfigMap or Secret key no such object holds."""
+    policy = c.get("imagePullPolicy")
+    if policy is not None and not _templated(policy) and policy not in _PULL_POLICIES:
+        raise _refused(f"{at}.imagePullPolicy", f"{policy!r} is not one of "
+                       f"{', '.join(_PULL_POLICIES)}")
+    restart = c.get("restartPolicy")
+    if restart is not None and not _templated(restart) and restart not in _RESTARTS:
+        raise _refused(f"{at}.restartPolicy", f"{restart!r} is not one of "
+                       f"{', '.join(_RESTARTS)} ('Always' makes an init container a sidecar)")
+    for e in c.get("env") or []:
+        if not isinstance(e, Mapping):
+            continue
+        if not e.get("name"):
+            raise _refused(f"{at}.env", "an env var without a name")
+        src = e.get("valueFrom") if isinstance(e.get("valueFrom"), Mapping) else {}
+        field = (src.get("fieldRef") or {}).get("fieldPath") if isinstance(
+            src.get("fieldRef"), Mapping) else None
+        if isinstance(field, str) and not _templated(field) and not _ENV_FIELDS.fullmatch(field):
+            raise _refused(f"{at}.env[{e.get('name')}].valueFrom.fieldRef.fieldPath",
+                           f"{field!r} is no field an env var may take (metadata.labels or "
+                           "annotations whole only in a downwardAPI volume)")
+        for ref in ("configMapKeyRef", "secretKeyRef"):
+            key = (src.get(ref) or {}).get("key") if isinstance(src.get(ref), Mapping) else None
+            if isinstance(key, str) and not _templated(key) and not _CONFIG_KEY.fullmatch(key):
+                raise _refused(f"{at}.env[{e.get('name')}].valueFrom.{ref}.key",
+                               f"{key!r} is not a valid key (letters, digits, '-', '_', '.')")
+
+
+def check_volumes(spec: Mapping[str, Any], where: str) -> None:
+    """Volume values the API server refuses (blind job round 59): an image volume's
+    pullPolicy misspelt; an item path of a ConfigMap, Secret, downwardAPI or projected
+    volume that is absolute or climbs with '..'."""
+    for v in spec.get("volumes") or []:
+        if not isinstance(v, Mapping):
+            continue
+        at = f"{where}.volumes[{v.get('name')}]"
+        image = v.get("image") if isinstance(v.get("image"), Mapping) else {}
+        policy = image.get("pullPolicy")
+        if policy is not None and not _templated(policy) and policy not in _PULL_POLICIES:
+            raise _refused(f"{at}.image.pullPolicy", f"{policy!r} is not one of "
+                           f"{', '.join(_PULL_POLICIES)}")
+        sources = [v.get(k) for k in ("configMap", "secret", "downwardAPI")]
+        projected = v.get("projected") if isinstance(v.get("projected"), Mapping) else {}
+        sources += [src.get(k) for src in projected.get("sources") or []
+                    if isinstance(src, Mapping) for k in ("configMap", "secret", "downwardAPI")]
+        for src in sources:
+            for item in (src.get("items") or []) if isinstance(src, Mapping) else []:
+                path = item.get("path") if isinstance(item, Mapping) else None
+                if isinstance(path, str) and not _templated(path) and (
+                        path.startswith("/") or ".." in path.split("/")):
+                    raise _refused(f"{at} item {path!r}", "an item path must be relative, "
+                                   "without '..'")
 
 
 def _check_sub_path(mount: Mapping[str, Any], where: str) -> None:

@@ -89,7 +89,11 @@ def test_a_kubectl_list_and_a_sub_path_expr(tmp_path) -> None:
 
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "g"},
            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{
-               "name": "main", "image": "x", "env": [{"name": "REGION", "value": "eu-west"}],
+               "name": "main", "image": "x", "env": [
+                   {"name": "REGION", "value": "eu-west"},
+                   # (without it the kubelet does not start the container: round 59)
+                   {"name": "POD_NAME", "valueFrom": {"fieldRef": {
+                       "fieldPath": "metadata.name"}}}],
                "volumeMounts": [{"name": "tiles", "mountPath": "/tiles",
                                  "subPathExpr": "$(REGION)/$(POD_NAME)"}]}],
                "volumes": [{"name": "tiles", "csi": {
