@@ -33,7 +33,9 @@ reported as `s3://bucket/key`). A URI directly followed by `{` is a template
 
 from __future__ import annotations
 
+import configparser
 import re
+import tomllib
 import urllib.parse
 from collections.abc import Mapping
 from typing import Any
@@ -226,6 +228,33 @@ MAX_DOCUMENT_CHARS = 256 * 1024  # a config or heredoc read for its keys; larger
 MAX_DOCUMENT_STRINGS = 4096
 
 
+_INI_SECTION = re.compile(r"^\s*\[[^\]\n]+\]\s*$", re.MULTILINE)
+
+
+def _toml_or_ini(text: str) -> dict[str, Any] | None:
+    """*text* as a TOML document, else as an INI file (``[section]`` then ``key = value``),
+    when it is one: their keys direct their locations as a YAML config's do (blind job round
+    59: a TOML or INI config was read as plain text, its output_dir warmed). None for
+    anything else (YAML, JSON, a list of files)."""
+    if "=" not in text:
+        return None
+    try:
+        doc = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        doc = None
+    if doc:
+        return doc
+    if not _INI_SECTION.search(text):
+        return None
+    ini = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        ini.read_string(text)
+    except configparser.Error:
+        return None
+    return {name: {k: v.strip().strip("\"'") for k, v in ini[name].items()}
+            for name in ini.sections()} or None
+
+
 def document_strings(text: str) -> list[tuple[str, str]] | None:
     """(dotted key, value) of each string in *text* read as a YAML or JSON document (a
     list's items under its key; a top-level list's under ""), at most MAX_DOCUMENT_STRINGS,
@@ -242,14 +271,16 @@ def document_strings(text: str) -> list[tuple[str, str]] | None:
         held.append(m.group(0))
         return f"fcheld{len(held) - 1}x"
 
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
+    doc = _toml_or_ini(text)
+    if doc is None:
         try:
-            doc = yaml.safe_load(_PLACEHOLDER.sub(hold, text)) if (
-                "{{" in text or "@@" in text) else None
+            doc = yaml.safe_load(text)
         except yaml.YAMLError:
-            return None
+            try:
+                doc = yaml.safe_load(_PLACEHOLDER.sub(hold, text)) if (
+                    "{{" in text or "@@" in text) else None
+            except yaml.YAMLError:
+                return None
     if not isinstance(doc, (dict, list)):
         return None
     pairs: list[tuple[str, str]] = []

@@ -80,3 +80,23 @@ def test_the_values_the_api_server_takes_pass() -> None:
                           "name": "c", "key": "train.uri"}}}]},
              init=[{"name": "s", "image": "x", "restartPolicy": "Always"}])
     assert [t.dataset for t in workloads.read(ok, Library()).targets()] == ["s3://mt/train/"]
+
+
+@pytest.mark.parametrize("name, text", [
+    ("train.toml", '[data]\ntrain = "s3://b/train/"\n[trainer]\noutput_dir = "s3://b/runs/out/"\n'
+                   'metrics_uri = "s3://b/runs/metrics/"\n'),
+    ("train.ini", "[data]\ntrain = s3://b/train/\n[output]\ndir = s3://b/runs/out/\n"
+                  "metrics_uri = 's3://b/runs/metrics/'\n"),
+    ("train.yaml", "data:\n  train: s3://b/train/\ntrainer:\n  output_dir: s3://b/runs/out/\n"
+                   "  metrics_uri: s3://b/runs/metrics/\n"),
+])
+def test_a_toml_or_ini_config_directs_its_locations_by_key_as_yaml_does(
+        name: str, text: str) -> None:
+    """A TOML or INI config was read as plain text: its output locations were warmed."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ml"},
+          "data": {name: text}}
+    work = job({"args": ["--config", f"/etc/c/{name}"],
+                "volumeMounts": [{"name": "c", "mountPath": "/etc/c"}]},
+               [{"name": "c", "configMap": {"name": "c"}}])
+    got = workloads.read(work, Library([cm]))
+    assert [t.dataset for t in got.targets()] == ["s3://b/train/"]
