@@ -343,3 +343,24 @@ def test_paths_and_ids_that_are_not_the_volumes_own_touch_nothing(
     unpublish(plugin, vol, target)
     unstage(plugin, vol, staging)
     assert not [e for e in mounts.mount_table() if e.mountpoint.startswith(str(csi_root))]
+
+
+def test_a_read_only_publish_keeps_nosuid_nodev_and_a_full_target_is_left_as_found(
+        plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
+    """A blind test of the plugin: the read-only remount of a publish dropped nosuid and
+    nodev; a target holding files of its own could never be unpublished (rmdir failed on
+    every retry)."""
+    vol = create(plugin, dataset)
+    staging, target = csi_root / "staging", csi_root / "target"
+    staging.mkdir()
+    target.mkdir()
+    (target / "someone-elses.txt").write_text("x")
+    stage(plugin, vol, staging, dataset.secrets)
+    publish(plugin, vol, staging, target, readonly=True)
+    with open("/proc/self/mounts") as f:
+        (options,) = [line.split()[3] for line in f if line.split()[1] == str(target)]
+    assert {"ro", "nosuid", "nodev"} <= set(options.split(",")), options
+    unpublish(plugin, vol, target)
+    assert not mounts.is_mountpoint(str(target))
+    assert (target / "someone-elses.txt").read_text() == "x"
+    unstage(plugin, vol, staging)
