@@ -258,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"fusecache-csi: error: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=config.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cliargs.configure_logging(config.log_level, "%(asctime)s %(levelname)s %(name)s: %(message)s",
+                              stream=sys.stderr)
     try:
         plugin = Plugin(config)
         plugin.start()

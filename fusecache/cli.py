@@ -459,8 +459,7 @@ def cmd_peer_serve(a: argparse.Namespace) -> int:
 
     from fusecache.peer_server import PeerServer, keep_block_buffers
 
-    logging.basicConfig(level=a.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cliargs.configure_logging(a.log_level, "%(asctime)s %(levelname)s %(name)s: %(message)s")
     cache_dir = a.cache_dir or default_cache_dir()
     if cache_dir.exists() and not cache_dir.is_dir():
         raise errors.ConfigError(f"--cache-dir {cache_dir} is not a directory")
@@ -494,7 +493,7 @@ def cmd_peer_serve(a: argparse.Namespace) -> int:
 def cmd_s3(a: argparse.Namespace) -> int:
     from fusecache import locals3
 
-    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
+    cliargs.configure_logging(a.log_level, "%(levelname)s %(name)s: %(message)s")
     return locals3.serve(data_dir=a.data_dir, port=a.port, buckets=a.bucket or [])
 
 

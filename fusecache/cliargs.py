@@ -14,6 +14,7 @@ help text that names its default.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import re
@@ -203,3 +204,22 @@ def quiet_broken_pipe() -> None:
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+# SDK loggers that print request headers at DEBUG: a session token, an access key id and
+# signatures (a blind test of the agent found them in its --log-level debug log)
+SDK_LOGGERS = ("botocore", "boto3", "urllib3", "s3transfer", "awscrt", "kubernetes")
+
+
+def quiet_sdk_loggers() -> None:
+    """Keep the SDKs' loggers at INFO or above whatever the program's level: what they say
+    at DEBUG holds credentials."""
+    for name in SDK_LOGGERS:
+        lg = logging.getLogger(name)
+        lg.setLevel(max(logging.INFO, lg.getEffectiveLevel()))
+
+
+def configure_logging(level: str | int, fmt: str, **kwargs: Any) -> None:
+    """``logging.basicConfig`` for a command, the SDKs kept quiet (``quiet_sdk_loggers``)."""
+    logging.basicConfig(level=level, format=fmt, **kwargs)
+    quiet_sdk_loggers()

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import trio
 
-from fusecache import blockmem, errors, fuseloop
+from fusecache import blockmem, cliargs, errors, fuseloop
 from fusecache.config import MountConfig, S3Location
 from fusecache.dirahead import FolderReadAhead
 from fusecache.indexwarm import IndexWarmer
@@ -574,6 +574,4 @@ def setup_logging(level: str, log_file: Path | None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    # botocore logs request details (never credentials, but noisy) at DEBUG.
-    for noisy in ("botocore", "boto3", "urllib3", "s3transfer"):
-        logging.getLogger(noisy).setLevel(max(logging.INFO, root.level))
+    cliargs.quiet_sdk_loggers()  # (their DEBUG lines hold credentials)

@@ -265,10 +265,7 @@ def render_plan(plan: pipeline.Plan) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    cliargs.configure_logging(args.log_level, "%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         rc = int(args.func(args) or 0)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at exit

@@ -179,7 +179,7 @@ class ClientTransport:
                 query.append(("continue", token))
             doc = self._request(resource.path(options.namespace), query, 60.0).json()
             meta = doc.get("metadata") or {}
-            yield str(meta.get("resourceVersion", "")), doc.get("items") or []
+            yield str(meta.get("resourceVersion", "")), with_kind(doc)
             token = meta.get("continue") or ""
             if not token:
                 return
@@ -227,6 +227,23 @@ class ClientTransport:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+
+def with_kind(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items of a list reply, each with its ``kind`` and ``apiVersion``: the API server
+    leaves them out of the items of a built-in type's list (a JobList's Jobs), where a watch
+    event's object and a custom resource's list items carry them. Without them the agent
+    read no Job or CronJob it listed at start, or after a 410, and released the pins of live
+    ones (a blind test of the agent on a real control plane; the fake API had stripped them
+    for the core group only)."""
+    items = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+    kind = str(doc.get("kind") or "")
+    if kind.endswith("List") and len(kind) > 4:
+        for item in items:
+            item.setdefault("kind", kind[:-4])
+            if doc.get("apiVersion"):
+                item.setdefault("apiVersion", doc["apiVersion"])
+    return items
 
 
 def _selectors(options: WatchOptions) -> list[tuple[str, str]]:

@@ -61,6 +61,10 @@ log = logging.getLogger(__name__)
 QUEUE_SIZE = 256
 # Records of pins (one per warmed (source, dataset)); beyond this the oldest are released.
 MAX_RECORDS = 10_000
+# A warm S3 failed part of is asked for again after these delays (seconds), then left to the
+# pod's reads; at most MAX_RETRYING datasets wait for a retry at once.
+RETRY_DELAYS = (30.0, 60.0, 120.0, 300.0, 600.0)
+MAX_RETRYING = 256
 # Do not rewrite the Node for a free-space change smaller than this (or 1% of the limit):
 # ranking uses free GiB on a log2 scale, and every patch is a write to etcd.
 PUBLISH_MIN_DELTA = 64 << 20
@@ -119,6 +123,11 @@ class PinRecords:
         with self._lock:
             return [o for o, r in self._data.items()
                     if r.get("source") == source and r.get("dataset") == dataset]
+
+    def complete(self, source: str, dataset: str) -> list[str]:
+        """``find``'s records of warms that fetched all (not ``partial``)."""
+        with self._lock:
+            return [o for o in self.find(source, dataset) if not self._data[o].get("partial")]
 
     def add(self, owner: str, record: dict[str, Any]) -> None:
         with self._lock:
@@ -215,6 +224,11 @@ class WarmWorker:
         self._urgent_running: set[tuple[str, str]] = set()  # (source, dataset) warming now
         # (source, dataset) a lane is warming now -> set when it is done (either lane)
         self._warming: dict[tuple[str, str], threading.Event] = {}
+        # (source, dataset) warming now -> set to stop that warm (released, or the agent
+        # stops): a deleted job's warm went on fetching to the end (a blind test of the agent)
+        self._halts: dict[tuple[str, str], threading.Event] = {}
+        # (source, dataset) -> retries made of a warm S3 failed part of (RETRY_DELAYS)
+        self._retries: dict[tuple[str, str], int] = {}
         self._publisher_thread: threading.Thread | None = None
         self._publish_soon = threading.Event()  # set after a warm or release
         self._make_warmer = make_warmer  # prefetchd.warm.Warmer; a named seam for tests
@@ -248,10 +262,16 @@ class WarmWorker:
                 self._queued.discard(key)
 
     def release(self, dataset: str, source: str) -> None:
-        """Agent callback (watcher thread): queue the release of (source, dataset)'s pins."""
+        """Agent callback (watcher thread): queue the release of (source, dataset)'s pins;
+        a warm of it under way stops fetching at once."""
         with self._lock:
             if self._waiting(source, dataset):
                 self._cancelled.add((source, dataset))
+            halt = self._halts.get((source, dataset))
+            self._retries.pop((source, dataset), None)
+        if halt is not None:
+            log.info("%s: %s released while warming: stopping that warm", source, dataset)
+            halt.set()
         self._put(("release", dataset, source))
 
     def _waiting(self, source: str, dataset: str) -> bool:
@@ -290,6 +310,9 @@ class WarmWorker:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop after the current item (a running warm stops fetching at once)."""
         self.stop_event.set()
+        with self._lock:
+            for halt in self._halts.values():
+                halt.set()
         for q in (self._q, self._urgent_q):
             try:
                 q.put_nowait(_STOP)
@@ -409,7 +432,7 @@ class WarmWorker:
                 log.info("%s: %s released before its warm started; skipped",
                          req.source, req.dataset)
                 return
-        if self.records.find(req.source, req.dataset):
+        if self.records.complete(req.source, req.dataset):
             log.info("%s: %s already warmed on this node; skipped", req.source, req.dataset)
             if self.metrics is not None:
                 self.metrics.warm_skipped(req)
@@ -429,25 +452,49 @@ class WarmWorker:
                  req.dataset, req.source, req.step, req.stage, store.origin)
         started = time.time()
         group = self._striping_group()
+        halt = threading.Event()
+        with self._lock:
+            self._halts[key] = halt
+            if self.stop_event.is_set():
+                halt.set()
         try:
-            res = self._run_warmer(req.dataset, owner, ttl, store, group)
+            res = self._run_warmer(req.dataset, owner, ttl, store, group, halt)
         except warm_mod.WarmError as e:
             log.warning("%s: cannot warm %s: %s", req.source, req.dataset, e)
             if self.metrics is not None:
                 self.metrics.warm_failed(req)
             return
+        finally:
+            with self._lock:
+                self._halts.pop(key, None)
         finished = time.time()
-        log.info("warmed %s for %s (step %s): %d objects, %d bytes, %d transferred, "
-                 "%d skipped (cache full), %d failed, %.1fs", res.uri, req.source, req.step,
+        held = res.bytes - res.skipped_bytes - res.others_bytes
+        if res.failed:  # what it holds of the dataset, not what it was asked for
+            held = self._held_bytes(res.uri)
+        log.info("%s %s for %s (step %s): %d objects, %d bytes, %d transferred, "
+                 "%d skipped (cache full), %d failed, %.1fs; %d bytes held here",
+                 "warmed part of" if res.failed else "warmed", res.uri, req.source, req.step,
                  res.objects, res.bytes, res.transferred, res.skipped, len(res.failed),
-                 finished - started)
+                 finished - started, held)
+        if halt.is_set() and not self.stop_event.is_set():
+            self._unpin(res.uri, owner)  # released while it ran: nothing of it is kept
+            return
         if self.stop_event.is_set() and (res.skipped or res.failed):
             # interrupted: not recorded as warmed, so a restart warms it again
             self._unpin(res.uri, owner)
             return
+        if res.failed:
+            self._retry_later(req)
+        else:
+            with self._lock:
+                self._retries.pop(key, None)
         self.records.add(owner, {
             "dataset": req.dataset, "uri": res.uri, "source": req.source, "step": req.step,
-            "warmed_at": finished, "bytes": res.bytes - res.skipped_bytes - res.others_bytes,
+            # a warm S3 failed part of (an outage): its pins hold what came; not warmed, so
+            # the next ask (a retry, the pod bound here) fetches the rest (a blind test of
+            # the agent: it stayed 38% cached, counted warm, after S3 was back)
+            **({"partial": True} if res.failed else {}),
+            "warmed_at": finished, "bytes": held,
             # a share of the dataset (group striping): not advertised as held here
             **({"striped": True} if group is not None else {}),
             "credentials_from": store.origin,  # names the PV/Secret, never a secret value
@@ -463,11 +510,44 @@ class WarmWorker:
         if self.metrics is not None:
             self.metrics.warm_done(req, res, started, finished)
 
+    def _retry_later(self, req: Any) -> None:
+        """Ask for *req* again after RETRY_DELAYS[n] (its n-th retry), while it is still
+        wanted; at most MAX_RETRYING datasets wait so, and none past the last delay."""
+        key = (req.source, req.dataset)
+        with self._lock:
+            n = self._retries.get(key, 0)
+            if n >= len(RETRY_DELAYS) or (key not in self._retries
+                                          and len(self._retries) >= MAX_RETRYING):
+                log.warning("%s: %s stays partly warmed (%d retries); the pod's own reads "
+                            "fetch the rest", req.source, req.dataset, n)
+                self._retries.pop(key, None)
+                return
+            self._retries[key] = n + 1
+        log.info("%s: %s partly warmed; trying again in %.0fs", req.source, req.dataset,
+                 RETRY_DELAYS[n])
+        timer = threading.Timer(RETRY_DELAYS[n], self._retry, args=(req,))
+        timer.daemon = True
+        timer.start()
+
+    def _retry(self, req: Any) -> None:
+        with self._lock:
+            wanted = (req.source, req.dataset) in self._retries
+        if wanted and not self.stop_event.is_set() and self.records.find(req.source,
+                                                                         req.dataset):
+            self.warm(req)
+
+    def _held_bytes(self, uri: str) -> int:
+        cache = fusecache.NodeCache.open(self.config.cache_dir)
+        try:
+            return warm_mod.cached_share(cache, uri)[1]
+        finally:
+            cache.close()
+
     def _run_warmer(self, dataset: str, owner: str, ttl: float | None,
-                    store: credentials.StoreConfig, group: Any) -> Any:
+                    store: credentials.StoreConfig, group: Any, stop: threading.Event) -> Any:
         w = self._make_warmer(self.config.cache_dir, store.endpoint_url,
                               self.config.concurrency, self.config.bandwidth, ttl,
-                              stop=self.stop_event, pin_owner=owner, region=store.region,
+                              stop=stop, pin_owner=owner, region=store.region,
                               credentials=store.credentials,
                               **({"group": group} if group is not None else {}))
         return w.warm([dataset])[0]

@@ -276,3 +276,16 @@ def test_warm_of_a_training_job_file_warms_what_its_pods_read(local_s3, s3_env, 
     r = run("warm", "--pipeline", str(path), "--param", "x=1", "--cache-dir", str(cache),
             env=s3_env)
     assert r.returncode == 2 and "--param is for pipelines" in r.stderr
+
+
+def test_a_debug_log_holds_no_credentials(local_s3, s3_env, bucket, tmp_path) -> None:
+    """A blind test of the agent on a real control plane: at --log-level debug botocore's
+    request lines printed the session token, the access key id and signatures."""
+    _put(local_s3, bucket, 2, 1000, prefix="dbg/")
+    r = run("warm", f"s3://{bucket}/dbg/", "--cache-dir", str(tmp_path / "c"),
+            "--log-level", "debug", env=s3_env)
+    assert r.returncode == 0, r.stderr
+    log = r.stdout + r.stderr
+    for secret in (s3_env["AWS_SECRET_ACCESS_KEY"], s3_env["AWS_ACCESS_KEY_ID"], "Signature=",
+                   "Authorization", "DEBUG botocore", "DEBUG urllib3"):
+        assert secret not in log, secret

@@ -176,3 +176,75 @@ def test_a_dataset_both_lanes_ask_for_at_once_is_fetched_once(tmp_path):
     finally:
         CountingWarmer.release.set()
         worker.stop()
+
+
+@pytest.mark.s3
+def test_a_dataset_released_while_it_warms_stops_fetching(local_s3, s3_env, bucket,
+                                                            tmp_path):
+    """A blind test of the agent on a real control plane: a Job deleted 3 s into a 9 s warm
+    had all 200 MB fetched, then unpinned. Its warm stops now, and nothing stays pinned."""
+    import os
+
+    c = local_s3.client()
+    for i in range(8):
+        c.put_object(Bucket=bucket, Key=f"big/f{i}.bin", Body=os.urandom(1 << 20))
+    fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
+    worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me",
+                                           concurrency=1, bandwidth=1 << 20,
+                                           publish_interval=60)).start()
+    done = threading.Event()
+    worker.finished_hooks.append(lambda req, n, t: done.set())
+    try:
+        started = time.monotonic()
+        worker.warm(ag.WarmRequest(f"s3://{bucket}/big/", "job ml/j", "main", 0))
+        time.sleep(1.5)
+        worker.release(f"s3://{bucket}/big/", "job ml/j")
+        assert done.wait(30)
+        took = time.monotonic() - started
+    finally:
+        worker.stop()
+    assert took < 5, f"the warm went on for {took:.1f}s after its release (8 s at 1 MiB/s)"
+    cache = fusecache.NodeCache.open(tmp_path)
+    try:
+        assert not [o for o in cache.iter_objects(bucket, "big/") if cache.is_pinned(o)]
+    finally:
+        cache.close()
+    assert not worker.records.find("job ml/j", f"s3://{bucket}/big/")
+
+
+class FlakyWarmer:
+    """prefetchd.warm.Warmer's stand-in: the first warm finds S3 failing for two objects of
+    three (an outage), the next fetches them."""
+
+    calls = 0
+
+    def __init__(self, cache_dir: str, *args, stop: threading.Event, **kw) -> None:
+        pass
+
+    def warm(self, uris: list[str]) -> list:
+        FlakyWarmer.calls += 1
+        failed = ["a", "b"] if FlakyWarmer.calls == 1 else []
+        return [wk.warm_mod.DatasetResult(uris[0], objects=3, bytes=30, failed=failed)]
+
+
+def test_a_warm_s3_failed_part_of_is_not_warm_and_is_tried_again(tmp_path, monkeypatch,
+                                                                 log_police):
+    """A blind test of the agent: a warm cut by an S3 outage was recorded as warmed, never
+    tried again, and skipped ('already warmed') when the job's pod was bound there."""
+    log_police.allow(r"partly warmed")
+    monkeypatch.setattr(wk, "RETRY_DELAYS", (0.2, 0.2))
+    fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
+    worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me",
+                                           publish_interval=60),
+                           make_warmer=FlakyWarmer).start()
+    try:
+        worker.warm(ag.WarmRequest("s3://bkt/ds/", "job ml/j", "main", 0))
+        deadline = time.monotonic() + 20
+        while FlakyWarmer.calls < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        worker.stop()
+    assert FlakyWarmer.calls == 2  # tried again once, and no more once all came
+    (owner,) = worker.records.complete("job ml/j", "s3://bkt/ds/")
+    assert not worker.records.live()[owner].get("partial")
