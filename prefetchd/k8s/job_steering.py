@@ -16,6 +16,8 @@ steers as before); any API or read problem also gives None (never blocks a pod).
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -84,7 +86,19 @@ def job_node(pod: Mapping[str, Any], dataset: str, nodes: list[placement.NodeInf
     except Exception as exc:  # noqa: BLE001
         log.debug("webhook: cannot list the siblings of a pod (%s)", exc)
         return None
-    taken: set[str] = set()
+    with _RECENT.lock:  # (two admissions at once must not both take the first free node)
+        taken = _RECENT.taken((namespace, selector))
+        free = _free(chosen, siblings, meta, taken)
+        if free:
+            _RECENT.add((namespace, selector), free[0])
+    return free[:1] or chosen[:1]
+
+
+def _free(chosen: list[str], siblings: list[Mapping[str, Any]], meta: Mapping[str, Any],
+          taken: set[str]) -> list[str]:
+    """The nodes of *chosen* no sibling is bound to or was steered to first (*taken*: those
+    this webhook steered siblings to a moment ago, not yet stored to be listed)."""
+    taken = set(taken)
     for sib in siblings:
         smeta = sib.get("metadata") or {}
         if smeta.get("name") and smeta.get("name") == meta.get("name"):
@@ -95,5 +109,36 @@ def job_node(pod: Mapping[str, Any], dataset: str, nodes: list[placement.NodeInf
             taken.add(bound)
         elif steered[0]:
             taken.add(steered[0])
-    free = [c for c in chosen if c not in taken]
-    return free[:1] or chosen[:1]
+    return [c for c in chosen if c not in taken]
+
+
+class _RecentSteers:
+    """The nodes this webhook steered a job's pods to in the last RECENT_S seconds: a Job
+    controller makes its pods milliseconds apart, each admitted before the one before is
+    stored, so listing the siblings does not show it (a blind test on a real control plane:
+    two of three pods steered to one node, six times in six). Bounded: at most MAX_JOBS
+    jobs, each entry gone after RECENT_S."""
+
+    RECENT_S = 30.0
+    MAX_JOBS = 4096
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._by_job: dict[tuple[str, str], list[tuple[str, float]]] = {}
+
+    def taken(self, job: tuple[str, str]) -> set[str]:
+        now = time.monotonic()
+        live = [(n, t) for n, t in self._by_job.get(job, []) if now - t < self.RECENT_S]
+        if live:
+            self._by_job[job] = live
+        else:
+            self._by_job.pop(job, None)
+        return {n for n, _ in live}
+
+    def add(self, job: tuple[str, str], node: str) -> None:
+        if job not in self._by_job and len(self._by_job) >= self.MAX_JOBS:
+            del self._by_job[next(iter(self._by_job))]  # the job steered first
+        self._by_job.setdefault(job, []).append((node, time.monotonic()))
+
+
+_RECENT = _RecentSteers()

@@ -595,7 +595,8 @@ class WarmWorker:
             store = credentials.StoreConfig(self.config.endpoint_url, None, "agent identity")
             try:
                 res = self._run_warmer(rec.get("uri") or rec["dataset"], owner,
-                                       max(1.0, exp - now) if exp else None, store, group)
+                                       max(1.0, exp - now) if exp else None, store, group,
+                                       self.stop_event)
             except warm_mod.WarmError as e:
                 log.warning("rebalance: cannot warm %s: %s", rec.get("uri"), e)
                 continue

@@ -189,12 +189,7 @@ class Site:
         from test_k8s_webhook import make_cert
 
         for n in NODES:
-            self.procs[n] = start([
-                sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "run",
-                "--kubernetes", "--kubeconfig", self.agent_kc, "--node-name", n,
-                "--cache-dir", str(self.caches[n]), "--endpoint-url", self.s3.endpoint_url,
-                "--publish-interval", "1", "--metrics-port", str(self.ports[n])],
-                self.env, self.tmp / f"agent-{n}.log")
+            self.start_agent(n)
         cert, key = make_cert(self.tmp)
         port = free_port()
         self.procs["webhook"] = start([
@@ -209,6 +204,14 @@ class Site:
 
         wait_until("every agent published its node", annotated, 90)
         _register_webhook(self.api, port, cert)
+
+    def start_agent(self, n: str) -> None:
+        self.procs[n] = start([
+            sys.executable, "-m", "prefetchd.cli", "--log-level", "INFO", "run",
+            "--kubernetes", "--kubeconfig", self.agent_kc, "--node-name", n,
+            "--cache-dir", str(self.caches[n]), "--endpoint-url", self.s3.endpoint_url,
+            "--publish-interval", "1", "--metrics-port", str(self.ports[n])],
+            self.env, self.tmp / f"agent-{n}.log")
 
     def holders(self, keys: list[str]) -> set[str] | None:
         return _holders(self.caches, keys)
@@ -420,6 +423,47 @@ def test_cronjob_runs_made_by_the_real_controllers(control_plane, private_s3, tm
                     "?propagationPolicy=Background")
         wait_until("the suspended cronjob's pins released once its run is gone",
                    lambda: site.holders(keys[:1]) == set(), 90)
+    except BaseException:
+        print(site.logs())
+        raise
+    finally:
+        site.stop()
+
+
+def test_a_parallel_jobs_pods_get_a_warm_node_each_and_outlive_an_agent_restart(
+        control_plane, private_s3, tmp_path):
+    """A blind test of the agent on this control plane: the Job controller makes a parallel
+    Job's pods milliseconds apart, each admitted before the last is stored, and the webhook
+    steered two of three to one node (six times in six); and an agent restarted read none
+    of the Jobs it listed (a JobList's items carry no kind) and released their pins."""
+    site = Site(control_plane, private_s3, tmp_path)
+    api = site.api
+    uri, keys = site.dataset("par")
+    try:
+        site.start()
+        job = to.batch_job("par", NS, uri, "", "", parallelism=3)
+        del job["metadata"]["labels"]
+        job["spec"]["suspend"] = False
+        api.create(job)
+        pods = site.job_pods_bound("par", 3, 90)
+        placed = {n: p["spec"]["nodeName"] for n, p in pods.items()}
+        steered = {n: p["metadata"]["annotations"]["fusecache.io/preferred-nodes"]
+                   for n, p in pods.items()}
+        print("pods bound:", placed, "steered:", steered)
+        assert len(set(steered.values())) == 3 and steered == placed
+        warm = wait_until("the job's data warm where its pods are",
+                          lambda: (h := site.holders(keys)) is not None and
+                          set(placed.values()) <= h and h, 90)
+        first = sorted(warm)[0]
+        stop(site.procs[first])
+        site.start_agent(first)
+        log = tmp_path / f"agent-{first}.log"
+        wait_until("the restarted agent listing its work", lambda: "job ml/par" in
+                   log.read_text(), 60)
+        time.sleep(3)
+        text = log.read_text()
+        assert "is not a kind prefetchd reads" not in text, text[-3000:]
+        assert site.holders(keys) == warm  # nothing released by the restart
     except BaseException:
         print(site.logs())
         raise
