@@ -337,6 +337,12 @@ def name_direction(name: str | None) -> str | None:
         # (blind round 65), not the model registry a step registers to
         w = w - {"registry"}
         n = "-".join(sorted(w))
+    if w & _OWN_STORE_WORDS:
+        # a framework's own store (Metaflow's --datastore-root, METAFLOW_DATASTORE_SYSROOT_S3,
+        # METAFLOW_CODE_URL): its runs read and write their artifacts and code there, as a
+        # pipeline root; never a dataset to warm whole (blind round 70: the whole Metaflow
+        # datastore was warmed for every step)
+        return "unknown"
     if w & WRITE_WORDS or _write_prefixed(n) or {"log", "dir"} <= w or \
             {"logging", "dir"} <= w or {"default", "root"} <= w:
         # TensorBoard's (HF's --logging_dir); Lightning's default_root_dir (logs, checkpoints)
@@ -354,6 +360,7 @@ def name_direction(name: str | None) -> str | None:
     return None
 
 
+_OWN_STORE_WORDS = frozenset({"datastore", "sysroot", "s3root", "metaflow"})
 _PLACE_WORDS = frozenset({"path", "dir", "uri", "url", "root", "prefix", "location", "file",
                           "files", "bucket", "folder"})
 _REGISTRY_WORDS = frozenset({"registry", "model", "models", "mlflow", "artifact", "artifacts"})

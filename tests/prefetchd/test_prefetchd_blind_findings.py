@@ -2823,3 +2823,24 @@ def test_round_69_a_glob_whose_names_are_only_told_is_a_listing(program: str,
     code = "import collections, json, s3fs\nfs = s3fs.S3FileSystem()\n" + program + "\n"
     reads, _ = _command_io(["python", "-c"], [code])
     assert reads == (["s3://bkt/sh/*/shard-*.tar"] if read else []), reads
+
+
+def test_round_70_a_frameworks_own_store_and_encoded_parameters_are_no_reads() -> None:
+    """Blind round 70 (pipelines as other tools emit them): Metaflow's datastore root, its
+    code package and card root (--datastore-root, METAFLOW_*) were read, so every step
+    warmed the whole Metaflow datastore; its NAME,f,{{=toBase64(...)}} parameter hand-over
+    was a run-time read. A dataset the same step names stays a read."""
+    env = [{"name": "METAFLOW_CODE_URL", "value": "s3://mf/metaflow/Flow/data/ab/ab12"},
+           {"name": "METAFLOW_DATASTORE_SYSROOT_S3", "value": "s3://mf/metaflow"},
+           {"name": "METAFLOW_DATATOOLS_S3ROOT", "value": "s3://mf/metaflow/data"},
+           {"name": "METAFLOW_CARD_S3ROOT", "value": "s3://mf/metaflow/mf.cards"}]
+    reads, _ = _command_io(["bash", "-c"], [
+        "python flow.py --quiet --datastore=s3 --datastore-root=s3://mf/metaflow step start "
+        "--run-id argo-{{workflow.name}} --input-paths s3://lake/sales/2024/"], env)
+    assert reads == ["s3://lake/sales/2024/"], reads
+    step = _plan([{"name": "main", "container": {"image": "x", "command": ["bash", "-c"], "args": [
+        "python -m metaflow.plugins.argo.set_parameters params.sh "
+        "data_uri,f,{{=toBase64(workflow.parameters['data_uri'])}} && cat params.sh"]}}],
+        arguments={"parameters": [{"name": "data_uri", "value": '"s3://lake/events/"'}]}
+    ).step("main")
+    assert not step.reads, step.reads
