@@ -90,6 +90,11 @@ def _path(path: str, field: str) -> str:
     if not os.path.isabs(path):
         raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
                        f"{field} {path!r} must be an absolute path")
+    if os.path.isfile(path) and not os.path.ismount(path):
+        # (a blind test of the plugin: INTERNAL, a FileExistsError traceback in the log)
+        raise CsiError(grpc.StatusCode.INVALID_ARGUMENT,
+                       f"{field} {path} is a file; a fusecache volume mounts on a directory "
+                       "(no block volumes)")
     return mounts.normalize(path)
 
 

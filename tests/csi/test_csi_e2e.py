@@ -307,6 +307,11 @@ def test_paths_and_ids_that_are_not_the_volumes_own_touch_nothing(
         stage(plugin, vol, Path("relative/staging"), dataset.secrets)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "must be an absolute path" in e.value.details()
+    a_file = csi_root / "a-file"
+    a_file.write_text("x")
+    with pytest.raises(grpc.RpcError) as e:
+        stage(plugin, vol, a_file, dataset.secrets)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "is a file" in e.value.details()
     stage(plugin, vol, staging, dataset.secrets)
     publish(plugin, vol, staging, target)
     other = csi_pb2.Volume(volume_id="another-volume", volume_context=vol.volume_context)
