@@ -682,6 +682,10 @@ def code_built(argv: list[str]) -> Built:
     for flow in _flows(argv):
         out += list(flow.built)
         escaped |= flow.escaped
+        # an env var a command line it runs reads (subprocess.run(["aws", "s3", "sync",
+        # os.environ["EVAL_SET_URI"], ...])): handed on as it is (blind round 70: a
+        # ConfigMap's location given so was read nowhere)
+        escaped |= {_code.ENV + n for n, d in flow.env_dirs if d == "read"}
     return out, escaped
 
 

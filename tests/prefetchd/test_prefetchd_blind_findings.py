@@ -2844,3 +2844,19 @@ def test_round_70_a_frameworks_own_store_and_encoded_parameters_are_no_reads() -
         arguments={"parameters": [{"name": "data_uri", "value": '"s3://lake/events/"'}]}
     ).step("main")
     assert not step.reads, step.reads
+
+
+def test_round_70_an_env_var_a_program_hands_to_a_command_it_runs_is_read() -> None:
+    """Blind round 70: ``subprocess.run(["aws", "s3", "sync", os.environ["EVAL_SET_URI"],
+    "/tmp/val/"])`` with the var from a ConfigMap read nothing (``pd.read_csv`` of it was a
+    run-time read); one handed on as the copy's destination stays no read."""
+    env = [{"name": "EVAL_SET_URI", "valueFrom": {"configMapKeyRef": {
+        "name": "shelfcam-settings", "key": "eval_set_uri"}}},
+           {"name": "OUT_URI", "valueFrom": {"configMapKeyRef": {
+               "name": "shelfcam-settings", "key": "out_uri"}}}]
+    source = ('import os, subprocess\n'
+              'subprocess.run(["aws", "s3", "sync", os.environ["EVAL_SET_URI"], "/tmp/val/"],'
+              ' check=True)\n'
+              'subprocess.run(["aws", "s3", "cp", "/tmp/m.bin", os.environ["OUT_URI"]])\n')
+    reads, _ = _command_io(["python"], [], env, source=source)
+    assert reads == ["runtime: ${EVAL_SET_URI}"], reads
