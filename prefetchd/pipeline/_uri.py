@@ -145,9 +145,13 @@ def blank_key_uri(word: str) -> bool:
         and bool(re.search(r"/|\.[A-Za-z0-9]{1,8}$", word.rsplit(" ", 1)[1]))
 
 
+_GDAL_S3 = re.compile(r"(?<![\w/])/vsis3(?:_streaming)?/([a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]"
+                      r"(?:/[^\s'\"(),;|&<>]*)?)")
+
+
 def find_uris(text: str) -> list[str]:
     """Every location in `text`, in order (rclone `:s3:` remotes as s3:// URIs)."""
-    if "://" not in text and ":s3" not in text:
+    if "://" not in text and ":s3" not in text and "/vsis3" not in text:
         return []
     if blank_key_uri(text):
         return [text.replace("s3n://", "s3://", 1)]
@@ -168,6 +172,9 @@ def find_uris(text: str) -> list[str]:
         # (s3n://: Hadoop's older S3 connector's spelling of the same object; blind round 64)
         found.append((m.start(), "s3://" + uri[6:] if uri.startswith("s3n://") else uri))
     found += [(m.start(), m.group(0)) for m in AZURE_RE.finditer(text)]
+    # GDAL's virtual file system: /vsis3/BUCKET/KEY is that S3 object (gdal_translate,
+    # rasterio.open, ogr2ogr take it; blind round 70 read nothing)
+    found += [(m.start(), "s3://" + m.group(1)) for m in _GDAL_S3.finditer(text)]
     # (a bucket's address alone is an endpoint a program joins keys to, as S3_SERVICE_RE's:
     # urljoin("https://b.s3.us-east-1.amazonaws.com/", key) warmed the bucket, blind round 64)
     found += [(m.start(), u) for m in S3_HTTPS_RE.finditer(text)
@@ -1017,12 +1024,15 @@ def _program_in_out(tokens: list[str], out: dict[int, str | None]) -> None:
     """`prog SRC DST`: in a command with two or more bare URI operands, the last could be
     the output (`convert.py s3://in s3://out`): unknown rather than a guessed read."""
     for seg in command_spans(tokens):
-        bare = [i for i in seg if i in out and out[i] is None and URI_RE.search(tokens[i])
+        bare = [i for i in seg if i in out and out[i] is None
+                and (URI_RE.search(tokens[i]) or _GDAL_S3.search(tokens[i]))
                 and not tokens[i].startswith("-") and override_key(tokens[i]) is None and (
                     # --x=s3://...: a flag's value; an override (data.root=s3://...) goes
                     # by its key, whatever the key says
                     i == 0 or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1])]
-        if len(bare) >= 2:
+        if len(bare) >= 2 and any(tokens[k].rsplit("/", 1)[-1] == "ogr2ogr" for k in seg):
+            out[bare[0]] = "write"  # ogr2ogr DST SRC: GDAL's vector tool names its output first
+        elif len(bare) >= 2:
             out[bare[-1]] = "unknown"
 
 

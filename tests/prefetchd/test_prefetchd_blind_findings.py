@@ -2860,3 +2860,18 @@ def test_round_70_an_env_var_a_program_hands_to_a_command_it_runs_is_read() -> N
               'subprocess.run(["aws", "s3", "cp", "/tmp/m.bin", os.environ["OUT_URI"]])\n')
     reads, _ = _command_io(["python"], [], env, source=source)
     assert reads == ["runtime: ${EVAL_SET_URI}"], reads
+
+
+def test_round_70_gdal_virtual_s3_paths() -> None:
+    """Blind round 70: GDAL's /vsis3/BUCKET/KEY (gdal_translate, ogr2ogr, rasterio.open) read
+    nothing. It is that S3 object; gdal_translate's last operand may be its output, and
+    ogr2ogr names its output first."""
+    assert _command_io(["sh", "-c"], [
+        "gdal_translate -of GTiff /vsis3/geo-ref/dem/rhine.vrt /work/dem.tif"])[0] == [
+        "s3://geo-ref/dem/rhine.vrt"]
+    assert _command_io(["sh", "-c"], [
+        "ogr2ogr -f Parquet /vsis3/geo-out/roads.parquet /vsis3/geo-ref/osm/roads.gpkg"]) == (
+        ["s3://geo-ref/osm/roads.gpkg"], ["s3://geo-out/roads.parquet"])
+    assert _command_io(["python", "-c"], [
+        "import rasterio\nwith rasterio.open('/vsis3/geo-ref/dem/a.tif') as src:\n"
+        "    src.read(1)\n"])[0] == ["s3://geo-ref/dem/a.tif"]
