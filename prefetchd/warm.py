@@ -644,13 +644,17 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
             objs, held = cached_share(cache, u)
             per[u] = {"cached_objects": objs, "cached_bytes": held}
         agent = _agent_pins(cache_dir, now)
+        # (every kind of work the agent warms for pins under its own owner: a Job's too, which
+        # status printed raw beside its friendly name; a blind test of the agent)
+        agent_owners = set(_jsonfile.load_dict(_pin_records_path(cache_dir)))
         out = []
         for u, rec in state.items():
             exp = rec.get("pin_expires_at")
             pinned = bool(rec.get("pinned")) and (exp is None or exp > now)
             by = agent.get(u, [])
             own = rec.get("pin_owner")
-            if pinned and own and not own.startswith(_AGENT_OWNERS):
+            if pinned and own and not own.startswith(_AGENT_OWNERS) \
+                    and own not in agent_owners:
                 by = [own.removeprefix(PIN_OWNER_PREFIX) or "prefetchd warm", *by]
             out.append(
                 {
@@ -673,13 +677,17 @@ def status(cache_dir: str) -> list[dict[str, Any]]:
 _AGENT_OWNERS = (PIN_OWNER_PREFIX + "workflow/", PIN_OWNER_PREFIX + "pod/")
 
 
+def _pin_records_path(cache_dir: str) -> str:
+    return os.path.join(cache_dir, "prefetchd", "k8s-pins.json")
+
+
 def _agent_pins(cache_dir: str, now: float) -> dict[str, list[str]]:
     """Warmed URI -> who pins it, from the Kubernetes agent's live pin records.
 
     ``workflow ml/train-1 step train`` (released by the workflow's DAG) or ``pod ml/p`` (TTL);
     the records are the agent's (prefetchd/k8s/worker.py ``PinRecords``).
     """
-    path = os.path.join(cache_dir, "prefetchd", "k8s-pins.json")
+    path = _pin_records_path(cache_dir)
     out: dict[str, list[str]] = {}
     for rec in _jsonfile.load_dict(path).values():
         if not isinstance(rec, dict) or (rec.get("expires_at") or now + 1) <= now:

@@ -225,6 +225,12 @@ def test_queued_pytorchjob_is_warm_on_four_nodes_before_admission(fake, site_fac
             for n in site.nodes), 60)
         assert fake.get("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"], NS)[
             "status"]["conditions"][0]["status"] == "False"  # still pending
+        # `prefetchd status` names who pins it, once (a blind test of the agent: a job's
+        # owner was printed raw beside its name)
+        from prefetchd import warm as warm_mod
+
+        (row,) = [r for r in warm_mod.status(str(site.caches["n1"])) if r["uri"] == uri]
+        assert row["pinned_by"] == ["pytorchjob ml/train"], row
         # Kueue admits; the training-operator unsuspends and makes the pods (Pending).
         status = to.admitted(wl)
         fake.patch("kueue.x-k8s.io/v1beta2", "Workload", wl["metadata"]["name"],
