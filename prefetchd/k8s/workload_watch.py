@@ -349,19 +349,26 @@ class WorkloadWatch:
         for obj in objs:
             self._read(obj)
 
+    def _warn_once(self, about: str, message: str) -> None:
+        """Log *message* about an object once, not again at each status update of it (a
+        blind test of the agent: one Job's bad PV said nine times in three seconds); a new
+        message about it is said. Bounded: the last 1000 (object, message) pairs."""
+        key = (about, message)
+        with self._lock:
+            first = key not in self._bad
+            self._bad[key] = None
+            self._bad.move_to_end(key)
+            while len(self._bad) > 1000:
+                self._bad.popitem(last=False)
+        if first:
+            log.warning("%s", message)
+
     def _read(self, obj: dict[str, Any]) -> wl.UpcomingWork | None:
         meta = obj.get("metadata") or {}
         try:
             work = wl.read(obj, self.library)
         except wl.WorkloadError as exc:
-            key = (meta.get("uid") or "", meta.get("resourceVersion") or "")
-            with self._lock:
-                first = key not in self._bad
-                self._bad[key] = None
-                while len(self._bad) > 1000:
-                    self._bad.popitem(last=False)
-            if first:
-                log.warning("cannot read, skipped: %s", exc)
+            self._warn_once(meta.get("uid") or "", f"cannot read, skipped: {exc}")
             return None
         if work.owner and not work.queue_record:
             log.debug("%s: described by its owner %s; skipped", work.key, work.owner)
@@ -490,7 +497,7 @@ class WorkloadWatch:
             try:  # (placed where its bound claims' PVs let its pods run: a local PV's host)
                 targets = work.targets(resolve, wl.pins_from_view(self.view, work.namespace))
             except Exception as exc:  # noqa: BLE001 - API trouble resolving a claim
-                log.warning("%s: cannot resolve its datasets now: %s", work.key, exc)
+                self._warn_once(work.key, f"{work.key}: cannot resolve its datasets now: {exc}")
                 here = None  # (not all targets known: drop nothing)
                 continue
             for t in targets:
