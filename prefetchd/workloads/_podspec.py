@@ -345,7 +345,7 @@ def _unset_references(spec: Mapping[str, Any]) -> list[str]:
                 out.append(f"container {c.get('name')}: env {e.get('name')}: ConfigMap "
                            f"{e[k8s_datasets.ABSENT_KEY]} has no key {key}: the kubelet does not "
                            "start the container (CreateContainerConfigError) until it has")
-        if c.get("envFrom"):
+        if _env_from_unknown(c):
             continue
         set_here = {e.get("name") for e in env}
         words = [w for k in ("command", "args") for w in c.get(k) or [] if isinstance(w, str)]
@@ -619,6 +619,19 @@ _ONE_SLASH = re.compile(r"(?<![\w/])(?:" + "|".join(s for s in _uri.SCHEMES if s
                         + r"):/(?=[\w.$-])[^\s'\",;]*")
 
 
+def _env_from_unknown(c: Mapping[str, Any]) -> bool:
+    """Whether an ``envFrom`` source of container *c* may set vars we cannot see: a Secret,
+    or a ConfigMap not given (a given one's keys are in its env already: with_configmaps).
+    Only then is a ``$(VAR)`` no env entry sets left unsaid (blind job round 59: any envFrom
+    hid the note, a given ConfigMap lacking the var too)."""
+    given = set(c.get(k8s_datasets.GIVEN_CONFIGMAPS) or [])
+    for src in c.get("envFrom") or []:
+        ref = src.get("configMapRef") if isinstance(src, Mapping) else None
+        if not (isinstance(ref, Mapping) and str(ref.get("name")) in given):
+            return True
+    return False
+
+
 def _unset_sub_path_vars(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(container, note) for each container a ``subPathExpr`` of which names a ``$(VAR)``
     no env entry of it sets (and no ``envFrom`` may): the kubelet does not start it
@@ -627,7 +640,7 @@ def _unset_sub_path_vars(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
     a word). The per-pod vars controllers add are set."""
     out = []
     for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        if not isinstance(c, Mapping) or c.get("envFrom"):
+        if not isinstance(c, Mapping) or _env_from_unknown(c):
             continue
         set_here = {e.get("name") for e in c.get("env") or [] if isinstance(e, Mapping)}
         for m in c.get("volumeMounts") or []:

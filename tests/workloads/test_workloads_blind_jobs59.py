@@ -100,3 +100,16 @@ def test_a_toml_or_ini_config_directs_its_locations_by_key_as_yaml_does(
                [{"name": "c", "configMap": {"name": "c"}}])
     got = workloads.read(work, Library([cm]))
     assert [t.dataset for t in got.targets()] == ["s3://b/train/"]
+
+
+def test_an_env_from_a_given_config_map_does_not_hide_an_unset_var() -> None:
+    """Any envFrom hid the notes on a $(VAR) no env entry sets, even from a ConfigMap given
+    in the files that lacks it; one from a Secret (keys unseen) still may set it."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ml"},
+          "data": {"LEX_ROOT": "s3://lex/v2"}}
+    c = {"args": ["--stop", "$(LEXROOT)/stop.txt"], "envFrom": [{"configMapRef": {"name": "c"}}]}
+    notes = workloads.read(job(c, [EVAL]), Library([cm])).groups[0].notes
+    assert any("$(LEXROOT) is set by no env var" in n for n in notes), notes
+    c["envFrom"].append({"secretRef": {"name": "s"}})
+    notes = workloads.read(job(c, [EVAL]), Library([cm])).groups[0].notes
+    assert not any("LEXROOT" in n for n in notes), notes
