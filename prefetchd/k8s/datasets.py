@@ -109,6 +109,18 @@ class ObjectsView:
                 continue
             self._pvc[key] = {**pvc, "spec": {**(pvc.get("spec") or {}), "volumeName": pv_name}}
 
+    def reserved_for_others(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        """(PV, the claim its claimRef reserves it for) of each PV in the files that a claim
+        of this name in another namespace, or another claim, holds by claimRef while the
+        claim itself names no volume: why a pre-bound PV did not bind it."""
+        out = []
+        for pv_name, pv in self._pv.items():
+            ref = (pv.get("spec") or {}).get("claimRef") or {}
+            key = (ref.get("namespace") or "default", ref.get("name") or "")
+            if ref.get("name") == name and key != (namespace, name):
+                out.append((pv_name, f"{key[0]}/{key[1]}"))
+        return out
+
     def claims_named(self, name: str) -> list[str]:
         """The namespaces holding a claim of this name (for a message on one not found)."""
         return sorted(ns for ns, n in self._pvc if n == name)

@@ -291,6 +291,11 @@ def unresolved_claim(ref: DatasetRef, namespace: str, view: FileClusterView) -> 
     if cls is not None:
         return (f"not bound yet; StorageClass {cls_name} ({cls.get('provisioner')}) is not "
                 "fusecache's: nothing to warm")
+    reserved = view.reserved_for_others(namespace, claim)
+    if reserved:  # (blind job round 59: "give its PV", though its PV was given)
+        pv_other, other = reserved[0]
+        return (f"not bound: PV {pv_other} in the files is reserved by its claimRef for "
+                f"{other}, not {namespace}/{claim} (a claim binds only in its own namespace)")
     return ("not bound yet" + (f", of StorageClass {cls_name}, not in the files"
                                 if cls_name else "") +
             f": --pvc {claim}=s3://BUCKET/PREFIX, or give its PV or StorageClass")

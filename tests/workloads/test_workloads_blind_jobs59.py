@@ -113,3 +113,32 @@ def test_an_env_from_a_given_config_map_does_not_hide_an_unset_var() -> None:
     c["envFrom"].append({"secretRef": {"name": "s"}})
     notes = workloads.read(job(c, [EVAL]), Library([cm])).groups[0].notes
     assert not any("LEXROOT" in n for n in notes), notes
+
+
+def test_a_claim_whose_pv_is_reserved_for_another_says_so(tmp_path) -> None:
+    """Blind job round 59: 'not bound yet: ... give its PV', though its PV was given,
+    reserved by claimRef for default/corpus."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    objs = [job({"args": ["--in", "/d/train"], "volumeMounts": [{"name": "d", "mountPath": "/d"}]},
+                [{"name": "d", "persistentVolumeClaim": {"claimName": "corpus"}}]),
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "corpus-pv"},
+             "spec": {"capacity": {"storage": "1Ti"}, "accessModes": ["ReadOnlyMany"],
+                      "storageClassName": "", "claimRef": {"namespace": "default",
+                                                           "name": "corpus"},
+                      "csi": {"driver": "csi.fusecache.io", "volumeHandle": "corpus",
+                              "volumeAttributes": {"bucket": "bkt1", "prefix": "corpus"}}}},
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "corpus", "namespace": "ml"},
+             "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "",
+                      "resources": {"requests": {"storage": "1Ti"}}}}]
+    f = tmp_path / "j.yaml"
+    f.write_text(yaml.safe_dump_all(objs))
+    r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "plan", str(f)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "PV corpus-pv in the files is reserved by its claimRef for default/corpus" in \
+        r.stdout, r.stdout
