@@ -320,6 +320,15 @@ def scan_argv(
     pod_at: dict[int, list[str]] = {}  # a location built on a pod-only var: its patterns
     for t in toks:
         v = resolve(t) if "{{" in t else None
+        if v is not None and v.values is None and _PROSE.search(_ANY_PLACEHOLDER.sub("", t)) \
+                and not _PLACEHOLDER_IN_URI.search(t):
+            # a query or program holding a value only the run has (duckdb -c "... read_parquet
+            # ('{{$.inputs.artifacts['labels'].path}}') ... read_csv_auto('s3://...')"): not
+            # one location of its own; the locations written out in it are (blind round 70:
+            # the whole query was one run-time read, its literal S3 CSV lost)
+            rest = _ANY_PLACEHOLDER.sub(" ", t)
+            v = const(rest) if _uri.find_uris(rest) else None
+            t = rest if v is not None else t
         found = _pod_words(t, v, pod_values, toks[len(vals) - 1] if vals else None) \
             if pod_values and "$" in t else None
         if found is not None:  # (its flag kept: --data=$(X) says its way)
@@ -445,6 +454,11 @@ def _program_paths(code: str, resolve: Resolver) -> list[tuple[str, str]]:
         out += [(x, d) for x in (v.values if v is not None and v.values else ())
                 if x.startswith("/") and "{{" not in x]
     return out
+
+
+_PROSE = re.compile(r"\s\S+\s")  # words of a query or a program: more than a path
+_ANY_PLACEHOLDER = re.compile(r"\{\{.*?\}\}")
+_PLACEHOLDER_IN_URI = re.compile(r"://[^\s'\"(),;]*\{\{")  # s3://data/{{=x + 1}}/: one location
 
 
 def _command_word(toks: list[str], i: int) -> str:

@@ -2875,3 +2875,12 @@ def test_round_70_gdal_virtual_s3_paths() -> None:
     assert _command_io(["python", "-c"], [
         "import rasterio\nwith rasterio.open('/vsis3/geo-ref/dem/a.tif') as src:\n"
         "    src.read(1)\n"])[0] == ["s3://geo-ref/dem/a.tif"]
+
+
+def test_round_70_a_query_holding_a_run_time_value_still_names_its_literal_locations() -> None:
+    """Blind round 70: duckdb -c "... read_parquet('<an input artifact's path>') ...
+    read_csv_auto('s3://...')": the whole query was one run-time read, the CSV lost."""
+    reads, _ = _command_io(["sh", "-c"], [
+        "duckdb -c \"SELECT count(*) FROM read_parquet('/tmp/{{workflow.uid}}/labels.parquet') "
+        "a LEFT JOIN read_csv_auto('s3://shelf-ref/taxonomy/sku.csv') t USING (sku)\""])
+    assert reads == ["s3://shelf-ref/taxonomy/sku.csv"], reads
