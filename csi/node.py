@@ -44,6 +44,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -211,9 +212,16 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
         self.store.delete(vol.key)
 
     def restore(self, vol: StagedVolume) -> None:
-        """Re-establish one staged volume in place (FUSE mount, then targets)."""
+        """Re-establish one staged volume in place (FUSE mount, then targets). A FUSE mount
+        made anew is a new connection: the containers using its targets keep the dead one
+        until their pods are published again, which NodeGetVolumeStats reports (a blind
+        test of the plugin: 'ok' while such a pod read ENOTCONN)."""
+        lost = mounts.path_state(vol.staging_path) is not PathState.LIVE
         self._ensure_fuse(vol, self.store.load_secrets(vol.key))
         changed = False
+        if lost and vol.targets:
+            vol.remounted.update({t: time.time() for t in vol.targets})
+            changed = True
         for target, readonly in list(vol.targets.items()):
             if mounts.is_mountpoint(target) or os.path.isdir(target):
                 self._ensure_bind(vol.staging_path, target, readonly)
@@ -366,8 +374,9 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
                            f"{target} already has another file system mounted")
         self._ensure_fuse(vol, self.store.load_secrets(vol.key))
         self._ensure_bind(vol.staging_path, target, readonly)
-        if vol.targets.get(target) != readonly:
+        if vol.targets.get(target) != readonly or target in vol.remounted:
             vol.targets[target] = readonly
+            vol.remounted.pop(target, None)  # (published anew: its pod's containers too)
             self.store.save(vol)
         return csi_pb2.NodePublishVolumeResponse()
 
@@ -429,6 +438,7 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             log.warning("NodeUnpublishVolume: %s holds files of its own; left in place", target)
         if not inline and vol is not None and target in vol.targets:
             del vol.targets[target]
+            vol.remounted.pop(target, None)
             self.store.save(vol)
         return csi_pb2.NodeUnpublishVolumeResponse()
 
@@ -454,6 +464,13 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
             if e.errno == errno.ENOENT:
                 raise CsiError(grpc.StatusCode.NOT_FOUND, f"{path} does not exist") from None
             raise
+        if path in vol.remounted:
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(vol.remounted[path]))
+            return csi_pb2.NodeGetVolumeStatsResponse(
+                volume_condition=csi_pb2.VolumeCondition(
+                    abnormal=True, message=f"the volume's FUSE connection was lost and made "
+                    f"anew at {when}: a container that had it mounted reads 'Transport "
+                    "endpoint is not connected' until its pod is restarted"))
         unit = csi_pb2.VolumeUsage
         total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
         return csi_pb2.NodeGetVolumeStatsResponse(

@@ -63,6 +63,9 @@ class StagedVolume:
     context: dict[str, str]
     targets: dict[str, bool] = field(default_factory=dict)  # target path -> read-only
     relay_pid: int = 0  # the process holding the FUSE connection (fusecache.relay)
+    # target -> when the FUSE connection under it was lost and made anew (its relay died):
+    # containers that had it mounted keep the dead one until their pod is published again
+    remounted: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StagedVolume:

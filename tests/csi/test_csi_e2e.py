@@ -287,6 +287,17 @@ def test_health_check_repairs_a_dead_relay_while_plugin_runs(
                 pass
             assert time.monotonic() < deadline, f"not repaired:\n{p.log()}"
             time.sleep(0.2)
+        # the host paths work again, but a container that had the target mounted holds
+        # the dead connection: the volume's condition says so until it is published anew
+        # (a blind test of the plugin: 'ok')
+        stats = p.node.NodeGetVolumeStats(csi_pb2.NodeGetVolumeStatsRequest(
+            volume_id=vol.volume_id, volume_path=str(target)))
+        assert stats.volume_condition.abnormal, stats
+        assert "Transport endpoint is not connected" in stats.volume_condition.message
+        publish(p, vol, staging, target)  # the kubelet's, for the pod restarted
+        stats = p.node.NodeGetVolumeStats(csi_pb2.NodeGetVolumeStatsRequest(
+            volume_id=vol.volume_id, volume_path=str(target)))
+        assert not stats.volume_condition.abnormal, stats
         unpublish(p, vol, target)
         unstage(p, vol, staging)
     finally:
