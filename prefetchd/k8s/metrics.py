@@ -27,7 +27,8 @@ Per job (label ``job``, the work's release key, e.g. ``"pytorchjob ml/train"``; 
 :mod:`prefetchd.k8s.workload_watch` for training jobs, Katib experiments and Kueue work):
 
 * ``prefetchd_job_warm_lead_seconds``: the job's admission (the first time the agent sees it
-  admitted after seeing it queued; for a job never queued, its first pod running) minus the
+  admitted after seeing it queued; for a job never queued, the first time it is seen running:
+  its pods made, for a batch Job ``status.active``, Pending pods included) minus the
   time the last warm of its data on this node finished. Positive: warm that long before;
   negative: late. Set once both are known, from this node's share of the job's data.
 * ``prefetchd_job_warm_at_admission_ratio``: of the job's datasets this node was chosen to
