@@ -164,7 +164,7 @@ def _read_str(r: pipeline.Read) -> str:
         what = r.pattern or r.key or r.artifact or "?"
         source = f" {r.value_from}" if r.value_from else ""  # (a Secret's name, never data)
         return f"(runtime: {what}; {r.origin}{source})"
-    flag = "" if r.supported else " [unsupported scheme]"
+    flag = "" if r.supported else pipeline.not_warmable(r.uri)
     return f"{r.uri} ({r.origin}){flag}"
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -64,6 +65,9 @@ class WarmError(_errors.UsageError):
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
+    if re.match(r"s3a?://arn:", uri, re.IGNORECASE):
+        raise WarmError(f"{uri}: an access point ARN cannot be warmed; give the access "
+                        "point's alias (NAME-...-s3alias) as the bucket")
     for scheme in ("s3://", "s3a://"):
         if uri.startswith(scheme):
             rest = uri[len(scheme) :]

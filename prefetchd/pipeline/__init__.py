@@ -69,6 +69,7 @@ from prefetchd.pipeline._model import (
     Suspend,
     finish_plan,
     name_shared_steps,
+    not_warmable,
     settle_intermediates,
 )
 
@@ -93,6 +94,7 @@ __all__ = [
     "map_mounts",
     "unresolved_mounts",
     "describe_mount",
+    "not_warmable",
 ]
 
 claim_name = _pvc.claim_name

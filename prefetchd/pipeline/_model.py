@@ -29,6 +29,24 @@ _SUMMARY_FILE = re.compile(r"/_(?:common_)?metadata\Z")
 SUPPORTED_SCHEMES = frozenset({"s3", "s3a"})
 
 
+def warmable_uri(uri: str | None) -> bool:
+    """An S3 location prefetchd can warm: s3:// or s3a://, its bucket a bucket name (an
+    access point's alias is one); not an access point ARN (s3://arn:aws:s3:...:accesspoint/
+    NAME/key), which the AWS CLI takes but the warm cannot address (a blind test: the plan
+    listed one to warm and `prefetchd warm` failed on it)."""
+    if not uri or "://" not in uri:
+        return False
+    scheme, rest = uri.split("://", 1)
+    return scheme.lower() in SUPPORTED_SCHEMES and not rest.lower().startswith("arn:")
+
+
+def not_warmable(uri: str | None) -> str:
+    """Why a location known before the run is not warmed, for a plan's line."""
+    if uri and "://" in uri and uri.split("://", 1)[1].lower().startswith("arn:"):
+        return " [an access point ARN: not warmed (its alias as the bucket is)]"
+    return " [unsupported scheme]"
+
+
 class PipelineError(ValueError):
     """Input is not a pipeline we can analyse; the message names the file and field.
 
@@ -87,7 +105,7 @@ class Read:
     @property
     def supported(self) -> bool:
         """True when prefetchd can warm it (an S3 location known before the run)."""
-        return self.uri is not None and self.scheme in SUPPORTED_SCHEMES
+        return warmable_uri(self.uri)
 
     def to_json(self) -> dict[str, Any]:
         d = {k: v for k, v in dataclasses.asdict(self).items() if v is not None or k == "uri"}

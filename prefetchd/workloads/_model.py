@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prefetchd.k8s import placement
+from prefetchd.pipeline._model import warmable_uri
 from prefetchd.pipeline._uri import location_under
 
 PLACEHOLDER = "${"  # Katib's ${trialParameters.x} / ${trialSpec.Name}: only known per Trial
@@ -116,7 +117,7 @@ class DatasetRef:
     @property
     def warmable(self) -> bool:
         """An S3 location known now that the pod reads (a PVC still needs resolving)."""
-        return self.scheme in ("s3", "s3a") and self.direction == "read"
+        return warmable_uri(self.uri) and self.direction == "read"
 
     def describe(self) -> str:
         if self.uri:

@@ -362,7 +362,7 @@ def render(works: list[UpcomingWork], ignored: list[str], pvc_map: Mapping[str, 
                 if ref.claim and not uri:
                     where = f" ({unresolved_claim(ref, w.namespace, view)})"
                 elif ref.uri and not ref.warmable:
-                    where = " [unsupported scheme]"
+                    where = pipeline.not_warmable(ref.uri)
                 lines.append(f"      reads {ref.describe()}  ({ref.origin}){where}")
             for note in g.notes:
                 lines.append(f"      note: {note}")

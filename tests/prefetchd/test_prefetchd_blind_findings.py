@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from prefetchd import pipeline
+from prefetchd import warm as warm_mod
 from prefetchd.pipeline import _code, _scan, _shell, _uri
 from prefetchd.pipeline._model import Step
 from prefetchd.pipeline._resolve import Val, const
@@ -2884,3 +2885,16 @@ def test_round_70_a_query_holding_a_run_time_value_still_names_its_literal_locat
         "duckdb -c \"SELECT count(*) FROM read_parquet('/tmp/{{workflow.uid}}/labels.parquet') "
         "a LEFT JOIN read_csv_auto('s3://shelf-ref/taxonomy/sku.csv') t USING (sku)\""])
     assert reads == ["s3://shelf-ref/taxonomy/sku.csv"], reads
+
+
+def test_round_71_an_access_point_arn_is_read_but_not_warmed() -> None:
+    """Blind round 71: boto3 given an access point ARN as its bucket read nothing, and the
+    plan listed s3://<ARN>/key (as the AWS CLI takes it) to warm, which `prefetchd warm`
+    could not address. It is read, shown as not warmed."""
+    arn = "arn:aws:s3:us-west-2:123456789012:accesspoint/train-ap"
+    step = _plan([{"name": "main", "script": {"image": "x", "command": ["python"], "source": (
+        "import boto3\ns3 = boto3.client('s3')\n"
+        f"s3.download_file('{arn}', 'vocab/v4.txt', '/tmp/v4.txt')\n")}}]).step("main")
+    assert [(r.uri, r.supported) for r in step.reads] == [(f"s3://{arn}/vocab/v4.txt", False)]
+    with pytest.raises(warm_mod.WarmError, match="access point ARN cannot be warmed"):
+        warm_mod.parse_s3_uri(f"s3://{arn}/vocab/v4.txt")
