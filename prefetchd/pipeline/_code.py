@@ -985,7 +985,8 @@ class _Flow(ast.NodeVisitor):
                     if isinstance(value, ast.Dict) else self._loaded_config(value))
                 _keep(self.consts, t.id, text)
                 _keep(self.numbers, t.id, value.value if isinstance(value, ast.Constant)
-                      and type(value.value) in (int, float) else None)
+                      and type(value.value) in (int, float) else
+                      self._whole_number(value) if isinstance(value, ast.Call) else None)
                 _keep(self.dates, t.id, self._date(value))  # day = end - timedelta(days=i)
                 built = self.pieces(value) if text is None else None
                 is_path = value is not None and self._is_path(value)
@@ -1271,6 +1272,20 @@ class _Flow(ast.NodeVisitor):
             return _pieces.each(loop, param=p)  # a list input: its JSON value
         return None
 
+    def _whole_number(self, node: ast.AST) -> int | None:
+        """The whole number *node* is in the code: a constant, a variable holding one, or
+        ``int()`` of a text known whole (``int("2")``, a template's value filled in, or a
+        variable holding such a text: blind round 71's ``range(int(n_parts))``)."""
+        if isinstance(node, ast.Constant):
+            return _int(node.value)
+        if isinstance(node, ast.Name):
+            return _int(self.numbers.get(node.id))
+        if isinstance(node, ast.Call) and _call_name(node) == "int" and len(node.args) == 1 \
+                and not node.keywords:
+            text = _literal(self.pieces(node.args[0]))
+            return int(text) if text is not None and text.strip().isdigit() else None
+        return None
+
     def _json_param(self, node: ast.AST) -> str | None:
         """The input *node* is the JSON of: ``json.loads(mix)``, or a variable holding it."""
         made = self.pieces(node)
@@ -1327,9 +1342,7 @@ class _Flow(ast.NodeVisitor):
             return [[k, {} if v is None else v] for k, v in vals.items()] or None
         if isinstance(it, ast.Call) and _call_name(it) == "range" and isinstance(
                 it.func, ast.Name) and 1 <= len(it.args) <= 3 and not it.keywords:
-            bounds = [a.value if isinstance(a, ast.Constant) and type(a.value) is int
-                      else _int(self.numbers.get(a.id)) if isinstance(a, ast.Name) else None
-                      for a in it.args]
+            bounds = [self._whole_number(a) for a in it.args]
             if None in bounds:
                 return None
             r = range(*bounds)  # type: ignore[arg-type]

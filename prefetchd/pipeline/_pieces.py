@@ -167,7 +167,11 @@ def _items(d: dict[str, Any], values: dict[str, str]) -> list[Any] | None:
             elif how == "one":  # a dict (or list) input taken as it is: one item
                 items = [json.loads(value)]
             elif how == "range":
-                items = list(range(min(int(value), MAX_TEXTS + 1)))
+                # (a KFP v2 integer input's constant is written 2.0 in the IR: blind round 71)
+                n = float(value)
+                if not n.is_integer():
+                    return None
+                items = list(range(min(int(n), MAX_TEXTS + 1)))
             elif how in ("items", "keys"):  # a dict input's .items() / .keys()
                 d_in = json.loads(value)
                 if not isinstance(d_in, dict):

@@ -797,8 +797,9 @@ def _scan_pairs(step: Step, inputs: dict[str, Val],
         rendered = _rendered(pieces, inputs) if pieces is not None else None
         if b[0] != "const":  # a "bucket" with a "/" in it is no bucket
             bucket = _rendered(_code.pair_pieces(b, ("const", "")) or (), inputs)
-            if bucket is None or any("/" in t[len("s3://"):].rstrip("/") for t in bucket[1]):
-                continue
+            if bucket is None or any("/" in t[len("s3://"):].rstrip("/") and not t[
+                    len("s3://"):].startswith("arn:") for t in bucket[1]):
+                continue  # (an access point ARN is a bucket to boto3: blind round 71)
         if rendered is None:
             continue  # a value the run alone knows
         key_inputs = [k[1]] if k[0] == "param" else _pieces.needs(k[1]) if k[0] == "pieces" \

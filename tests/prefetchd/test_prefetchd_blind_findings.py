@@ -2898,3 +2898,17 @@ def test_round_71_an_access_point_arn_is_read_but_not_warmed() -> None:
     assert [(r.uri, r.supported) for r in step.reads] == [(f"s3://{arn}/vocab/v4.txt", False)]
     with pytest.raises(warm_mod.WarmError, match="access point ARN cannot be warmed"):
         warm_mod.parse_s3_uri(f"s3://{arn}/vocab/v4.txt")
+
+
+def test_round_71_a_loop_over_range_of_an_inputs_value() -> None:
+    """Blind round 71: ``for i in range(int("{{workflow.parameters.n_parts}}"))`` (and a KFP
+    v2 integer input, written 2.0 in the IR: the corpus case kfp2_b71_ctr_train) read
+    nothing, where range(2) was followed."""
+    step = _plan([{"name": "main", "script": {"image": "x", "command": ["python"], "source": (
+        "import boto3\ns3 = boto3.client('s3')\n"
+        "n_parts = int('{{workflow.parameters.n_parts}}')\n"
+        "for i in range(n_parts):\n"
+        "    s3.download_file('ctr-clicks', f'clicks/part-{i:04d}.parquet', f'/tmp/{i}')\n")}}],
+        arguments={"parameters": [{"name": "n_parts", "value": "2"}]}).step("main")
+    assert sorted(r.uri for r in step.reads) == ["s3://ctr-clicks/clicks/part-0000.parquet",
+                                                 "s3://ctr-clicks/clicks/part-0001.parquet"]
