@@ -257,6 +257,7 @@ class FuseOperations(pyfuse3.Operations):
                 raise pyfuse3.FUSEError(errno.EISDIR)
             node = await self.ns.rehydrate(node)
             node = await self.ns.revalidate(node)
+            await self.ns.authorize_read(node)
             # The kernel may keep its page cache only while the bytes are the same.
             keep = node.opened_etag == node.etag
             oid = self.ns.object_id(node)

@@ -124,6 +124,11 @@ def _ino_for(key: str, is_dir: bool) -> int:
     return ino if ino > ROOT_INODE else ino + 2
 
 
+# authorize_read: how long S3's yes to a folder stands, and how many folders are remembered
+READ_AUTH_TTL = 900.0
+READ_AUTH_MAX = 100_000
+
+
 class Namespace:
     def __init__(self, store: ObjectStore, listings: ListingCache, location: S3Location,
                  ttl: float, clock: Callable[[], float] = time.time,
@@ -146,6 +151,8 @@ class Namespace:
         self.location = location
         self.ttl = ttl
         self.clock = clock
+        # folder -> when this mount's credential last read an object in it (authorize_read)
+        self._read_ok: OrderedDict[str, float] = OrderedDict()
         now = clock()
         self.root = Node(ROOT_INODE, ROOT_INODE, "", True, location.prefix, mtime=now,
                          checked_at=now, lookups=1)
@@ -563,6 +570,31 @@ class Namespace:
 
     # -- files ------------------------------------------------------------------------------
 
+    async def authorize_read(self, node: Node) -> None:
+        """Let this mount's credential read *node* only if S3 lets it: the first open in a
+        folder (again after READ_AUTH_TTL) asks S3 for the object (HEAD) with it, so bytes
+        that another credential put in the shared node cache are served only to a
+        credential S3 allows to read that folder; AccessDenied is EACCES. A blind test of
+        the mount: a key allowed to list but not read got every cached file, with no
+        request to S3. S3 unreachable: the offline records decide (offline_auth.py)."""
+        folder = node.key.rpartition("/")[0]
+        at = self._read_ok.get(folder)
+        if at is not None and self.clock() - at < READ_AUTH_TTL:
+            return
+        try:
+            await self._bounded(f"HEAD s3://{self.location.bucket}/{node.key}",
+                                self._in_thread, self.store.head, node.key)
+        except _OFFLINE:
+            self._gate_if_offline()
+            return
+        self._read_allowed(folder)
+
+    def _read_allowed(self, folder: str) -> None:
+        self._read_ok[folder] = self.clock()
+        self._read_ok.move_to_end(folder)
+        while len(self._read_ok) > READ_AUTH_MAX:
+            self._read_ok.popitem(last=False)
+
     async def revalidate(self, node: Node) -> Node:
         """Confirm a file's size and ETag with S3 when its metadata is older than the TTL."""
         if node.is_dir or self.fresh(node.checked_at):
@@ -579,6 +611,7 @@ class Namespace:
                      node.etag, info.etag)
         node.size, node.etag, node.mtime = info.size, info.etag, info.mtime or node.mtime
         node.checked_at = self.clock()
+        self._read_allowed(node.key.rpartition("/")[0])  # (S3 answered this credential's HEAD)
         return node
 
     async def seen_changed(self, node: Node, oid: ObjectId) -> None:

@@ -22,15 +22,17 @@ is open every request fails fast and a probe (one ``ListObjectsV2`` of one key,
 2 s timeouts, every second) watches for S3 to answer again. Server errors (5xx,
 throttling) and dropped connections are retried as before: S3 is there.
 
-Authorisation: ``authorised_at`` is the wall-clock time of the last request S3
-answered with success (proof that this credential may read this bucket, under
-the prefixes asked for), ``denied_at`` that of the last AccessDenied; the mount
+Authorisation: ``authorised_at`` is the wall-clock time of the last read (GET or
+HEAD) S3 answered with success (proof that this credential may read this bucket, under
+the prefixes asked for; a LIST proves listing only), ``denied_at`` that of the last
+AccessDenied; the mount
 turns them into the node cache's offline-authorisation records
 (``offline_auth.py``). ``access_key_id`` names the credential (never logged).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -196,7 +198,7 @@ class S3Store:
         return e
 
     def _call(self, what: str, key: str | None, fn: Callable[[], object],
-              max_attempts: int | None = None):
+              max_attempts: int | None = None, read: bool = False):
         def attempt():
             self.breaker.check(what)
             try:
@@ -229,7 +231,9 @@ class S3Store:
                     del err
             self.breaker.record_success()
             self._answer()
-            self.authorised_at = time.time()
+            if read:  # (a LIST proves listing only: a blind test's list-only key was
+                # recorded as authorised, and read a cache it may not read in an outage)
+                self.authorised_at = time.time()
             return result
 
         def give_up(cause: BaseException) -> BaseException:
@@ -266,13 +270,19 @@ class S3Store:
     # -- ObjectStore ----------------------------------------------------------
 
     def check_bucket(self, prefix: str = "") -> None:
-        """List one key under *prefix*: the bucket exists and the credential may list it."""
+        """List one key under *prefix*: the bucket exists and the credential may list it;
+        then read that key's attributes (HEAD), which proves it may read there too
+        (``authorised_at``); a HEAD refused sets ``denied_at`` and is no error here."""
         def go():
             t = time.monotonic()
-            self._client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1)
+            r = self._client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=1)
             self._observe("list", time.monotonic() - t, 0)
+            return [o["Key"] for o in r.get("Contents") or [] if not o["Key"].endswith("/")]
         # Three attempts: bad input (wrong endpoint) must fail fast at mount time.
-        self._call(f"checking bucket {self.bucket!r}", None, go, max_attempts=3)
+        keys = self._call(f"checking bucket {self.bucket!r}", None, go, max_attempts=3)
+        if keys:
+            with contextlib.suppress(errors.AccessDenied, errors.ObjectNotFound):
+                self.head(keys[0])
 
     def _plane(self, key: str, native: Callable[[s3data.RangeGetter], Any],
                fallback: Callable[[], Any]) -> Any:
@@ -293,7 +303,7 @@ class S3Store:
                                             lambda: self._boto3_head(key))
             self._observe("head", time.monotonic() - t, 0)
             return ObjectInfo(key, size, etag, mtime)
-        return self._call(f"HEAD s3://{self.bucket}/{key}", key, go)
+        return self._call(f"HEAD s3://{self.bucket}/{key}", key, go, read=True)
 
     def has_under(self, prefix: str) -> bool:
         """Whether any key starts with *prefix* (which ends in '/'): is it a folder."""
@@ -335,7 +345,7 @@ class S3Store:
                     OSError(f"body of {got} bytes for a range of {want}"))
             self._observe("get", time.monotonic() - t, want)
             return data
-        return self._call(f"GET s3://{self.bucket}/{key} [{start},{end})", key, go)
+        return self._call(f"GET s3://{self.bucket}/{key} [{start},{end})", key, go, read=True)
 
     def _boto3_get(self, key: str, start: int, end: int, etag: str | None) -> bytes:
         kw = {"Bucket": self.bucket, "Key": key, "Range": f"bytes={start}-{end - 1}"}

@@ -335,6 +335,14 @@ class Warmer:
                     # (blind job round 36: `status` showed it warmed, `unpin` kept it)
                     record_authorised(cache, store, bucket, prefix)
                     continue
+                try:  # read one object first: a credential may list what it may not read,
+                    # and would pin (and later serve offline) another tenant's cached bytes
+                    store.head(objs[0].key)
+                except errors.AccessDenied as e:
+                    raise WarmError(f"{res.uri}: access denied reading its objects ({e})") \
+                        from None
+                except errors.StoreError:
+                    pass  # (gone since the listing, or S3 away: the fetch says so)
                 owner = self.pin_owner or PIN_OWNER_PREFIX + res.uri
                 started = time.time()
                 # recorded before the first pin, as partial: a warm killed half way

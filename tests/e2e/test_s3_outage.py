@@ -303,3 +303,66 @@ def test_denial_by_s3_revokes_offline_access(tmp_path: Path) -> None:
         assert "never authorised" in err, err
     finally:
         s3.cleanup()
+
+
+def test_cached_bytes_go_only_to_a_credential_s3_lets_read_them(tmp_path: Path) -> None:
+    """A blind test of the mount (one node cache shared by tenants): a key S3 lets list a
+    bucket but not read it got every file another tenant had cached, with no request to
+    S3. Now the first open in a folder asks S3 (HEAD) with the mount's own credential."""
+    key, secret = "fcl" + secrets.token_hex(8), secrets.token_hex(20)
+    lister = {"name": "lister", "credentials": [{"accessKey": key, "secretKey": secret}],
+              "actions": ["List:tenant-a"]}
+    s3 = LocalS3(data_dir=tmp_path / "s3", extra_identities=[lister])
+    s3.start()
+    try:
+        c = s3.client()
+        c.create_bucket(Bucket="tenant-a")
+        files = {f"x/{i}.bin": os.urandom(50_000 + i) for i in range(3)}
+        for k, v in files.items():
+            c.put_object(Bucket="tenant-a", Key=k, Body=v)
+        env_a = s3.env()
+        env_l = {**env_a, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+        common = ["--cache-dir", str(tmp_path / "c"), "--read-timeout", "5"]
+        with mounted("s3://tenant-a", tmp_path / "ma", env_a, *common) as mp:
+            assert {k: (mp / k).read_bytes() for k in files} == files  # all cached now
+        with mounted("s3://tenant-a", tmp_path / "ml", env_l, *common) as mp:
+            assert sorted(p.name for p in (mp / "x").iterdir()) == ["0.bin", "1.bin", "2.bin"]
+            for k in files:
+                with pytest.raises(PermissionError):
+                    (mp / k).read_bytes()
+        with mounted("s3://tenant-a", tmp_path / "ma", env_a, *common) as mp:
+            assert {k: (mp / k).read_bytes() for k in files} == files  # the owner still reads
+    finally:
+        s3.cleanup()
+
+
+def test_a_credential_that_may_list_but_not_read_gets_no_offline_record(tmp_path: Path) -> None:
+    """A blind test of the mount: a list-only key's `prefetchd warm` of bytes another tenant
+    had cached succeeded with no GET (pinned, 'warmed'), and the record it left let its mount
+    serve them while S3 was down. Its warm is refused now, and it has no record."""
+    import subprocess
+    import sys
+
+    key, secret = "fcl" + secrets.token_hex(8), secrets.token_hex(20)
+    lister = {"name": "lister", "credentials": [{"accessKey": key, "secretKey": secret}],
+              "actions": ["List:tenant-a"]}
+    s3 = LocalS3(data_dir=tmp_path / "s3", extra_identities=[lister])
+    s3.start()
+    try:
+        c = s3.client()
+        c.create_bucket(Bucket="tenant-a")
+        c.put_object(Bucket="tenant-a", Key="x/0.bin", Body=b"tenant a's bytes")
+        env_a = s3.env()
+        env_l = {**os.environ, **env_a, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+        common = ["--cache-dir", str(tmp_path / "c"), "--read-timeout", "5"]
+        with mounted("s3://tenant-a", tmp_path / "ma", env_a, *common) as mp:
+            assert (mp / "x/0.bin").read_bytes() == b"tenant a's bytes"
+        r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", "s3://tenant-a/x/",
+                            "--cache-dir", str(tmp_path / "c")], env=env_l,
+                           capture_output=True, text=True, timeout=120, check=False)
+        assert r.returncode != 0 and "access denied" in r.stderr, (r.stdout, r.stderr)
+        s3.stop()
+        err = _refused("s3://tenant-a", tmp_path / "ml", env_l, *common)
+        assert "never authorised" in err, err
+    finally:
+        s3.cleanup()
