@@ -680,3 +680,29 @@ def test_the_cache_files_are_its_owners_only(tmp_path) -> None:
     (env / "lock.mdb").chmod(0o644)
     NodeCache.open(tmp_path / "c").close()
     assert modes() == {"cache.lmdb": 0o700, "data.mdb": 0o600, "lock.mdb": 0o600}
+
+
+def test_an_insert_over_a_bound_held_by_pins_evicts_the_rest_and_refuses(tmp_path) -> None:
+    """A blind test of the mount (M3, M4): with pinned blocks over the bound and unpinned
+    ones beside them, evicting the last unpinned block left the LRU cursor past its end,
+    and every insert failed with MDB_BAD_VALSIZE (a warm's 'BadValsizeError', a mount that
+    stopped writing to the node cache). Now the unpinned go, the pins stay, the insert is
+    refused."""
+    kib = 1 << 10
+    c = NodeCache.open(tmp_path / "c", limit_bytes=4096 * kib, block_size=64 * kib)
+    big = ObjectId("bkt", "x/big", "e1", 40 * 64 * kib)
+    for i in range(40):
+        assert c.put_block(big, i, os.urandom(64 * kib))
+    c.pin_object(big, "owner")
+    small = [ObjectId("bkt", f"s/{j}", "e", 30 * kib) for j in range(20)]
+    for o in small:
+        assert c.put_block(o, 0, os.urandom(30 * kib))
+    c.close()
+    c = NodeCache.open(tmp_path / "c", limit_bytes=2048 * kib)  # below the pinned bytes
+    try:
+        new = ObjectId("bkt", "y/new", "e2", 128 * kib)
+        assert c.put_block(new, 0, os.urandom(64 * kib)) is False
+        assert not any(c.contains_object(o) for o in small)
+        assert c.contains_object(big)
+    finally:
+        c.close()
