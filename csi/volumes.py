@@ -74,16 +74,17 @@ _KEYS = {
     "dirMode": "dir_mode",
 }
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]")
+_SIZE_RE = re.compile(r"\s*[0-9]+(\.[0-9]+)?\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_SAFE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
 def _bytes(text: str) -> int:
+    """*text* as a size in bytes (``parse_size``); -1 when it is none."""
     try:
         return parse_size(text)
     except ConfigError:
         return -1
-
-
-_SIZE_RE = re.compile(r"\s*[0-9]+(\.[0-9]+)?\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-_SAFE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def _invalid(msg: str) -> CsiError:

@@ -129,6 +129,11 @@ READ_AUTH_TTL = 900.0
 READ_AUTH_MAX = 100_000
 
 
+def _folder(node: Node) -> str:
+    """The folder an object's key lies in (authorize_read's unit)."""
+    return node.key.rpartition("/")[0]
+
+
 class Namespace:
     def __init__(self, store: ObjectStore, listings: ListingCache, location: S3Location,
                  ttl: float, clock: Callable[[], float] = time.time,
@@ -577,19 +582,24 @@ class Namespace:
         credential S3 allows to read that folder; AccessDenied is EACCES. A blind test of
         the mount: a key allowed to list but not read got every cached file, with no
         request to S3. S3 unreachable: the offline records decide (offline_auth.py)."""
-        folder = node.key.rpartition("/")[0]
-        at = self._read_ok.get(folder)
+        at = self._read_ok.get(_folder(node))
         if at is not None and self.clock() - at < READ_AUTH_TTL:
             return
         try:
-            await self._bounded(f"HEAD s3://{self.location.bucket}/{node.key}",
-                                self._in_thread, self.store.head, node.key)
+            await self._head(node)
         except _OFFLINE:
             self._gate_if_offline()
             return
-        self._read_allowed(folder)
+        self._read_allowed(node)
 
-    def _read_allowed(self, folder: str) -> None:
+    async def _head(self, node: Node) -> ObjectInfo:
+        """The object's attributes from S3, with this mount's credential (bounded)."""
+        return await self._bounded(f"HEAD s3://{self.location.bucket}/{node.key}",
+                                   self._in_thread, self.store.head, node.key)
+
+    def _read_allowed(self, node: Node) -> None:
+        """S3 has just let this mount's credential read *node*: its folder is authorised."""
+        folder = _folder(node)
         self._read_ok[folder] = self.clock()
         self._read_ok.move_to_end(folder)
         while len(self._read_ok) > READ_AUTH_MAX:
@@ -601,8 +611,7 @@ class Namespace:
             self._gate_if_offline()
             return node
         try:
-            info = await self._bounded(f"HEAD s3://{self.location.bucket}/{node.key}",
-                                       self._in_thread, self.store.head, node.key)
+            info = await self._head(node)
         except _OFFLINE as e:
             self._serve_stale("attributes", e)
             return node
@@ -611,7 +620,7 @@ class Namespace:
                      node.etag, info.etag)
         node.size, node.etag, node.mtime = info.size, info.etag, info.mtime or node.mtime
         node.checked_at = self.clock()
-        self._read_allowed(node.key.rpartition("/")[0])  # (S3 answered this credential's HEAD)
+        self._read_allowed(node)  # (S3 answered this credential's HEAD)
         return node
 
     async def seen_changed(self, node: Node, oid: ObjectId) -> None:

@@ -211,12 +211,32 @@ def test_hung_s3_bounded_then_fails_fast(private_s3: LocalS3, tmp_path: Path) ->
           f"after SIGCONT first read ok in {back[0]:.1f}s")
 
 
+def _identity(name: str, actions: list[str]) -> tuple[dict, dict[str, str]]:
+    """A SeaweedFS identity of its own keys allowed *actions*, and the env of its keys."""
+    key, secret = "fc" + secrets.token_hex(8), secrets.token_hex(20)
+    ident = {"name": name, "credentials": [{"accessKey": key, "secretKey": secret}],
+             "actions": actions}
+    return ident, {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+
+
 def _other_identity() -> tuple[dict, dict[str, str]]:
     """A second SeaweedFS identity that may read only a bucket named 'elsewhere'."""
-    key, secret = "fcb" + secrets.token_hex(8), secrets.token_hex(20)
-    ident = {"name": "tenant-b", "credentials": [{"accessKey": key, "secretKey": secret}],
-             "actions": ["Read:elsewhere", "List:elsewhere"]}
-    return ident, {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+    return _identity("tenant-b", ["Read:elsewhere", "List:elsewhere"])
+
+
+def _started_with_a_lister(tmp_path: Path, files: dict[str, bytes]
+                           ) -> tuple[LocalS3, dict[str, str], dict[str, str]]:
+    """A local S3 holding *files* in bucket 'tenant-a', and an identity allowed to list that
+    bucket but not to read it: (server, owner's env, lister's env)."""
+    lister, creds = _identity("lister", ["List:tenant-a"])
+    s3 = LocalS3(data_dir=tmp_path / "s3", extra_identities=[lister])
+    s3.start()
+    c = s3.client()
+    c.create_bucket(Bucket="tenant-a")
+    for k, v in files.items():
+        c.put_object(Bucket="tenant-a", Key=k, Body=v)
+    env_a = s3.env()
+    return s3, env_a, {**env_a, **creds}
 
 
 def test_outage_never_widens_access(tmp_path: Path) -> None:
@@ -309,19 +329,9 @@ def test_cached_bytes_go_only_to_a_credential_s3_lets_read_them(tmp_path: Path) 
     """A blind test of the mount (one node cache shared by tenants): a key S3 lets list a
     bucket but not read it got every file another tenant had cached, with no request to
     S3. Now the first open in a folder asks S3 (HEAD) with the mount's own credential."""
-    key, secret = "fcl" + secrets.token_hex(8), secrets.token_hex(20)
-    lister = {"name": "lister", "credentials": [{"accessKey": key, "secretKey": secret}],
-              "actions": ["List:tenant-a"]}
-    s3 = LocalS3(data_dir=tmp_path / "s3", extra_identities=[lister])
-    s3.start()
+    files = {f"x/{i}.bin": os.urandom(50_000 + i) for i in range(3)}
+    s3, env_a, env_l = _started_with_a_lister(tmp_path, files)
     try:
-        c = s3.client()
-        c.create_bucket(Bucket="tenant-a")
-        files = {f"x/{i}.bin": os.urandom(50_000 + i) for i in range(3)}
-        for k, v in files.items():
-            c.put_object(Bucket="tenant-a", Key=k, Body=v)
-        env_a = s3.env()
-        env_l = {**env_a, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
         common = ["--cache-dir", str(tmp_path / "c"), "--read-timeout", "5"]
         with mounted("s3://tenant-a", tmp_path / "ma", env_a, *common) as mp:
             assert {k: (mp / k).read_bytes() for k in files} == files  # all cached now
@@ -343,22 +353,13 @@ def test_a_credential_that_may_list_but_not_read_gets_no_offline_record(tmp_path
     import subprocess
     import sys
 
-    key, secret = "fcl" + secrets.token_hex(8), secrets.token_hex(20)
-    lister = {"name": "lister", "credentials": [{"accessKey": key, "secretKey": secret}],
-              "actions": ["List:tenant-a"]}
-    s3 = LocalS3(data_dir=tmp_path / "s3", extra_identities=[lister])
-    s3.start()
+    s3, env_a, env_l = _started_with_a_lister(tmp_path, {"x/0.bin": b"tenant a's bytes"})
     try:
-        c = s3.client()
-        c.create_bucket(Bucket="tenant-a")
-        c.put_object(Bucket="tenant-a", Key="x/0.bin", Body=b"tenant a's bytes")
-        env_a = s3.env()
-        env_l = {**os.environ, **env_a, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
         common = ["--cache-dir", str(tmp_path / "c"), "--read-timeout", "5"]
         with mounted("s3://tenant-a", tmp_path / "ma", env_a, *common) as mp:
             assert (mp / "x/0.bin").read_bytes() == b"tenant a's bytes"
         r = subprocess.run([sys.executable, "-m", "prefetchd.cli", "warm", "s3://tenant-a/x/",
-                            "--cache-dir", str(tmp_path / "c")], env=env_l,
+                            "--cache-dir", str(tmp_path / "c")], env={**os.environ, **env_l},
                            capture_output=True, text=True, timeout=120, check=False)
         assert r.returncode != 0 and "access denied" in r.stderr, (r.stdout, r.stderr)
         s3.stop()
