@@ -581,9 +581,13 @@ class Namespace:
         that another credential put in the shared node cache are served only to a
         credential S3 allows to read that folder; AccessDenied is EACCES. A blind test of
         the mount: a key allowed to list but not read got every cached file, with no
-        request to S3. S3 unreachable: the offline records decide (offline_auth.py)."""
+        request to S3. S3 unreachable: the offline records decide (offline_auth.py).
+        A yes older than S3's last AccessDenied to this credential (its access withdrawn,
+        seen by any request: the idle mount's periodic check among them) is asked again:
+        a revoked key had read cached files for 40 minutes under --metadata-ttl indefinite."""
         at = self._read_ok.get(_folder(node))
-        if at is not None and self.clock() - at < READ_AUTH_TTL:
+        if at is not None and self.clock() - at < READ_AUTH_TTL and \
+                self.store.denied_at < at:
             return
         try:
             await self._head(node)

@@ -35,6 +35,9 @@ class ObjectStore(Protocol):
     """A bucket, read-only. Raises the ``errors.Store*`` family, never botocore errors."""
 
     bucket: str
+    # wall-clock time of the last AccessDenied S3 answered (0: never); the mount asks S3
+    # again before serving what an earlier yes allowed (namespace.authorize_read)
+    denied_at: float
 
     def check_bucket(self) -> None:
         """Fail fast (BucketNotFound, AccessDenied, StoreUnavailable) before mounting."""

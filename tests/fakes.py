@@ -23,6 +23,7 @@ def ramp(key: str, size: int) -> bytes:
 class FakeStore:
     def __init__(self, bucket: str = "fake") -> None:
         self.bucket = bucket
+        self.denied_at = 0.0  # (ObjectStore: never refused)
         self.objects: dict[str, bytes] = {}
         self.etags: dict[str, str] = {}
         self.calls: Counter[str] = Counter()

@@ -325,6 +325,44 @@ def test_denial_by_s3_revokes_offline_access(tmp_path: Path) -> None:
         s3.cleanup()
 
 
+def test_access_withdrawn_under_a_running_mount_ends_its_opens(tmp_path: Path) -> None:
+    """A blind test of the mount: with --metadata-ttl indefinite, a key whose access was
+    withdrawn kept reading cached files through a running mount for 40 minutes, though the
+    mount's own periodic check was refused (403) by S3. Now a refusal S3 gives this
+    credential makes the next open in any folder ask S3 again."""
+    ident, creds = _identity("tenant-d", ["Read:withdrawn", "List:withdrawn"])
+    s3 = LocalS3(data_dir=tmp_path / "s3", extra_identities=[ident])
+    s3.start()
+    try:
+        c = s3.client()
+        c.create_bucket(Bucket="withdrawn")
+        files = {"x/a.bin": os.urandom(70_000), "y/b.bin": os.urandom(90_000)}
+        for k, v in files.items():
+            c.put_object(Bucket="withdrawn", Key=k, Body=v)
+        env_d = {**s3.env(), **creds}
+        # --offline-auth-max-age 8s: the idle check every 2 s (a quarter), not 10 minutes
+        with mounted("s3://withdrawn", tmp_path / "m", env_d, "--cache-dir",
+                     str(tmp_path / "c"), "--read-timeout", "5", "--metadata-ttl",
+                     "indefinite", "--offline-auth-max-age", "8") as mp:
+            assert {k: (mp / k).read_bytes() for k in files} == files  # cached, authorised
+            s3.stop()
+            ident["actions"] = ["Read:elsewhere", "List:elsewhere"]  # access withdrawn
+            _restart(s3)
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    got = (mp / "x/a.bin").read_bytes()
+                except PermissionError:
+                    break
+                assert got == files["x/a.bin"]
+                assert time.monotonic() < deadline, "a withdrawn key still reads after 30 s"
+                time.sleep(0.5)
+            with pytest.raises(PermissionError):
+                (mp / "y/b.bin").read_bytes()
+    finally:
+        s3.cleanup()
+
+
 def test_cached_bytes_go_only_to_a_credential_s3_lets_read_them(tmp_path: Path) -> None:
     """A blind test of the mount (one node cache shared by tenants): a key S3 lets list a
     bucket but not read it got every file another tenant had cached, with no request to
