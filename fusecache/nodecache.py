@@ -604,6 +604,32 @@ class NodeCache:
                 asked += 1
         return asked
 
+    @property
+    def fill_limit(self) -> int:
+        """The bytes the cache fills to: its bound less LMDB's headroom (see __init__)."""
+        return self._fill_limit
+
+    def used_bytes(self) -> int:
+        with self.env.begin() as txn:
+            return _U64.unpack(txn.get(b"used", db=self._meta))[0]
+
+    def pinned_bytes(self) -> int:
+        """Bytes of the blocks held now under a live pin: what eviction cannot free. One
+        pass over every block (a block's key starts with its object's digest, so one
+        object's blocks come together); ``prefetchd warm`` asks only when the cache may be
+        short of room."""
+        now = time.time_ns()
+        total = 0
+        digest, object_pinned = b"", False
+        with self.env.begin() as txn:
+            for key, raw in txn.cursor(db=self._bmeta):
+                if key[:16] != digest:
+                    digest = bytes(key[:16])
+                    object_pinned = _pin_live(txn.get(digest, db=self._pins), now)
+                if object_pinned or _pin_live(txn.get(key, db=self._pins), now):
+                    total += _BMETA.unpack_from(raw)[1]
+        return total
+
     def missing_blocks(self, oid: ObjectId) -> list[int]:
         """Indices of the object's blocks not in the cache (one read transaction)."""
         n = oid.block_count(self.block_size)
