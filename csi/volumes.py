@@ -128,7 +128,7 @@ class VolumeSource:
                          and k not in extra_keys)
         if unknown:
             raise _invalid(f"unknown volume attribute(s) {', '.join(unknown)}; "
-                           f"known: {', '.join(_KEYS)}")
+                           f"known: {', '.join([*_KEYS, *extra_keys])}")
         kw = {attr: str(values.get(key, "")).strip() for key, attr in _KEYS.items()}
         if not kw["bucket"]:
             raise _invalid("volume attribute 'bucket' is required (StorageClass parameter "

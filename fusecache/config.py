@@ -85,6 +85,15 @@ def default_cache_dir() -> Path:
     return Path(base) / "fusecache"
 
 
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.\-_]{1,254}[a-z0-9]")
+
+
+def valid_bucket(name: str) -> bool:
+    """A bucket name a mount takes (S3's rules, with the legacy '_' and lengths up to 255
+    that other S3 servers allow); prefetchd warms only what could be mounted."""
+    return bool(_BUCKET_NAME.fullmatch(name))
+
+
 @dataclass(frozen=True)
 class S3Location:
     """Where a mount's objects live: bucket and a key prefix ('' or ending in '/')."""
@@ -98,7 +107,7 @@ class S3Location:
         if not m:
             raise ConfigError(f"invalid S3 URI {uri!r}: expected s3://BUCKET[/PREFIX]")
         bucket, prefix = m.group(1), m.group(2) or ""
-        if not re.fullmatch(r"[a-z0-9][a-z0-9.\-_]{1,254}[a-z0-9]", bucket):
+        if not valid_bucket(bucket):
             raise ConfigError(f"invalid bucket name {bucket!r} in {uri!r}")
         if prefix.startswith("/"):
             # (a key of an empty first segment: it was mounted as the prefix without it,

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import fusecache
 from fusecache import errors
+from fusecache.config import valid_bucket
 from fusecache.group import Group
 from fusecache.nodecache import block_key
 from fusecache.offline_auth import record_authorised
@@ -74,6 +75,9 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
             bucket, _, prefix = rest.partition("/")
             if len(bucket) < 3:
                 break
+            if not valid_bucket(bucket):  # (boto3 then failed with its own words, exit 1)
+                raise WarmError(f"{uri}: {bucket!r} is not an S3 bucket name (3 to 255 of "
+                                "a-z 0-9 . - _, a letter or digit first and last)")
             return bucket, prefix.lstrip("/")
     raise WarmError(f"{uri}: not an s3://BUCKET[/PREFIX] URI")
 

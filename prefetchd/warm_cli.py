@@ -278,7 +278,8 @@ def _job_targets(args: argparse.Namespace, skipped: list[str]) -> list[str]:
                 elif ref.claim:
                     why = plan_cli.unresolved_claim(ref, w.namespace, view)
                 else:
-                    why = "known at run time" if ref.pattern else "not S3"
+                    why = "known at run time" if ref.pattern else \
+                        pipeline.not_warmable(ref.describe()).strip(" []")
                 skipped.append(f"{w.key} {g.name}: {ref.describe()} ({why})")
     if not out:
         raise NothingToWarm(f"warm: nothing to warm in {', '.join(args.pipeline)}"

@@ -451,7 +451,9 @@ class WorkloadWatch:
 
     def _merged(self, job: _Job, work: wl.UpcomingWork) -> wl.UpcomingWork:
         """The work with its queue record's state and priority (the record knows the queue)."""
-        return work if job.record is None else wl.with_queue_record(work, job.record)
+        if job.record is None or not wl.record_of(job.record, work):
+            return work  # (a Workload of an earlier job of that name lends it nothing)
+        return wl.with_queue_record(work, job.record)
 
     def _evaluate(self, release_key: str) -> None:
         with self._lock:

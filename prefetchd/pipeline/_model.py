@@ -37,13 +37,25 @@ def warmable_uri(uri: str | None) -> bool:
     if not uri or "://" not in uri:
         return False
     scheme, rest = uri.split("://", 1)
-    return scheme.lower() in SUPPORTED_SCHEMES and not rest.lower().startswith("arn:")
+    return scheme.lower() in SUPPORTED_SCHEMES and not rest.lower().startswith("arn:") \
+        and _BUCKET_WORD.fullmatch(rest.partition("/")[0]) is not None
+
+
+# What may stand as a bucket in a location found in a program's words: no name at all
+# (s3:///x) or characters no S3 server takes in one (s3://Bad_Bucket!/x) are a broken word,
+# not a dataset (blind job round 60: both were listed to warm). Short or upper-case names
+# pass (legacy buckets, other servers); `prefetchd warm` says so if it refuses one.
+_BUCKET_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-_]*")
 
 
 def not_warmable(uri: str | None) -> str:
     """Why a location known before the run is not warmed, for a plan's line."""
-    if uri and "://" in uri and uri.split("://", 1)[1].lower().startswith("arn:"):
-        return " [an access point ARN: not warmed (its alias as the bucket is)]"
+    if uri and "://" in uri:
+        scheme, rest = uri.split("://", 1)
+        if rest.lower().startswith("arn:"):
+            return " [an access point ARN: not warmed (its alias as the bucket is)]"
+        if scheme.lower() in SUPPORTED_SCHEMES:  # (`prefetchd warm` refuses it: exit 2)
+            return f" [{rest.partition('/')[0]!r} is not an S3 bucket name: not warmed]"
     return " [unsupported scheme]"
 
 

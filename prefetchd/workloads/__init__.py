@@ -49,6 +49,7 @@ from prefetchd.workloads._model import (
     WorkloadError,
     group_datasets,
     order_key,
+    record_of,
     s3_only,
     with_queue_record,
     work_key,
@@ -91,6 +92,7 @@ __all__ = [
     "resolver_from_view",
     "s3_only",
     "sibling_selector",
+    "record_of",
     "with_queue_record",
     "work_key",
 ]

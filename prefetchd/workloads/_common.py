@@ -50,6 +50,8 @@ def start(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     )
     kueue_labels(work, labels, library)
     work.owner = same_pods_owner(meta, namespace)
+    if work.owner is not None:
+        work.owner_uid = str(_same_pods_ref(meta).get("uid") or "")
     exp = labels.get(EXPERIMENT_LABEL)
     work.release_key = (work_key("Experiment", namespace, str(exp)) if exp
                         else work.owner or work.key)
@@ -82,13 +84,19 @@ def pod_priority(work: UpcomingWork, library: Library) -> None:
 
 def same_pods_owner(meta: Mapping[str, Any], namespace: str) -> str | None:
     """The key of the controller owner that describes the same pods, if it is one we read."""
+    ref = _same_pods_ref(meta)
+    return work_key(str(ref["kind"]), namespace, str(ref.get("name", ""))) if ref else None
+
+
+def _same_pods_ref(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The owner reference of same_pods_owner ({}: none)."""
     for ref in meta.get("ownerReferences") or []:
         if not isinstance(ref, Mapping) or not ref.get("controller"):
             continue
         group = str(ref.get("apiVersion") or "").split("/", 1)[0]
         if ref.get("kind") in SAME_PODS_OWNERS.get(group, ()):
-            return work_key(str(ref["kind"]), namespace, str(ref.get("name", "")))
-    return None
+            return ref
+    return {}
 
 
 def launched_on_workers(work: UpcomingWork, launcher: str, workers: str,

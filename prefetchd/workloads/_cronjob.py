@@ -51,7 +51,9 @@ def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     check_schedule(spec.get("schedule"), spec.get("timeZone"))
     if spec.get("schedule"):
         zone = f" ({spec['timeZone']})" if spec.get("timeZone") else ""
-        work.notes.append(f"runs on schedule {spec['schedule']!r}{zone}")
+        held = ", suspended: nothing is warmed until it is resumed" \
+            if spec.get("suspend") else ""  # (blind job round 60: only the schedule said)
+        work.notes.append(f"runs on schedule {spec['schedule']!r}{zone}{held}")
     return work
 
 

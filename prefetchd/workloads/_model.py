@@ -285,6 +285,9 @@ class UpcomingWork:
     created: str = ""  # metadata.creationTimestamp (RFC 3339 sorts as text): queue order
     copies: int = 1
     owner: str | None = None
+    # the uid its owner reference names: a leftover of an earlier object of the owner's name
+    # (deleted, made again) names another than the one listed (record_of)
+    owner_uid: str = ""
     release_key: str = ""
     notes: list[str] = field(default_factory=list)
     # True for a record of its owner's place in a queue (a Kueue Workload): its state and
@@ -427,6 +430,14 @@ HELD_BY_HAND = "suspended, and no Kueue queue holds it: nothing is warmed until 
 # notes on what the flavors of a queued job's ClusterQueue mean for it (_queue_flavors):
 # dropped once its quota is reserved (the assigned flavors say it then)
 WHILE_QUEUED = "while queued: "
+
+
+def record_of(record: UpcomingWork, work: UpcomingWork) -> bool:
+    """Whether *record* (a Kueue Workload) is *work*'s: Kueue ties them by the owner's uid,
+    so a Workload left from an earlier Job of the same name is not (a blind test: a
+    suspended Job, made again, showed as admitted by its predecessor's Workload). Either
+    uid unknown: by name alone."""
+    return not (record.owner_uid and work.uid) or record.owner_uid == work.uid
 
 
 def with_queue_record(work: UpcomingWork, record: UpcomingWork) -> UpcomingWork:

@@ -43,6 +43,7 @@ from prefetchd.workloads._model import (
     UpcomingWork,
     WorkloadError,
     order_key,
+    record_of,
     with_queue_record,
 )
 
@@ -220,13 +221,20 @@ def _as_the_agent_sees(works: list[UpcomingWork], ignored: list[str]) -> list[Up
     run object, a CronJob's Job) is described by it; both go to *ignored*."""
     keys = {w.key: w for w in works}
     out = []
+    left: set[str] = set()  # leftovers of an earlier owner of that name: nothing runs them
     for w in works:
         if w.owner and w.owner in keys:
+            if not record_of(w, keys[w.owner]):
+                left.add(w.key)
+                ignored.append(f"{w.kind} {w.namespace}/{w.name} (left from an earlier "
+                               f"{w.owner}: its owner reference names uid {w.owner_uid}, the "
+                               f"one in the files is {keys[w.owner].uid})")
+                continue
             if w.queue_record:
                 keys[w.owner] = with_queue_record(keys[w.owner], w)
             ignored.append(f"{w.kind} {w.namespace}/{w.name} (its owner's: {w.owner})")
     for w in works:
-        if not (w.owner and w.owner in keys):
+        if not (w.owner and w.owner in keys) and w.key not in left:
             out.append(keys[w.key])
     return out
 
