@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 PIN_OWNER_PREFIX = "prefetchd:"
 
+# seconds between additions of a warm's S3 traffic to the node cache's counters
+COUNT_EVERY = 1.0
+
 # Small files asked of the cache group per GetBlocks call, and such calls at once (a
 # peer takes two batches of a client at a time, fusecache/peer_client.py): at most
 # _GROUP_BATCH_JOBS * _GROUP_BATCH_BYTES of blocks held (twice that while one is copied).
@@ -233,6 +236,7 @@ class Warmer:
         self._lock = threading.Lock()
         self._stores: dict[str, fusecache.S3Store] = {}
         self._retries = 0  # S3 requests retried, added to the node cache's s3_retries
+        self._counted_bytes = self._counted_gets = 0  # added to its counters so far
         # seconds spent: connect (clients, bucket checks), list, fetch (GETs and cache
         # writes), total (all of warm()); reported by `warm --json`, used by the benchmark
         self.timings: dict[str, float] = {"connect": 0.0, "list": 0.0, "fetch": 0.0}
@@ -320,6 +324,15 @@ class Warmer:
         if self.dry_run:
             return [r for r, _, _ in plan]
         cache = fusecache.NodeCache.open(self.cache_dir)
+        counting = threading.Event()  # set: the warm is over
+
+        def count_while_warming() -> None:
+            while not counting.wait(COUNT_EVERY):
+                self._count_traffic(cache)
+
+        counter = threading.Thread(target=count_while_warming, name="prefetchd-counts",
+                                   daemon=True)
+        counter.start()
         try:
             state = StateFile(self.cache_dir)
             full = False
@@ -372,19 +385,30 @@ class Warmer:
                 record_authorised(cache, store, bucket, prefix)
             cache.flush_touches()
         finally:
-            with self._lock:
-                moved, gets = self.stats.transferred, self.gets
-                retries, self._retries = self._retries, 0
-            peer = self.peers.metrics.take_pending() if self.peers.metrics else {}
-            try:  # what came from S3 (and from peers), for `fusecache stats` (scope: prefetchd)
-                # (peers' bytes of blocks a full cache did not take are not in `moved`)
-                cache.add_counters({"s3_bytes": max(0, moved - peer.get("peer_bytes", 0)),
-                                    "s3_gets": gets, **peer}, scope="prefetchd")
-                cache.add_counters({"s3_retries": retries})
-            except Exception as e:  # noqa: BLE001 - bookkeeping must not fail a warm
-                log.warning("could not update the node cache's counters: %s", e)
+            counting.set()
+            counter.join()
+            self._count_traffic(cache)
             cache.close()
         return [r for r, _, _ in plan]
+
+    def _count_traffic(self, cache: fusecache.NodeCache) -> None:
+        """Add what came from S3 (and from peers) since the last call to the node cache's
+        counters, for `fusecache stats` (scope: prefetchd). Called every COUNT_EVERY
+        seconds while the warm runs, and at its end: a blind test of the mount found a
+        killed warm's 40 MiB never counted (they were added only at the end)."""
+        with self._lock:
+            moved, gets = self.stats.transferred, self.gets
+            retries, self._retries = self._retries, 0
+            moved_now, self._counted_bytes = moved - self._counted_bytes, moved
+            gets_now, self._counted_gets = gets - self._counted_gets, gets
+        peer = self.peers.metrics.take_pending() if self.peers.metrics else {}
+        try:  # (peers' bytes of blocks a full cache did not take are not in `moved`)
+            cache.add_counters({"s3_bytes": max(0, moved_now - peer.get("peer_bytes", 0)),
+                                "s3_gets": gets_now, **peer}, scope="prefetchd")
+            if retries:
+                cache.add_counters({"s3_retries": retries})
+        except Exception as e:  # noqa: BLE001 - bookkeeping must not fail a warm
+            log.warning("could not update the node cache's counters: %s", e)
 
     def _retried(self) -> None:
         """Called by the store (from fetch threads) before each retried request."""

@@ -442,3 +442,41 @@ def test_status_counts_the_cached_blocks_of_a_partly_warmed_object(
     row = _status(capsys, cache_dir)[f"s3://{bucket}/huge/"]
     assert row["partial"]
     assert (row["cached_objects"], row["cached_bytes"], row["bytes"]) == (0, held * bs, 16 * bs)
+
+
+def test_a_warms_s3_bytes_are_counted_while_it_runs(local_s3, s3_env, bucket, tmp_path):
+    """A blind test of the mount (M5): `fusecache stats` showed a running warm's S3 bytes
+    only once it ended, and a killed warm's never. Now they are added every second."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = _put(local_s3, bucket, 20, 100_000)
+    cache_dir = str(tmp_path / "cache")
+    p = subprocess.Popen([sys.executable, "-m", "prefetchd.cli", "warm", f"s3://{bucket}/ds/",
+                          "--cache-dir", cache_dir, "--bandwidth-limit", "300KB",
+                          "--concurrency", "2"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        counted = 0
+        while time.monotonic() < deadline and p.poll() is None and not counted:
+            if os.path.isdir(os.path.join(cache_dir, "cache.lmdb")):
+                c = fusecache.NodeCache.open(cache_dir)
+                try:
+                    counted = c.scoped_counters().get("prefetchd", {}).get("s3_bytes", 0)
+                finally:
+                    c.close()
+            time.sleep(0.1)
+        assert p.poll() is None, "the warm ended before its bytes were counted"
+        assert counted > 0
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    c = fusecache.NodeCache.open(cache_dir)
+    try:
+        kept = c.scoped_counters()["prefetchd"]["s3_bytes"]
+        assert counted <= kept <= c.stats().used_bytes < sum(len(v) for v in data.values())
+    finally:
+        c.close()
