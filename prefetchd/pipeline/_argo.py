@@ -127,6 +127,24 @@ def _expression_tags(text: str) -> str:
     return _EXPRESSION_TAG.sub(one, text)
 
 
+# a plain tag naming a workflow parameter (not an expression tag, ``{{= ...}}``)
+_WF_PARAMETER_TAG = re.compile(r"\{\{\s*workflow\.parameters\.([^{}\s]+)\s*\}\}")
+
+
+def _strings(x: Any, path: str, depth: int = 0) -> list[tuple[str, str]]:
+    """(field path, text) of every string in *x* (bounded depth)."""
+    if isinstance(x, str):
+        return [(path, x)]
+    if depth > 30:
+        return []
+    if isinstance(x, dict):
+        return [s for k, v in x.items() for s in _strings(v, f"{path}.{k}" if path else str(k),
+                                                             depth + 1)]
+    if isinstance(x, list):
+        return [s for i, v in enumerate(x) for s in _strings(v, f"{path}[{i}]", depth + 1)]
+    return []
+
+
 def _as_list(x: Any, where: str) -> list[Any]:
     if x is None:
         return []
@@ -136,7 +154,8 @@ def _as_list(x: Any, where: str) -> list[Any]:
 
 
 class ArgoAnalyzer:
-    """One Argo-shaped document; `library` holds WorkflowTemplates for templateRef."""
+    """One Argo-shaped document; `library` holds WorkflowTemplates for templateRef
+    (`library_of`)."""
 
     def __init__(self, doc: Document, library: dict[str, dict[str, Any]], params: dict[str, str],
                  given_files: bool = False, configmaps: Library | None = None):
@@ -163,6 +182,7 @@ class ArgoAnalyzer:
         self.name = meta.get("name") or meta.get("generateName")
         args = spec.get("arguments") or {}
         self.param_decl: dict[str, Any] = {}
+        self.param_sources: dict[str, str] = {}  # parameter -> the ConfigMap it is from
         for i, p in enumerate(
             _as_list(
                 args.get("parameters"),
@@ -175,6 +195,11 @@ class ArgoAnalyzer:
                 )
             self.param_decl[p["name"]] = p.get("value", p.get("default",
                                                              self.configmap_value(p)))
+            ref = (p.get("valueFrom") or {}).get("configMapKeyRef") if isinstance(
+                p.get("valueFrom"), dict) else None
+            if isinstance(ref, dict) and ref.get("name"):
+                # (a run-time read of it names that ConfigMap, as an env var's does)
+                self.param_sources[p["name"]] = f"configmap {ref['name']}/{ref.get('key')}"
         for k in params:
             if k not in self.param_decl:
                 known = ", ".join(sorted(self.param_decl)) or "none"
@@ -322,12 +347,33 @@ class ArgoAnalyzer:
                 if isinstance(e, dict) and e.get(k8s_datasets.EXPAND_ONLY)}
         return dict(made), bulk
 
+    def check_wf_parameters(self, obj: Any, where: str) -> None:
+        """Refuse a ``{{workflow.parameters.X}}`` naming no parameter the workflow declares
+        in *obj* (a pod template but its inputs, a step's or task's arguments), as Argo does
+        when it validates a Workflow or CronWorkflow ("failed to resolve
+        {{workflow.parameters.X}}"): blind round 72, a typo was a run-time read. Not in a
+        WorkflowTemplate planned alone (its parameters may come from the Workflow that uses
+        it), nor in an expression tag (Argo does not check those), nor in ``when`` (not
+        looked at here), nor in API objects (the agent's: Argo took them)."""
+        if not self.given_files or self.kind not in ("Workflow", "CronWorkflow"):
+            return
+        for path, text in _strings(obj, ""):
+            for m in _WF_PARAMETER_TAG.finditer(text) if "workflow.parameters." in text else ():
+                name = m.group(1)
+                if name not in self.param_decl and name != "json":
+                    known = ", ".join(sorted(self.param_decl)) or "none"
+                    raise PipelineError(
+                        f"{self.src}: {where}.{path}: {{{{workflow.parameters.{name}}}}} names "
+                        f"no parameter of the workflow (known: {known}); Argo refuses it "
+                        "(failed to resolve)")
+
     def wf_param(self, name: str) -> Val | None:
         if name not in self.param_values:
             return None
         v = self.param_values[name]
         if v is None:
-            return runtime("required-parameter", parameter=name)
+            return runtime("required-parameter", parameter=name,
+                           value_from=self.param_sources.get(name))
         val = const(v, "pipeline-parameter", parameter=name)
         # a parameter value may itself hold placeholders (e.g. {{workflow.name}})
         s = substitute(val.values[0], lambda e: self.lookup(e, Scope())) if "{{" in str(v) else None
@@ -418,20 +464,32 @@ class ArgoAnalyzer:
             return t, scope.templates
         ref = task.get("templateRef")
         if isinstance(ref, dict):
-            lib = self.library.get(ref.get("name"))
+            # (clusterScope: true names a ClusterWorkflowTemplate, else a WorkflowTemplate of
+            # the workflow's namespace: the controller looks for that kind only, blind round
+            # 72: a namespaced one of the same name was taken)
+            want = "ClusterWorkflowTemplate" if ref.get("clusterScope") else "WorkflowTemplate"
+            other = "WorkflowTemplate" if ref.get("clusterScope") else "ClusterWorkflowTemplate"
+            lib = self.library.get(f"{want}/{ref.get('name')}")
             if lib is None and self.given_files:
-                want = "ClusterWorkflowTemplate" if ref.get("clusterScope") else "WorkflowTemplate"
+                if f"{other}/{ref.get('name')}" in self.library:
+                    scoped = "without clusterScope" if ref.get("clusterScope") \
+                        else "with clusterScope: true"
+                    raise PipelineError(
+                        f"{self.src}: {where}.templateRef: {want} {ref.get('name')!r} is not "
+                        f"among the given files (they hold a {other} of that name, which a "
+                        f"templateRef {scoped} names)")
                 raise PipelineError(
                     f"{self.src}: {where}.templateRef: {want} {ref.get('name')!r} is not "
                     "among the given files (pass its YAML as another file)"
                 )
             if lib is None:
                 log.warning(
-                    "%s: %s.templateRef: WorkflowTemplate %r not among the given files; "
+                    "%s: %s.templateRef: %s %r not among the given files; "
                     "its steps are "
                     "not in the plan",
                     self.src,
                     where,
+                    want,
                     ref.get("name"),
                 )
                 return None, None
@@ -439,7 +497,7 @@ class ArgoAnalyzer:
             if t is None:
                 raise PipelineError(
                     f"{self.src}: field {where}.templateRef: template {ref.get('template')!r} "
-                    f"not in WorkflowTemplate {ref.get('name')!r}"
+                    f"not in {want} {ref.get('name')!r}"
                 )
             return t, lib
         if "inline" in task and isinstance(task["inline"], dict):
@@ -633,6 +691,7 @@ class ArgoAnalyzer:
             child.loop = loop
             child.item = item
         args = task.get("arguments") or {}
+        self.check_wf_parameters(args, f"{where}.arguments")
         pargs = _parameter_values(args.get("parameters"), where)
         arts = {
             a.get("name"): a for a in _as_list(args.get("artifacts"), where) if isinstance(a, dict)
@@ -943,7 +1002,17 @@ class ArgoAnalyzer:
             "script" if "script" in tmpl else "k8s-resource" if "resource" in tmpl
             else "data" if "data" in tmpl else "container"
         )
+        # (not its inputs: Argo validates a template with its inputs replaced by the
+        # caller's arguments, or stand-ins for them, so a default there is never checked)
+        self.check_wf_parameters({k: v for k, v in tmpl.items() if k != "inputs"},
+                                 f"template {tmpl.get('name')!r}")
         body = tmpl.get("container") or tmpl.get("script") or {}
+        if "containerSet" in tmpl:
+            # (a containerSet's image is its `main` container's, whose outputs are the
+            # step's, else its last one's: blind round 72, it was none)
+            cs = [c for c in _as_list((tmpl.get("containerSet") or {}).get("containers"),
+                                      self.src) if isinstance(c, dict)]
+            body = next((c for c in cs if c.get("name") == "main"), cs[-1] if cs else {})
         step = Step(
             id=sid,
             kind=kind,
@@ -1440,7 +1509,8 @@ def resolve_template_ref(doc: Document, docs: list[Document]) -> Document:
 
 
 def library_of(docs: list[Document]) -> dict[str, dict[str, dict[str, Any]]]:
-    """WorkflowTemplates / ClusterWorkflowTemplates by name -> their templates by name."""
+    """WorkflowTemplates / ClusterWorkflowTemplates by kind and name (``KIND/NAME``, as a
+    ``templateRef`` names one: ``clusterScope`` says the kind) -> their templates by name."""
     lib: dict[str, dict[str, dict[str, Any]]] = {}
     for d in docs:
         if d.kind in ("argo", "kfp-v1-argo") and d.data.get("kind") in (
@@ -1449,7 +1519,7 @@ def library_of(docs: list[Document]) -> dict[str, dict[str, dict[str, Any]]]:
         ):
             name = (d.data.get("metadata") or {}).get("name")
             spec = d.data.get("spec") or {}
-            lib[name] = {
+            lib[f"{d.data['kind']}/{name}"] = {
                 t["name"]: t
                 for t in spec.get("templates") or []
                 if isinstance(t, dict) and "name" in t

@@ -230,7 +230,9 @@ class _Flow(ast.NodeVisitor):
         # variable -> the boto3 resource Bucket (bucket, None) or Object (bucket, key) it holds
         self.boto_handles: dict[str, tuple[ast.AST, ast.AST | None]] = {}
         self.loops: dict[str, tuple[str, str]] = {}  # loop variable -> its item piece
-        self.urls: dict[str, str] = {}  # variable -> the parameter it is urlparse() of
+        # variable -> the bucket and key of the location (a parameter, or one built of
+        # parameters) it is urlparse() of
+        self.urls: dict[str, tuple[Pieces, Pieces]] = {}
         # helper functions of one `return EXPR`: name -> (parameters, EXPR)
         self.funcs: dict[str, tuple[list[str], ast.AST]] = {}
         self.records: set[str] = set()  # names of namedtuple types made in the program
@@ -444,6 +446,9 @@ class _Flow(ast.NodeVisitor):
         if made is not None and (is_built(made) or any(  # or an env var the step sets
                 isinstance(p, tuple) and p[1].startswith(ENV) for p in made)):
             return ("pieces", made)
+        if made is not None and len(made) == 1 and isinstance(made[0], tuple) and \
+                made[0][0] == "param":
+            return ("pieces", made)  # an input under another name (the bucket of a split)
         return None
 
     @staticmethod
@@ -519,8 +524,8 @@ class _Flow(ast.NodeVisitor):
                 return self.arg_defaults[node.attr]
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
                 node.value.id in self.urls and node.attr in ("netloc", "path"):
-            src = self.urls[node.value.id]  # urlparse(uri).netloc / .path
-            return (("bucket", src),) if node.attr == "netloc" else ("/", ("key", src))
+            bucket, key = self.urls[node.value.id]  # urlparse(uri).netloc / .path
+            return bucket if node.attr == "netloc" else ("/", *key)
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and len(
                 node.generators) == 1 and not node.generators[0].ifs:
             # [f"{root}/{s}.zarr" for s in stations]: one location per item
@@ -882,10 +887,11 @@ class _Flow(ast.NodeVisitor):
         return how in ([["'/'", "1"], ["'/'", "maxsplit=1"]] if node.func.attr == "split"
                        else [["'/'"]])
 
-    def _split_location(self, node: ast.AST | None) -> str | None:
-        """The parameter *node* splits into bucket and key: ``uri[5:].split("/", 1)``,
-        ``uri[len("s3://"):]...``, ``uri.replace("s3://", "")...``,
-        ``uri.removeprefix("s3://")...``; else None."""
+    def _split_location(self, node: ast.AST | None) -> tuple[Pieces, Pieces] | None:
+        """The bucket and the key (as pieces) of the location *node* splits in two:
+        ``uri[5:].split("/", 1)``, ``uri[len("s3://"):]...``, ``uri.replace("s3://", "")...``,
+        ``uri.removeprefix("s3://")...`` of a parameter or of a location built from
+        parameters (`_location_parts`); else None."""
         if not self._cuts_in_two(node):
             return None
         assert isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -894,11 +900,39 @@ class _Flow(ast.NodeVisitor):
                 s.slice.upper is None and s.slice.step is None and ast.unparse(
                 s.slice.lower or ast.Constant(0)) in ("5", "len('s3://')", "6",
                                                      "len('s3a://')"):
-            return self._param(s.value)
+            return self._location_parts(s.value)
         if isinstance(s, ast.Call) and isinstance(s.func, ast.Attribute) and (
                 s.func.attr, [ast.unparse(a) for a in s.args]) in (
                 ("replace", ["'s3://'", "''"]), ("removeprefix", ["'s3://'"])):
-            return self._param(s.func.value)
+            return self._location_parts(s.func.value)
+        return None
+
+    def _location_parts(self, node: ast.AST | None) -> tuple[Pieces, Pieces] | None:
+        """The bucket and the key of the S3 location *node* is, as pieces: those of a
+        parameter (``("bucket", p)``, ``("key", p)``), or of a location built from one
+        (``f"{root}/{day}/stats.json"``: the bucket of ``root``, its key and the rest; blind
+        round 72: its write was ``root`` whole) or from literal text and parameters
+        (``f"s3://{bucket}/{prefix}/x"``); None for anything else."""
+        if node is None:
+            return None
+        if (p := self._param(node)) is not None:
+            return (("bucket", p),), (("key", p),)
+        made = self.pieces(node)
+        if made is None or not is_built(made):
+            return None
+        first = made[0]
+        if isinstance(first, tuple) and first[0] == "param":
+            return (("bucket", first[1]),), (("key", first[1]), *made[1:])
+        if not (isinstance(first, str) and first.startswith(("s3://", "s3a://"))):
+            return None
+        rest = [first.partition("://")[2], *made[1:]]
+        for i, piece in enumerate(rest):
+            if isinstance(piece, str) and "/" in piece:
+                head, _, tail = piece.partition("/")
+                bucket = tuple(x for x in (*rest[:i], head) if x != "")
+                key = tuple(x for x in (tail, *rest[i + 1:]) if x != "")
+                return (bucket, key) if bucket and all(
+                    isinstance(x, str) or x[0] == "param" for x in bucket) else None
         return None
 
     def _split_text(self, node: ast.AST | None) -> list[str] | None:
@@ -934,8 +968,7 @@ class _Flow(ast.NodeVisitor):
                                                    for e in targets[0].elts):
             # bucket, key = uri[5:].split("/", 1); bucket, _, key = ....partition("/")
             bucket, key = targets[0].elts[0], targets[0].elts[-1]
-            self.tmpl[bucket.id] = (("bucket", src),)  # type: ignore[attr-defined]
-            self.tmpl[key.id] = (("key", src),)  # type: ignore[attr-defined]
+            self.tmpl[bucket.id], self.tmpl[key.id] = src  # type: ignore[attr-defined]
             return
         parts = self._split_text(value)
         if parts is not None and len(targets) == 1 and isinstance(targets[0], ast.Tuple) and len(
@@ -977,7 +1010,8 @@ class _Flow(ast.NodeVisitor):
                       _constant(value) or None if isinstance(value, (ast.List, ast.Tuple))
                       else self._literal_items(value) if isinstance(value, ast.Call)
                       else None)  # (or "d3d,east".split(","))
-                _keep(self.urls, t.id, self._param(call.args[0]) if call is not None and
+                _keep(self.urls, t.id, self._location_parts(call.args[0])
+                      if call is not None and
                       _call_name(call) in ("urlparse", "urlsplit") and call.args else None)
                 _keep(self.dicts, t.id, {  # cfg = {"names": "s3://...", ...}
                     k.value: v for k, v in zip(value.keys, value.values, strict=True)

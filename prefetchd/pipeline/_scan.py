@@ -784,8 +784,11 @@ def _rendered(pieces: _pieces.Pieces, inputs: dict[str, Val]) -> tuple[Val, list
         if made is None:
             return None
         texts += made
-    assert vals[0] is not None
-    return vals[0], texts
+    # (the first input that is no constant leads, as in a placeholder's expression: a
+    # nested pipeline's default and a loop item passed in are the item's; blind round 72)
+    lead = next((v for v in vals if v is not None and v.origin != "constant"), vals[0])
+    assert lead is not None
+    return lead, texts
 
 
 def _scan_pairs(step: Step, inputs: dict[str, Val],
@@ -804,7 +807,9 @@ def _scan_pairs(step: Step, inputs: dict[str, Val],
             continue  # a value the run alone knows
         key_inputs = [k[1]] if k[0] == "param" else _pieces.needs(k[1]) if k[0] == "pieces" \
             else []
-        lead = inputs.get(key_inputs[0]) if key_inputs else None
+        # (the first input of the key that is no constant leads, as in _rendered)
+        vals = [v for n in key_inputs if (v := inputs.get(n)) is not None]
+        lead = next((v for v in vals if v.origin != "constant"), vals[0] if vals else None)
         for text in rendered[1]:
             for u in _uri.find_uris(text):
                 step.add(d, read_from(lead or rendered[0], u))
