@@ -126,6 +126,9 @@ def _failpoint(site: str, blocks: int = 1) -> None:
 FORMAT = b"fusecache-node-cache-1"
 _ENV_DIR = "cache.lmdb"
 _MAX_EVICT_SCAN = 4096
+# the share of its file system the node cache leaves free (a kubelet's default eviction
+# threshold is nodefs.available < 10%): the cache stops short of it and gives space back
+FREE_SPACE_FLOOR = 0.10
 _MAX_PENDING_TOUCHES = 65536
 _UNMAP_EVERY = 64 << 20  # bytes read through the map between two unmaps
 _PREAD_MIN = 8 << 10  # blocks at least this big are read with pread (see _record_offsets)
@@ -246,6 +249,7 @@ class NodeCache:
             self._objects = env.open_db(b"objects", txn=txn)
             self._meta = env.open_db(b"meta", txn=txn)
         self._lock = threading.Lock()
+        self._floor_warned = False
         self._pending_touch: OrderedDict[bytes, int] = OrderedDict()
         self._mapped_since = 0
         self._closed = False
@@ -347,7 +351,10 @@ class NodeCache:
             elif block_size != _U64.unpack(raw_bs)[0]:
                 log.info("using block size %d; the node cache's own is %d (blocks are not "
                          "shared between the two)", block_size, _U64.unpack(raw_bs)[0])
+            lowered = False
             if limit_bytes is not None:
+                raw = txn.get(b"limit")
+                lowered = raw is not None and limit_bytes < _U64.unpack(raw)[0]
                 txn.put(b"limit", _U64.pack(limit_bytes))
             else:
                 raw = txn.get(b"limit")
@@ -355,8 +362,11 @@ class NodeCache:
             with_slots = txn.get(b"slots") is not None
         # Readers left behind by killed processes pin old pages; clear them now.
         env.reader_check()
-        return cls(env, path, limit_bytes, block_size,
-                   _U64.unpack(raw_bs)[0] if with_slots else None, direct_slot_writes)
+        cache = cls(env, path, limit_bytes, block_size,
+                    _U64.unpack(raw_bs)[0] if with_slots else None, direct_slot_writes)
+        if lowered:
+            cache.trim()
+        return cache
 
     def close(self) -> None:
         if not self._closed:
@@ -671,15 +681,24 @@ class NodeCache:
             if _FAILPOINT is not None:
                 _failpoint("put:begin", len(checked))
             used = was_used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+            disk = self._disk_room()
+            limit = self._room_limit(used, disk)
             for oid, key, data, crc, granules in checked:
                 if txn.get(key, db=self._bmeta) is not None:
                     stored.append(True)  # another process stored it first: same bytes
                     continue
-                if used + len(data) > self._fill_limit:
-                    used, _ = self._evict(txn, used, len(data), now, freed)
-                    if used + len(data) > self._fill_limit:
+                if used + len(data) > limit:
+                    used, _ = self._evict(txn, used, len(data), now, freed, limit)
+                    if used + len(data) > limit:
                         stored.append(False)
                         continue
+                if disk is not None:
+                    # the disk of the slots evicted here comes back only after the commit
+                    # (_release_slots): the next put takes them; this one waits
+                    if disk < len(data):
+                        stored.append(False)
+                        continue
+                    disk -= len(data)
                 if self._slots is not None and len(data) == self._slots.slot_size:
                     slot = self._take_slot(txn, freed)
                     try:
@@ -708,6 +727,7 @@ class NodeCache:
                 _failpoint("put:commit", added)
         if _FAILPOINT is not None:
             _failpoint("put:committed", added)
+        self._release_slots(freed)
         self._record_offsets(fresh)
         return stored
 
@@ -822,15 +842,15 @@ class NodeCache:
         return _read_cached(self._data_fd, off, length, raw_off)
 
     def _evict(self, txn: lmdb.Transaction, used: int, need: int, now: int,
-               freed: set[int]) -> tuple[int, int]:
-        """Evict LRU unpinned blocks until *need* fits; pinned ones move to the tail.
-        The slots of evicted blocks are added to *freed*."""
+               freed: set[int], limit: int) -> tuple[int, int]:
+        """Evict LRU unpinned blocks until *need* fits under *limit*; pinned ones move to
+        the tail. The slots of evicted blocks are added to *freed*."""
         evicted = 0
         rotate: list[tuple[bytes, bytes]] = []
         cur = txn.cursor(db=self._lru)
         ok = cur.first()
         scanned = 0
-        while ok and used + need > self._fill_limit and scanned < _MAX_EVICT_SCAN:
+        while ok and used + need > limit and scanned < _MAX_EVICT_SCAN:
             scanned += 1
             lru_key = cur.key()
             if len(lru_key) <= 8:
@@ -866,6 +886,68 @@ class NodeCache:
         if evicted:
             _add_counter(txn, self._meta, "evictions", evicted)
         return used, evicted
+
+    def _disk_room(self) -> int | None:
+        """Bytes the cache's file system has free above FREE_SPACE_FLOOR of its size
+        (negative: below it); None where statvfs fails. A blind test of the mount: a
+        cache on a full file system took every byte and kept it, so every other writer
+        there got ENOSPC; a kubelet evicts pods from a node whose file system has less
+        than 10% free."""
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return None
+        free = st.f_bavail * st.f_frsize
+        floor = int(st.f_blocks * st.f_frsize * FREE_SPACE_FLOOR)
+        if free < floor and not self._floor_warned:
+            self._floor_warned = True
+            log.warning("node cache %s: its file system has %.1f MiB free, under the %d%% "
+                        "(%.1f MiB) kept free: evicting to give space back", self.path,
+                        free / (1 << 20), int(FREE_SPACE_FLOOR * 100), floor / (1 << 20))
+        return free - floor
+
+    def _room_limit(self, used: int, disk: int | None) -> int:
+        """What the cache may fill to now: its fill limit, or less where its file system
+        has less than *disk* above its floor (_disk_room): what is missing is evicted,
+        and freed slots give their disk back."""
+        return self._fill_limit if disk is None else min(self._fill_limit, used + disk)
+
+    def trim(self) -> int:
+        """Evict what lies over the bound now (a lowered --disk-cache-size), not at the next
+        insert (a blind test: 284% of a lowered bound stayed while every read hit). Returns
+        the blocks evicted."""
+        total = 0
+        while True:
+            freed: set[int] = set()
+            with self.env.begin(write=True) as txn:
+                used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+                limit = self._room_limit(used, self._disk_room())
+                if used <= limit:
+                    return total
+                left, evicted = self._evict(txn, used, 0, time.time_ns(), freed, limit)
+                if left != used:
+                    txn.put(b"used", _U64.pack(left), db=self._meta)
+            self._release_slots(freed)
+            total += evicted
+            if not evicted:
+                return total  # (only pinned blocks left over it)
+
+    def _release_slots(self, freed: set[int]) -> None:
+        """Give the disk of the slots a committed transaction freed back (SlotFile.release),
+        under the write lock, in a transaction of its own that changes nothing: a slot
+        still free then is nobody's (one another writer has taken since is left alone),
+        and a process killed here leaves every slot as the commit left it. (Punched in
+        the transaction that frees it, a kill before its commit left a live block's slot
+        a hole: the kill -9 tests.)"""
+        if not freed or self._slots is None or not self._slots.can_release:
+            return
+        txn = self.env.begin(write=True)
+        try:
+            for slot in sorted(freed):
+                if txn.get(_SLOT.pack(slot), db=self._freeslots) is not None:
+                    self._slots.release(slot)
+        finally:
+            txn.abort()
 
     def _take_slot(self, txn: lmdb.Transaction, freed: set[int]) -> int:
         """The lowest free slot not freed by this transaction (a reader that looked its

@@ -38,6 +38,7 @@ some overlays), the mount's writes are plain pwrites too.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import mmap
@@ -46,6 +47,21 @@ import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+
+def _load_fallocate() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                                   ctypes.c_int64]
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _load_fallocate()
+_PUNCH_HOLE, _KEEP_SIZE = 0x02, 0x01  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+_PUNCH_OK = [True]
 
 FILE_NAME = "slots.dat"
 ALIGN = 4096  # O_DIRECT: offsets, lengths and memory aligned to the logical block
@@ -109,6 +125,11 @@ class SlotFile:
                 self._stage.close()
                 self._stage = None
 
+    @property
+    def can_release(self) -> bool:
+        """Whether release() gives disk back here (libc and the file system can)."""
+        return _PUNCH_OK[0] and _LIBC is not None
+
     def offset(self, slot: int) -> int:
         return slot * self.slot_size
 
@@ -132,6 +153,23 @@ class SlotFile:
         if n != self.slot_size:
             raise OSError(errno.EIO, f"short write to {self.path}: {n} of "
                                      f"{self.slot_size} bytes")
+
+    def release(self, slot: int) -> None:
+        """Give a freed slot's disk back to the file system (a hole: the file keeps its
+        size, reads of it give zeros, which no block's CRC matches). Without it the file
+        kept its high-water mark: a blind test of the mount found 1.4-1.7x the bound on
+        disk, and a full disk never given back. Called under LMDB's write lock for a slot
+        a committed transaction freed (nodecache._release_slots)."""
+        if not self.can_release:
+            return
+        with self._lock:
+            if _LIBC.fallocate(self._write_fd, _PUNCH_HOLE | _KEEP_SIZE,
+                               self.offset(slot), self.slot_size) != 0:
+                err = ctypes.get_errno()
+                if err in (errno.EOPNOTSUPP, errno.ENOSYS):
+                    _PUNCH_OK[0] = False  # (this file system keeps what it has)
+                    log.info("%s: the file system cannot punch holes; freed slots keep "
+                             "their disk until written again", self.path)
 
     def _write_direct(self, slot: int, data: bytes | bytearray | memoryview) -> None:
         step = min(STAGE_BYTES, self.slot_size)

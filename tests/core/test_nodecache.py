@@ -706,3 +706,62 @@ def test_an_insert_over_a_bound_held_by_pins_evicts_the_rest_and_refuses(tmp_pat
         assert c.contains_object(big)
     finally:
         c.close()
+
+
+def test_freed_slots_give_their_disk_back(tmp_path: Path) -> None:
+    """A blind test of the mount (M2/M7): slots.dat kept its high-water mark on disk, so
+    after churn the cache took up to 1.7x its bound, and a full disk was never given back.
+    An evicted block's slot is a hole now: the disk holds the live slots only."""
+    c = NodeCache.open(tmp_path, limit_bytes=4 * BS, block_size=BS)
+    if not getattr(nodecache_mod.slots, "_PUNCH_OK", [True])[0]:
+        pytest.skip("this file system cannot punch holes")
+    first = [oid(f"a{i}") for i in range(4)]
+    for o in first:
+        assert c.put_block(o, 0, data_for(o, 0))
+    c.close()
+    c = NodeCache.open(tmp_path, limit_bytes=2 * BS)  # lowered: evicted at once (M6)
+    assert c.stats().used_bytes <= 2 * BS
+    slot_file = c.path / nodecache_mod.slots.FILE_NAME
+    assert slot_file.stat().st_size == 4 * BS  # (its size stays: holes)
+    assert slot_file.stat().st_blocks * 512 <= 2 * BS
+    assert [c.get_block(o, 0) for o in first[2:]] == [data_for(o, 0) for o in first[2:]]
+    assert all(c.get_block(o, 0) is None for o in first[:2])
+    for i in range(10):  # churn through holes: the books and the bytes stay right
+        o = oid(f"b{i}")
+        assert c.put_block(o, 0, data_for(o, 0))
+        assert c.get_block(o, 0) == data_for(o, 0)
+    assert slot_file.stat().st_blocks * 512 <= 3 * BS
+    assert c.stats().counters["integrity_errors"] == 0
+    c.close()
+
+
+def test_the_cache_leaves_its_file_system_a_tenth_free(tmp_path: Path) -> None:
+    """A blind test of the mount (M7): a cache bound above its file system's size took the
+    file system whole (ENOSPC for every other writer there, a kubelet's DiskPressure) and
+    kept it. Now it stops short of FREE_SPACE_FLOOR free, and gives back what it holds
+    past it."""
+    import subprocess
+
+    fs = tmp_path / "small"
+    fs.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(fs)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        c = NodeCache.open(fs, limit_bytes=64 << 20, block_size=BS)
+        objs = [oid(f"f{i}") for i in range(200)]  # 12.5 MiB into an 8 MiB file system
+        for o in objs:
+            c.put_block(o, 0, data_for(o, 0))  # (refused or stored: never an error)
+        st = os.statvfs(fs)
+        assert st.f_bavail * st.f_frsize >= (st.f_blocks * st.f_frsize) // 10 - BS
+        assert c.get_block(objs[-1], 0) == data_for(objs[-1], 0)  # the newest are kept
+        held = c.stats().used_bytes
+        assert held > 2 << 20, held
+        # another writer takes space: the cache gives back what it holds past the floor
+        (fs / "other").write_bytes(b"x" * (512 << 10))  # (the floor's 0.8 MiB had room)
+        c.trim()
+        st = os.statvfs(fs)
+        assert st.f_bavail * st.f_frsize >= (st.f_blocks * st.f_frsize) // 10 - BS
+        assert c.stats().used_bytes < held
+        c.close()
+    finally:
+        subprocess.run(["umount", "-l", str(fs)])

@@ -213,7 +213,9 @@ def test_bad_input_fails_before_mounting(case: str, local_s3, s3_env, bucket,
 @pytest.mark.fuse
 @pytest.mark.s3
 def test_full_cache_disk_keeps_serving_from_s3(local_s3, s3_env, bucket, tmp_path: Path) -> None:
-    """A cache dir on a 12 MiB tmpfs: block writes fail for lack of space, reads go on."""
+    """A cache dir on a 12 MiB tmpfs (its bound the default 20 GiB): reads go on, byte-exact,
+    and the cache leaves the file system a tenth free (a blind test of the mount, M7: it
+    took it whole, and kept it, so every other writer there got ENOSPC)."""
     import subprocess
 
     c = local_s3.client()
@@ -232,8 +234,10 @@ def test_full_cache_disk_keeps_serving_from_s3(local_s3, s3_env, bucket, tmp_pat
             assert {f"d/{n}": (mp / "d" / n).read_bytes() for n in os.listdir(mp / "d")
                     if n != "big.bin"} == small
             assert (mp / "d" / "big.bin").read_bytes() == payload
+            st = os.statvfs(cache)
+            assert st.f_bavail * st.f_frsize >= st.f_blocks * st.f_frsize // 10 - (64 << 10)
         log = (tmp_path / "mount.log").read_text()
-        assert "cannot write to the node cache" in log or "cannot store metadata" in log, log
+        assert "cannot write to the node cache" not in log, log  # (it kept within room)
     finally:
         subprocess.run(["umount", "-l", str(cache)], check=False)
 
