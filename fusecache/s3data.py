@@ -130,6 +130,26 @@ def _credential_provider(session: Any) -> Callable[[], dict]:
 _STREAM_CHUNK = 256 * 1024
 
 
+# S3's answers that mean "again later" (with 5xx and HTTP 429): retried with backoff. 429
+# (TooManyRequests: S3-compatible stores and gateways throttle with it, and botocore's own
+# policy retries it) had failed at once (a blind test of the mount: EIO in 0.01 s).
+THROTTLED = frozenset({"SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable",
+                       "TooManyRequests", "Throttling", "ThrottlingException",
+                       "RequestLimitExceeded", "RequestThrottled"})
+
+
+def answered_for(key: str, etag: str | None, answered: str | None) -> None:
+    """ObjectChanged unless a GET sent with ``If-Match: etag`` was answered by that
+    version: the bytes of another are never served or stored under this one's name. A
+    blind test of the mount: a replaying middlebox (or a server that ignores If-Match)
+    answered with an earlier version's 206; its bytes were served and cached under the
+    new ETag, a file of two versions, until evicted. An answer without an ETag is taken
+    (the request's If-Match stands for it)."""
+    if etag and answered and answered.strip().strip('"') != etag:
+        raise errors.ObjectChanged(f"{key}: asked for version {etag}, answered with "
+                                   f"{answered.strip()}")
+
+
 def _stream_into(result: Any, into: bytearray,
                  progress: Callable[[int], None] | None = None) -> bytearray:
     """The body of *result* copied into *into* as it arrives; *into* when it fills it
@@ -183,11 +203,14 @@ class RangeGetter:
         opts: dict[str, Any] = {"range": (start, end)}
         if etag:
             opts["if_match"] = f'"{etag}"'
+        def answer() -> Any:
+            result = obstore.get(self._store, key, options=opts)
+            answered_for(key, etag, (result.meta or {}).get("e_tag"))
+            return result
+
         if into is None:
-            return memoryview(self._request(
-                key, lambda: obstore.get(self._store, key, options=opts).bytes()))
-        return self._request(key, lambda: _stream_into(
-            obstore.get(self._store, key, options=opts), into, progress))
+            return memoryview(self._request(key, lambda: answer().bytes()))
+        return self._request(key, lambda: _stream_into(answer(), into, progress))
 
     def head(self, key: str) -> tuple[int, str, float]:
         """(size, ETag without quotes, mtime) of *key*: one HEAD, as ``get`` its GETs."""
@@ -228,6 +251,8 @@ class RangeGetter:
         (_translate)."""
         try:
             return send()
+        except errors.StoreError:
+            raise  # (answered_for's)
         except (ValueError, oe.InvalidPathError) as e:
             raise NotNative(str(e)) from None
         except Exception as e:  # noqa: BLE001 - translated below
@@ -252,8 +277,7 @@ class RangeGetter:
                 f"access denied to {where} ({code or status}): check the credentials")
         if isinstance(e, PermissionError) or "no usable AWS credentials" in text:
             return errors.AccessDenied("no usable AWS credentials found in the standard chain")
-        if status >= 500 or code in ("SlowDown", "RequestTimeout", "InternalError",
-                                     "ServiceUnavailable"):
+        if status >= 500 or status == 429 or code in THROTTLED:
             return retry.TemporaryFailure(OSError(f"GET {where}: {code or status}"))
         if status:
             return errors.StoreError(f"{where}: {code or status}")

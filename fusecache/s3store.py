@@ -184,8 +184,8 @@ class S3Store:
                     f"access denied to {where} ({code or status}): check the credentials")
             if code in _CHANGED or status == 412:
                 return errors.ObjectChanged(f"{where} changed on the server")
-            if status >= 500 or code in ("SlowDown", "RequestTimeout", "InternalError",
-                                         "ServiceUnavailable", "503", "500"):
+            if status >= 500 or status == 429 or code in s3data.THROTTLED or \
+                    code in ("503", "500"):
                 return retry.TemporaryFailure(e)
             return errors.StoreError(f"{where}: {code or status}")
         if isinstance(e, bce.NoCredentialsError | bce.PartialCredentialsError):
@@ -353,6 +353,11 @@ class S3Store:
             kw["IfMatch"] = f'"{etag}"'
         r = self._client.get_object(**kw)
         body = r["Body"]
+        try:
+            s3data.answered_for(key, etag, r.get("ETag"))
+        except errors.ObjectChanged:
+            body.close()
+            raise
         # body.read() of the whole range measured 2.6x less CPU than a readinto
         # loop into one preallocated buffer (botocore's readinto goes in small
         # chunks); CPU is what a 2-core node runs out of first.

@@ -9,7 +9,11 @@ either answer an error itself (``status``) or forward it unchanged on a keep-ali
 connection to the server (the request's signature stays valid: the Host header is
 not touched), read the whole response and send it back, spoiled as the rule says:
 
-- ``status``: 500 InternalError or 503 SlowDown with an S3 XML error body;
+- ``status``: 500 InternalError, 503 SlowDown or 429 TooManyRequests with an S3 XML
+  error body;
+- ``replay``: the response the server gave the last request for the same (key, range
+  start), sent again as it was (a replaying middlebox, or a server that ignores
+  ``If-Match``: an earlier version's bytes and ETag);
 - ``reset``: headers and the first ``after_bytes`` bytes of the body, then a TCP RST;
 - ``truncate``: the original Content-Length but ``after_bytes`` fewer body bytes, then FIN;
 - ``stall``: headers, then nothing for ``seconds`` (None: until the proxy stops), then FIN;
@@ -36,8 +40,9 @@ from dataclasses import dataclass, field
 
 MAX_HEADER_BYTES = 64 * 1024
 _ERRORS = {500: ("Internal Server Error", "InternalError", "We encountered an internal error."),
-           503: ("Slow Down", "SlowDown", "Please reduce your request rate.")}
-FAULTS = ("status", "reset", "truncate", "stall", "delay", "pause")
+           503: ("Slow Down", "SlowDown", "Please reduce your request rate."),
+           429: ("Too Many Requests", "TooManyRequests", "Please reduce your request rate.")}
+FAULTS = ("status", "reset", "truncate", "stall", "delay", "pause", "replay")
 
 
 @dataclass
@@ -86,6 +91,8 @@ class FaultProxy:
         self.requests: list[Request] = []
         self._stopping = threading.Event()
         self._conns: set[socket.socket] = set()
+        # (key, range start) -> the last forwarded response to it (replay), a few only
+        self._answers: dict[tuple[str, int | None], tuple] = {}
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._thread = threading.Thread(target=self._accept, name="fault-proxy", daemon=True)
@@ -175,13 +182,26 @@ class FaultProxy:
                 if rule is not None and rule.fault == "status":
                     _send_error(client, rule.status, req)
                     continue
+                with self._lock:
+                    old = self._answers.get((req.key, req.range_start))
+                if rule is not None and rule.fault == "replay" and old is not None:
+                    status, reason, rheaders, rbody = old
+                    client.sendall(_response_head(status, reason, rheaders, len(rbody))
+                                   + rbody)
+                    continue
                 if rule is not None and rule.fault == "delay":
                     self._stopping.wait(rule.seconds or 0)
                 if upstream is None:
                     upstream = http.client.HTTPConnection(*self.upstream, timeout=60)
                 status, reason, rheaders, rbody = _forward(upstream, method, target,
                                                            headers, body)
-                if rule is None or rule.fault == "delay":
+                if method == "GET" and status in (200, 206):
+                    with self._lock:
+                        self._answers[(req.key, req.range_start)] = (status, reason,
+                                                                     rheaders, rbody)
+                        while len(self._answers) > 64:
+                            self._answers.pop(next(iter(self._answers)))
+                if rule is None or rule.fault in ("delay", "replay"):
                     client.sendall(_response_head(status, reason, rheaders, len(rbody))
                                    + rbody)
                     continue
