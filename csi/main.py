@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +197,8 @@ class Plugin:
 
     def __init__(self, config: Config) -> None:
         self.config = config
+        # before anything reads the volumes' records or restarts their servers
+        self._state_lock = _hold_state_dir(config.state_dir)
         self.readiness = Readiness()
         self.stopping = threading.Event()
         # RPCs past maximum_concurrent_rpcs get RESOURCE_EXHAUSTED (the kubelet retries)
@@ -228,6 +231,7 @@ class Plugin:
         sock = self.config.socket_path
         sock.parent.mkdir(parents=True, exist_ok=True)
         if sock.exists() or sock.is_symlink():
+            _wait_until_unserved(sock)
             sock.unlink()  # a stale socket from a previous run
         self.server.add_insecure_port(self.config.endpoint)
         self.server.start()
@@ -249,7 +253,62 @@ class Plugin:
     def stop(self, grace_s: float = 10.0) -> None:
         self.stopping.set()
         self.server.stop(grace_s).wait()
+        if self._state_lock >= 0:
+            os.close(self._state_lock)  # (the lock goes with it)
+            self._state_lock = -1
         log.info("stopped (FUSE mounts stay up)")
+
+
+# How long a plugin starting waits for another on the same state dir or socket to stop (a
+# rolling update's old pod still stopping), before it refuses to start.
+OTHER_PLUGIN_WAIT_S = 30.0
+
+
+def _hold_state_dir(state_dir: Path) -> int:
+    """Hold ``<state_dir>/plugin.lock`` for the life of the process: one plugin per state
+    dir. A blind test started a second fusecache-csi on a node by mistake: it restarted
+    the FUSE servers of live volumes (its flags differed) and took the socket over, and the
+    first, still running, was never reached again. Waits OTHER_PLUGIN_WAIT_S for the
+    other to stop, then RuntimeError naming it."""
+    import fcntl
+
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state_dir / "plugin.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + OTHER_PLUGIN_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                other = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise RuntimeError(
+                    f"state dir {state_dir} is in use by another fusecache-csi (pid {other}) "
+                    f"for {OTHER_PLUGIN_WAIT_S:g}s: stop it first (one plugin per node)"
+                ) from None
+            time.sleep(0.5)
+            continue
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+
+def _wait_until_unserved(sock: Path) -> None:
+    """Return once nothing answers on *sock* (a stale socket file); RuntimeError when a
+    server still does after OTHER_PLUGIN_WAIT_S (another plugin on this endpoint, with
+    another state dir: taking its socket over would leave it unreachable)."""
+    deadline = time.monotonic() + OTHER_PLUGIN_WAIT_S
+    while True:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(1.0)
+            try:
+                probe.connect(str(sock))
+            except OSError:
+                return
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"another process serves {sock} (a second fusecache-csi?): "
+                               "stop it first, or give this one another --endpoint")
+        time.sleep(0.5)
 
 
 def main(argv: list[str] | None = None) -> int:

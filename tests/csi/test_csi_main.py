@@ -77,3 +77,35 @@ def test_sigterm_stops_gracefully(csi_root: Path) -> None:
         assert "stopped" in p.log()
     finally:
         p.kill()
+
+
+def test_a_second_plugin_on_the_same_node_is_refused_and_the_first_serves_on(
+        csi_root: Path, monkeypatch) -> None:
+    """A blind first-hour test: a second fusecache-csi started on the same socket took it
+    over silently (and restarted live volumes' FUSE servers); when it stopped it removed
+    the socket, and the first, still running, was never reached again. Now the second
+    waits OTHER_PLUGIN_WAIT_S for the first to stop, then refuses to start."""
+    from csi import main as csi_main
+
+    p = PluginProc(csi_root, extra_args=["--mode", "controller"]).start()
+    try:
+        inode = p.socket.stat().st_ino
+        monkeypatch.setattr(csi_main, "OTHER_PLUGIN_WAIT_S", 1.0)
+        for state in (p.state_dir, csi_root / "other-state"):  # same state dir, same socket
+            with pytest.raises(RuntimeError, match="another") as e:
+                csi_main.Plugin(csi_main.load_config([
+                    "--endpoint", f"unix://{p.socket}", "--mode", "controller",
+                    "--state-dir", str(state), "--cache-dir", str(csi_root / "c2"),
+                    "--node-id", "n"])).start()
+            assert str(state) in str(e.value) or str(p.socket) in str(e.value)
+        assert p.socket.stat().st_ino == inode  # the first's socket, untouched
+        assert p.identity.Probe(csi_pb2.ProbeRequest()).ready.value
+        assert p.kill(signal.SIGTERM) == 0
+        # once the first is gone, one starts on the same state dir and socket
+        q = csi_main.Plugin(csi_main.load_config([
+            "--endpoint", f"unix://{p.socket}", "--mode", "controller",
+            "--state-dir", str(p.state_dir), "--node-id", "n"]))
+        q.start()
+        q.stop(0)
+    finally:
+        p.kill()
