@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from fusecache import holder
-from fusecache.readyline import wait_ready
+from fusecache.readyline import READY_ERROR, wait_ready
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,13 @@ _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
 
 class MountError(Exception):
-    """A mount operation failed; the message is safe to show (no secrets)."""
+    """A mount operation failed; the message is safe to show (no secrets). *kind*: what
+    the FUSE server said went wrong (fusecache.mount.READY_ERROR: denied, notfound,
+    unreachable, invalid, failed)."""
+
+    def __init__(self, message: str, kind: str = "failed") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class PathState(Enum):
@@ -258,9 +264,12 @@ class FusecacheCommand:
         if line != "ok":
             unmount(mountpoint, lazy=True)
             stop_relay(pid)
-            detail = line[len("error: "):] if line.startswith("error: ") else (
-                line or f"no answer within {self.timeout_s:.0f}s")
-            raise MountError(f"fusecache mount of {uri} failed: {detail[:500]}")
+            m = READY_ERROR.fullmatch(line)
+            kind = (m.group(2) or "failed") if m else \
+                "failed" if line else "unreachable"
+            detail = m.group(3) if m else line[len("error: "):] if line.startswith(
+                "error: ") else (line or f"no answer within {self.timeout_s:.0f}s")
+            raise MountError(f"fusecache mount of {uri} failed: {detail[:500]}", kind)
         proc_pid = pid
         deadline = time.monotonic() + 10
         while path_state(mountpoint) is not PathState.LIVE:

@@ -67,6 +67,16 @@ from csi.state import NodeStateStore, StagedVolume
 
 log = logging.getLogger(__name__)
 
+# What a failed mount's KIND (csi.mounts.MountError) is to the CO: the kubelet shows the code
+# with the message, and retries UNAVAILABLE and INTERNAL alike (a blind test: every failure
+# was INTERNAL, bad credentials and a missing bucket as much as S3 down).
+_MOUNT_ERROR_CODES = {
+    "denied": grpc.StatusCode.PERMISSION_DENIED,
+    "notfound": grpc.StatusCode.NOT_FOUND,
+    "unreachable": grpc.StatusCode.UNAVAILABLE,
+    "invalid": grpc.StatusCode.INVALID_ARGUMENT,
+}
+
 NodeRPC = csi_pb2.NodeServiceCapability.RPC
 # volume_context key the kubelet sets on a pod's inline (CSI ephemeral) volume
 EPHEMERAL = "csi.storage.k8s.io/ephemeral"
@@ -154,7 +164,8 @@ class NodeServicer(csi_pb2_grpc.NodeServicer):
                 source.uri, staging, source.mount_options(), env,
                 str(self.store.log_file_for(vol.key)), str(self.store.spec_file_for(vol.key)))
         except MountError as e:
-            raise CsiError(grpc.StatusCode.INTERNAL, scrub(str(e), secrets.values())) from None
+            raise CsiError(_MOUNT_ERROR_CODES.get(e.kind, grpc.StatusCode.INTERNAL),
+                           scrub(str(e), secrets.values())) from None
         self.store.save(vol)
 
     def _record_and_mount(self, vol: StagedVolume, secrets: Mapping[str, str], is_new: bool,

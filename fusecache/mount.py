@@ -46,7 +46,7 @@ from fusecache.offline_auth import open_gate
 from fusecache.peer_client import PeerClient, open_peer_client
 from fusecache.ramcache import RamCache
 from fusecache.reader import BlockReader
-from fusecache.readyline import wait_ready
+from fusecache.readyline import READY_ERROR, wait_ready
 from fusecache.s3store import S3Store
 
 log = logging.getLogger(__name__)
@@ -429,6 +429,19 @@ class MountedFilesystem:
             self._private_tmp.cleanup()
 
 
+def _error_kind(e: BaseException) -> str:
+    """denied | notfound | unreachable | invalid | failed: READY_ERROR's KIND."""
+    if isinstance(e, errors.AccessDenied):
+        return "denied"
+    if isinstance(e, errors.BucketNotFound | errors.ObjectNotFound):
+        return "notfound"
+    if isinstance(e, errors.StoreUnavailable | errors.DeadlineExceeded):
+        return "unreachable"
+    if isinstance(e, errors.ConfigError | ValueError):
+        return "invalid"
+    return "failed"
+
+
 def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
     """Mount and serve until unmounted or signalled. Reports readiness on *ready_fd*."""
     import pyfuse3
@@ -457,7 +470,7 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
         msg = _one_line(e)
         # the user's input (source, bucket, endpoint, credentials): exit 2, else 1
         code = 2 if isinstance(e, errors.FusecacheError | ValueError) else 1
-        report(f"error {code}: {msg}")
+        report(f"error {code} {_error_kind(e)}: {msg}")
         if ready_fd is None:
             print(f"fusecache: error: {msg}", file=sys.stderr)
         return code
@@ -532,9 +545,9 @@ def spawn_background(argv: list[str], log_file: Path, timeout: float = 120.0) ->
         return 1
     if line == "ok":
         return 0
-    m = re.fullmatch(r"error (\d): (.*)", line)
+    m = READY_ERROR.fullmatch(line)
     if m:
-        print(f"fusecache: error: {m.group(2)}", file=sys.stderr)
+        print(f"fusecache: error: {m.group(3)}", file=sys.stderr)
         proc.wait(timeout=30)
         return int(m.group(1))
     rc = proc.wait(timeout=30)

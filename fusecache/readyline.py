@@ -3,18 +3,24 @@
 Who calls it: ``fusecache mount`` (without --foreground) waiting on its FUSE server, the relay
 waiting on the server it spawned, the relay holder waiting on a relay, and the CSI node plugin
 waiting on a mount. The child writes zero or more ``warning: ...`` lines, then one final line
-(``ok`` or ``error N: ...``), to a pipe whose write end it inherited; the parent reads the pipe
-here, with a deadline, and closes it.
+(``ok`` or ``error N KIND: ...``, READY_ERROR), to a pipe whose write end it inherited; the
+parent reads the pipe here, with a deadline, and closes it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import select
 import time
 from collections.abc import Callable
 
 WARNING = "warning: "
+# A mount that failed to start: "error CODE KIND: message", CODE its exit status, KIND what
+# went wrong (fusecache.mount._error_kind: denied, notfound, unreachable, invalid, failed)
+# for the CSI plugin's gRPC code (a blind first-hour test: every failure came back INTERNAL
+# with an opaque "error 2:" before the message). KIND is absent from older servers.
+READY_ERROR = re.compile(r"error (\d)(?: (\w+))?: (.*)")
 
 
 def wait_ready(fd: int, timeout: float,

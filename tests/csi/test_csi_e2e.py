@@ -209,6 +209,22 @@ def test_a_pods_inline_volume_is_published_without_staging_and_gone_when_unpubli
     assert not pids_mentioning(str(target))
 
 
+def test_a_missing_bucket_fails_stage_as_not_found(plugin: PluginProc, dataset: S3Volume,
+                                                   csi_root: Path) -> None:
+    """The gRPC code says what went wrong (a blind first-hour test: INTERNAL for all)."""
+    vol = create(plugin, dataset, "pvc-nobucket")
+    context = {**vol.volume_context, "bucket": "no-such-bucket-fc"}
+    staging = csi_root / "staging-nb"
+    staging.mkdir()
+    with pytest.raises(grpc.RpcError) as err:
+        plugin.node.NodeStageVolume(csi_pb2.NodeStageVolumeRequest(
+            volume_id=vol.volume_id, staging_target_path=str(staging),
+            volume_capability=mount_cap(), secrets=dataset.secrets, volume_context=context))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()
+    assert "no-such-bucket-fc" in err.value.details()
+    assert not mounts.is_mountpoint(str(staging))
+
+
 def test_bad_credentials_fail_stage_without_leaking_the_secret(
         plugin: PluginProc, dataset: S3Volume, csi_root: Path) -> None:
     vol = create(plugin, dataset)
@@ -219,8 +235,10 @@ def test_bad_credentials_fail_stage_without_leaking_the_secret(
     with pytest.raises(grpc.RpcError) as err:
         stage(plugin, vol, staging, bad)
     message = err.value.details()
-    assert err.value.code() == grpc.StatusCode.INTERNAL
+    # (INTERNAL, "... failed: error 2: ..." before: a blind first-hour test)
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, message
     assert f"s3://{dataset.bucket}/datasets/demo" in message and "failed" in message
+    assert "error 2" not in message
     assert bad["secretAccessKey"] not in message
     assert bad["secretAccessKey"] not in plugin.log()
     assert not mounts.is_mountpoint(str(staging))
