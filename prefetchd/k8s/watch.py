@@ -350,6 +350,7 @@ def infinite_watch(
     position = Position()
     failures = 0
     cycle = 0
+    absent_said = False
     while not stop.is_set() and (_iterations is None or cycle < _iterations):
         cycle += 1
         try:
@@ -363,17 +364,29 @@ def infinite_watch(
             continue
         except ApiFailure as exc:
             what = f"API error {exc}"
+            absent = exc.code == 404
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
             # ValueError: a truncated or garbled JSON line from a dying connection.
             what = f"connection problem {type(exc).__name__}: {exc}"
+            absent = False
         if stop.is_set():
             return
         counters.errors += 1
         delay = min(options.backoff_max, options.backoff_initial * 2 ** min(failures, 30))
         delay *= random.uniform(0.5, 1.0)  # jitter: agents on all nodes must not stampede
         failures += 1
-        log.warning("watch of %s: %s; retrying in %.1fs (attempt %d)",
-                    resource, what, delay, failures)
+        what = " ".join(what.split())  # (one line: the API server's 404 body ends in one)
+        if absent:
+            # a kind the cluster does not serve (Argo not installed): said once, as the other
+            # optional kinds are, not a warning every backoff (a blind first-hour test: 18
+            # warnings in 90 s, each broken over two lines)
+            log.log(logging.DEBUG if absent_said else logging.INFO,
+                    "%s: not served by the API server (%s; its CRD not installed?): "
+                    "watched once it is", resource, what)
+            absent_said = True
+        else:
+            log.warning("watch of %s: %s; retrying in %.1fs (attempt %d)",
+                        resource, what, delay, failures)
         event = None  # the last one is not kept through the backoff (up to an etcd object)
         stop.wait(delay)
 

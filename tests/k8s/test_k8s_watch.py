@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -335,3 +336,23 @@ def test_history_overflow_while_disconnected_forces_one_relist(api, log_police):
     assert len(names) == len(set(names)) == 31
     stats = watcher.statistics()
     assert stats.relists_after_gone == 1 and stats.duplicates_skipped == 1
+
+
+def test_a_kind_the_cluster_does_not_serve_is_said_once_not_warned_for_ever(caplog):
+    """A blind first-hour test: without Argo installed, the agent warned for each Argo
+    watch at every backoff (18 lines in 90 s), each broken over two lines by the API
+    server's '404 page not found\\n'. Now one INFO line per watch, as for the other
+    optional kinds; later tries at DEBUG; every record one line."""
+
+    class NotServed(_NoTransport):
+        def list_pages(self, resource, options):
+            raise kw.ApiFailure(404, "404 page not found\n")
+
+    watcher = kw.Watcher(NotServed(), kw.WORKFLOWS, Recorder(), FAST)
+    watcher.run(_iterations=4)
+    mine = [r for r in caplog.records if r.name == "prefetchd.k8s.watch"]
+    assert watcher.statistics().errors == 4
+    assert not [r for r in mine if r.levelno >= logging.WARNING]
+    said = [r for r in mine if r.levelno == logging.INFO]
+    assert len(said) == 1 and "not served by the API server" in said[0].getMessage()
+    assert all("\n" not in r.getMessage() for r in mine)
