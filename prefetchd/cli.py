@@ -223,7 +223,8 @@ def render_plan(plan: pipeline.Plan) -> str:
                     f"  [written by {r.written_by} earlier in this run: not warmed ahead]")
                 lines.append(f"      reads  {_read_str(r)}{made}")
             for r in s.unknown:
-                lines.append(f"      unknown {_read_str(r)}  (mixed evidence: not warmed)")
+                why = "listed only" if r.listed else "mixed evidence"
+                lines.append(f"      unknown {_read_str(r)}  ({why}: not warmed)")
             for r in s.imports:
                 lines.append(f"      imports {_read_str(r)}")
             for r in s.intermediate:

@@ -1045,7 +1045,7 @@ class ArgoAnalyzer:
             r = self._artifact_read(src, scope, "argo-input-artifact",
                                     str(src.get("name"))) if isinstance(src, dict) else None
             if r is not None:
-                step.add_unknown(r)
+                step.add("list", r)
             return sid
         paths: list[tuple[str, str]] = []
         containers = [body] if body else []

@@ -19,7 +19,10 @@ carry `x`; f-strings and `+` carry every part). Sinks say the direction:
   `delete_object(s)` write them; a bucket and key that are string constants
   (also through a variable, or `json.loads("...")` as Hera binds inputs) name
   the location s3://BUCKET/KEY, and a pair of parameters is kept (`pairs`) for
-  the caller, who knows their values;
+  the caller, who knows their values; the MinIO SDK's `fget_object`/`get_object`
+  and `fput_object`/`put_object` alike, `copy_object` reads its source and writes
+  its destination; what makes a client or a session (`boto3.session.Session(
+  aws_access_key_id=...)`, `Minio(endpoint)`) reads nothing it is given;
 - fsspec `get`/`download`/`cat`/`cat_file`/`open_input_file`/`read_*` read the
   first argument; `put`/`upload` write the second; `pipe`/`rm`/`to_*` write the
   first; `copy`/`cp_file` read the first and write the second;
@@ -132,13 +135,22 @@ _READ_SELF = frozenset({"read_text", "read_bytes", "download_to"})
 _WRITE_SECOND = frozenset({"put", "upload", "put_file",
                            "write_table", "write_dataset"})  # pyarrow, lance: (data, where)
 _COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
-_BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object"})
+# (and the MinIO Python SDK's: Minio(endpoint).fget_object(bucket, key, file), get_object(
+# bucket, key), fput_object(bucket, key, file), put_object(bucket, key, data, length): blind
+# round 73)
+_BOTO_READ = frozenset({"download_file", "download_fileobj", "get_object", "fget_object"})
 # existence checks: no data read (`head_object`, fsspec `exists`/`info`)
 _CHECKS = frozenset({"head_object", "head_bucket", "exists", "isfile", "isdir", "info"})
 _BOTO_LIST = frozenset({"list_objects_v2", "list_objects", "paginate"})
 _BOTO_WRITE = frozenset(
-    {"upload_file", "upload_fileobj", "put_object", "delete_object", "delete_objects"}
+    {"upload_file", "upload_fileobj", "put_object", "delete_object", "delete_objects",
+     "fput_object", "remove_object"}
 )
+# calls that make a client, a session or a handle of one (boto3, MinIO): what they are given
+# (credentials, a region, an endpoint, a bucket's name) is read nowhere there; the client's
+# calls say what is read (blind round 73: a Secret's access key was a run-time read)
+_CLIENTS = frozenset({"Session", "client", "resource", "Minio", "CopySource",
+                      "Bucket", "Object"})
 _SUBPROCESS = frozenset({"run", "call", "check_call", "check_output", "Popen", "system"})
 # the boto3 resource API: an Object's (or a Bucket's, given the key) methods
 _BOTO_OBJECT_READ = frozenset({"download_file", "download_fileobj", "get"})
@@ -1514,6 +1526,29 @@ class _Flow(ast.NodeVisitor):
         elif d == "read":
             self.reads_unnamed = True
 
+    def _copy_object(self, args: list[ast.AST], kw: dict[str, ast.AST]) -> None:
+        """A server-side copy: boto3's ``copy_object(Bucket=b, Key=k, CopySource={"Bucket":
+        sb, "Key": sk})``, MinIO's ``copy_object(b, k, CopySource(sb, sk))``: the source read,
+        the destination written."""
+        self._boto_object(kw.get("Bucket", kw.get("bucket_name", args[0] if args else None)),
+                          kw.get("Key", kw.get("object_name", args[1] if len(args) > 1
+                                               else None)), "write")
+        src = kw.get("CopySource", kw.get("source", args[2] if len(args) > 2 else None))
+        if isinstance(src, ast.Name) and src.id in self.dicts:
+            entries: dict[str, ast.AST] = self.dicts[src.id]
+        elif isinstance(src, ast.Dict):
+            entries = {k.value: v for k, v in zip(src.keys, src.values, strict=True)
+                       if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        elif isinstance(src, ast.Call) and _call_name(src) == "CopySource":
+            given = {k.arg: k.value for k in src.keywords if k.arg}
+            entries = {"Bucket": given.get("bucket_name", src.args[0] if src.args else None),
+                       "Key": given.get("object_name", src.args[1] if len(src.args) > 1
+                                        else None)}
+        else:
+            return
+        if entries.get("Bucket") is not None and entries.get("Key") is not None:
+            self._boto_object(entries["Bucket"], entries["Key"], "read")
+
     def _mark_pieces(self, pieces: Pieces, direction: str) -> None:
         """A location made of *pieces* used in *direction*: built (the caller names it) or,
         all literal, a location of its own."""
@@ -1693,12 +1728,18 @@ class _Flow(ast.NodeVisitor):
                 made = self.pieces(a)
                 if made is not None and _pieces.needs(made):
                     self.built.append((made, "check"))
-        elif name in _BOTO_LIST and "Bucket" in kw and "Prefix" in kw:
-            # list_objects_v2(Bucket=b, Prefix=p): a read of the prefix when the program
-            # also reads objects it cannot name (the listed keys); else a listing only
-            b, k = self.ref(kw["Bucket"]), self.ref(kw["Prefix"])
+        elif name in _BOTO_LIST and ("Bucket" in kw and "Prefix" in kw or
+                                     name == "list_objects" and args and "Bucket" not in kw):
+            # list_objects_v2(Bucket=b, Prefix=p), MinIO's list_objects(b, prefix=p): a read
+            # of the prefix when the program also reads objects it cannot name (the listed
+            # keys); else a listing only
+            prefix = kw.get("Prefix", kw.get("prefix", args[1] if len(args) > 1 else None))
+            b = self.ref(kw.get("Bucket", args[0] if args else None))
+            k = self.ref(prefix) if prefix is not None else ("const", "")
             if b is not None and k is not None:
                 self.listed.append((b, k))
+        elif name == "copy_object":
+            self._copy_object(args, kw)
         elif name in _BOTO_READ or name in _BOTO_WRITE:
             d = "read" if name in _BOTO_READ else "write"
             pos = args[1:3] if name in ("upload_file", "upload_fileobj") else args[:2]
@@ -1739,6 +1780,8 @@ class _Flow(ast.NodeVisitor):
             self.command(args[0])
         elif self._spark(f, args, kw):
             pass
+        elif name in _CLIENTS:
+            pass  # boto3.session.Session(aws_access_key_id=...), Minio(endpoint, ...)
         elif name not in _NO_READ and not self._packs(f):
             # a location handed to code not followed (ImageFolder(root)): read there, as
             # rule 7 has it; data read from a location (a DataFrame) is no location; one in

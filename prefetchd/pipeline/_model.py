@@ -102,6 +102,9 @@ class Read:
     # where a run-time value comes from, when only the pod has it: "NAME/KEY" of the
     # ConfigMap or Secret (origin configmap / secret) of an env var (`env`)
     value_from: str | None = None
+    # True for a location the step only lists (`aws s3 ls`, an Argo data template's source):
+    # unknown, never warmed, and no mixed evidence (blind round 73)
+    listed: bool | None = None
 
     def __post_init__(self) -> None:
         if self.uri is not None and self.pattern_kind is None and _shard.is_pattern(self.uri):
@@ -264,6 +267,8 @@ class Step:
             self.add_write(r)
         elif direction == "unknown":
             self.add_unknown(r)
+        elif direction == "list":  # only listed: shown as unknown, marked so
+            self.add_unknown(dataclasses.replace(r, listed=True))
         else:
             self.add_read(r)
 
@@ -277,6 +282,10 @@ class Step:
         both |= {norm(u.uri) for u in self.unknown if u.uri is not None}
         if not both:
             return
+        used = {norm(r.uri) for r in [*self.reads, *self.writes]} & both
+        if used:  # (listed, and read or written too: mixed evidence, not a listing only)
+            self.unknown = [replace(u, listed=None) if u.listed and norm(u.uri) in used else u
+                            for u in self.unknown]
         for r in [*self.reads, *self.writes]:
             if norm(r.uri) in both:
                 self.add_unknown(r)

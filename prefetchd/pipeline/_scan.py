@@ -385,12 +385,13 @@ def scan_argv(
     if options or env_values:  # KFP v1: boto3 calls on the options' (and env vars') values
         _scan_pairs(step, opt_inputs, code_pairs(argv))
     only_built = {options[k][0] for k in in_built - set(flag_dirs or {}) if k in options}
-    directions = _uri.classify_tokens(reps, flag_dirs)
+    directions = _uri.classify_tokens(reps, flag_dirs, lists=True)
     # a command line that names its output (--out s3://...) leaves its other locations to
     # be inputs, whatever the step's verb (publish-block-model --blocks X --out Y reads X)
     verb = "write" not in directions.values()
     for i, d in directions.items():
         v = vals[i]
+        listed = "unknown" if d == "list" else d  # (a path only listed: unknown)
         # the flag the location is the value of: --flag=VALUE, or --flag VALUE
         flag = toks[i].split("=", 1)[0] if toks[i].startswith("-") else \
             toks[i - 1] if i and toks[i - 1].startswith("-") else None
@@ -398,7 +399,7 @@ def scan_argv(
             value = toks[i].split("=", 1)[1]  # --audio-root=/data/train_audio: a path too
             if value.startswith("/") and "{{" not in value:
                 # (a step's verb is no evidence for a path under a read-only mount)
-                paths.append((value, d or _uri.name_direction(flag) or "read"))
+                paths.append((value, listed or _uri.name_direction(flag) or "read"))
         if v is None or i in only_built:
             continue
         if i in pod_at:
@@ -419,7 +420,7 @@ def scan_argv(
         # (an input that fills a folder deep in a written-out location, ``s3://b/uploads/
         # {{inputs.parameters.upload_date}}/x``, names a part, not the location's way)
         named = v.get("input") if not _DEEP_PLACEHOLDER.match(toks[i]) else None
-        path_d = d or _uri.name_direction(named) or "read"
+        path_d = listed or _uri.name_direction(named) or "read"
         if d is None:  # the command line says nothing: the input's name, then the step's
             d = _fallback(step, named, flag, verb)
         if v.values is None:
@@ -792,12 +793,36 @@ def _rendered(pieces: _pieces.Pieces, inputs: dict[str, Val]) -> tuple[Val, list
 
 
 def _scan_pairs(step: Step, inputs: dict[str, Val],
-                pairs: list[tuple[tuple[str, Any], tuple[str, Any], str]]) -> None:
-    """A boto3 call whose bucket and key are inputs, constants or built from inputs names
-    s3://BUCKET/KEY, one per loop item."""
+                pairs: list[tuple[tuple[str, Any], tuple[str, Any], str]]) -> set[str]:
+    """A boto3 (or MinIO SDK) call whose bucket and key are inputs, constants or built from
+    inputs names s3://BUCKET/KEY, one per loop item; one whose bucket or key only the run
+    knows (a required parameter, another step's output, a Secret's env var) is a run-time
+    location of that pattern (``s3://{{bucket}}/{{key}}``), led by the key's input. Returns
+    the inputs such a pair names: no location of their own (the bucket alone is none)."""
+    named: set[str] = set()
     for b, k, d in pairs:
         pieces = _code.pair_pieces(b, k)
         rendered = _rendered(pieces, inputs) if pieces is not None else None
+        key_inputs = [k[1]] if k[0] == "param" else _pieces.needs(k[1]) if k[0] == "pieces" \
+            else []
+        if rendered is None and pieces is not None:
+            later = _run_time(pieces, inputs)
+            if later is not None:
+                named.update(_pieces.needs(pieces))
+                # (the key's input that only the run knows leads: another step's output
+                # names the object, whatever the bucket's origin; blind round 73)
+                lead = next((v for n in [*key_inputs, *_pieces.needs(pieces)]
+                             if (v := inputs.get(n)) is not None and v.values is None),
+                            later[0])
+                env = next((n[len(_code.ENV):] for n in _pieces.needs(pieces)
+                            if n.startswith(_code.ENV) and inputs[n] is lead), None)
+                # (the parts known before the run written out: s3://{{env:BUCKET}}/models/x)
+                known = {n: v.values[0] for n, v in inputs.items() if v.values and len(
+                    v.values) == 1}
+                pattern = "".join(known.get(p[1], _pattern_part(p)) if isinstance(p, tuple)
+                                  and p[0] == "param" else _pattern_part(p) for p in pieces)
+                step.add(d, read_from(lead, None, pattern=pattern, env=env))
+            continue
         if b[0] != "const":  # a "bucket" with a "/" in it is no bucket
             bucket = _rendered(_code.pair_pieces(b, ("const", "")) or (), inputs)
             if bucket is None or any("/" in t[len("s3://"):].rstrip("/") and not t[
@@ -805,14 +830,14 @@ def _scan_pairs(step: Step, inputs: dict[str, Val],
                 continue  # (an access point ARN is a bucket to boto3: blind round 71)
         if rendered is None:
             continue  # a value the run alone knows
-        key_inputs = [k[1]] if k[0] == "param" else _pieces.needs(k[1]) if k[0] == "pieces" \
-            else []
+        named.update(_pieces.needs(pieces or ()))
         # (the first input of the key that is no constant leads, as in _rendered)
         vals = [v for n in key_inputs if (v := inputs.get(n)) is not None]
         lead = next((v for v in vals if v.origin != "constant"), vals[0] if vals else None)
         for text in rendered[1]:
             for u in _uri.find_uris(text):
                 step.add(d, read_from(lead or rendered[0], u))
+    return named
 
 
 def scan_named_inputs(
@@ -833,13 +858,14 @@ def scan_named_inputs(
     the parent of what is read).
     """
     in_built = _scan_built(step, inputs, built or ([], set()), paths)
-    _scan_pairs(step, inputs, pairs or [])
+    in_pairs = _scan_pairs(step, inputs, pairs or []) - (built or ([], set()))[1]
     for name, v in inputs.items():
         if name.startswith(_code.ENV):
             continue  # an env var: scan_env reads it by its name
         said = (code_dirs or {}).get(name)
-        if v.values is None and (said == "read" or said is None and _hints_uri(name, v)
-                                 and _fallback(step, name) == "read"):
+        if v.values is None and name not in in_pairs and (
+                said == "read" or said is None and _hints_uri(name, v)
+                and _fallback(step, name) == "read"):
             # the code reads it as a location (aws s3 sync <it>), or its name says it is
             # one (partition_uri handed to `--wet` in a subprocess: blind round 37, as a
             # container component's argument is), whose value is another step's output: a

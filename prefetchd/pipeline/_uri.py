@@ -769,12 +769,14 @@ def _operand_like(t: str) -> bool:
 
 
 def classify_tokens(
-    tokens: list[str], flag_dirs: dict[str, str] | None = None
+    tokens: list[str], flag_dirs: dict[str, str] | None = None, lists: bool = False
 ) -> dict[int, str | None]:
     """Direction of each token that holds a location or an absolute path.
 
     Index -> 'read' | 'write' | 'unknown' | None (nothing in the command line
-    says; the caller decides). `flag_dirs` maps option names (`-`/`_` alike)
+    says; the caller decides); with *lists*, 'list' for a location a listing
+    verb (`ls`, `du`, `stat`) only lists (else 'unknown').
+    `flag_dirs` maps option names (`-`/`_` alike)
     to a direction known from elsewhere (a lightweight component's code).
     Paths are classified too, so PVC mount paths named in args can be told
     apart (`aws s3 sync s3://x /data` writes /data).
@@ -809,7 +811,7 @@ def classify_tokens(
                     out[k] = "write"
             elif verb in LIST_VERBS:
                 for k in locs:
-                    out[k] = "unknown"
+                    out[k] = "list" if lists else "unknown"
             else:
                 for k in locs:
                     out[k] = "write" if len(operands) > 1 and k == operands[-1] else "read"
