@@ -189,7 +189,7 @@ class MountedFilesystem:
             request_timeout=cfg.request_timeout, max_attempts=cfg.max_attempts,
             op_deadline=cfg.read_timeout, observe=self.metrics.observe_s3,
             on_breaker=self.metrics.observe_breaker,
-            on_retry=self.metrics.retried)
+            on_retry=self.metrics.retried, on_error=self.metrics.s3_errors.inc)
         self._tmp: tempfile.TemporaryDirectory | None = None
         self.disk: NodeCache | None = None
         self.cache_env: NodeCache
@@ -374,7 +374,8 @@ class MountedFilesystem:
             if self.peers.active():  # the first peer read then waits for no handshake
                 nursery.start_soon(self._connect_peers, name="fusecache-peer-connect")
             nursery.start_soon(self._flusher, name="fusecache-flusher")
-            nursery.start_soon(self._watch_signals, name="fusecache-signals")
+            nursery.start_soon(self._watch_signals, nursery.cancel_scope,
+                               name="fusecache-signals")
             nursery.start_soon(self._keep_authorised, name="fusecache-offline-auth")
             if self.cfg.kernel_readahead:
                 nursery.start_soon(set_kernel_readahead, self.mountpoint,
@@ -402,14 +403,21 @@ class MountedFilesystem:
                 await trio.to_thread.run_sync(self.store.check_bucket, loc.prefix,
                                               abandon_on_cancel=True)
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(self, serving: trio.CancelScope) -> None:
+        """A signal ends the main loop; requests still waiting on S3 STOP_GRACE seconds
+        later are cancelled (their callers get ENOTCONN as the mount goes), not waited
+        for to their --read-timeout: a blind test of the mount, SIGTERM during a stalled
+        read took 57 s, past a pod's default 30 s grace period."""
         import pyfuse3
 
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
             async for sig in sigs:
                 log.info("signal %s: unmounting", signal.Signals(sig).name)
                 pyfuse3.terminate()
-                return
+                break
+        await trio.sleep(STOP_GRACE)
+        log.info("requests still under way %gs after the signal: cancelled", STOP_GRACE)
+        serving.cancel()
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -506,6 +514,8 @@ def run_foreground(cfg: MountConfig, ready_fd: int | None = None) -> int:
 # round 3, D5). What the node cache committed is kept (as after kill -9, which that test
 # found never served a wrong byte); what was in flight is only not stored.
 SHUTDOWN_BOUND = 30.0
+# seconds a signalled mount waits for its requests under way before it cancels them
+STOP_GRACE = 2.0
 _SHUT_DOWN = threading.Event()
 
 

@@ -82,9 +82,14 @@ class S3Store:
                  op_deadline: float = 60.0, observe: Observer = _noop_observe,
                  on_breaker: Callable[[str], None] | None = None,
                  credentials: Mapping[str, str] | None = None,
-                 on_retry: Callable[[], None] | None = None) -> None:
+                 on_retry: Callable[[], None] | None = None,
+                 on_error: Callable[[], None] | None = None) -> None:
         self.bucket = bucket
         self._on_retry = on_retry  # called before each retry of a request (a counter)
+        # called once per request that failed for good (retries spent, refused, S3 away, a
+        # circuit open): the mount's fusecache_s3_errors (it stayed 0 through every
+        # failure of a blind test of the mount)
+        self._on_error = on_error
         self.max_attempts = max_attempts
         self.op_deadline = op_deadline
         self._observe = observe
@@ -242,11 +247,18 @@ class S3Store:
                     f"cannot reach S3 endpoint {self.endpoint_url}: {cause}")
             return errors.StoreUnavailable(f"{what} failed: {cause}")
 
-        return retry.call_with_retry(attempt, what=what,
-                                     deadline=time.monotonic() + self.op_deadline,
-                                     max_attempts=self.max_attempts if max_attempts is None
-                                     else max_attempts, on_give_up=give_up,
-                                     on_retry=self._on_retry)
+        try:
+            return retry.call_with_retry(attempt, what=what,
+                                         deadline=time.monotonic() + self.op_deadline,
+                                         max_attempts=self.max_attempts if max_attempts is None
+                                         else max_attempts, on_give_up=give_up,
+                                         on_retry=self._on_retry)
+        except errors.ObjectNotFound:
+            raise  # (a name that is not there: an answer, not a failure)
+        except errors.StoreError:
+            if self._on_error is not None:
+                self._on_error()
+            raise
 
     def _answer(self) -> None:
         with self._answers_lock:

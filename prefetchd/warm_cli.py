@@ -328,6 +328,10 @@ def cmd_warm(args: argparse.Namespace) -> int:
     if w.stop.is_set():
         print("prefetchd: interrupted: the warm is recorded as partial with its pins "
               "(see prefetchd status); run it again to finish", file=sys.stderr)
+        if w.left_behind:  # GETs S3 leaves hanging: their threads are not waited for
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(130)
         return 130
     empty = [r.uri for r in results if r.objects == 0]
     for u in empty:
