@@ -356,3 +356,17 @@ def _metric(port: int, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.split()[1])
     raise AssertionError(f"no {name} in the metrics")
+
+
+@pytest.mark.fuse
+def test_a_throttling_burst_at_mount_time_is_ridden_out(
+        local_s3: LocalS3, s3_env: dict, bucket: str, obj: Obj, proxy: FaultProxy,
+        tmp_path: Path) -> None:
+    """A blind test of the mount (round 5, F8): three 503 SlowDowns to the bucket check
+    failed the mount in 0.34 s with exit 2 (bad input), where reads ride such bursts out.
+    An S3 that answers but refuses for now gets the store's deadline at mount time too."""
+    proxy.add(Rule("status", key="", status=503, times=4))
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env,
+                 *_mount_args(tmp_path / "c", proxy, 30)) as mp:
+        assert hashlib.sha256((mp / obj.key).read_bytes()).hexdigest() == obj.sha
+    assert proxy.spoiled("") == 4
