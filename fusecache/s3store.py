@@ -357,8 +357,23 @@ class S3Store:
             into = None
         def go():
             t = time.monotonic()
-            data = self._plane(key, lambda d: d.get(key, start, end, etag, into, progress),
-                               lambda: self._boto3_get(key, start, end, etag))
+            came = [0]
+
+            def noted(n: int) -> None:
+                came[0] = n
+                if progress is not None:
+                    progress(n)
+
+            try:
+                data = self._plane(key, lambda d: d.get(key, start, end, etag, into, noted),
+                                   lambda: self._boto3_get(key, start, end, etag))
+            except s3data.Unreachable as e:
+                if not came[0]:
+                    raise
+                # timed out while the body was coming: a slow link, not S3 away (a blind
+                # test of the mount: the breaker opened on a link that delivered all along)
+                raise retry.TemporaryFailure(TimeoutError(
+                    f"{came[0]} of {want} bytes in {time.monotonic() - t:.0f}s: {e}")) from None
             got = len(data)
             if got != want:
                 # A short body is never served: retry the range.

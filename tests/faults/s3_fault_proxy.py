@@ -11,6 +11,8 @@ not touched), read the whole response and send it back, spoiled as the rule says
 
 - ``status``: 500 InternalError, 503 SlowDown or 429 TooManyRequests with an S3 XML
   error body;
+- ``trickle``: the whole correct response, its body at ``after_bytes`` bytes a second (a
+  slow link that delivers all along);
 - ``replay``: the response the server gave the last request for the same (key, range
   start), sent again as it was (a replaying middlebox, or a server that ignores
   ``If-Match``: an earlier version's bytes and ETag);
@@ -42,7 +44,7 @@ MAX_HEADER_BYTES = 64 * 1024
 _ERRORS = {500: ("Internal Server Error", "InternalError", "We encountered an internal error."),
            503: ("Slow Down", "SlowDown", "Please reduce your request rate."),
            429: ("Too Many Requests", "TooManyRequests", "Please reduce your request rate.")}
-FAULTS = ("status", "reset", "truncate", "stall", "delay", "pause", "replay")
+FAULTS = ("status", "reset", "truncate", "stall", "delay", "pause", "replay", "trickle")
 
 
 @dataclass
@@ -216,6 +218,13 @@ class FaultProxy:
                     client.sendall(rbody[:max(0, len(rbody) - max(1, rule.after_bytes))])
                     client.shutdown(socket.SHUT_WR)
                     return
+                if rule.fault == "trickle":
+                    step = max(1, rule.after_bytes // 10)
+                    for pos in range(0, len(rbody), step):
+                        client.sendall(rbody[pos:pos + step])
+                        if self._stopping.wait(0.1):
+                            return
+                    continue
                 if rule.fault == "pause":
                     client.sendall(rbody[:rule.after_bytes])
                     self._stopping.wait(rule.seconds or 0)

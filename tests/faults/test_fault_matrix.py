@@ -370,3 +370,27 @@ def test_a_throttling_burst_at_mount_time_is_ridden_out(
                  *_mount_args(tmp_path / "c", proxy, 30)) as mp:
         assert hashlib.sha256((mp / obj.key).read_bytes()).hexdigest() == obj.sha
     assert proxy.spoiled("") == 4
+
+
+@pytest.mark.fuse
+def test_a_slow_link_that_delivers_is_no_outage(
+        local_s3: LocalS3, s3_env: dict, bucket: str, obj: Obj, proxy: FaultProxy,
+        tmp_path: Path) -> None:
+    """A blind test of the mount (round 5, F2): on an 8 Mbit/s link that delivered all
+    along, a read timed out and the circuit breaker opened ('S3 unreachable'), so every
+    other operation then failed at once. A read that times out while S3 sends body bytes
+    is still EIO within --read-timeout, but no outage: other files read on."""
+    other = put_object(local_s3, bucket, "data/other.bin", 200_000)
+    port = free_port()
+    with mounted(f"s3://{bucket}", tmp_path / "m", s3_env,
+                 *_mount_args(tmp_path / "c", proxy, READ_TIMEOUT),
+                 "--metrics-port", str(port)) as mp:
+        assert (mp / obj.key).stat().st_size == len(obj.data)
+        assert (mp / other.key).stat().st_size == len(other.data)
+        proxy.add(Rule("trickle", key=obj.key, after_bytes=100_000, times=None))
+        with pytest.raises(OSError) as e:  # 1 MiB blocks at 100 kB/s: 10 s each
+            with open(mp / obj.key, "rb") as f:
+                f.read(BLOCK)
+        assert e.value.errno == errno.EIO
+        assert _metric(port, "fusecache_s3_unreachable") == 0
+        assert hashlib.sha256((mp / other.key).read_bytes()).hexdigest() == other.sha
