@@ -659,12 +659,46 @@ def _last_path_operand(tokens: list[str], directions: dict[int, str | None]) -> 
     54 warmed a run's output folder on a writable claim). The script an interpreter runs
     is no operand."""
     for seg in _uri.command_spans(tokens):
+        if _local_copy_destination(tokens, seg, directions):
+            continue
         bare = [i for i in seg if i in directions and directions[i] is None
                 and tokens[i].startswith("/") and not tokens[i].endswith((".py", ".sh"))
                 and (i == seg.start or not tokens[i - 1].startswith("-") or "=" in tokens[i - 1])
                 and not (i > seg.start and _INTERPRETERS.fullmatch(tokens[i - 1]))]
         if len(bare) >= 2:
             directions[bare[-1]] = "unknown"
+
+
+# local copy commands: their destination (the last operand, or -t/--target-directory DIR)
+# is written (blind job round 61: `cp SRC /scratch/` listed /scratch/ as a read)
+_LOCAL_COPIES = frozenset({"cp", "mv", "rsync", "install"})
+
+
+def _local_copy_destination(tokens: list[str], seg: range,
+                            directions: dict[int, str | None]) -> bool:
+    """Mark the destination of a local ``cp``/``mv``/``rsync``/``install`` in *seg* (also
+    after ``sh -c``, ``sudo``, ``VAR=x``) as written; whether *seg* is such a command (its
+    sources stay reads)."""
+    verb = next((k for k in seg if tokens[k].rsplit("/", 1)[-1] in _LOCAL_COPIES and (
+        k == seg.start or tokens[k - 1] in _BEFORE_VERB or "=" in tokens[k - 1]
+        and not tokens[k - 1].startswith("-"))), None)
+    if verb is None:
+        return False
+    words = range(verb + 1, seg.stop)
+    dest = next((i + 1 for i in words if tokens[i] in ("-t", "--target-directory")
+                 and i + 1 < seg.stop), None)
+    if dest is None:
+        dest = next((i for i in words if tokens[i].startswith("--target-directory=")), None)
+    if dest is None:
+        operands = [i for i in words if not tokens[i].startswith("-")]
+        dest = operands[-1] if len(operands) >= 2 else None
+    if dest is not None and dest in directions and directions[dest] in (None, "read"):
+        directions[dest] = "write"
+    return True
+
+
+_BEFORE_VERB = frozenset({"-c", "-lc", "-ec", "-xc", "-exc", "--", "sudo", "exec", "time",
+                          "nohup"})
 
 
 _SCRIPT_SUFFIXES = {".sh": ["bash", "-c"], ".bash": ["bash", "-c"], ".py": ["python", "-c"]}

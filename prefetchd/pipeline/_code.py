@@ -26,6 +26,10 @@ carry `x`; f-strings and `+` carry every part). Sinks say the direction:
 - fsspec `get`/`download`/`cat`/`cat_file`/`open_input_file`/`read_*` read the
   first argument; `put`/`upload` write the second; `pipe`/`rm`/`to_*` write the
   first; `copy`/`cp_file` read the first and write the second;
+- listings (`os.listdir`/`scandir`/`walk`, `glob.glob`, `Path(p).iterdir()`/`.glob(pat)`/
+  `.rglob(pat)`): a listing whose names are used reads its folder or pattern; one whose
+  names are only told (printed, counted) reads nothing, but a local path it lists
+  (`/data/coco/train2017`) is still kept in `paths`, the part of a mount the program uses;
 - `subprocess.run|call|check_call|check_output|Popen`, `os.system`: the
   command line (a list, or a string) is classified like a container's args
   (`_uri.classify_tokens`: copy direction, `--from`/`--to`, ...).
@@ -132,6 +136,8 @@ _WRITE_FIRST = frozenset(
 _WRITE_SELF = frozenset({"write_bytes", "write_text"})
 # readers called on a path object (pathlib, UPath, CloudPath: p.read_text(), p.download_to(d))
 _READ_SELF = frozenset({"read_text", "read_bytes", "download_to"})
+# listings called on a path object (pathlib, UPath): p.iterdir(), p.glob(pat), p.rglob(pat)
+_PATH_LISTS = frozenset({"iterdir", "glob", "rglob"})
 _WRITE_SECOND = frozenset({"put", "upload", "put_file",
                            "write_table", "write_dataset"})  # pyarrow, lance: (data, where)
 _COPY = frozenset({"copy", "cp_file", "copy_file", "mv", "move"})
@@ -1746,7 +1752,22 @@ class _Flow(ast.NodeVisitor):
             self._boto_object(kw.get("Bucket", pos[0] if pos else None),
                               kw.get("Key", pos[1] if len(pos) > 1 else None), d)
         elif id(node) in self.printed_listings:
-            pass  # print(json.dumps(fs.glob(f"{root}train-*.tar"))): names for a later step
+            # print(json.dumps(fs.glob(f"{root}train-*.tar"))): names for a later step; but a
+            # folder of a mounted volume listed (os.listdir("/data/coco/train2017")) is the
+            # part of the mount the program uses, as a shell `ls` of it (blind job round 61:
+            # the whole volume was warmed)
+            listed = _literal(self._listing(f, name, args))
+            if listed is not None and listed.startswith("/") and len(self.paths) < 256:
+                self.paths.setdefault(listed, set()).add("read")
+        elif name in _PATH_LISTS and isinstance(f, ast.Attribute) and self._is_path(f.value) \
+                and (listed_at := self._listing(f, name, args)) is not None:
+            # Path(root).iterdir(), (Path(root) / "x").glob("*.jpg"), .rglob("*.jpg"): the
+            # folder or pattern listed, whose files the program goes on to read
+            text = _literal(listed_at)
+            if text is not None and text.startswith("/") and len(self.paths) < 256:
+                self.paths.setdefault(text, set()).add("read")
+            else:
+                self._mark_pieces(listed_at, "read")
         elif (name in _READ_FIRST or name in ("find", "walk") and self._on_fs) and (
                 args or kw.keys() & _READ_KEYWORDS):
             # (fs.find("bkt/policies/2024/") on an S3 file system: every object under it,
@@ -1819,6 +1840,27 @@ class _Flow(ast.NodeVisitor):
                             self.found.setdefault("lit:" + u, set()).add("write")
                         elif not isinstance(a, ast.Constant):
                             self.found.setdefault("lit:" + u, set()).add("read")
+
+    def _listing(self, f: ast.AST, name: str, args: list[ast.AST]) -> Pieces | None:
+        """The folder or pattern a listing call lists: its first argument
+        (``os.listdir(p)``, ``glob.glob(pattern)``, ``fs.ls(p)``), or a path object's own
+        (``Path(p).iterdir()``; ``Path(p).glob(pat)`` is ``p/pat``, ``rglob(pat)``
+        ``p/**/pat``, whose ``**`` crosses folders as the project's globs do)."""
+        if isinstance(f, ast.Attribute) and name in _PATH_LISTS and self._is_path(f.value):
+            base = self.pieces(f.value)
+            if base is None or (name != "iterdir" and not args):
+                return None
+            if name == "iterdir":
+                return base
+            pattern = self.pieces(args[0])
+            if pattern is None:
+                return None
+            if name == "rglob":
+                text = _literal(pattern)
+                pattern = (f"**{text[1:]}",) if text and text.startswith("*") else (
+                    "**/", *pattern)
+            return (*base, "/", *pattern)
+        return self.pieces(args[0]) if args else None
 
     def _packs(self, f: ast.AST) -> bool:
         """Whether a call of *f* only packs its arguments into a record: a namedtuple type's
@@ -2072,7 +2114,8 @@ _SHAPES_TEXT = frozenset({"dumps", "str", "repr", "format", "join", "sorted", "l
                           "lower"})
 # listings (fs.glob, os.listdir): their result only printed is a list of names for a later
 # step (a withParam loop), no read of the objects (blind round 52)
-_LISTS = frozenset({"glob", "iglob", "find", "ls", "listdir", "walk", "scandir"})
+_LISTS = frozenset({"glob", "iglob", "find", "ls", "listdir", "walk", "scandir", "iterdir",
+                    "rglob"})
 
 
 def _printed(tree: ast.AST) -> tuple[set[str], set[int]]:

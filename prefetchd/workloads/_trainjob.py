@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from prefetchd.workloads import _common, _jobset, _podspec
+from prefetchd.workloads import _common, _jobset, _podspec, _validate
 from prefetchd.workloads._library import Library
 from prefetchd.workloads._model import (
     DatasetRef,
@@ -132,6 +132,7 @@ def runtime_of(obj: Mapping[str, Any], library: Library, namespace: str) -> Mapp
 def read(obj: Mapping[str, Any], library: Library) -> UpcomingWork:
     work = _common.start(obj, library)
     spec = mapping(obj.get("spec"), "spec")
+    _validate.check_trainjob(spec)
     runtime = runtime_of(obj, library, work.namespace)
     rspec = mapping(runtime.get("spec"), "runtime spec")
     policy = mapping(rspec.get("mlPolicy"), "runtime spec.mlPolicy")

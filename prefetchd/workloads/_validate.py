@@ -2,7 +2,9 @@
 
 Who calls this: :func:`prefetchd.workloads._podspec.group` (every pod template of every kind:
 :func:`check_pod_template`), :func:`prefetchd.workloads._common.start` (the object's own
-labels: :func:`check_labels`) and the job adapters (:func:`check_replica_types`).
+labels: :func:`check_labels`), the job adapters (:func:`check_replica_types`) and the TrainJob
+adapter (:func:`check_trainjob`: its own fields, its trainer's and its runtime patches' pod and
+container fields, which never reach a pod template when misspelt).
 
 Why: work the cluster would refuse never runs, so warming for it only fills caches; planned
 silently it also hides the user's mistake (blind job round 50: a memory limit of ``64GB``,
@@ -227,3 +229,88 @@ def check_replica_types(replicas: Mapping[str, Any], allowed: Iterable[str], whe
         if rtype not in allowed:
             raise WorkloadError(f"{where}.{rtype}: not a replica type of this kind (one of "
                                 f"{', '.join(allowed)}; the operator refuses the job)")
+
+
+# A TrainJob's own fields (trainer.kubeflow.org/v1alpha1, the CRD's schema; the older
+# podTemplateOverrides / podSpecOverrides and their spec's labels/annotations too) and the
+# restricted pod fields a runtime patch or override carries (blind job round 61: a typo in
+# any of them was dropped without a word, and the API server's strict decoding refuses it)
+TRAINJOB_FIELDS = frozenset({"activeDeadlineSeconds", "initializer", "managedBy",
+                             "podSpecOverrides", "podTemplateOverrides", "runtimePatches",
+                             "runtimeRef", "suspend", "trainer", "labels", "annotations"})
+TRAINER_FIELDS = frozenset({"args", "command", "env", "image", "numNodes", "numProcPerNode",
+                            "resourcesPerNode"})
+_INITIALIZER_STEP = frozenset({"env", "secretRef", "storageUri"})
+_META = frozenset({"annotations", "finalizers", "labels", "name", "namespace"})
+PATCH_POD_FIELDS = frozenset({"affinity", "containers", "imagePullSecrets", "initContainers",
+                              "nodeSelector", "schedulingGates", "securityContext",
+                              "serviceAccountName", "terminationGracePeriodSeconds",
+                              "tolerations", "volumes"})
+PATCH_CONTAINER_FIELDS = frozenset({"env", "name", "securityContext", "volumeMounts"})
+
+
+def _mappings(value: Any) -> list[tuple[int, Mapping[str, Any]]]:
+    return [(i, v) for i, v in enumerate(value if isinstance(value, list) else [])
+            if isinstance(v, Mapping)]
+
+
+def _sub(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = obj.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def check_patch_pod(spec: Mapping[str, Any], where: str) -> None:
+    """A runtime patch's (or override's) restricted pod spec: a near miss of a pod's or a
+    container's field is refused (an exact pod field the patch API lacks is left to it)."""
+    _fields(spec, POD_SPEC_FIELDS | PATCH_POD_FIELDS, where)
+    for kind in ("initContainers", "containers"):
+        for _, c in _mappings(spec.get(kind)):
+            at = f"{where}.{kind}[{c.get('name')}]"
+            _fields(c, CONTAINER_FIELDS | PATCH_CONTAINER_FIELDS, at)
+            for _, m in _mappings(c.get("volumeMounts")):
+                _fields(m, VOLUME_MOUNT_FIELDS, f"{at}.volumeMounts[{m.get('name')}]")
+
+
+def check_trainjob(spec: Mapping[str, Any]) -> None:
+    """A TrainJob's spec, its trainer, initializers and runtime patches: a field that is a
+    near miss of one the TrainJob API names is refused, as a pod's are."""
+    _fields(spec, TRAINJOB_FIELDS, "spec")
+    _fields(_sub(spec, "trainer"), TRAINER_FIELDS, "spec.trainer")
+    init = _sub(spec, "initializer")
+    _fields(init, frozenset({"dataset", "model"}), "spec.initializer")
+    for step in ("dataset", "model"):
+        _fields(_sub(init, step), _INITIALIZER_STEP, f"spec.initializer.{step}")
+    for i, p in _mappings(spec.get("runtimePatches")):
+        at = f"spec.runtimePatches[{i}]"
+        _fields(p, frozenset({"manager", "time", "trainingRuntimeSpec"}), at)
+        at += ".trainingRuntimeSpec"
+        rts = _sub(p, "trainingRuntimeSpec")
+        _fields(rts, frozenset({"template"}), at)
+        at += ".template"
+        tmpl = _sub(rts, "template")
+        _fields(tmpl, frozenset({"metadata", "spec"}), at)
+        _fields(_sub(tmpl, "metadata"), _META, f"{at}.metadata")
+        js = _sub(tmpl, "spec")
+        _fields(js, frozenset({"replicatedJobs"}), f"{at}.spec")
+        for j, rj in _mappings(js.get("replicatedJobs")):
+            rat = f"{at}.spec.replicatedJobs[{j}]"
+            _fields(rj, frozenset({"name", "template"}), rat)
+            jt = _sub(rj, "template")
+            _fields(jt, frozenset({"metadata", "spec"}), f"{rat}.template")
+            _fields(_sub(jt, "metadata"), _META, f"{rat}.template.metadata")
+            jspec = _sub(jt, "spec")
+            _fields(jspec, frozenset({"template"}), f"{rat}.template.spec")
+            pt = _sub(jspec, "template")
+            pat = f"{rat}.template.spec.template"
+            _fields(pt, frozenset({"metadata", "spec"}), pat)
+            _fields(_sub(pt, "metadata"), _META, f"{pat}.metadata")
+            check_patch_pod(_sub(pt, "spec"), f"{pat}.spec")
+    for i, ov in _mappings(spec.get("podTemplateOverrides")):
+        at = f"spec.podTemplateOverrides[{i}]"
+        _fields(ov, frozenset({"targetJobs", "metadata", "spec"}), at)
+        _fields(_sub(ov, "metadata"), _META, f"{at}.metadata")
+        check_patch_pod(_sub(ov, "spec"), f"{at}.spec")
+    for i, ov in _mappings(spec.get("podSpecOverrides")):
+        # the earlier flat form: pod fields beside targetJobs
+        check_patch_pod({k: v for k, v in ov.items() if k != "targetJobs"},
+                        f"spec.podSpecOverrides[{i}]")
