@@ -244,6 +244,7 @@ class Warmer:
         # their own, at the request's deadline), and the cache they may still write to is
         # left open; `prefetchd warm` then exits without joining them
         self.left_behind = False
+        self._left_pools: list[cf.ThreadPoolExecutor] = []
         # seconds spent: connect (clients, bucket checks), list, fetch (GETs and cache
         # writes), total (all of warm()); reported by `warm --json`, used by the benchmark
         self.timings: dict[str, float] = {"connect": 0.0, "list": 0.0, "fetch": 0.0}
@@ -395,7 +396,17 @@ class Warmer:
             counting.set()
             counter.join()
             self._count_traffic(cache)
-            if not self.left_behind:
+            if self.left_behind:  # closed once their threads are done (a long-lived agent)
+                pools = self._left_pools
+
+                def close_when_done() -> None:
+                    for p in pools:
+                        p.shutdown(wait=True)
+                    cache.close()
+
+                threading.Thread(target=close_when_done, name="prefetchd-left-behind",
+                                 daemon=True).start()
+            else:
                 cache.close()
         return [r for r, _, _ in plan]
 
@@ -596,7 +607,9 @@ class Warmer:
                     break
         finally:
             pool.shutdown(wait=not left_behind, cancel_futures=left_behind)
-            self.left_behind = self.left_behind or left_behind
+            if left_behind:
+                self.left_behind = True
+                self._left_pools.append(pool)
         return full.is_set()
 
     def _stopped_long_ago(self) -> bool:
