@@ -622,14 +622,22 @@ class WarmWorker:
         log.info("released %s for %s: unpinned %d objects", dataset, source, n)
 
     def _unpin(self, uri: str, owner: str) -> int:
-        n = 0
+        """Drop *owner*'s pins (every one: objects whose blocks never came too) and the
+        warm's own record of *uri* when it is *owner*'s (``prefetchd status`` showed a
+        released warm pinned for a day). Returns the objects of *uri* cached."""
         cache = fusecache.NodeCache.open(self.config.cache_dir)
         try:
-            for oid in warm_mod.cached_objects(cache, uri):
-                cache.unpin_object(oid, owner)
-                n += 1
+            cache.unpin_owner(owner)
+            n = sum(1 for _ in warm_mod.cached_objects(cache, uri))
         finally:
             cache.close()
+
+        def forget(d: dict[str, Any]) -> None:
+            for key in [k for k, rec in d.items()
+                        if isinstance(rec, dict) and rec.get("pin_owner") == owner]:
+                del d[key]
+
+        warm_mod.StateFile(self.config.cache_dir).update(forget)
         return n
 
     def _scoped_counters(self) -> dict[str, dict[str, int]]:

@@ -765,3 +765,21 @@ def test_the_cache_leaves_its_file_system_a_tenth_free(tmp_path: Path) -> None:
         c.close()
     finally:
         subprocess.run(["umount", "-l", str(fs)])
+
+
+def test_unpin_owner_drops_every_pin_of_its_owner_and_no_other(tmp_path: Path) -> None:
+    """An object pinned before any block came has no record a walk of the cached objects
+    finds (a blind test of the agent: a stopped warm left such pins for a day)."""
+    c = NodeCache.open(tmp_path, limit_bytes=64 * BS, block_size=BS)
+    held, bare, last = oid("held"), oid("bare"), oid("last")
+    assert c.put_block(held, 0, data_for(held, 0))
+    c.pin_object(held, "job-a")
+    c.pin_object(held, "job-b")
+    c.pin_object(bare, "job-a")  # no block of it ever came
+    c.pin_block(last, 0, "job-a")
+    assert c.unpin_owner("job-a") == 3
+    assert c.is_pinned(held) and not c.is_pinned(bare) and not c.is_pinned(last, 0)
+    assert c.stats().pinned_entries == 1
+    assert c.unpin_owner("job-b") == 1 and c.stats().pinned_entries == 0
+    assert c.unpin_owner("job-b") == 0
+    c.close()

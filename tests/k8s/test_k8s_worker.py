@@ -207,9 +207,14 @@ def test_a_dataset_released_while_it_warms_stops_fetching(local_s3, s3_env, buck
     cache = fusecache.NodeCache.open(tmp_path)
     try:
         assert not [o for o in cache.iter_objects(bucket, "big/") if cache.is_pinned(o)]
+        # (a blind test of the agent: the object being fetched when the warm stopped kept
+        # its pin, with none of its blocks, and `prefetchd status` showed the dataset pinned
+        # for a day)
+        assert cache.stats().pinned_entries == 0
     finally:
         cache.close()
     assert not worker.records.find("job ml/j", f"s3://{bucket}/big/")
+    assert not wk.warm_mod.StateFile(str(tmp_path)).load()
 
 
 class FlakyWarmer:
