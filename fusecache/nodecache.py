@@ -1049,10 +1049,14 @@ class NodeCache:
         of the agent: a warm stopped by a release left such pins, and nothing dropped
         them)."""
         n = 0
+        mark = json.dumps(owner).encode()  # (as it stands in a record: most are skipped unread)
         with self.env.begin(write=True, db=self._pins) as txn:
             cur = txn.cursor()
             ok = cur.first()
             while ok and cur.key():  # (a delete of the last leaves the cursor past the end)
+                if mark not in cur.value():
+                    ok = cur.next()
+                    continue
                 owners = json.loads(cur.value())
                 if owner in owners:
                     del owners[owner]
