@@ -253,3 +253,41 @@ def test_a_warm_s3_failed_part_of_is_not_warm_and_is_tried_again(tmp_path, monke
     assert FlakyWarmer.calls == 2  # tried again once, and no more once all came
     (owner,) = worker.records.complete("job ml/j", "s3://bkt/ds/")
     assert not worker.records.live()[owner].get("partial")
+
+
+class FullThenRoomWarmer:
+    """prefetchd.warm.Warmer's stand-in: the first warm finds the cache full of pinned data
+    for two objects of three, the next finds room."""
+
+    calls = 0
+
+    def __init__(self, cache_dir: str, *args, stop: threading.Event, **kw) -> None:
+        pass
+
+    def warm(self, uris: list[str]) -> list:
+        FullThenRoomWarmer.calls += 1
+        skipped = 2 if FullThenRoomWarmer.calls == 1 else 0
+        return [wk.warm_mod.DatasetResult(uris[0], objects=3, bytes=30, skipped=skipped,
+                                          skipped_bytes=10 * skipped)]
+
+
+def test_a_warm_the_full_cache_cut_short_is_asked_for_again(tmp_path, monkeypatch):
+    """A blind test of the agent (round 2): warms that skipped objects for a cache full of
+    pinned data were recorded as warmed (0 bytes held) and never asked for again, even once
+    64 MiB had been freed. They are partial now, and tried again as a failed part is."""
+    monkeypatch.setattr(wk, "RETRY_DELAYS", (0.2, 0.2))
+    fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
+    worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me",
+                                           publish_interval=60),
+                           make_warmer=FullThenRoomWarmer).start()
+    try:
+        worker.warm(ag.WarmRequest("s3://bkt/ds/", "job ml/j", "main", 0))
+        deadline = time.monotonic() + 20
+        while FullThenRoomWarmer.calls < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        worker.stop()
+    assert FullThenRoomWarmer.calls == 2
+    (owner,) = worker.records.complete("job ml/j", "s3://bkt/ds/")
+    assert not worker.records.live()[owner].get("partial")
