@@ -208,7 +208,9 @@ class AgentMetrics:
         self.warms.labels("failed").inc()
 
     def warm_done(self, req: Any, res: Any, started: float, finished: float) -> None:
-        self.warms.labels("failed_objects" if res.failed else "done").inc()
+        # (a warm the cache had no room for all of was counted done: blind agent round 2)
+        self.warms.labels("failed_objects" if res.failed else
+                          "no_room" if res.skipped else "done").inc()
         self.warm_seconds.observe(finished - started)
         if not req.source.startswith("workflow "):
             return

@@ -24,8 +24,17 @@ def stats(**counters: int) -> SimpleNamespace:
     return SimpleNamespace(used_bytes=1, limit_bytes=10, counters=counters)
 
 
-def res(nbytes: int) -> SimpleNamespace:
-    return SimpleNamespace(bytes=nbytes, skipped_bytes=0, transferred=nbytes, failed=[])
+def res(nbytes: int, skipped: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(bytes=nbytes, skipped=skipped, skipped_bytes=0,
+                           transferred=nbytes, failed=[])
+
+
+def test_a_warm_the_cache_had_no_room_for_is_not_counted_done() -> None:
+    """A blind test of the agent (round 2): a partial warm counted as done."""
+    m = mm.AgentMetrics("n1")
+    m.warm_done(ag.WarmRequest("s3://b/d/", "job ml/j", "main", 0), res(10, skipped=2), 0, 1)
+    assert value(m, "prefetchd_warms_total", outcome="no_room") == 1
+    assert value(m, "prefetchd_warms_total", outcome="done") in (None, 0)
 
 
 def value(m: mm.AgentMetrics, name: str, **labels: str) -> float | None:
