@@ -471,10 +471,13 @@ class WarmWorker:
         held = res.bytes - res.skipped_bytes - res.others_bytes
         if res.failed:  # what it holds of the dataset, not what it was asked for
             held = self._held_bytes(res.uri)
+        # (skipped for a release or a stop were logged "cache full": blind agent round 2)
+        why = "released" if halt.is_set() and not self.stop_event.is_set() else \
+            "stopping" if self.stop_event.is_set() else "cache full"
         log.info("%s %s for %s (step %s): %d objects, %d bytes, %d transferred, "
-                 "%d skipped (cache full), %d failed, %.1fs; %d bytes held here",
+                 "%d skipped (%s), %d failed, %.1fs; %d bytes held here",
                  "warmed part of" if res.failed else "warmed", res.uri, req.source, req.step,
-                 res.objects, res.bytes, res.transferred, res.skipped, len(res.failed),
+                 res.objects, res.bytes, res.transferred, res.skipped, why, len(res.failed),
                  finished - started, held)
         if halt.is_set() and not self.stop_event.is_set():
             self._unpin(res.uri, owner)  # released while it ran: nothing of it is kept
