@@ -447,6 +447,9 @@ class WarmWorker:
             log.warning("%s: cannot warm %s: %s", req.source, req.dataset, e)
             if self.metrics is not None:
                 self.metrics.warm_failed(req)
+            # (a Secret made after its job, or let read later, is used then: a blind test of
+            # the agent found the warm never asked for again once the Secret existed)
+            self._retry_later(req, "not warmed")
             return
         log.info("warming %s for %s (step %s, stage %d) with the credentials of %s",
                  req.dataset, req.source, req.step, req.stage, store.origin)
@@ -517,20 +520,21 @@ class WarmWorker:
         if self.metrics is not None:
             self.metrics.warm_done(req, res, started, finished)
 
-    def _retry_later(self, req: Any) -> None:
+    def _retry_later(self, req: Any, why: str = "partly warmed") -> None:
         """Ask for *req* again after RETRY_DELAYS[n] (its n-th retry), while it is still
-        wanted; at most MAX_RETRYING datasets wait so, and none past the last delay."""
+        wanted (a release drops it); at most MAX_RETRYING datasets wait so, and none past
+        the last delay."""
         key = (req.source, req.dataset)
         with self._lock:
             n = self._retries.get(key, 0)
             if n >= len(RETRY_DELAYS) or (key not in self._retries
                                           and len(self._retries) >= MAX_RETRYING):
-                log.warning("%s: %s stays partly warmed (%d retries); the pod's own reads "
-                            "fetch the rest", req.source, req.dataset, n)
+                log.warning("%s: %s stays %s (%d retries); the pod's own reads fetch the "
+                            "rest", req.source, req.dataset, why, n)
                 self._retries.pop(key, None)
                 return
             self._retries[key] = n + 1
-        log.info("%s: %s partly warmed; trying again in %.0fs", req.source, req.dataset,
+        log.info("%s: %s %s; trying again in %.0fs", req.source, req.dataset, why,
                  RETRY_DELAYS[n])
         timer = threading.Timer(RETRY_DELAYS[n], self._retry, args=(req,))
         timer.daemon = True
@@ -539,8 +543,7 @@ class WarmWorker:
     def _retry(self, req: Any) -> None:
         with self._lock:
             wanted = (req.source, req.dataset) in self._retries
-        if wanted and not self.stop_event.is_set() and self.records.find(req.source,
-                                                                         req.dataset):
+        if wanted and not self.stop_event.is_set():
             self.warm(req)
 
     def _held_bytes(self, uri: str) -> int:

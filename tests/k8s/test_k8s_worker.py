@@ -291,3 +291,34 @@ def test_a_warm_the_full_cache_cut_short_is_asked_for_again(tmp_path, monkeypatc
     assert FullThenRoomWarmer.calls == 2
     (owner,) = worker.records.complete("job ml/j", "s3://bkt/ds/")
     assert not worker.records.live()[owner].get("partial")
+
+
+def test_a_warm_whose_secret_comes_later_is_asked_for_again(tmp_path, monkeypatch,
+                                                           log_police):
+    """A blind test of the agent (round 2): a warm refused for a node-stage Secret that
+    did not exist yet was never asked for again once it did."""
+    log_police.allow(r"cannot warm")
+    monkeypatch.setattr(wk, "RETRY_DELAYS", (0.2, 0.2))
+    FlakyWarmer.calls = 1  # (its next warms fetch everything)
+    asked = []
+
+    def store_configs(req):
+        asked.append(req.dataset)
+        if len(asked) == 1:
+            raise wk.credentials.CredentialError("Secret ml/s3 does not exist")
+        return wk.credentials.StoreConfig(None, None, "Secret ml/s3")
+
+    fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
+    worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me",
+                                           publish_interval=60),
+                           make_warmer=FlakyWarmer, store_configs=store_configs).start()
+    try:
+        worker.warm(ag.WarmRequest("s3://bkt/ds/", "job ml/j", "main", 0))
+        deadline = time.monotonic() + 20
+        while not worker.records.complete("job ml/j", "s3://bkt/ds/") and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    assert len(asked) == 2
+    assert worker.records.complete("job ml/j", "s3://bkt/ds/")
