@@ -217,78 +217,51 @@ def test_a_dataset_released_while_it_warms_stops_fetching(local_s3, s3_env, buck
     assert not wk.warm_mod.StateFile(str(tmp_path)).load()
 
 
-class FlakyWarmer:
-    """prefetchd.warm.Warmer's stand-in: the first warm finds S3 failing for two objects of
-    three (an outage), the next fetches them."""
+class CutShortWarmer:
+    """prefetchd.warm.Warmer's stand-in: the first warm gets two objects of three no
+    further (``first``: S3 failed them in an outage, or the cache, full of pinned data, had
+    no room for them); the next fetches them."""
 
     calls = 0
+    first = "failed"
 
     def __init__(self, cache_dir: str, *args, stop: threading.Event, **kw) -> None:
         pass
 
     def warm(self, uris: list[str]) -> list:
-        FlakyWarmer.calls += 1
-        failed = ["a", "b"] if FlakyWarmer.calls == 1 else []
-        return [wk.warm_mod.DatasetResult(uris[0], objects=3, bytes=30, failed=failed)]
+        CutShortWarmer.calls += 1
+        cut = 2 if CutShortWarmer.calls == 1 else 0
+        if CutShortWarmer.first == "failed":
+            return [wk.warm_mod.DatasetResult(uris[0], objects=3, bytes=30,
+                                              failed=["a", "b"][:cut])]
+        return [wk.warm_mod.DatasetResult(uris[0], objects=3, bytes=30, skipped=cut,
+                                          skipped_bytes=10 * cut)]
 
 
-def test_a_warm_s3_failed_part_of_is_not_warm_and_is_tried_again(tmp_path, monkeypatch,
-                                                                 log_police):
+@pytest.mark.parametrize("first", ["failed", "no room"])
+def test_a_warm_cut_short_is_not_warm_and_is_tried_again(first, tmp_path, monkeypatch,
+                                                         log_police):
     """A blind test of the agent: a warm cut by an S3 outage was recorded as warmed, never
-    tried again, and skipped ('already warmed') when the job's pod was bound there."""
+    tried again, and skipped ('already warmed') when the job's pod was bound there. Blind
+    agent round 2: so were warms that skipped objects for a cache full of pinned data, even
+    once 64 MiB had been freed."""
     log_police.allow(r"partly warmed")
     monkeypatch.setattr(wk, "RETRY_DELAYS", (0.2, 0.2))
+    monkeypatch.setattr(CutShortWarmer, "calls", 0)
+    monkeypatch.setattr(CutShortWarmer, "first", first)
     fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
     worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me",
                                            publish_interval=60),
-                           make_warmer=FlakyWarmer).start()
+                           make_warmer=CutShortWarmer).start()
     try:
         worker.warm(ag.WarmRequest("s3://bkt/ds/", "job ml/j", "main", 0))
         deadline = time.monotonic() + 20
-        while FlakyWarmer.calls < 2 and time.monotonic() < deadline:
+        while CutShortWarmer.calls < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)
     finally:
         worker.stop()
-    assert FlakyWarmer.calls == 2  # tried again once, and no more once all came
-    (owner,) = worker.records.complete("job ml/j", "s3://bkt/ds/")
-    assert not worker.records.live()[owner].get("partial")
-
-
-class FullThenRoomWarmer:
-    """prefetchd.warm.Warmer's stand-in: the first warm finds the cache full of pinned data
-    for two objects of three, the next finds room."""
-
-    calls = 0
-
-    def __init__(self, cache_dir: str, *args, stop: threading.Event, **kw) -> None:
-        pass
-
-    def warm(self, uris: list[str]) -> list:
-        FullThenRoomWarmer.calls += 1
-        skipped = 2 if FullThenRoomWarmer.calls == 1 else 0
-        return [wk.warm_mod.DatasetResult(uris[0], objects=3, bytes=30, skipped=skipped,
-                                          skipped_bytes=10 * skipped)]
-
-
-def test_a_warm_the_full_cache_cut_short_is_asked_for_again(tmp_path, monkeypatch):
-    """A blind test of the agent (round 2): warms that skipped objects for a cache full of
-    pinned data were recorded as warmed (0 bytes held) and never asked for again, even once
-    64 MiB had been freed. They are partial now, and tried again as a failed part is."""
-    monkeypatch.setattr(wk, "RETRY_DELAYS", (0.2, 0.2))
-    fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
-    worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me",
-                                           publish_interval=60),
-                           make_warmer=FullThenRoomWarmer).start()
-    try:
-        worker.warm(ag.WarmRequest("s3://bkt/ds/", "job ml/j", "main", 0))
-        deadline = time.monotonic() + 20
-        while FullThenRoomWarmer.calls < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.3)
-    finally:
-        worker.stop()
-    assert FullThenRoomWarmer.calls == 2
+    assert CutShortWarmer.calls == 2  # tried again once, and no more once all came
     (owner,) = worker.records.complete("job ml/j", "s3://bkt/ds/")
     assert not worker.records.live()[owner].get("partial")
 
@@ -299,7 +272,7 @@ def test_a_warm_whose_secret_comes_later_is_asked_for_again(tmp_path, monkeypatc
     did not exist yet was never asked for again once it did."""
     log_police.allow(r"cannot warm")
     monkeypatch.setattr(wk, "RETRY_DELAYS", (0.2, 0.2))
-    FlakyWarmer.calls = 1  # (its next warms fetch everything)
+    monkeypatch.setattr(CutShortWarmer, "calls", 1)  # (its next warms fetch everything)
     asked = []
 
     def store_configs(req):
@@ -311,7 +284,7 @@ def test_a_warm_whose_secret_comes_later_is_asked_for_again(tmp_path, monkeypatc
     fusecache.NodeCache.open(tmp_path, limit_bytes=1 << 30).close()
     worker = wk.WarmWorker(wk.WorkerConfig(cache_dir=str(tmp_path), node_name="me",
                                            publish_interval=60),
-                           make_warmer=FlakyWarmer, store_configs=store_configs).start()
+                           make_warmer=CutShortWarmer, store_configs=store_configs).start()
     try:
         worker.warm(ag.WarmRequest("s3://bkt/ds/", "job ml/j", "main", 0))
         deadline = time.monotonic() + 20
