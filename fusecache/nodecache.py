@@ -621,7 +621,11 @@ class NodeCache:
 
     def used_bytes(self) -> int:
         with self.env.begin() as txn:
-            return _U64.unpack(txn.get(b"used", db=self._meta))[0]
+            return self._used_in(txn)
+
+    def _used_in(self, txn: lmdb.Transaction) -> int:
+        """``used`` in ``meta`` as *txn* sees it (the sum of the blocks' lengths)."""
+        return _U64.unpack(txn.get(b"used", db=self._meta))[0]
 
     def pinned_bytes(self) -> int:
         """Bytes of the blocks held now under a live pin: what eviction cannot free. One
@@ -680,7 +684,7 @@ class NodeCache:
         with self.env.begin(write=True) as txn:
             if _FAILPOINT is not None:
                 _failpoint("put:begin", len(checked))
-            used = was_used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+            used = was_used = self._used_in(txn)
             disk = self._disk_room()
             limit = self._room_limit(used, disk)
             for oid, key, data, crc, granules in checked:
@@ -920,7 +924,7 @@ class NodeCache:
         while True:
             freed: set[int] = set()
             with self.env.begin(write=True) as txn:
-                used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+                used = self._used_in(txn)
                 limit = self._room_limit(used, self._disk_room())
                 if used <= limit:
                     return total
@@ -985,7 +989,7 @@ class NodeCache:
             if raw is not None:
                 atime, length, _ = _BMETA.unpack_from(raw)
                 txn.delete(_ATIME.pack(atime) + key, db=self._lru)
-                used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+                used = self._used_in(txn)
                 txn.put(b"used", _U64.pack(max(0, used - length)), db=self._meta)
             txn.delete(key, db=self._bmeta)
             txn.delete(key, db=self._blocks)
@@ -1138,7 +1142,7 @@ class NodeCache:
 
     def stats(self) -> CacheStats:
         with self.env.begin() as txn:
-            used = _U64.unpack(txn.get(b"used", db=self._meta))[0]
+            used = self._used_in(txn)
             counters = {}
             for name in COUNTERS:
                 raw = txn.get(b"c:" + name.encode(), db=self._meta)

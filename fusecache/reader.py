@@ -272,7 +272,6 @@ class BlockReader:
         self._peer_slots = trio.CapacityLimiter(_PEER_THREADS)
         self._peer_batch_slots = trio.CapacityLimiter(_PEER_BATCH_THREADS)
         self.breaker = breaker
-        self._bytes_seen_at = -math.inf  # when a GET last got body bytes (_no_answer)
         self._slow_said_at = -math.inf
         self.offline = offline
         self.ram = ram
@@ -634,7 +633,6 @@ class BlockReader:
         token = self._token
 
         def progress(n: int) -> None:
-            self._noted(n)
             flight.filled = max(flight.filled, n)  # a retry rewrites the same bytes
             need = flight.need
             if need and flight.filled >= need and token is not None:
@@ -649,11 +647,6 @@ class BlockReader:
         """Objects too big to keep whole in RAM go to the stream segment."""
         return oid.size > self._stream_threshold
 
-    def _noted(self, n: int) -> None:
-        """A GET's progress callback (worker threads): when S3 last sent body bytes."""
-        if n:
-            self._bytes_seen_at = time.monotonic()
-
     def _no_answer(self) -> None:
         """A read or read-ahead timed out: an outage (the breaker opens, later requests
         fail fast) unless S3 sent body bytes within the bound, which is a slow link, not
@@ -662,7 +655,7 @@ class BlockReader:
         if self.breaker is None:
             return
         now = time.monotonic()
-        if now - self._bytes_seen_at < self.read_timeout:
+        if now - self.store.body_seen_at < self.read_timeout:
             if now - self._slow_said_at > 60:  # (at most a line a minute)
                 self._slow_said_at = now
                 log.warning("a read of S3 timed out after %gs while S3 was sending (a link "
@@ -720,7 +713,7 @@ class BlockReader:
         async with self._connections:
             self._fail_fast(oid)
             into = self._get_buffer(end - start)  # the worker thread's until it returns
-            progress = self._noted
+            progress = None
             if flight is not None and flight.for_reader:  # a full block: a lent buffer
                 flight.buf, progress = into, self._arrived(flight)
             try:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -90,6 +91,9 @@ class S3Store:
         # circuit open): the mount's fusecache_s3_errors (it stayed 0 through every
         # failure of a blind test of the mount)
         self._on_error = on_error
+        # monotonic time a GET last got body bytes: a read that times out soon after is a
+        # slow link, not S3 away (the mount's reader.BlockReader._no_answer)
+        self.body_seen_at = -math.inf
         self.max_attempts = max_attempts
         self.op_deadline = op_deadline
         self._observe = observe
@@ -361,6 +365,8 @@ class S3Store:
 
             def noted(n: int) -> None:
                 came[0] = n
+                if n:
+                    self.body_seen_at = time.monotonic()
                 if progress is not None:
                     progress(n)
 

@@ -38,6 +38,8 @@ class ObjectStore(Protocol):
     # wall-clock time of the last AccessDenied S3 answered (0: never); the mount asks S3
     # again before serving what an earlier yes allowed (namespace.authorize_read)
     denied_at: float
+    # monotonic time a GET last got body bytes (-inf: never)
+    body_seen_at: float
 
     def check_bucket(self) -> None:
         """Fail fast (BucketNotFound, AccessDenied, StoreUnavailable) before mounting."""

@@ -240,10 +240,7 @@ class Warmer:
         self._retries = 0  # S3 requests retried, added to the node cache's s3_retries
         self._counted_bytes = self._counted_gets = 0  # added to its counters so far
         self._stop_seen: float | None = None  # when a fetch first saw the stop
-        # stopped with GETs still hanging: their threads were not waited for (they end on
-        # their own, at the request's deadline), and the cache they may still write to is
-        # left open; `prefetchd warm` then exits without joining them
-        self.left_behind = False
+        # pools left with GETs still hanging after a stop (left_behind)
         self._left_pools: list[cf.ThreadPoolExecutor] = []
         # seconds spent: connect (clients, bucket checks), list, fetch (GETs and cache
         # writes), total (all of warm()); reported by `warm --json`, used by the benchmark
@@ -608,9 +605,15 @@ class Warmer:
         finally:
             pool.shutdown(wait=not left_behind, cancel_futures=left_behind)
             if left_behind:
-                self.left_behind = True
                 self._left_pools.append(pool)
         return full.is_set()
+
+    @property
+    def left_behind(self) -> bool:
+        """Stopped with GETs still hanging: their threads were not waited for (they end on
+        their own, at the request's deadline), and the cache they may still write to is
+        closed after them; `prefetchd warm` then exits without joining them."""
+        return bool(self._left_pools)
 
     def _stopped_long_ago(self) -> bool:
         """Stopped (a signal, a release) more than STOP_GRACE seconds ago."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import time
 from collections import Counter
@@ -24,6 +25,7 @@ class FakeStore:
     def __init__(self, bucket: str = "fake") -> None:
         self.bucket = bucket
         self.denied_at = 0.0  # (ObjectStore: never refused)
+        self.body_seen_at = -math.inf  # (ObjectStore: no body came yet)
         self.objects: dict[str, bytes] = {}
         self.etags: dict[str, str] = {}
         self.calls: Counter[str] = Counter()

@@ -483,11 +483,11 @@ class WarmWorker:
                  res.objects, res.bytes, res.transferred, res.skipped, why, len(res.failed),
                  finished - started, held)
         if halt.is_set() and not self.stop_event.is_set():
-            self._unpin(res.uri, owner)  # released while it ran: nothing of it is kept
+            self._unpin(owner)  # released while it ran: nothing of it is kept
             return
         if self.stop_event.is_set() and (res.skipped or res.failed):
             # interrupted: not recorded as warmed, so a restart warms it again
-            self._unpin(res.uri, owner)
+            self._unpin(owner)
             return
         # (objects the cache had no room for, beside pinned data: asked for again as a
         # failed part is, for room may free; a blind test of the agent: six such warms were
@@ -515,7 +515,7 @@ class WarmWorker:
             for old in self.records.oldest(len(self.records) - MAX_RECORDS):
                 rec = self.records.live().get(old) or {}
                 if rec.get("uri"):
-                    self._unpin(rec["uri"], old)
+                    self._unpin(old)
                 self.records.remove([old])
         if self.metrics is not None:
             self.metrics.warm_done(req, res, started, finished)
@@ -623,22 +623,18 @@ class WarmWorker:
         if not owners:
             log.debug("%s: nothing of %s pinned here to release", source, dataset)
             return
-        n = 0
-        records = self.records.live(now=0)
-        for owner in owners:
-            n += self._unpin(records[owner].get("uri") or dataset, owner)
+        n = sum(self._unpin(owner) for owner in owners)
         self.records.remove(owners)
         self._mark_unpinned(owners)
-        log.info("released %s for %s: unpinned %d objects", dataset, source, n)
+        log.info("released %s for %s: dropped %d pins", dataset, source, n)
 
-    def _unpin(self, uri: str, owner: str) -> int:
+    def _unpin(self, owner: str) -> int:
         """Drop *owner*'s pins (every one: objects whose blocks never came too) and the
-        warm's own record of *uri* when it is *owner*'s (``prefetchd status`` showed a
-        released warm pinned for a day). Returns the objects of *uri* cached."""
+        warm's own status record when it is *owner*'s (``prefetchd status`` showed a
+        released warm pinned for a day). Returns the pins dropped."""
         cache = fusecache.NodeCache.open(self.config.cache_dir)
         try:
-            cache.unpin_owner(owner)
-            n = sum(1 for _ in warm_mod.cached_objects(cache, uri))
+            n = cache.unpin_owner(owner)
         finally:
             cache.close()
 
